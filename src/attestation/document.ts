@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import canonicalize from 'canonicalize';
+import { canonicalJson } from '../policy/jcs.ts';
 import type { RawEvidence, Tee } from './provider.ts';
 
 export interface Jwks {
@@ -8,9 +8,7 @@ export interface Jwks {
 
 /** SPEC 5: REPORT_DATA = SHA-512(nonce bytes || UTF-8 of the JCS-canonical JWKS). */
 export function reportDataFor(nonce: Uint8Array, jwks: Jwks): Uint8Array {
-  const canonical = canonicalize(jwks);
-  if (canonical === undefined) throw new Error('JWKS cannot be canonicalized');
-  return createHash('sha512').update(nonce).update(canonical, 'utf8').digest();
+  return createHash('sha512').update(nonce).update(canonicalJson(jwks), 'utf8').digest();
 }
 
 /** The body of GET /v1/verify/attestation. */

@@ -1,0 +1,47 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { httpError } from '../http/errors.ts';
+import type { StoredKey } from './keys-file.ts';
+
+/** Who made a request: the key's id, never the key. */
+export interface Caller {
+  keyHash: string;
+  keyId: string;
+}
+
+/**
+ * The set of accepted keys, looked up by the SHA-256 of the presented key. The lookup is on a
+ * digest the caller cannot steer, and the final comparison is constant-time.
+ */
+export class KeyRing {
+  #byHash = new Map<string, Buffer>();
+
+  constructor(keys: readonly StoredKey[]) {
+    this.replace(keys);
+  }
+
+  /** Swaps the whole set at once, so a reload never leaves a half-read file in use. */
+  replace(keys: readonly StoredKey[]): void {
+    this.#byHash = new Map(keys.map((k) => [k.hash, Buffer.from(k.hash, 'hex')]));
+  }
+
+  get size(): number {
+    return this.#byHash.size;
+  }
+
+  authenticate(headers: IncomingHttpHeaders): Caller {
+    const header = headers.authorization;
+    if (header === undefined || header === '') {
+      throw httpError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.");
+    }
+    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+    if (!match) throw httpError('invalid_api_key', "The Authorization header must be 'Bearer <key>'.");
+    const digest = createHash('sha256').update(match[1]!, 'utf8').digest();
+    const hex = digest.toString('hex');
+    const stored = this.#byHash.get(hex);
+    if (stored === undefined || !timingSafeEqual(stored, digest)) {
+      throw httpError('invalid_api_key', 'Incorrect API key provided.');
+    }
+    return { keyHash: hex, keyId: hex.slice(0, 12) };
+  }
+}

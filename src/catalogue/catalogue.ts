@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { describeIssues } from '../config/load.ts';
+import { catalogueSchema, type CatalogueEntry } from './schema.ts';
+
+export interface CatalogueModel extends CatalogueEntry {
+  owned_by: string;
+  /** The name the engine knows the model by. */
+  upstream_model: string;
+  /** Upstream names, in preference order. */
+  upstreams: string[];
+}
+
+export interface Catalogue {
+  models: readonly CatalogueModel[];
+  byId: ReadonlyMap<string, CatalogueModel>;
+}
+
+export class CatalogueError extends Error {
+  readonly code = 'ERR_CATALOGUE_INVALID';
+}
+
+/** Builds the catalogue and checks it against the configured upstream names. */
+export function buildCatalogue(raw: unknown, source: string, upstreamNames: readonly string[]): Catalogue {
+  const parsed = catalogueSchema.safeParse(raw);
+  if (!parsed.success) throw new CatalogueError(describeIssues(parsed.error.issues, source));
+  const byId = new Map<string, CatalogueModel>();
+  parsed.data.models.forEach((entry, i) => {
+    if (byId.has(entry.id)) throw new CatalogueError(`${source}: models.${i}.id: duplicate model id '${entry.id}'`);
+    const upstreams = entry.upstream === undefined ? [...upstreamNames] : [entry.upstream].flat();
+    for (const name of upstreams) {
+      if (!upstreamNames.includes(name)) {
+        throw new CatalogueError(`${source}: models.${i}.upstream: no upstream named '${name}' in the configuration`);
+      }
+    }
+    byId.set(entry.id, { ...entry, owned_by: entry.owned_by ?? entry.provider, upstream_model: entry.upstream_model ?? entry.id, upstreams });
+  });
+  return { models: [...byId.values()], byId };
+}
+
+export function loadCatalogue(path: string, upstreamNames: readonly string[]): Catalogue {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CatalogueError(`cannot read catalogue ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new CatalogueError(`${path}: not valid YAML: ${(err as Error).message}`);
+  }
+  return buildCatalogue(raw, path, upstreamNames);
+}

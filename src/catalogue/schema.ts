@@ -1,0 +1,29 @@
+import { z } from 'zod';
+
+/** SPEC 4: one entry of config/models.yaml. */
+const modelEntry = z.strictObject({
+  id: z.string().min(1).max(256),
+  name: z.string().min(1),
+  provider: z.string().min(1),
+  owned_by: z.string().min(1).optional(),
+  /** Unix seconds, as OpenAI's `created`. */
+  created: z.number().int().nonnegative(),
+  context_window: z.number().int().positive(),
+  reasoning: z.boolean(),
+  regions: z.array(z.string().min(1)).min(1),
+  pricing: z.strictObject({
+    input_per_mtok: z.number().nonnegative(),
+    output_per_mtok: z.number().nonnegative(),
+    currency: z.string().regex(/^[A-Z]{3}$/, 'an ISO 4217 code such as USD'),
+  }),
+  model_hash: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'sha256: followed by 64 lowercase hex digits'),
+  /** Name(s) of the upstreams in sigil.yaml that serve it; default: every configured upstream. */
+  upstream: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+  /** The engine's name for the model, when it differs from `id`. */
+  upstream_model: z.string().min(1).optional(),
+  description: z.string().optional(),
+});
+
+export const catalogueSchema = z.strictObject({ models: z.array(modelEntry).min(1) });
+
+export type CatalogueEntry = z.infer<typeof modelEntry>;

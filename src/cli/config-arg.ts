@@ -1,0 +1,15 @@
+import { DEFAULT_CONFIG_PATH, loadConfig, type LoadedConfig } from '../config/load.ts';
+
+/** SPEC 7: `--config FILE`, else `SIGIL_CONFIG`, else config/sigil.yaml. */
+export function configPath(flag: string | undefined): string {
+  return flag ?? process.env.SIGIL_CONFIG ?? DEFAULT_CONFIG_PATH;
+}
+
+export function readConfigOrExit(flag: string | undefined): LoadedConfig | undefined {
+  try {
+    return loadConfig(configPath(flag));
+  } catch (err) {
+    process.stderr.write(`sigil: ${(err as Error).message}\n`);
+    return undefined;
+  }
+}

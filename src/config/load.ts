@@ -1,0 +1,64 @@
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { configSchema, type SigilConfig } from './schema.ts';
+
+export const DEFAULT_CONFIG_PATH = 'config/sigil.yaml';
+
+/** A configuration that cannot be used; the message names the offending key. */
+export class ConfigError extends Error {
+  readonly code = 'ERR_CONFIG_INVALID';
+}
+
+export interface LoadedConfig extends SigilConfig {
+  /** Absolute path of the file the configuration came from. */
+  source: string;
+}
+
+/** Formats schema issues as `key.path: problem`, one per line. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], label: string): string {
+  return issues
+    .map((issue) => {
+      const at = issue.path.map(String).join('.');
+      if (issue.code === 'unrecognized_keys') {
+        return issue.keys.map((key) => `${label}: unknown key '${at ? `${at}.${key}` : key}'`).join('\n');
+      }
+      return `${label}: ${at || '(top level)'}: ${issue.message}`;
+    })
+    .join('\n');
+}
+
+export function parseConfig(text: string, source: string): LoadedConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (err) {
+    throw new ConfigError(`${source}: not valid YAML: ${(err as Error).message}`);
+  }
+  const result = configSchema.safeParse(raw);
+  if (!result.success) throw new ConfigError(describeIssues(result.error.issues, source));
+  const config = result.data;
+  const base = dirname(source);
+  const at = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
+  return {
+    ...config,
+    source,
+    catalogue: config.catalogue === undefined ? undefined : at(config.catalogue),
+    auth: { keys_file: at(config.auth.keys_file) },
+    receipts: { ...config.receipts, key_file: config.receipts.key_file === undefined ? undefined : at(config.receipts.key_file) },
+    engine: { ...config.engine, model: at(config.engine.model) },
+  };
+}
+
+/** Reads and validates the configuration; relative paths inside it are relative to the file. */
+export function loadConfig(path: string): LoadedConfig {
+  const source = resolve(path);
+  let text: string;
+  try {
+    text = readFileSync(source, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config ${source}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return parseConfig(text, source);
+}

@@ -1,0 +1,94 @@
+import type { Catalogue, CatalogueModel } from '../catalogue/catalogue.ts';
+import { httpError } from './errors.ts';
+
+/** What Sigil needs to know about a chat request; everything else passes through untouched. */
+export interface ChatRequest {
+  body: Record<string, unknown>;
+  model: CatalogueModel;
+  stream: boolean;
+  region: string | undefined;
+}
+
+const CHECKED_ROLES = new Set(['system', 'user', 'assistant']);
+
+export function parseJsonBody(bytes: Buffer): Record<string, unknown> {
+  let body: unknown;
+  try {
+    body = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw httpError('invalid_json', 'The request body is not valid JSON.');
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw httpError('invalid_json', 'The request body must be a JSON object.');
+  }
+  return body as Record<string, unknown>;
+}
+
+function checkMessages(messages: unknown): void {
+  if (messages === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'messages'.", 'messages');
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw httpError('invalid_value', "'messages' must be a non-empty array.", 'messages');
+  }
+  messages.forEach((message: unknown, i) => {
+    const at = `messages[${i}]`;
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      throw httpError('invalid_value', `'${at}' must be an object with 'role' and 'content'.`, at);
+    }
+    const { role, content } = message as { role?: unknown; content?: unknown };
+    if (typeof role !== 'string' || role === '') {
+      throw httpError('invalid_value', `'${at}.role' must be a non-empty string.`, `${at}.role`);
+    }
+    if (CHECKED_ROLES.has(role)) {
+      const ok = typeof content === 'string' || Array.isArray(content) || (role === 'assistant' && (content === null || content === undefined));
+      if (!ok) throw httpError('invalid_value', `'${at}.content' must be a string.`, `${at}.content`);
+    }
+  });
+}
+
+function checkOptional(body: Record<string, unknown>, model: CatalogueModel): void {
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
+    throw httpError('invalid_value', "'stream' must be a boolean.", 'stream');
+  }
+  const t = body.temperature;
+  if (t !== undefined && t !== null && (typeof t !== 'number' || !Number.isFinite(t) || t < 0 || t > 2)) {
+    throw httpError('invalid_value', "'temperature' must be a number from 0 to 2.", 'temperature');
+  }
+  for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
+    const v = body[field];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
+      throw httpError('invalid_value', `'${field}' must be a positive integer.`, field);
+    }
+    if (v > model.context_window) {
+      throw httpError('invalid_value', `'${field}' is ${v}, more than the ${model.context_window}-token context window of '${model.id}'.`, field);
+    }
+  }
+  if (body.region !== undefined && (typeof body.region !== 'string' || body.region === '')) {
+    throw httpError('invalid_value', "'region' must be a non-empty string.", 'region');
+  }
+}
+
+/** SPEC 2: checks the fields Sigil owns; other fields are the engine's business. */
+export function validateChatRequest(body: Record<string, unknown>, catalogue: Catalogue): ChatRequest {
+  const id = body.model;
+  if (id === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'model'.", 'model');
+  if (typeof id !== 'string') throw httpError('invalid_value', "'model' must be a string.", 'model');
+  checkMessages(body.messages);
+  const model = catalogue.byId.get(id);
+  if (model === undefined) {
+    throw httpError('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
+  }
+  checkOptional(body, model);
+  return { body, model, stream: body.stream === true, region: body.region as string | undefined };
+}
+
+/**
+ * The bytes the engine receives: the client's own bytes when nothing needs rewriting, otherwise the
+ * body with `model` renamed to the engine's name and Sigil's extension fields removed.
+ */
+export function upstreamBody(raw: Buffer, request: ChatRequest): Buffer {
+  const rename = request.model.upstream_model !== request.model.id;
+  if (!rename && !('region' in request.body)) return raw;
+  const { region: _region, ...rest } = request.body;
+  return Buffer.from(JSON.stringify({ ...rest, model: request.model.upstream_model }));
+}

@@ -1,0 +1,41 @@
+import type { AttestationProvider, RawEvidence } from '../attestation/provider.ts';
+import type { KeyRing } from '../auth/bearer.ts';
+import type { Catalogue } from '../catalogue/catalogue.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import type { Logger } from '../log/logger.ts';
+import type { UpstreamSet } from '../proxy/upstream.ts';
+import type { ReceiptContext } from '../receipts/claims.ts';
+import type { SignReceipt } from '../receipts/signer.ts';
+import type { SigningKey } from '../receipts/signing-key.ts';
+import type { ReceiptStore } from '../receipts/store.ts';
+import type { Jwks } from '../attestation/document.ts';
+
+/** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
+export interface BrandHeaders {
+  receipt: string;
+  nonce: string;
+  receiptId: string;
+}
+
+export function brandHeaders(brand: string): BrandHeaders {
+  const b = brand.toLowerCase();
+  return { receipt: `x-${b}-receipt`, nonce: `x-${b}-nonce`, receiptId: `x-${b}-receipt-id` };
+}
+
+/** Everything a request handler may use. The parts that reload (keys, catalogue, policy) are swapped whole. */
+export interface AppContext {
+  config: LoadedConfig;
+  logger: Logger;
+  headers: BrandHeaders;
+  keyRing: KeyRing;
+  catalogue: Catalogue;
+  upstreams: UpstreamSet;
+  signingKey: SigningKey;
+  signReceipt: SignReceipt;
+  receiptStore: ReceiptStore;
+  receiptContext: ReceiptContext;
+  jwks: Jwks;
+  /** Pre-serialised bodies of the documents that only change on reload. */
+  documents: { jwks: string; policy: string; startEvidence: string };
+  attestation: { provider: AttestationProvider; startEvidence: RawEvidence };
+}

@@ -1,0 +1,49 @@
+import type { IncomingMessage } from 'node:http';
+import { HttpError, httpError } from './errors.ts';
+
+/** Reads the request body, refusing more than `limit` bytes (413) before reading further. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    return Promise.reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.resume();
+        reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(new HttpError('invalid_json', `The request body could not be read: ${err.message}`));
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+/** SPEC 6: chat bodies must be JSON (415 otherwise). */
+export function requireJson(req: IncomingMessage): void {
+  const type = req.headers['content-type'];
+  const essence = type?.split(';', 1)[0]!.trim().toLowerCase();
+  if (essence !== 'application/json') {
+    throw httpError('unsupported_media_type', "The request body must be JSON, sent with 'Content-Type: application/json'.");
+  }
+}

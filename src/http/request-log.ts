@@ -1,0 +1,14 @@
+import type { TokenUsage } from '../proxy/sse-relay.ts';
+
+/** The one log line each request leaves: ids, route, outcome and counts; never content, never keys. */
+export interface RequestLog {
+  request_id: string;
+  method: string;
+  route: string;
+  status?: number;
+  model?: string;
+  stream?: boolean;
+  receipt?: boolean;
+  usage?: TokenUsage;
+  error_code?: string;
+}

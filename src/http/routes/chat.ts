@@ -1,0 +1,159 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpError } from '../errors.ts';
+import { parseJsonBody, upstreamBody, validateChatRequest, type ChatRequest } from '../chat-request.ts';
+import { readBody, requireJson } from '../read-body.ts';
+import type { AppContext } from '../context.ts';
+import type { RequestLog } from '../request-log.ts';
+import type { Caller } from '../../auth/bearer.ts';
+import { engineErrorToHttp, postChatCompletion, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
+import { selectUpstream } from '../../proxy/select-upstream.ts';
+import { teeSseStream } from '../../proxy/sse-relay.ts';
+import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
+import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
+
+const ENGINE_ERROR_LIMIT = 1024 * 1024;
+const ENGINE_JSON_LIMIT = 64 * 1024 * 1024;
+
+const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+
+interface Exchange {
+  ctx: AppContext;
+  res: ServerResponse;
+  log: RequestLog;
+  caller: Caller;
+  chat: ChatRequest;
+  raw: Buffer;
+  receipt: ReceiptRequest;
+  receiptId: string;
+  selected: SelectedModel;
+  /** The catalogue id to write back into responses when the engine's name differs. */
+  rewriteModel: string | undefined;
+}
+
+/** POST /v1/chat/completions: authenticate, validate, forward, relay, and sign on request. */
+export async function handleChatCompletions(req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
+  const caller = ctx.keyRing.authenticate(req.headers);
+  const receipt = readReceiptRequest(req.headers, ctx.headers);
+  requireJson(req);
+  const raw = await readBody(req, ctx.config.limits.max_body_bytes);
+  const chat = validateChatRequest(parseJsonBody(raw), ctx.catalogue);
+  log.model = chat.model.id;
+  log.stream = chat.stream;
+  log.receipt = receipt.wanted;
+  const upstream = selectUpstream(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
+
+  const exchange: Exchange = {
+    ctx,
+    res,
+    log,
+    caller,
+    chat,
+    raw,
+    receipt,
+    receiptId: receipt.wanted ? randomUUID() : '',
+    selected: { provider: chat.model.provider, model_id: chat.model.id, model_hash: chat.model.model_hash },
+    rewriteModel: chat.model.upstream_model === chat.model.id ? undefined : chat.model.id,
+  };
+  // SPEC 3: the model receipt exists before generation starts.
+  const modelReceipt = receipt.wanted && chat.stream ? signModelReceipt(exchange) : undefined;
+
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) abort.abort();
+  };
+  res.on('close', onClose);
+  try {
+    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), abort.signal);
+    if (engine.statusCode >= 300) {
+      const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
+      const retryAfter = engine.headers['retry-after'];
+      throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
+    }
+    const type = String(engine.headers['content-type'] ?? '');
+    if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, modelReceipt ?? (receipt.wanted ? signModelReceipt(exchange) : undefined));
+    else await relayJson(exchange, engine);
+  } finally {
+    res.off('close', onClose);
+  }
+}
+
+function signModelReceipt(x: Exchange): string {
+  return x.ctx.signReceipt(
+    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
+  );
+}
+
+async function signMessageReceipt(x: Exchange, completionId: string, responseHash: string): Promise<string> {
+  const jws = x.ctx.signReceipt(
+    messageReceiptClaims(x.ctx.receiptContext, {
+      receiptId: x.receiptId,
+      model: x.selected,
+      nonce: x.receipt.nonce,
+      now: new Date(),
+      completionId,
+      requestHash: sha256(x.raw),
+      responseHash,
+    }),
+  );
+  await x.ctx.receiptStore.put(x.receiptId, x.caller.keyHash, jws);
+  return jws;
+}
+
+async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: string | undefined): Promise<void> {
+  const { res, ctx } = x;
+  const headers: Record<string, string> = {
+    'content-type': String(engine.headers['content-type']),
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+  };
+  if (modelReceipt !== undefined) {
+    headers[ctx.headers.receipt] = modelReceipt;
+    headers[ctx.headers.receiptId] = x.receiptId;
+  }
+  res.writeHead(200, headers);
+  res.flushHeaders();
+  x.log.status = 200;
+
+  const result = await teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted });
+  if (result.usage) x.log.usage = result.usage;
+  if (result.error) x.log.error_code = result.error.code;
+  if (result.clientGone) x.log.error_code = 'client_closed';
+  if (!result.complete) return;
+  if (x.receipt.wanted) {
+    const jws = await signMessageReceipt(x, result.completionId ?? '', result.responseHash!);
+    res.end(`: receipt ${jws}\n\n`);
+  } else {
+    res.end();
+  }
+}
+
+async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
+  const bytes = await readEngineBody(engine, ENGINE_JSON_LIMIT);
+  let completion: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(bytes.toString('utf8'));
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+    completion = parsed as Record<string, unknown>;
+  } catch {
+    throw new HttpError('upstream_bad_response', 'The engine sent a response that is not valid JSON.');
+  }
+  let out = bytes;
+  if (x.rewriteModel !== undefined && 'model' in completion) {
+    completion.model = x.rewriteModel;
+    out = Buffer.from(JSON.stringify(completion));
+  }
+  const usage = completion.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
+  if (typeof usage?.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
+    x.log.usage = { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
+  }
+  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': out.length };
+  if (x.receipt.wanted) {
+    const completionId = typeof completion.id === 'string' ? completion.id : '';
+    headers[x.ctx.headers.receipt] = await signMessageReceipt(x, completionId, sha256(out));
+    headers[x.ctx.headers.receiptId] = x.receiptId;
+  }
+  x.log.status = engine.statusCode;
+  x.res.writeHead(engine.statusCode, headers);
+  x.res.end(out);
+}

@@ -1,0 +1,53 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AppContext } from '../context.ts';
+import { httpError } from '../errors.ts';
+import { sendJson } from '../respond.ts';
+import type { Upstream } from '../../proxy/upstream.ts';
+
+const PROBE_TIMEOUT_MS = 2000;
+const PROBE_CACHE_MS = 1000;
+
+/** GET /healthz: the process is up. */
+export function handleHealthz(_req: IncomingMessage, res: ServerResponse): void {
+  sendJson(res, 200, '{"status":"ok"}');
+}
+
+async function probe(upstream: Upstream): Promise<boolean> {
+  try {
+    const response = await upstream.pool.request({
+      method: 'GET',
+      path: `${upstream.basePath}/models`,
+      headers: upstream.headers,
+      headersTimeout: PROBE_TIMEOUT_MS,
+      bodyTimeout: PROBE_TIMEOUT_MS,
+    });
+    await response.body.dump();
+    return response.statusCode < 500;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * GET /readyz: ready when the signing key is loaded and every catalogue model has at least one
+ * reachable engine. Probes are shared by concurrent callers and cached for a second.
+ */
+export function createReadyHandler() {
+  let last: { at: number; result: Promise<Record<string, boolean>> } | undefined;
+
+  return async function handleReadyz(_req: IncomingMessage, res: ServerResponse, ctx: AppContext): Promise<void> {
+    const now = Date.now();
+    if (last === undefined || now - last.at > PROBE_CACHE_MS) {
+      const entries = [...ctx.upstreams.values()].map(async (u) => [u.name, await probe(u)] as const);
+      last = { at: now, result: Promise.all(entries).then(Object.fromEntries) };
+    }
+    const engines = await last.result;
+    const modelsServed = ctx.catalogue.models.every((m) => m.upstreams.some((name) => engines[name] === true));
+    const keysLoaded = ctx.signingKey !== undefined;
+    if (!modelsServed || !keysLoaded) {
+      const down = Object.keys(engines).filter((name) => !engines[name]);
+      throw httpError('not_ready', keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: signing keys are not loaded.');
+    }
+    sendJson(res, 200, JSON.stringify({ status: 'ready', keys_loaded: true, engines }));
+  };
+}

@@ -1,0 +1,64 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { attestationDocument, reportDataFor } from '../../attestation/document.ts';
+import type { AppContext } from '../context.ts';
+import { HttpError, httpError } from '../errors.ts';
+import { sendJson } from '../respond.ts';
+
+const NONCE_HEX = /^[0-9a-fA-F]{64}$/;
+const CACHE_SIZE = 256;
+const REFILL_PER_S = 5;
+const BURST = 10;
+
+/** GET /v1/verify/jwks.json */
+export function handleJwks(_req: IncomingMessage, res: ServerResponse, ctx: AppContext): void {
+  sendJson(res, 200, ctx.documents.jwks, { 'cache-control': 'no-cache' });
+}
+
+/** GET /v1/verify/policy */
+export function handlePolicy(_req: IncomingMessage, res: ServerResponse, ctx: AppContext): void {
+  sendJson(res, 200, ctx.documents.policy, { 'cache-control': 'no-cache' });
+}
+
+/**
+ * GET /v1/verify/attestation[?nonce=HEX]: without a nonce, the evidence made at start (the one
+ * `attestation_hash` names); with a 32-byte hex nonce, fresh evidence binding it. Fresh evidence is
+ * cached per nonce and rate-limited, because hardware reports are slow and shared.
+ */
+export function createAttestationHandler() {
+  const cache = new Map<string, Promise<string>>();
+  let tokens = BURST;
+  let refilledAt = Date.now();
+
+  const takeToken = (): boolean => {
+    const now = Date.now();
+    tokens = Math.min(BURST, tokens + ((now - refilledAt) / 1000) * REFILL_PER_S);
+    refilledAt = now;
+    if (tokens < 1) return false;
+    tokens -= 1;
+    return true;
+  };
+
+  return async function handleAttestation(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL): Promise<void> {
+    const nonceHex = url.searchParams.get('nonce');
+    if (nonceHex === null || nonceHex === '') {
+      sendJson(res, 200, ctx.documents.startEvidence, { 'cache-control': 'no-cache' });
+      return;
+    }
+    if (!NONCE_HEX.test(nonceHex)) throw httpError('invalid_value', "'nonce' must be 32 bytes as 64 hex digits.", 'nonce');
+    const key = nonceHex.toLowerCase();
+    let body = cache.get(key);
+    if (body === undefined) {
+      if (!takeToken()) {
+        throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
+      }
+      const nonce = Buffer.from(key, 'hex');
+      body = ctx.attestation.provider
+        .collect(reportDataFor(nonce, ctx.jwks))
+        .then((raw) => JSON.stringify(attestationDocument(raw, nonce, ctx.jwks)));
+      cache.set(key, body);
+      if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+      body.catch(() => cache.delete(key));
+    }
+    sendJson(res, 200, await body, { 'cache-control': 'no-store' });
+  };
+}

@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AppContext } from './context.ts';
+import { HttpError, httpError, sendError, toHttpError } from './errors.ts';
+import type { RequestLog } from './request-log.ts';
+import { handleChatCompletions } from './routes/chat.ts';
+import { createReadyHandler, handleHealthz } from './routes/health.ts';
+import { handleListModels, handleRetrieveModel } from './routes/models.ts';
+import { handleGetReceipt } from './routes/receipts.ts';
+import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL, log: RequestLog) => void | Promise<void>;
+
+interface Route {
+  /** The route's name in logs: its template, never the concrete path (ids could be anything). */
+  name: string;
+  methods: Record<string, Handler>;
+}
+
+/** Holds the live context; reloads swap it whole between requests. */
+export interface AppState {
+  ctx: AppContext;
+}
+
+function buildRoutes() {
+  const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
+  const exact = new Map<string, Route>([
+    ['/v1/chat/completions', { name: '/v1/chat/completions', methods: { POST: (req, res, ctx, _url, log) => handleChatCompletions(req, res, ctx, log) } }],
+    ['/v1/models', { name: '/v1/models', methods: get(handleListModels) }],
+    ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks) }],
+    ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy) }],
+    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()) }],
+    ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
+    ['/readyz', { name: '/readyz', methods: get(createReadyHandler()) }],
+  ]);
+  const prefixed: Array<[string, Route]> = [
+    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel) }],
+    ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
+  ];
+  return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
+}
+
+/** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
+export function createRequestHandler(state: AppState) {
+  const route = buildRoutes();
+
+  return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = process.hrtime.bigint();
+    const ctx = state.ctx;
+    const requestId = randomBytes(8).toString('hex');
+    res.setHeader('x-request-id', requestId);
+    const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
+    res.once('close', () => {
+      const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
+      if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
+      ctx.logger.info({ ...log, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
+    });
+
+    try {
+      const url = new URL(req.url ?? '/', 'http://sigil.invalid');
+      const matched = route(url.pathname);
+      if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
+      log.route = matched.name;
+      const handler = matched.methods[req.method ?? ''];
+      if (handler === undefined) {
+        const allow = Object.keys(matched.methods).join(', ');
+        throw new HttpError('method_not_allowed', `Method ${req.method} is not allowed on ${matched.name}; use ${allow}.`, { headers: { allow } });
+      }
+      await handler(req, res, ctx, url, log);
+      if (log.status === undefined && res.headersSent) log.status = res.statusCode;
+    } catch (err) {
+      const error = toHttpError(err);
+      if (error.code === 'internal_error') ctx.logger.error({ request_id: requestId, err: { message: (err as Error).message, stack: (err as Error).stack } }, 'unhandled error');
+      if (res.destroyed || res.writableEnded) return;
+      log.status = res.headersSent ? res.statusCode : error.status;
+      log.error_code = error.code;
+      sendError(res, error);
+    }
+  };
+}
+
+export function createHttpServer(state: AppState): Server {
+  const { limits } = state.ctx.config;
+  const server = createServer(
+    { requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms, headersTimeout: limits.headers_timeout_ms, keepAliveTimeout: 65_000 },
+    createRequestHandler(state),
+  );
+  return server;
+}

@@ -1,0 +1,126 @@
+import type { AddressInfo } from 'node:net';
+import { attestationDocument, attestationHash, reportDataFor, type Jwks } from '../attestation/document.ts';
+import { createNoneProvider } from '../attestation/none.ts';
+import type { AttestationProvider } from '../attestation/provider.ts';
+import { KeyRing } from '../auth/bearer.ts';
+import { readKeysFile } from '../auth/keys-file.ts';
+import { loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
+import { ConfigError, type LoadedConfig } from '../config/load.ts';
+import { createLogger, type Logger } from '../log/logger.ts';
+import { buildPolicy } from '../policy/document.ts';
+import { jcsSha256 } from '../policy/jcs.ts';
+import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
+import { createReceiptSigner } from '../receipts/signer.ts';
+import { loadSigningKey } from '../receipts/signing-key.ts';
+import { MemoryReceiptStore } from '../receipts/store.ts';
+import { brandHeaders, type AppContext } from './context.ts';
+import { createHttpServer, type AppState } from './server.ts';
+
+export interface RunningSigil {
+  url: string;
+  state: AppState;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  /** Chooses the attestation provider; the default reads `attestation.provider` from the config. */
+  attestationProvider?: AttestationProvider;
+}
+
+async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<AttestationProvider> {
+  if (config.attestation.provider === 'none') {
+    logger.warn('attestation provider is none: receipts carry tee "none" and prove nothing about hardware (development only)');
+    return createNoneProvider();
+  }
+  throw new ConfigError(`attestation.provider: '${config.attestation.provider}' is not available in this build`);
+}
+
+/** Logs catalogue models that no engine lists; hides them when the config says so. */
+async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet, hide: boolean, logger: Logger): Promise<Catalogue> {
+  const listed = new Map<string, Set<string> | undefined>();
+  await Promise.all(
+    [...upstreams.values()].map(async (u) => {
+      try {
+        const response = await u.pool.request({ method: 'GET', path: `${u.basePath}/models`, headers: u.headers, headersTimeout: 5000, bodyTimeout: 5000 });
+        const body = (await response.body.json()) as { data?: Array<{ id?: unknown }> };
+        listed.set(u.name, new Set((body.data ?? []).map((m) => String(m.id))));
+      } catch {
+        logger.warn({ upstream: u.name }, 'engine not reachable at start; its model list is not checked');
+        listed.set(u.name, undefined);
+      }
+    }),
+  );
+  const kept = catalogue.models.filter((m) => {
+    const known = m.upstreams.map((name) => listed.get(name));
+    if (known.some((set) => set === undefined || set.has(m.upstream_model))) return true;
+    logger.warn({ model: m.id, upstream_model: m.upstream_model }, hide ? 'engine does not list this model: hidden' : 'engine does not list this model: served anyway');
+    return !hide;
+  });
+  return { models: kept, byId: new Map(kept.map((m) => [m.id, m])) };
+}
+
+/** Builds every part from the configuration, makes the start-up evidence, and listens. */
+export async function startSigil(config: LoadedConfig, options: StartOptions = {}): Promise<RunningSigil> {
+  const logger = options.logger ?? createLogger(config.log.level);
+  if (Object.keys(config.upstreams).length === 0) throw new ConfigError('upstreams: configure at least one engine');
+  if (config.catalogue === undefined) throw new ConfigError('catalogue: give the path of the model catalogue');
+
+  const upstreams = createUpstreams(config.upstreams);
+  let catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
+  catalogue = await checkEngineListings(catalogue, upstreams, config.routing.hide_unlisted_models, logger);
+  const keyRing = new KeyRing(readKeysFile(config.auth.keys_file));
+  if (keyRing.size === 0) logger.warn({ keys_file: config.auth.keys_file }, 'no API keys: every chat request will be refused; add one with `sigil keys add`');
+
+  const signingKey = await loadSigningKey(config.receipts.key_file);
+  const jwks: Jwks = { keys: [signingKey.publicJwk] };
+  const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
+  const startEvidence = await provider.collect(reportDataFor(new Uint8Array(0), jwks));
+  const policy = buildPolicy(catalogue, config);
+  const policyHash = jcsSha256(policy);
+  const receiptContext = { measurement: startEvidence.measurement, tee: startEvidence.tee, policyHash } as AppContext['receiptContext'];
+  const evidenceHash = attestationHash(startEvidence);
+  if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
+
+  const ctx: AppContext = {
+    config,
+    logger,
+    headers: brandHeaders(config.brand),
+    keyRing,
+    catalogue,
+    upstreams,
+    signingKey,
+    signReceipt: createReceiptSigner(signingKey),
+    receiptStore: new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    receiptContext,
+    jwks,
+    documents: {
+      jwks: JSON.stringify(jwks),
+      policy: JSON.stringify(policy),
+      startEvidence: JSON.stringify(attestationDocument(startEvidence, new Uint8Array(0), jwks)),
+    },
+    attestation: { provider, startEvidence },
+  };
+  const state: AppState = { ctx };
+  const server = createHttpServer(state);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.listen.port, config.listen.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
+  const url = `http://${host}:${port}`;
+  logger.info({ url, kid: signingKey.kid, key_origin: signingKey.origin, tee: startEvidence.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
+
+  return {
+    url,
+    state,
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      await closeUpstreams(upstreams);
+    },
+  };
+}

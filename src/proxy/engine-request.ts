@@ -1,0 +1,95 @@
+import type { Dispatcher } from 'undici';
+import { HttpError } from '../http/errors.ts';
+import type { Upstream } from './upstream.ts';
+
+export type EngineResponse = Dispatcher.ResponseData;
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+
+/** Maps a transport failure to what the client sees: 504 when the engine was too slow, 502 otherwise. */
+export function engineFailure(err: unknown): HttpError {
+  const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code ?? '';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return new HttpError('upstream_timeout', 'The engine did not accept the connection in time.');
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new HttpError('upstream_timeout', 'The engine did not answer in time.');
+  if (code === 'UND_ERR_BODY_TIMEOUT') return new HttpError('upstream_timeout', 'The engine stopped sending before the response was complete.');
+  if (UNREACHABLE.has(code)) return new HttpError('upstream_unreachable', 'The engine could not be reached.');
+  return new HttpError('upstream_bad_response', 'The engine sent a reply that could not be read.');
+}
+
+/** POSTs the chat body to the engine; resolves when its status and headers have arrived. */
+export async function postChatCompletion(upstream: Upstream, body: Buffer, signal: AbortSignal): Promise<EngineResponse> {
+  try {
+    return await upstream.pool.request({
+      method: 'POST',
+      path: `${upstream.basePath}/chat/completions`,
+      headers: { ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) },
+      body,
+      signal,
+      headersTimeout: upstream.timeoutMs,
+      bodyTimeout: upstream.idleTimeoutMs,
+    });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw engineFailure(err);
+  }
+}
+
+/** Reads a whole (non-stream) body, refusing more than `limit` bytes. */
+export async function readEngineBody(response: EngineResponse, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of response.body) {
+      size += (chunk as Buffer).length;
+      if (size > limit) {
+        response.body.destroy();
+        throw new HttpError('upstream_bad_response', 'The engine sent a response larger than Sigil accepts.');
+      }
+      chunks.push(chunk as Buffer);
+    }
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw engineFailure(err);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+}
+
+function engineMessage(bytes: Buffer): { message?: string; type?: string; code?: string; param?: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return {};
+  }
+  if (parsed === null || typeof parsed !== 'object') return {};
+  const top = parsed as Record<string, unknown>;
+  const inner = (typeof top.error === 'object' && top.error !== null ? top.error : top) as Record<string, unknown>;
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const out: { message?: string; type?: string; code?: string; param?: string } = {};
+  const message = str(inner.message) ?? str(top.error) ?? str(top.detail);
+  if (message !== undefined) out.message = message;
+  const type = str(inner.type);
+  if (type !== undefined) out.type = type;
+  const code = str(inner.code);
+  if (code !== undefined) out.code = code;
+  const param = str(inner.param);
+  if (param !== undefined) out.param = param;
+  return out;
+}
+
+/**
+ * SPEC 2 and 6: an engine 4xx reaches the client with its status, in OpenAI's shape. An engine that
+ * refuses Sigil's own credentials (401, 403) or fails (5xx) is Sigil's problem, not the client's: 502.
+ */
+export function engineErrorToHttp(status: number, bytes: Buffer, retryAfter: string | undefined): HttpError {
+  if (status >= 500 || status === 401 || status === 403 || status < 400) {
+    return new HttpError('upstream_server_error', `The engine failed with status ${status}.`);
+  }
+  const info = engineMessage(bytes);
+  const headers: Record<string, string> = {};
+  if (status === 429 && retryAfter !== undefined) headers['retry-after'] = retryAfter;
+  const type = status === 429 ? 'rate_limit_exceeded' : info.type && /_error$/.test(info.type) ? info.type : 'invalid_request_error';
+  const options: ConstructorParameters<typeof HttpError>[2] = { status, type, headers, param: info.param ?? null };
+  if (info.code !== undefined) options.engineCode = info.code;
+  return new HttpError('upstream_bad_request', info.message ?? `The engine refused the request with status ${status}.`, options);
+}

@@ -1,0 +1,55 @@
+import { Pool } from 'undici';
+import type { UpstreamConfig } from '../config/schema.ts';
+
+/** One engine Sigil forwards to, with its own connection pool. */
+export interface Upstream {
+  name: string;
+  region: string | undefined;
+  /** The engine's OpenAI base path, e.g. `/v1`. */
+  basePath: string;
+  pool: Pool;
+  /** Headers sent with every request to this engine (its own credentials, never the client's). */
+  headers: Record<string, string>;
+  timeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+export class UpstreamConfigError extends Error {
+  readonly code = 'ERR_UPSTREAM_CONFIG';
+}
+
+export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS.ProcessEnv = process.env): Upstream {
+  const url = new URL(config.url);
+  const headers: Record<string, string> = {};
+  if (config.api_key_env !== undefined) {
+    const secret = env[config.api_key_env];
+    if (secret === undefined || secret === '') {
+      throw new UpstreamConfigError(`upstreams.${name}.api_key_env: environment variable ${config.api_key_env} is not set`);
+    }
+    headers.authorization = `Bearer ${secret}`;
+  }
+  const path = url.pathname.replace(/\/+$/, '');
+  return {
+    name,
+    region: config.region,
+    basePath: path === '' ? '/v1' : path,
+    pool: new Pool(url.origin, {
+      connections: config.connections,
+      connect: { timeout: config.connect_timeout_ms },
+      keepAliveTimeout: 30_000,
+    }),
+    headers,
+    timeoutMs: config.timeout_ms,
+    idleTimeoutMs: config.idle_timeout_ms,
+  };
+}
+
+export type UpstreamSet = ReadonlyMap<string, Upstream>;
+
+export function createUpstreams(configs: Record<string, UpstreamConfig>): Map<string, Upstream> {
+  return new Map(Object.entries(configs).map(([name, c]) => [name, createUpstream(name, c)]));
+}
+
+export async function closeUpstreams(upstreams: UpstreamSet): Promise<void> {
+  await Promise.all([...upstreams.values()].map((u) => u.pool.close()));
+}

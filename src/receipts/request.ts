@@ -1,0 +1,22 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { httpError } from '../http/errors.ts';
+
+export interface ReceiptRequest {
+  wanted: boolean;
+  /** The client's nonce, "" when none was sent. */
+  nonce: string;
+}
+
+const PRINTABLE = /^[\x20-\x7e]{1,256}$/;
+
+/** SPEC 3: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
+export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receipt: string; nonce: string }): ReceiptRequest {
+  const flag = headers[names.receipt];
+  const wanted = typeof flag === 'string' && flag.trim().toLowerCase() === 'true';
+  const nonce = headers[names.nonce];
+  if (nonce === undefined) return { wanted, nonce: '' };
+  if (typeof nonce !== 'string' || !PRINTABLE.test(nonce)) {
+    throw httpError('invalid_nonce', `The ${names.nonce} header must be 1 to 256 printable ASCII characters.`, names.nonce);
+  }
+  return { wanted, nonce };
+}

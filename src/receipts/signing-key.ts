@@ -1,0 +1,48 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { calculateJwkThumbprint, type JWK } from 'jose';
+
+/** The receipt signing key: private half stays in this process, public half goes to the JWKS. */
+export interface SigningKey {
+  privateKey: KeyObject;
+  /** Public JWK with `kid` (RFC 7638 thumbprint), `use: sig`, `alg: ES256`. */
+  publicJwk: JWK & { kid: string };
+  kid: string;
+  /** Where the key came from, for the start-up log line (never the key). */
+  origin: 'generated' | 'loaded' | 'generated-and-saved';
+}
+
+export class SigningKeyError extends Error {
+  readonly code = 'ERR_SIGNING_KEY';
+}
+
+async function describe(privateKey: KeyObject, origin: SigningKey['origin']): Promise<SigningKey> {
+  const { kty, crv, x, y } = createPublicKey(privateKey).export({ format: 'jwk' });
+  if (kty !== 'EC' || crv !== 'P-256') throw new SigningKeyError(`receipt keys must be EC P-256, got ${kty} ${crv ?? ''}`);
+  const kid = await calculateJwkThumbprint({ kty, crv, x, y }, 'sha256');
+  return { privateKey, publicJwk: { kty, crv, x, y, kid, use: 'sig', alg: 'ES256' }, kid, origin };
+}
+
+/**
+ * With no key file, a fresh key pair is made in memory at every start. With a key file that exists,
+ * the PKCS#8 PEM key in it is used; with one that does not exist yet, a new key is written there (0600).
+ */
+export async function loadSigningKey(keyFile?: string): Promise<SigningKey> {
+  if (keyFile === undefined) {
+    return describe(generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey, 'generated');
+  }
+  if (existsSync(keyFile)) {
+    let key: KeyObject;
+    try {
+      key = createPrivateKey(readFileSync(keyFile));
+    } catch (err) {
+      throw new SigningKeyError(`receipts.key_file ${keyFile}: not a PEM private key (${(err as Error).message})`);
+    }
+    return describe(key, 'loaded');
+  }
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  mkdirSync(dirname(keyFile), { recursive: true });
+  writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+  return describe(privateKey, 'generated-and-saved');
+}
