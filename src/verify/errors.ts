@@ -1,0 +1,31 @@
+/** Every error the verifier throws, by stable code. Callers branch on `code`, never on the message. */
+export const VERIFY_ERROR_CODES = {
+  ERR_RECEIPT_FORMAT: 'not a compact JWS (three base64url parts, a JSON object header)',
+  ERR_RECEIPT_ALG: 'the protected header alg is not ES256',
+  ERR_RECEIPT_HEADER: 'the protected header carries a parameter the verifier refuses',
+  ERR_RECEIPT_SIGNATURE_ENCODING: 'the signature is not 64 bytes of r||s with r and s in [1, n-1]',
+  ERR_RECEIPT_SIGNATURE: 'no acceptable key in the JWKS verifies the signature',
+  ERR_JWKS_INVALID: 'the JWKS is not an object with a keys array',
+  ERR_JWKS_DUPLICATE_KID: 'two keys in the JWKS share a kid',
+  ERR_JWKS_PRIVATE_KEY: 'the JWKS publishes private or symmetric key material',
+  ERR_JWKS_NO_USABLE_KEY: 'the JWKS holds no P-256 signature key',
+  ERR_JCS: 'the value cannot be canonicalized (RFC 8785)',
+  ERR_VERIFY_FETCH: 'a request to the service failed',
+  ERR_VERIFY_STREAM: 'the event stream does not end with data: [DONE] and a receipt comment',
+} as const;
+
+export type VerifyErrorCode = keyof typeof VERIFY_ERROR_CODES;
+
+export class VerifyError extends Error {
+  readonly code: VerifyErrorCode;
+
+  constructor(code: VerifyErrorCode, message: string = VERIFY_ERROR_CODES[code]) {
+    super(message);
+    this.name = 'VerifyError';
+    this.code = code;
+  }
+}
+
+export function isVerifyError(err: unknown): err is VerifyError {
+  return err instanceof VerifyError;
+}

@@ -1,0 +1,175 @@
+import { fail, pass } from './check.ts';
+import type { Check } from './check.ts';
+import { receiptShapeProblems } from './claims.ts';
+import type { ReceiptClaims } from './claims.ts';
+import { sha256Tagged } from './digest.ts';
+import { isVerifyError } from './errors.ts';
+import { importJwks } from './jwks.ts';
+import type { ImportedJwks } from './jwks.ts';
+import { verifyCompactJws } from './jws.ts';
+import type { VerifiedJws } from './jws.ts';
+
+/** What the client knows independently of the receipt; each given value becomes one check. */
+export interface ReceiptExpectations {
+  /** The X-Service-Nonce the client sent; omitted means it sent none, so the receipt must say "". */
+  nonce?: string;
+  /** Lowercase hex launch digest the client trusts (from verified attestation evidence or a reproducible build). */
+  measurement?: string;
+  /** `"sha256:" + hex`, e.g. canonicalPolicyHash(the fetched policy document). */
+  policyHash?: string;
+  /** The exact request body bytes the client sent. */
+  requestBytes?: Uint8Array;
+  /** The exact response body bytes received (for streams: up to and including `data: [DONE]\n\n`). */
+  responseBytes?: Uint8Array;
+  receiptType?: 'model' | 'message';
+  modelId?: string;
+  /** `"sha256:" + hex` of the start evidence, when the client fetched it. */
+  attestationHash?: string;
+}
+
+export interface VerifyReceiptOptions {
+  jwks: { keys: unknown[] };
+  expected?: ReceiptExpectations;
+  /** Make `receipt.tee` pass for tee "none" (development only). Default false. */
+  allowNoTee?: boolean;
+  /** Clock for the issued_at check; default now. */
+  now?: Date;
+}
+
+export interface ReceiptVerification {
+  checks: Check[];
+  /** The payload, present only once the signature verified. */
+  claims?: ReceiptClaims;
+  /** RFC 7638 thumbprint of the JWKS key that verified the signature. */
+  kid?: string;
+}
+
+export const NO_TEE_DETAIL = 'no hardware evidence exists: this service is not running in a TEE';
+
+/** Receipts dated further ahead than this are refused as clock trouble or forgery. */
+const MAX_CLOCK_SKEW_S = 300;
+
+function reason(err: unknown): string {
+  return isVerifyError(err) ? `${err.code}: ${err.message}` : String(err);
+}
+
+function jwksCheck(imported: ImportedJwks): Check {
+  const skipped = imported.skipped.map((s) => `key ${s.index}${s.kid === undefined ? '' : ` (kid ${s.kid})`}: ${s.reason}`);
+  const note = skipped.length === 0 ? '' : `; skipped ${skipped.join('; ')}`;
+  if (imported.keys.length === 0) return fail('receipt.jwks', `no P-256 ES256 signature key in the JWKS${note}`);
+  return pass('receipt.jwks', `${imported.keys.length} acceptable P-256 key(s)${note}`);
+}
+
+function compare(name: string, what: string, actual: string, expected: string): Check {
+  return actual === expected
+    ? pass(name, `${what} is ${actual}, as expected`)
+    : fail(name, `${what} is ${actual}; expected ${expected}`);
+}
+
+function bytesCheck(name: string, claim: string, claims: ReceiptClaims, bytes: Uint8Array): Check {
+  if (claims.receipt_type !== 'message') {
+    return fail(name, `a model receipt does not cover the ${claim.replace('_hash', '')} bytes; verify the message receipt`);
+  }
+  const actual = sha256Tagged(bytes);
+  const claimed = claim === 'request_hash' ? claims.request_hash : claims.response_hash;
+  return claimed === actual
+    ? pass(name, `${claim} equals SHA-256 of the ${bytes.length} bytes given (${actual})`)
+    : fail(name, `${claim} is ${claimed}; the ${bytes.length} bytes given hash to ${actual}`);
+}
+
+function issuedAtCheck(claims: ReceiptClaims, now: Date): Check {
+  const issued = Date.parse(claims.issued_at);
+  if (Number.isNaN(issued) || Math.floor(issued / 1000) !== claims.iat) {
+    return fail('receipt.issued_at', `issued_at ${claims.issued_at} does not match iat ${claims.iat}`);
+  }
+  const ahead = claims.iat - Math.floor(now.getTime() / 1000);
+  if (ahead > MAX_CLOCK_SKEW_S) return fail('receipt.issued_at', `issued_at ${claims.issued_at} is ${ahead} s in the future`);
+  return pass('receipt.issued_at', `issued ${claims.issued_at}`);
+}
+
+function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[] {
+  const expected = opts.expected ?? {};
+  const checks: Check[] = [];
+  checks.push(
+    /^1\.\d+\.\d+$/.test(claims.schema_version)
+      ? pass('receipt.schema_version', `schema_version ${claims.schema_version} (major version 1 understood)`)
+      : fail('receipt.schema_version', `schema_version ${claims.schema_version} is not a 1.x.y this verifier understands`),
+  );
+  checks.push(
+    expected.receiptType === undefined
+      ? pass('receipt.receipt_type', `a ${claims.receipt_type} receipt (id ${claims.receipt_id})`)
+      : compare('receipt.receipt_type', 'receipt_type', claims.receipt_type, expected.receiptType),
+  );
+  const nonce = expected.nonce ?? '';
+  checks.push(
+    claims.nonce === nonce
+      ? pass('receipt.nonce', nonce === '' ? 'nonce is "", as no nonce was sent' : `nonce is the one sent (${JSON.stringify(nonce)})`)
+      : fail('receipt.nonce', `nonce is ${JSON.stringify(claims.nonce)}; expected ${JSON.stringify(nonce)}`),
+  );
+  if (expected.measurement !== undefined) {
+    checks.push(compare('receipt.measurement', 'enclave_measurement', claims.enclave_measurement, expected.measurement.toLowerCase()));
+  }
+  if (expected.policyHash !== undefined) checks.push(compare('receipt.policy_hash', 'policy_hash', claims.policy_hash, expected.policyHash));
+  if (expected.modelId !== undefined) checks.push(compare('receipt.model', 'selected_model.model_id', claims.selected_model.model_id, expected.modelId));
+  if (expected.requestBytes !== undefined) checks.push(bytesCheck('receipt.request_hash', 'request_hash', claims, expected.requestBytes));
+  if (expected.responseBytes !== undefined) checks.push(bytesCheck('receipt.response_hash', 'response_hash', claims, expected.responseBytes));
+  if (expected.attestationHash !== undefined && claims.tee !== 'none') {
+    checks.push(compare('receipt.attestation_hash', 'attestation_hash', claims.attestation_hash ?? '(absent)', expected.attestationHash));
+  }
+  checks.push(issuedAtCheck(claims, opts.now ?? new Date()));
+  if (claims.tee === 'none') {
+    checks.push(
+      opts.allowNoTee === true
+        ? pass('receipt.tee', `tee is "none": ${NO_TEE_DETAIL} (accepted: no-TEE receipts allowed)`)
+        : fail('receipt.tee', `tee is "none": ${NO_TEE_DETAIL}`),
+    );
+  } else {
+    checks.push(pass('receipt.tee', `tee is "${claims.tee}"; the hardware evidence is checked separately`));
+  }
+  return checks;
+}
+
+/**
+ * Verifies a receipt (SPEC 3): the ES256 signature against every acceptable key of `jwks`, then
+ * each claim against what the client knows. Never throws on bad input: every problem is a failing
+ * Check. The receipt is good only when every check passed.
+ */
+export async function verifyReceipt(jws: string, opts: VerifyReceiptOptions): Promise<ReceiptVerification> {
+  const checks: Check[] = [];
+  let imported: ImportedJwks;
+  try {
+    imported = await importJwks(opts.jwks);
+  } catch (err) {
+    checks.push(fail('receipt.jwks', reason(err)));
+    return { checks };
+  }
+  checks.push(jwksCheck(imported));
+  if (imported.keys.length === 0) return { checks };
+
+  let verified: VerifiedJws;
+  try {
+    verified = verifyCompactJws(jws.trim(), imported.keys);
+  } catch (err) {
+    checks.push(fail('receipt.signature', reason(err)));
+    return { checks };
+  }
+  const { key } = verified;
+  checks.push(pass('receipt.signature', `ES256 signature verifies under key ${key.thumbprint} (JWKS index ${key.index})`));
+
+  let payload: unknown;
+  try {
+    payload = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(verified.payload));
+  } catch {
+    checks.push(fail('receipt.claims', 'the payload is not UTF-8 JSON'));
+    return { checks, kid: key.thumbprint };
+  }
+  const problems = receiptShapeProblems(payload);
+  if (problems.length > 0) {
+    checks.push(fail('receipt.claims', problems.join('; ')));
+    return { checks, kid: key.thumbprint };
+  }
+  const claims = payload as ReceiptClaims;
+  checks.push(pass('receipt.claims', `every claim of a ${claims.receipt_type} receipt is present and well-formed`));
+  checks.push(...claimChecks(claims, opts));
+  return { checks, claims, kid: key.thumbprint };
+}
