@@ -187,7 +187,10 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       finish(result);
     };
 
-    const onError = (err: unknown) => fail(engineFailure(err));
+    const onError = (err: unknown) => {
+      const failure = engineFailure(err);
+      fail(failure.code === 'upstream_timeout' ? failure : new HttpError('upstream_bad_response', 'The engine connection failed before the stream finished.'));
+    };
     const onDrain = () => source.resume();
     const onClose = () => {
       if (!sink.writableFinished) finish({ complete: false, clientGone: true });

@@ -1,0 +1,77 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { stringify } from 'yaml';
+import { addKey } from '../../src/auth/keys-file.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import { startSigil, type RunningSigil } from '../../src/http/start.ts';
+import { createLogger } from '../../src/log/logger.ts';
+
+export interface CatalogueModelSpec {
+  id: string;
+  upstream_model?: string;
+  upstream?: string | string[];
+  regions?: string[];
+  provider?: string;
+  reasoning?: boolean;
+  context_window?: number;
+}
+
+export interface TestSigil extends RunningSigil {
+  dir: string;
+  /** A valid API key and a second one, for cross-key checks. */
+  key: string;
+  otherKey: string;
+  /** Every log line Sigil wrote, raw. */
+  logs: string[];
+}
+
+const HASH = (n: number) => 'sha256:' + n.toString(16).padStart(2, '0').repeat(32);
+
+export function catalogueEntry(spec: CatalogueModelSpec, i: number): Record<string, unknown> {
+  return {
+    id: spec.id,
+    name: `Model ${spec.id}`,
+    provider: spec.provider ?? 'test-provider',
+    created: 1_700_000_000 + i,
+    context_window: spec.context_window ?? 131072,
+    reasoning: spec.reasoning ?? true,
+    regions: spec.regions ?? ['eu-west'],
+    pricing: { input_per_mtok: 0.5, output_per_mtok: 1.5, currency: 'USD' },
+    model_hash: HASH(i + 1),
+    ...(spec.upstream_model ? { upstream_model: spec.upstream_model } : {}),
+    ...(spec.upstream ? { upstream: spec.upstream } : {}),
+  };
+}
+
+/** Starts Sigil in-process on an ephemeral loopback port with a fresh config, catalogue and keys file. */
+export async function startTestSigil(options: {
+  upstreams: Record<string, Record<string, unknown>>;
+  models: CatalogueModelSpec[];
+  config?: Record<string, unknown>;
+}): Promise<TestSigil> {
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-test-'));
+  writeFileSync(join(dir, 'models.yaml'), stringify({ models: options.models.map(catalogueEntry) }));
+  const config = {
+    listen: { host: '127.0.0.1', port: 0 },
+    upstreams: options.upstreams,
+    catalogue: 'models.yaml',
+    auth: { keys_file: 'api-keys' },
+    log: { level: 'info' },
+    ...options.config,
+  };
+  writeFileSync(join(dir, 'sigil.yaml'), stringify(config));
+  const { key } = addKey(join(dir, 'api-keys'), 'test');
+  const { key: otherKey } = addKey(join(dir, 'api-keys'), 'other');
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const loaded = parseConfig(stringify(config), join(dir, 'sigil.yaml'));
+  const sigil = await startSigil(loaded, { logger: createLogger('info', sink) });
+  return { ...sigil, dir, key, otherKey, logs };
+}
