@@ -1,0 +1,80 @@
+import { parseArgs } from 'node:util';
+import { makeModel } from '../engine/model/make-model.ts';
+import { startEngine } from '../engine/server/start-engine.ts';
+
+const USAGE = `usage:
+  sigil engine --model FILE.gguf [--host 127.0.0.1] [--port 8000] [--parallel 2] [--threads 1] [--context 2048] [--queue 16]
+  sigil engine make-model --out FILE.gguf [--vocab FILE.gguf] [--scripted "text"] [--seed N]
+`;
+
+/** `sigil engine`: the built-in llama.cpp engine, or `make-model` to write a tiny GGUF for it. */
+export async function run(argv: string[]): Promise<number> {
+  try {
+    return argv[0] === 'make-model' ? await runMakeModel(argv.slice(1)) : await runServe(argv);
+  } catch (error) {
+    process.stderr.write(`sigil engine: ${(error as Error).message}\n`);
+    return error instanceof UsageError ? 2 : 1;
+  }
+}
+
+class UsageError extends Error {}
+
+async function runMakeModel(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    out: { type: 'string' },
+    vocab: { type: 'string' },
+    scripted: { type: 'string' },
+    seed: { type: 'string' },
+  });
+  if (values.out === undefined) throw new UsageError(`--out is required\n${USAGE}`);
+  const made = await makeModel({
+    out: values.out,
+    ...(values.vocab !== undefined ? { vocabPath: values.vocab } : {}),
+    ...(values.scripted !== undefined ? { scripted: values.scripted } : {}),
+    ...(values.seed !== undefined ? { seed: integer(values.seed, '--seed', 0) } : {}),
+  });
+  process.stdout.write(`${JSON.stringify(made)}\n`);
+  return 0;
+}
+
+async function runServe(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    model: { type: 'string' },
+    host: { type: 'string', default: '127.0.0.1' },
+    port: { type: 'string', default: '8000' },
+    parallel: { type: 'string', default: '2' },
+    threads: { type: 'string', default: '1' },
+    context: { type: 'string', default: '2048' },
+    queue: { type: 'string', default: '16' },
+  });
+  if (values.model === undefined) throw new UsageError(`--model is required\n${USAGE}`);
+  const engine = await startEngine({
+    modelPath: values.model,
+    host: values.host,
+    port: integer(values.port, '--port', 0),
+    parallel: integer(values.parallel, '--parallel', 1),
+    threads: integer(values.threads, '--threads', 1),
+    contextSize: integer(values.context, '--context', 16),
+    maxQueued: integer(values.queue, '--queue', 0),
+  });
+  process.stdout.write(`${JSON.stringify({ event: 'listening', url: engine.url })}\n`);
+  await new Promise<void>((resolve) => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+  });
+  await engine.close();
+  return 0;
+}
+
+function parse<T extends Record<string, { type: 'string'; default?: string }>>(argv: string[], options: T) {
+  try {
+    return parseArgs({ args: argv, options, strict: true, allowPositionals: false });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n${USAGE}`);
+  }
+}
+
+function integer(text: string, flag: string, min: number): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < min) throw new UsageError(`${flag} must be an integer of at least ${min}`);
+  return value;
+}

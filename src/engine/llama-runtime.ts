@@ -1,0 +1,9 @@
+import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
+
+let llama: Promise<Llama> | undefined;
+
+/** The process-wide llama.cpp binding: CPU only (the prebuilt npm binary), quiet unless something fails. */
+export function loadLlama(): Promise<Llama> {
+  llama ??= getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
+  return llama;
+}

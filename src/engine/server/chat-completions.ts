@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { LlamaContextSequence } from 'node-llama-cpp';
+import { parseChatRequest, type ChatRequest } from './chat-request.ts';
+import { chunkBody, completionBody, sseEvent, usageChunkBody, type CompletionIdentity } from './chat-response.ts';
+import type { EngineModel } from './engine-model.ts';
+import { contextLengthExceeded, internalError } from './errors.ts';
+import { generate } from './generate.ts';
+import type { SequencePool } from './sequence-pool.ts';
+
+export interface ChatCompletionsDeps {
+  engine: EngineModel;
+  pool: SequencePool<LlamaContextSequence>;
+}
+
+/** POST /v1/chat/completions: validate, wait for a sequence, decode, answer as JSON or SSE. */
+export async function handleChatCompletions(body: unknown, res: ServerResponse, deps: ChatCompletionsDeps): Promise<void> {
+  const { engine, pool } = deps;
+  const request = parseChatRequest(body);
+  const prompt = engine.renderPrompt(request.messages);
+  const maxTokens = completionBudget(prompt.length, request, engine.contextSize);
+
+  const aborter = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) aborter.abort();
+  });
+  const sequence = await pool.acquire(aborter.signal);
+  try {
+    const identity: CompletionIdentity = {
+      id: `chatcmpl-${randomBytes(16).toString('hex')}`,
+      created: Math.floor(Date.now() / 1000),
+      model: engine.name,
+    };
+    const job = { engine, sequence, prompt, request, maxTokens, signal: aborter.signal };
+    if (request.stream) await streamCompletion(job, identity, res);
+    else {
+      let content = '';
+      const result = await generate({ ...job, onText: (text) => (content += text) });
+      if (result.finishReason === null) return;
+      const json = JSON.stringify(completionBody(identity, content, result));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
+    }
+  } finally {
+    pool.release(sequence);
+  }
+}
+
+type StreamJob = Omit<Parameters<typeof generate>[0], 'onText'> & { request: ChatRequest };
+
+async function streamCompletion(job: StreamJob, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  res.write(sseEvent(chunkBody(identity, { role: 'assistant', content: '' })));
+  try {
+    const result = await generate({ ...job, onText: (content) => res.write(sseEvent(chunkBody(identity, { content }))) });
+    if (result.finishReason === null) return;
+    res.write(sseEvent(chunkBody(identity, {}, result.finishReason)));
+    if (job.request.includeUsage) res.write(sseEvent(usageChunkBody(identity, result)));
+    res.end(sseEvent('[DONE]'));
+  } catch (error) {
+    process.stderr.write(`sigil engine: generation failed: ${(error as Error).message}\n`);
+    res.end(sseEvent(internalError().toJSON()));
+  }
+}
+
+/** Tokens the answer may take: what the client asked for, else all the context the prompt leaves. */
+function completionBudget(promptTokens: number, request: ChatRequest, contextSize: number): number {
+  if (promptTokens >= contextSize) {
+    throw contextLengthExceeded(
+      `This model's maximum context length is ${contextSize} tokens. However, your messages resulted in ${promptTokens} tokens.`,
+    );
+  }
+  if (request.maxTokens === undefined) return contextSize - promptTokens;
+  if (promptTokens + request.maxTokens > contextSize) {
+    throw contextLengthExceeded(
+      `This model's maximum context length is ${contextSize} tokens. However, you requested ${promptTokens + request.maxTokens} tokens ` +
+        `(${promptTokens} in the messages, ${request.maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+    );
+  }
+  return request.maxTokens;
+}

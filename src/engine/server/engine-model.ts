@@ -1,0 +1,84 @@
+import { basename, extname } from 'node:path';
+import { resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
+import { loadLlama } from '../llama-runtime.ts';
+import type { ChatMessage } from './chat-request.ts';
+
+export interface EngineModelOptions {
+  modelPath: string;
+  /** Sequences decoded concurrently in one context. */
+  parallel: number;
+  threads: number;
+  /** Context window of each sequence, in tokens. */
+  contextSize: number;
+}
+
+/** A loaded GGUF ready to serve: its context's sequences, the chat template resolved once, and how to stop. */
+export interface EngineModel {
+  name: string;
+  model: LlamaModel;
+  context: LlamaContext;
+  sequences: LlamaContextSequence[];
+  contextSize: number;
+  /** Prompt tokens for a conversation, through the model's own chat template, ending where the answer starts. */
+  renderPrompt(messages: readonly ChatMessage[]): Token[];
+  /** Tokens that end an answer besides llama.cpp's end-of-generation set (from the chat template). */
+  stopTokens: ReadonlySet<Token>;
+  /** Texts that end an answer (from the chat template). */
+  stopTexts: readonly string[];
+  dispose(): Promise<void>;
+}
+
+export async function loadEngineModel(options: EngineModelOptions): Promise<EngineModel> {
+  const llama = await loadLlama();
+  const model = await llama.loadModel({ modelPath: options.modelPath });
+  const context = await model.createContext({
+    sequences: options.parallel,
+    contextSize: Math.min(options.contextSize, model.trainContextSize),
+    threads: options.threads,
+  });
+  const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
+  const wrapper = resolveChatWrapper(model);
+  const { stopTokens, stopTexts } = templateStops(wrapper, model);
+  return {
+    name: basename(options.modelPath, extname(options.modelPath)),
+    model,
+    context,
+    sequences,
+    contextSize: context.contextSize,
+    renderPrompt: (messages) => {
+      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages) });
+      return contextText.tokenize(model.tokenizer);
+    },
+    stopTokens,
+    stopTexts,
+    dispose: async () => {
+      await context.dispose();
+      await model.dispose();
+    },
+  };
+}
+
+/** The conversation in node-llama-cpp's shape; an open model turn at the end is where the answer goes (or continues). */
+function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
+  const history: ChatHistoryItem[] = messages.map((m) => {
+    if (m.role === 'assistant') return { type: 'model', response: [m.content] };
+    return m.role === 'system' ? { type: 'system', text: m.content } : { type: 'user', text: m.content };
+  });
+  if (messages.at(-1)?.role !== 'assistant') history.push({ type: 'model', response: [] });
+  return history;
+}
+
+function templateStops(wrapper: ChatWrapper, model: LlamaModel): { stopTokens: Set<Token>; stopTexts: string[] } {
+  const stopTokens = new Set<Token>();
+  const stopTexts: string[] = [];
+  const { stopGenerationTriggers } = wrapper.generateContextState({ chatHistory: [{ type: 'model', response: [] }] });
+  for (const trigger of stopGenerationTriggers) {
+    if (trigger.values.every((value) => typeof value === 'string')) {
+      stopTexts.push(trigger.values.join(''));
+      continue;
+    }
+    const tokens = trigger.tokenize(model.tokenizer);
+    if (tokens.length === 1) stopTokens.add(tokens[0]!);
+  }
+  return { stopTokens, stopTexts: stopTexts.filter((text) => text.length > 0) };
+}
