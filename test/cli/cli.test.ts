@@ -1,0 +1,81 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const SIGIL = join(import.meta.dirname, '../../bin/sigil.js');
+
+function sigil(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [SIGIL, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function configDir(yaml: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-cli-'));
+  writeFileSync(join(dir, 'sigil.yaml'), yaml);
+  return dir;
+}
+
+describe('sigil serve refuses a bad configuration at start, naming the key', () => {
+  it.each([
+    ['an unknown key', 'auth: {keys_file: k}\nlisten: {port: 0, hots: x}\n', "unknown key 'listen.hots'"],
+    ['a bad value', 'auth: {keys_file: k}\nlisten: {port: 70000}\n', 'listen.port: Too big'],
+    ['a missing required key', 'listen: {port: 0}\n', 'auth: Invalid input'],
+    ['a bad upstream url', 'auth: {keys_file: k}\nupstreams: {a: {url: "ftp://x"}}\n', 'upstreams.a.url: Invalid URL'],
+    ['an unknown attestation provider', 'auth: {keys_file: k}\nattestation: {provider: sgx}\n', 'attestation.provider: Invalid option'],
+  ])('%s', (_name, yaml, message) => {
+    const dir = configDir(yaml);
+    const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(message);
+  });
+
+  it('reads the config path from SIGIL_CONFIG', () => {
+    const dir = configDir('auth: {keys_file: k}\nbogus: 1\n');
+    const result = sigil(['serve'], { SIGIL_CONFIG: join(dir, 'sigil.yaml') });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("unknown key 'bogus'");
+  });
+
+  it('says which config file it cannot read', () => {
+    const result = sigil(['serve', '--config', '/nonexistent/sigil.yaml']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('cannot read config /nonexistent/sigil.yaml: ENOENT');
+  });
+});
+
+describe('sigil keys', () => {
+  it('add prints a new key once and stores only its SHA-256; revoke removes it', () => {
+    const dir = configDir('auth: {keys_file: keys.txt}\n');
+    const config = join(dir, 'sigil.yaml');
+    const added = sigil(['keys', 'add', '--config', config, '--label', 'ci']);
+    expect(added.code).toBe(0);
+    const key = added.stdout.trim();
+    expect(key).toMatch(/^sk-sigil-[A-Za-z0-9_-]{43}$/);
+    const hash = createHash('sha256').update(key).digest('hex');
+    const file = readFileSync(join(dir, 'keys.txt'), 'utf8');
+    expect(file).toContain(`sha256:${hash} `);
+    expect(file).not.toContain(key);
+    expect(added.stderr).toContain(`Added key ${hash.slice(0, 12)}`);
+
+    const second = sigil(['keys', 'add', '--config', config]).stdout.trim();
+    expect(sigil(['keys', 'list', '--config', config]).stdout.split('\n').filter(Boolean)).toHaveLength(2);
+
+    const revoked = sigil(['keys', 'revoke', hash.slice(0, 8), '--config', config]);
+    expect(revoked.code).toBe(0);
+    const after = readFileSync(join(dir, 'keys.txt'), 'utf8');
+    expect(after).not.toContain(hash);
+    expect(after).toContain(createHash('sha256').update(second).digest('hex'));
+  });
+
+  it('refuses to revoke an unknown or ambiguous id', () => {
+    const dir = configDir('auth: {keys_file: keys.txt}\n');
+    const config = join(dir, 'sigil.yaml');
+    sigil(['keys', 'add', '--config', config]);
+    const result = sigil(['keys', 'revoke', 'ffffffffff', '--config', config]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('no key with id ffffffffff');
+  });
+});
