@@ -1,0 +1,109 @@
+import { createHash } from 'node:crypto';
+import canonicalizeModule from 'canonicalize';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+
+const canonicalize = canonicalizeModule as unknown as (v: unknown) => string;
+
+let engine: TestEngine;
+let sigil: TestSigil;
+
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m', 'engine-name'] });
+  sigil = await startTestSigil({
+    upstreams: { main: { url: engine.baseUrl, region: 'eu-west' } },
+    models: [{ id: 'm' }, { id: 'n', upstream_model: 'engine-name' }],
+    config: { receipts: { retention_s: 1 } },
+  });
+});
+
+afterAll(async () => {
+  await sigil.close();
+  await engine.close();
+});
+
+const getJson = async (path: string) => {
+  const res = await fetch(`${sigil.url}${path}`);
+  return { status: res.status, body: await res.json() };
+};
+
+describe('GET /v1/verify/policy', () => {
+  it('lists the models with hashes and upstreams, the attestation provider, logging and retention', async () => {
+    const { status, body } = await getJson('/v1/verify/policy');
+    expect(status).toBe(200);
+    expect(body).toEqual({
+      schema_version: '1.0.0',
+      models: [
+        { id: 'm', provider: 'test-provider', model_hash: 'sha256:' + '01'.repeat(32), upstream_model: 'm', upstreams: [{ name: 'main', url: engine.baseUrl, region: 'eu-west' }] },
+        { id: 'n', provider: 'test-provider', model_hash: 'sha256:' + '02'.repeat(32), upstream_model: 'engine-name', upstreams: [{ name: 'main', url: engine.baseUrl, region: 'eu-west' }] },
+      ],
+      attestation: { provider: 'none' },
+      logging: {
+        prompt_content: 'never',
+        completion_content: 'never',
+        api_keys: 'never',
+        request_fields: ['request_id', 'method', 'route', 'status', 'latency_ms', 'model', 'stream', 'receipt', 'usage_tokens', 'error_code'],
+      },
+      receipts: { alg: 'ES256', retention_s: 1 },
+    });
+  });
+
+  it('is the document whose JCS SHA-256 every receipt carries as policy_hash', async () => {
+    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    await res.arrayBuffer();
+    const claims = JSON.parse(Buffer.from(res.headers.get('x-service-receipt')!.split('.')[1]!, 'base64url').toString());
+    const policy = (await getJson('/v1/verify/policy')).body;
+    expect(claims.policy_hash).toBe('sha256:' + createHash('sha256').update(canonicalize(policy)).digest('hex'));
+  });
+});
+
+describe('GET /v1/verify/attestation', () => {
+  it('without a nonce: the start-up evidence, binding the JWKS, tee none', async () => {
+    const jwks = (await getJson('/v1/verify/jwks.json')).body;
+    const { body } = await getJson('/v1/verify/attestation');
+    expect(body).toEqual({
+      tee: 'none',
+      measurement: '0'.repeat(96),
+      nonce: '',
+      report_data: createHash('sha512').update(canonicalize(jwks)).digest('hex'),
+      jwks,
+      evidence: null,
+    });
+  });
+
+  it('with a nonce: report_data = SHA-512(nonce bytes || JCS(JWKS))', async () => {
+    const nonce = 'ab'.repeat(32);
+    const jwks = (await getJson('/v1/verify/jwks.json')).body;
+    const { body } = await getJson(`/v1/verify/attestation?nonce=${nonce}`);
+    const expected = createHash('sha512').update(Buffer.from(nonce, 'hex')).update(canonicalize(jwks)).digest('hex');
+    expect(body).toMatchObject({ tee: 'none', nonce, report_data: expected, evidence: null });
+  });
+
+  it.each(['abc', 'zz'.repeat(32), 'ab'.repeat(33)])('refuses the nonce %s', async (nonce) => {
+    expect(await getJson(`/v1/verify/attestation?nonce=${nonce}`)).toEqual({
+      status: 400,
+      body: { error: { message: "'nonce' must be 32 bytes as 64 hex digits.", type: 'invalid_request_error', param: 'nonce', code: 'invalid_value' } },
+    });
+  });
+});
+
+describe('receipt retention', () => {
+  it('forgets a receipt after retention_s', async () => {
+    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true }),
+    });
+    await res.text();
+    const path = `${sigil.url}/v1/receipts/${res.headers.get('x-service-receipt-id')}`;
+    const auth = { headers: { authorization: `Bearer ${sigil.key}` } };
+    expect((await fetch(path, auth)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await fetch(path, auth)).status).toBe(404);
+  });
+});
