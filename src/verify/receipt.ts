@@ -25,6 +25,8 @@ export interface ReceiptExpectations {
   modelId?: string;
   /** `"sha256:" + hex` of the start evidence, when the client fetched it. */
   attestationHash?: string;
+  /** The `id` of the completion the client received (message receipts). */
+  completionId?: string;
 }
 
 export interface VerifyReceiptOptions {
@@ -111,6 +113,9 @@ function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[]
   }
   if (expected.policyHash !== undefined) checks.push(compare('receipt.policy_hash', 'policy_hash', claims.policy_hash, expected.policyHash));
   if (expected.modelId !== undefined) checks.push(compare('receipt.model', 'selected_model.model_id', claims.selected_model.model_id, expected.modelId));
+  if (expected.completionId !== undefined) {
+    checks.push(compare('receipt.completion_id', 'completion_id', claims.completion_id ?? '(absent)', expected.completionId));
+  }
   if (expected.requestBytes !== undefined) checks.push(bytesCheck('receipt.request_hash', 'request_hash', claims, expected.requestBytes));
   if (expected.responseBytes !== undefined) checks.push(bytesCheck('receipt.response_hash', 'response_hash', claims, expected.responseBytes));
   if (expected.attestationHash !== undefined && claims.tee !== 'none') {

@@ -1,0 +1,341 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { parseArgs } from 'node:util';
+import { verifyAttestationDocument } from '../verify/attestation.ts';
+import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
+import { fail, pass } from '../verify/check.ts';
+import type { Check } from '../verify/check.ts';
+import type { ReceiptClaims } from '../verify/claims.ts';
+import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
+import { VerifyError, isVerifyError } from '../verify/errors.ts';
+import { firstListedModel, sendChatWithReceipt } from '../verify/live-request.ts';
+import { policyModelCheck } from '../verify/policy-model.ts';
+import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
+import type { ReceiptExpectations } from '../verify/receipt.ts';
+import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
+import type { VerificationMaterial } from '../verify/service.ts';
+
+/** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
+export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
+
+const USAGE = `usage:
+  sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
+               [--policy FILE] [--request FILE] [--response FILE] [--allow-no-tee] [--json]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--allow-no-tee] [--json]
+
+Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
+The first form checks a receipt you kept; the second makes a live chat completion with a fresh
+nonce and checks everything about it. Each check prints as "PASS name — detail" or "FAIL name — detail".
+
+  --jwks FILE|URL     the JWKS to verify against (default with --url: BASE/v1/verify/jwks.json)
+  --url BASE          the service; fetches its JWKS, policy and fresh attestation evidence
+  --api-key KEY       live mode; or set SIGIL_API_KEY (never printed)
+  --model ID          live mode: the model to ask (default: the first one GET /v1/models lists)
+  --stream            live mode: stream the answer and check the message receipt after [DONE]
+  --nonce TEXT        the X-<Brand>-Nonce you sent (default: none, so the receipt must carry "")
+  --measurement HEX   the enclave measurement you expect (from a reproducible build)
+  --policy FILE       the policy document you expect (default with --url: BASE/v1/verify/policy)
+  --request FILE      the exact request body you sent
+  --response FILE     the exact response body you received (streams: up to and including data: [DONE])
+  --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
+  --allow-no-tee      accept tee "none" (a development server without hardware evidence)
+  --json              print a machine-readable report
+
+Exit status: 0 every check passed, 1 a check failed, 2 bad usage, 3 could not verify (I/O, network).
+`;
+
+export interface VerifyIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  stdin: Readable;
+  env: Record<string, string | undefined>;
+}
+
+interface Options {
+  receipt?: string;
+  jwks?: string;
+  url?: string;
+  apiKey?: string;
+  model?: string;
+  stream: boolean;
+  nonce?: string;
+  measurement?: string;
+  policy?: string;
+  request?: string;
+  response?: string;
+  brand: string;
+  allowNoTee: boolean;
+  json: boolean;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  mode: 'file' | 'live';
+  checks: Check[];
+  claims?: ReceiptClaims;
+  /** RFC 7638 thumbprint of the key that verified the receipt. */
+  kid?: string;
+}
+
+class UsageError extends Error {
+  readonly code = 'ERR_VERIFY_USAGE';
+}
+
+function parseOptions(argv: string[], env: VerifyIo['env']): Options {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        jwks: { type: 'string' },
+        url: { type: 'string' },
+        'api-key': { type: 'string' },
+        model: { type: 'string' },
+        stream: { type: 'boolean', default: false },
+        nonce: { type: 'string' },
+        measurement: { type: 'string' },
+        policy: { type: 'string' },
+        request: { type: 'string' },
+        response: { type: 'string' },
+        brand: { type: 'string', default: 'Service' },
+        'allow-no-tee': { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values: v, positionals } = parsed;
+  if (v.help) throw new UsageError('');
+  if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
+  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], json: v.json };
+  const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
+    if (value !== undefined) o[key] = value;
+  };
+  set('receipt', positionals[0]);
+  set('jwks', v.jwks);
+  set('url', v.url);
+  set('apiKey', v['api-key'] ?? (env.SIGIL_API_KEY || undefined));
+  set('model', v.model);
+  set('nonce', v.nonce);
+  set('measurement', v.measurement?.toLowerCase());
+  set('policy', v.policy);
+  set('request', v.request);
+  set('response', v.response);
+  if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
+  if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
+  if (o.receipt === undefined) {
+    if (o.url === undefined) throw new UsageError('give a receipt file, or --url BASE for a live request');
+    if (o.apiKey === undefined) throw new UsageError('live mode needs --api-key KEY or SIGIL_API_KEY');
+    for (const flag of ['jwks', 'nonce', 'policy', 'request', 'response'] as const) {
+      if (o[flag] !== undefined) throw new UsageError(`--${flag} is for checking a receipt file; live mode makes its own`);
+    }
+  } else {
+    if (o.jwks === undefined && o.url === undefined) throw new UsageError('give --jwks FILE|URL or --url BASE');
+    if (o.stream || o.model !== undefined) throw new UsageError('--stream and --model are for live mode (no receipt file)');
+  }
+  return o;
+}
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.from(chunk as Uint8Array));
+  return Buffer.concat(chunks);
+}
+
+async function readBytes(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+async function readJsonFile(path: string, what: string): Promise<unknown> {
+  try {
+    return JSON.parse((await readBytes(path, what)).toString('utf8')) as unknown;
+  } catch (err) {
+    if (isVerifyError(err)) throw err;
+    throw new VerifyError('ERR_VERIFY_FETCH', `${what} ${path} is not JSON`);
+  }
+}
+
+async function loadJwks(source: string): Promise<{ keys: unknown[] }> {
+  if (/^https?:\/\//.test(source)) return fetchJwks(new URL(source));
+  const value = await readJsonFile(source, 'JWKS');
+  if (typeof value !== 'object' || value === null || !Array.isArray((value as { keys?: unknown }).keys)) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `JWKS ${source} has no keys array`);
+  }
+  return value as { keys: unknown[] };
+}
+
+function field(doc: unknown, name: string): unknown {
+  return typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>)[name] : undefined;
+}
+
+function notChecked(name: string, how: string): Check {
+  return fail(name, `not checked: ${how}`);
+}
+
+/** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
+async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined): Promise<Check[]> {
+  const checks = verifyJwksBinding(doc, { jwks, nonce });
+  const tee = field(doc, 'tee');
+  if (tee === 'none') {
+    checks.push(
+      o.allowNoTee
+        ? pass('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL} (accepted because of --allow-no-tee)`)
+        : fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`),
+    );
+  } else {
+    const expectedMeasurement = o.measurement ?? receiptMeasurement;
+    const opts: Parameters<typeof verifyAttestationDocument>[1] = { jwks: jwks as { keys: object[] }, nonce };
+    if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
+    checks.push(...(await verifyAttestationDocument(doc, opts)));
+  }
+  if (o.measurement !== undefined) {
+    const measured = field(doc, 'measurement');
+    checks.push(
+      measured === o.measurement
+        ? pass('attestation.measurement', `the attested measurement is the expected ${o.measurement}`)
+        : fail('attestation.measurement', `the attested measurement is ${String(measured)}; expected ${o.measurement}`),
+    );
+  }
+  return checks;
+}
+
+/** `attestation_hash` names the evidence made at start; only hardware evidence has one. */
+async function startEvidenceHash(base: string, doc: unknown): Promise<string | undefined> {
+  if (field(doc, 'tee') === 'none') return undefined;
+  const bytes = evidenceBytes(await fetchStartAttestation(base));
+  return bytes === undefined ? undefined : sha256Tagged(bytes);
+}
+
+async function expectationsFrom(material: VerificationMaterial | undefined, o: Options): Promise<ReceiptExpectations> {
+  const expected: ReceiptExpectations = {};
+  const measured = field(material?.attestation, 'measurement');
+  const measurement = o.measurement ?? (typeof measured === 'string' ? measured : undefined);
+  if (measurement !== undefined) expected.measurement = measurement;
+  if (o.policy !== undefined) expected.policyHash = canonicalPolicyHash(await readJsonFile(o.policy, 'policy'));
+  else if (material !== undefined) expected.policyHash = canonicalPolicyHash(material.policy);
+  if (material !== undefined && o.url !== undefined) {
+    const hash = await startEvidenceHash(o.url, material.attestation);
+    if (hash !== undefined) expected.attestationHash = hash;
+  }
+  return expected;
+}
+
+async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
+  const text = o.receipt === '-' ? await readAll(io.stdin) : await readBytes(o.receipt!, 'receipt');
+  const jws = text.toString('utf8').trim();
+  const nonce = randomBytes(32);
+  const material = o.url === undefined ? undefined : await fetchVerificationMaterial(o.url, nonce);
+  const jwks = o.jwks !== undefined ? await loadJwks(o.jwks) : material!.jwks;
+  const expected = await expectationsFrom(material, o);
+  if (o.nonce !== undefined) expected.nonce = o.nonce;
+  if (o.request !== undefined) expected.requestBytes = await readBytes(o.request, 'request');
+  if (o.response !== undefined) expected.responseBytes = await readBytes(o.response, 'response');
+
+  const result = await verifyReceipt(jws, { jwks, expected, allowNoTee: o.allowNoTee });
+  const checks = [...result.checks];
+  const claims = result.claims;
+  if (claims !== undefined) {
+    if (expected.measurement === undefined) checks.push(notChecked('receipt.measurement', 'give --measurement HEX or --url BASE'));
+    if (expected.policyHash === undefined) checks.push(notChecked('receipt.policy_hash', 'give --policy FILE or --url BASE'));
+    if (claims.receipt_type === 'message') {
+      if (expected.requestBytes === undefined) checks.push(notChecked('receipt.request_hash', 'give --request FILE'));
+      if (expected.responseBytes === undefined) checks.push(notChecked('receipt.response_hash', 'give --response FILE'));
+    }
+    const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : material?.policy;
+    if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
+  }
+  if (material !== undefined) checks.push(...(await attestationChecks(material.attestation, jwks, nonce, o, claims?.enclave_measurement)));
+  return report('file', checks, result);
+}
+
+async function verifyLive(o: Options): Promise<VerifyReport> {
+  const base = o.url!;
+  const nonce = randomBytes(32);
+  const nonceText = nonce.toString('hex');
+  const model = o.model ?? (await firstListedModel(base));
+  const exchange = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonceText, brand: o.brand });
+  const material = await fetchVerificationMaterial(base, nonce);
+  const checks: Check[] = [
+    pass(
+      'live.request',
+      `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${exchange.requestBytes.length} request bytes, ` +
+        `${exchange.responseBytes.length} response bytes, message receipt from the ${exchange.receiptSource}`,
+    ),
+  ];
+  const expected = await expectationsFrom(material, o);
+  expected.nonce = nonceText;
+  expected.modelId = model;
+  const message: ReceiptExpectations = { ...expected, receiptType: 'message', requestBytes: exchange.requestBytes, responseBytes: exchange.responseBytes };
+  if (exchange.completionId !== undefined) message.completionId = exchange.completionId;
+  const result = await verifyReceipt(exchange.receipt, { jwks: material.jwks, expected: message, allowNoTee: o.allowNoTee });
+  checks.push(...result.checks);
+
+  if (exchange.modelReceipt !== undefined) {
+    const modelResult = await verifyReceipt(exchange.modelReceipt, { jwks: material.jwks, expected: { ...expected, receiptType: 'model' }, allowNoTee: o.allowNoTee });
+    checks.push(...modelResult.checks.map((c) => ({ ...c, name: c.name.replace(/^receipt\./, 'model_receipt.') })));
+    const ids = [result.claims?.receipt_id, modelResult.claims?.receipt_id, exchange.receiptId];
+    checks.push(
+      ids.every((id) => id !== undefined && id === ids[0])
+        ? pass('live.receipt_id', `the model and message receipts and the receipt id header all name ${ids[0]}`)
+        : fail('live.receipt_id', `receipt ids differ: message ${String(ids[0])}, model ${String(ids[1])}, header ${String(ids[2])}`),
+    );
+  }
+  if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
+  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement)));
+  return report('live', checks, result);
+}
+
+function report(mode: VerifyReport['mode'], checks: Check[], result: { claims?: ReceiptClaims; kid?: string }): VerifyReport {
+  const out: VerifyReport = { ok: checks.length > 0 && checks.every((c) => c.ok), mode, checks };
+  if (result.claims !== undefined) out.claims = result.claims;
+  if (result.kid !== undefined) out.kid = result.kid;
+  return out;
+}
+
+export function formatReport(r: VerifyReport): string {
+  const lines = r.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name} — ${c.detail}`);
+  const failed = r.checks.filter((c) => !c.ok).length;
+  lines.push(failed === 0 ? `verified: all ${r.checks.length} checks passed` : `NOT VERIFIED: ${failed} of ${r.checks.length} checks failed`);
+  return lines.join('\n') + '\n';
+}
+
+/** `sigil verify` with its input and output given, so tests run it in-process. */
+export async function verifyCommand(argv: string[], io: VerifyIo): Promise<number> {
+  let o: Options;
+  try {
+    o = parseOptions(argv, io.env);
+  } catch (err) {
+    const message = (err as Error).message;
+    if (message === '') {
+      io.stdout.write(USAGE);
+      return EXIT.ok;
+    }
+    io.stderr.write(`sigil verify: ${message}\n\n${USAGE}`);
+    return EXIT.usage;
+  }
+  let r: VerifyReport;
+  try {
+    r = o.receipt !== undefined ? await verifyFile(o, io) : await verifyLive(o);
+  } catch (err) {
+    const code = isVerifyError(err) ? err.code : 'ERR_VERIFY_INTERNAL';
+    let message = (err as Error).message;
+    if (o.apiKey !== undefined && o.apiKey !== '') message = message.split(o.apiKey).join('[api key]');
+    if (o.json) io.stdout.write(JSON.stringify({ ok: false, error: { code, message } }, null, 2) + '\n');
+    else io.stderr.write(`sigil verify: could not verify: ${message}\n`);
+    return EXIT.unavailable;
+  }
+  io.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
+  return r.ok ? EXIT.ok : EXIT.checkFailed;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  return verifyCommand(argv, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
+}

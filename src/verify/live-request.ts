@@ -1,0 +1,144 @@
+import { request } from 'undici';
+import { VerifyError } from './errors.ts';
+import { errorSummary, fetchJson, serviceUrl } from './service.ts';
+import { splitReceiptStream } from './stream-receipt.ts';
+
+export interface LiveRequestOptions {
+  baseUrl: string;
+  apiKey: string;
+  model: string;
+  stream: boolean;
+  /** Sent as X-<Brand>-Nonce. */
+  nonce: string;
+  /** The brand word in header names; default "Service". */
+  brand?: string;
+  prompt?: string;
+  maxTokens?: number;
+}
+
+/** One chat completion, with the exact bytes each way and the receipts it carried. */
+export interface LiveExchange {
+  requestBytes: Uint8Array;
+  /** JSON: the whole body. Stream: up to and including `data: [DONE]\n\n`. */
+  responseBytes: Uint8Array;
+  /** The message receipt (JSON: the receipt header; stream: the trailing comment or GET /v1/receipts/{id}). */
+  receipt: string;
+  /** Streams only: the model receipt of the receipt header. */
+  modelReceipt?: string;
+  receiptId?: string;
+  /** The response's `id` (JSON body, or the stream's first chunk). */
+  completionId?: string;
+  /** Where the message receipt came from, for the report. */
+  receiptSource: 'header' | 'stream comment' | 'receipts endpoint';
+}
+
+const TIMEOUT_MS = 300_000;
+
+function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const value = headers[name.toLowerCase()];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function firstChunkId(body: Uint8Array): string | undefined {
+  for (const line of Buffer.from(body).toString('utf8').split(/\r\n|\r|\n/)) {
+    if (!line.startsWith('data:')) continue;
+    try {
+      const id = (JSON.parse(line.slice(5)) as { id?: unknown }).id;
+      if (typeof id === 'string') return id;
+    } catch {
+      // [DONE] or a non-JSON event
+    }
+  }
+  return undefined;
+}
+
+function jsonId(body: Uint8Array): string | undefined {
+  try {
+    const id = (JSON.parse(Buffer.from(body).toString('utf8')) as { id?: unknown }).id;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The first model the service lists (GET /v1/models), for when the user names none. */
+export async function firstListedModel(baseUrl: string): Promise<string> {
+  const list = (await fetchJson(serviceUrl(baseUrl, 'v1/models'))) as { data?: Array<{ id?: unknown }> };
+  const id = list.data?.[0]?.id;
+  if (typeof id !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', 'GET /v1/models lists no model; pass --model');
+  return id;
+}
+
+/**
+ * Sends a chat completion asking for a receipt, keeping the request bytes exactly as sent and the
+ * response bytes exactly as received (no decompression: no Accept-Encoding is sent).
+ */
+export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<LiveExchange> {
+  const brand = opts.brand ?? 'Service';
+  const names = { receipt: `X-${brand}-Receipt`, nonce: `X-${brand}-Nonce`, receiptId: `X-${brand}-Receipt-Id` };
+  const requestBytes = Buffer.from(
+    JSON.stringify({
+      model: opts.model,
+      messages: [{ role: 'user', content: opts.prompt ?? 'Reply with one short sentence.' }],
+      max_tokens: opts.maxTokens ?? 32,
+      stream: opts.stream,
+    }),
+  );
+  const url = serviceUrl(opts.baseUrl, 'v1/chat/completions');
+  let status: number;
+  let headers: Record<string, string | string[] | undefined>;
+  let responseBytes: Buffer;
+  try {
+    const response = await request(url, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${opts.apiKey}`,
+        'content-type': 'application/json',
+        accept: opts.stream ? 'text/event-stream' : 'application/json',
+        [names.receipt]: 'true',
+        [names.nonce]: opts.nonce,
+      },
+      body: requestBytes,
+      headersTimeout: TIMEOUT_MS,
+      bodyTimeout: TIMEOUT_MS,
+    });
+    status = response.statusCode;
+    headers = response.headers;
+    responseBytes = Buffer.from(await response.body.arrayBuffer());
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `POST ${url.href}: ${(err as Error).message}`);
+  }
+  if (status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `POST ${url.href}: ${errorSummary(status, responseBytes.toString('utf8'))}`);
+  if (header(headers, 'content-encoding') !== undefined) {
+    throw new VerifyError('ERR_VERIFY_FETCH', 'the response is content-encoded; its bytes are not the ones the receipt hashes');
+  }
+
+  const receiptHeader = header(headers, names.receipt);
+  const receiptId = header(headers, names.receiptId);
+  const withId = (x: LiveExchange): LiveExchange => (receiptId === undefined ? x : { ...x, receiptId });
+  if (!opts.stream) {
+    if (receiptHeader === undefined) throw new VerifyError('ERR_VERIFY_FETCH', `the response carries no ${names.receipt} header`);
+    const completionId = jsonId(responseBytes);
+    const exchange: LiveExchange = { requestBytes, responseBytes, receipt: receiptHeader, receiptSource: 'header' };
+    if (completionId !== undefined) exchange.completionId = completionId;
+    return withId(exchange);
+  }
+
+  let exchange: LiveExchange;
+  try {
+    const split = splitReceiptStream(responseBytes);
+    exchange = { requestBytes, responseBytes: split.body, receipt: split.receipt, receiptSource: 'stream comment' };
+  } catch (err) {
+    // SPEC 3: the same message receipt is kept at GET /v1/receipts/{id} for a while.
+    if (receiptId === undefined) throw err;
+    const stored = (await fetchJson(serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`), {
+      authorization: `Bearer ${opts.apiKey}`,
+    })) as { receipt?: unknown };
+    if (typeof stored.receipt !== 'string') throw err;
+    exchange = { requestBytes, responseBytes, receipt: stored.receipt, receiptSource: 'receipts endpoint' };
+  }
+  if (receiptHeader !== undefined) exchange.modelReceipt = receiptHeader;
+  const completionId = firstChunkId(exchange.responseBytes);
+  if (completionId !== undefined) exchange.completionId = completionId;
+  return withId(exchange);
+}

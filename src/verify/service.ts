@@ -1,0 +1,75 @@
+import { request } from 'undici';
+import { VerifyError } from './errors.ts';
+
+/** The JSON documents a Sigil service publishes for verifiers (SPEC 1, 5). */
+export interface VerificationMaterial {
+  jwks: { keys: unknown[] };
+  policy: unknown;
+  /** GET /v1/verify/attestation?nonce=HEX: fresh evidence binding our nonce. */
+  attestation: unknown;
+}
+
+const TIMEOUT_MS = 30_000;
+
+/** `https://host/` and `https://host/v1` both name the same service. */
+export function serviceUrl(base: string, path: string): URL {
+  const root = base.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return new URL(`${root}/${path.replace(/^\/+/, '')}`);
+}
+
+/** What an OpenAI-shaped error body says, in one line; never the request's headers. */
+export function errorSummary(status: number, text: string): string {
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === 'string') return `HTTP ${status}: ${message}`;
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return `HTTP ${status}: ${text.slice(0, 200)}`;
+}
+
+export async function fetchJson(url: URL, headers: Record<string, string> = {}): Promise<unknown> {
+  let status: number;
+  let text: string;
+  try {
+    const response = await request(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS });
+    status = response.statusCode;
+    text = await response.body.text();
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${(err as Error).message}`);
+  }
+  if (status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(status, text)}`);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the body is not JSON`);
+  }
+}
+
+function asJwks(value: unknown, where: string): { keys: unknown[] } {
+  if (typeof value !== 'object' || value === null || !Array.isArray((value as { keys?: unknown }).keys)) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `${where}: not a JWKS (no keys array)`);
+  }
+  return value as { keys: unknown[] };
+}
+
+export async function fetchJwks(source: URL): Promise<{ keys: unknown[] }> {
+  return asJwks(await fetchJson(source), source.href);
+}
+
+/** Fetches the JWKS, the policy document and fresh attestation evidence for `nonce` (32 bytes). */
+export async function fetchVerificationMaterial(base: string, nonce: Uint8Array): Promise<VerificationMaterial> {
+  const attestationUrl = serviceUrl(base, 'v1/verify/attestation');
+  attestationUrl.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
+  const [jwks, policy, attestation] = await Promise.all([
+    fetchJwks(serviceUrl(base, 'v1/verify/jwks.json')),
+    fetchJson(serviceUrl(base, 'v1/verify/policy')),
+    fetchJson(attestationUrl),
+  ]);
+  return { jwks, policy, attestation };
+}
+
+/** GET /v1/verify/attestation without a nonce: the evidence made at start, which `attestation_hash` names. */
+export async function fetchStartAttestation(base: string): Promise<unknown> {
+  return fetchJson(serviceUrl(base, 'v1/verify/attestation'));
+}

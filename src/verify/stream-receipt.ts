@@ -1,0 +1,40 @@
+import { VerifyError } from './errors.ts';
+
+/** A streamed response cut where SPEC 3 cuts it: the hashed body, and the trailing message receipt. */
+export interface SplitStream {
+  /** Every byte up to and including the `data: [DONE]` event's blank line: what `response_hash` covers. */
+  body: Uint8Array;
+  /** The JWS of the `: receipt <JWS>` comment after it. */
+  receipt: string;
+}
+
+const DONE_EVENT = /data: ?\[DONE\][ \t]*(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
+const RECEIPT_COMMENT = /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:\r\n|\r|\n)?$/;
+const MARKER = Buffer.from(': receipt ');
+
+/** Finds the last `: receipt ` comment that starts a line. */
+function lastCommentStart(bytes: Buffer): number {
+  let at = bytes.lastIndexOf(MARKER);
+  while (at > 0 && bytes[at - 1] !== 0x0a && bytes[at - 1] !== 0x0d) at = bytes.lastIndexOf(MARKER, at - 1);
+  return at;
+}
+
+/** Splits a complete event-stream body; throws ERR_VERIFY_STREAM when it does not end `data: [DONE]`, then the receipt comment. */
+export function splitReceiptStream(bytes: Uint8Array): SplitStream {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const start = lastCommentStart(buffer);
+  if (start < 0) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream carries no ": receipt <JWS>" comment');
+  const comment = RECEIPT_COMMENT.exec(buffer.toString('latin1', start));
+  if (comment === null) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream does not end with one ": receipt <JWS>" comment and a blank line');
+  const body = buffer.subarray(0, start);
+  if (!DONE_EVENT.test(body.toString('latin1', Math.max(0, body.length - 32)))) {
+    throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow a "data: [DONE]" event');
+  }
+  return { body: new Uint8Array(body), receipt: comment[1]! };
+}
+
+/** Whether a complete event-stream body ends with `data: [DONE]` (no receipt comment after it). */
+export function endsWithDone(bytes: Uint8Array): boolean {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return DONE_EVENT.test(buffer.toString('latin1', Math.max(0, buffer.length - 32)));
+}

@@ -1,0 +1,136 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import canonicalizeModule from 'canonicalize';
+import type { ReceiptClaims } from '../../src/verify/claims.ts';
+import type { TestSigner } from './receipt-fixtures.ts';
+
+const canonicalize = canonicalizeModule as unknown as (input: unknown) => string;
+const sha256 = (bytes: Uint8Array | string) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+
+export const TEST_API_KEY = 'sk-test-0123456789abcdef-secret';
+export const NONE_MEASUREMENT = '0'.repeat(96);
+export const POLICY = {
+  schema_version: '1.0.0',
+  models: [{ id: 'm1', provider: 'acme', model_hash: 'sha256:' + '1'.repeat(64), upstream_model: 'm1', upstreams: [] }],
+  attestation: { provider: 'none' },
+};
+
+/** How the fake service misbehaves, per test. */
+export interface Faults {
+  /** Flip one response body byte after the receipt hashed it. */
+  tamperResponse?: boolean;
+  /** Answer the attestation request with a nonce other than the one asked for. */
+  staleAttestation?: boolean;
+  /** Leave the receipt comment off the stream (the client must use GET /v1/receipts/{id}). */
+  omitStreamReceipt?: boolean;
+}
+
+export interface FakeService {
+  url: string;
+  faults: Faults;
+  /** The last exchange, as the server saw it. */
+  last?: { requestBytes: Buffer; responseBytes: Buffer; receipt: string };
+  close(): Promise<void>;
+}
+
+async function body(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** A stand-in Sigil with tee "none": the verify endpoints and a chat endpoint that signs receipts with `signer`. */
+export async function startFakeService(signer: TestSigner): Promise<FakeService> {
+  const jwks = { keys: [signer.publicJwk] };
+  const stored = new Map<string, string>();
+  const claimsFor = (type: 'model' | 'message', receiptId: string, nonce: string): ReceiptClaims => {
+    const now = new Date();
+    return {
+      schema_version: '1.0.0',
+      receipt_type: type,
+      receipt_id: receiptId,
+      enclave_measurement: NONE_MEASUREMENT,
+      tee: 'none',
+      policy_hash: sha256(canonicalize(POLICY)),
+      selected_model: { provider: 'acme', model_id: 'm1', model_hash: POLICY.models[0]!.model_hash },
+      nonce,
+      issued_at: now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      iat: Math.floor(now.getTime() / 1000),
+    };
+  };
+
+  const service: FakeService = { url: '', faults: {}, close: async () => undefined };
+  const server: Server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const json = (status: number, value: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(value));
+    };
+    if (req.method === 'GET' && url.pathname === '/v1/verify/jwks.json') return json(200, jwks);
+    if (req.method === 'GET' && url.pathname === '/v1/verify/policy') return json(200, POLICY);
+    if (req.method === 'GET' && url.pathname === '/v1/models') return json(200, { object: 'list', data: [{ id: 'm1', object: 'model' }] });
+    if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
+      const asked = url.searchParams.get('nonce') ?? '';
+      const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked;
+      const reportData = createHash('sha512').update(Buffer.from(nonceHex, 'hex')).update(canonicalize(jwks)).digest('hex');
+      return json(200, { tee: 'none', measurement: NONE_MEASUREMENT, nonce: nonceHex, report_data: reportData, jwks, evidence: null });
+    }
+    if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
+      const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));
+      const receipt = stored.get(id);
+      return receipt === undefined ? json(404, { error: { message: 'no such receipt' } }) : json(200, { id, receipt });
+    }
+    if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+      if (req.headers.authorization !== `Bearer ${TEST_API_KEY}`) return json(401, { error: { message: 'Invalid API key.', type: 'authentication_error' } });
+      const requestBytes = await body(req);
+      const chat = JSON.parse(requestBytes.toString()) as { stream?: boolean };
+      const nonce = String(req.headers['x-service-nonce'] ?? '');
+      const receiptId = randomUUID();
+      const flip = (bytes: Buffer) => {
+        if (!service.faults.tamperResponse) return bytes;
+        const copy = Buffer.from(bytes);
+        const at = copy.indexOf('Hello');
+        copy[at] = 0x4a; // 'H' -> 'J'
+        return copy;
+      };
+      const message = (responseBytes: Buffer, completionId: string) =>
+        signer.sign({ ...claimsFor('message', receiptId, nonce), completion_id: completionId, request_hash: sha256(requestBytes), response_hash: sha256(responseBytes) });
+      if (chat.stream) {
+        const events = [
+          { id: 'chatcmpl-7', object: 'chat.completion.chunk', model: 'm1', choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello' }, finish_reason: null }] },
+          { id: 'chatcmpl-7', object: 'chat.completion.chunk', model: 'm1', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+        ];
+        const streamed = Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
+        const receipt = message(streamed, 'chatcmpl-7');
+        stored.set(receiptId, receipt);
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'x-service-receipt': signer.sign(claimsFor('model', receiptId, nonce)), 'x-service-receipt-id': receiptId });
+        const sent = flip(streamed);
+        res.write(sent.subarray(0, 40));
+        res.write(sent.subarray(40));
+        res.end(service.faults.omitStreamReceipt ? undefined : `: receipt ${receipt}\n\n`);
+        service.last = { requestBytes, responseBytes: streamed, receipt };
+        return;
+      }
+      const responseBytes = Buffer.from(
+        JSON.stringify({ id: 'chatcmpl-6', object: 'chat.completion', model: 'm1', choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there.' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } }),
+      );
+      const receipt = message(responseBytes, 'chatcmpl-6');
+      const sent = flip(responseBytes);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': sent.length, 'x-service-receipt': receipt, 'x-service-receipt-id': receiptId });
+      res.end(sent);
+      service.last = { requestBytes, responseBytes, receipt };
+      return;
+    }
+    json(404, { error: { message: 'not found' } });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  service.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  service.close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  return service;
+}

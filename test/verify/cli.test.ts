@@ -1,0 +1,275 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { verifyCommand } from '../../src/cli/verify.ts';
+import type { VerifyReport } from '../../src/cli/verify.ts';
+import { NONE_MEASUREMENT, POLICY, TEST_API_KEY, startFakeService } from './cli-server.ts';
+import type { FakeService } from './cli-server.ts';
+import { makeSigner } from './receipt-fixtures.ts';
+import type { TestSigner } from './receipt-fixtures.ts';
+
+const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** `[PASS|FAIL, name]` of each printed check line. */
+  lines: Array<[string, string]>;
+}
+
+async function sigilVerify(argv: string[], opts: { stdin?: string; env?: Record<string, string> } = {}): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await verifyCommand(argv, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    stdin: Readable.from([Buffer.from(opts.stdin ?? '')]),
+    env: opts.env ?? {},
+  });
+  const lines = stdout
+    .split('\n')
+    .map((l) => /^(PASS|FAIL) (\S+) — /.exec(l))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m): [string, string] => [m[1]!, m[2]!]);
+  return { code, stdout, stderr, lines };
+}
+
+const failed = (r: Run) => r.lines.filter(([s]) => s === 'FAIL').map(([, n]) => n);
+
+const LIVE_JSON_CHECKS = [
+  'live.request',
+  'receipt.jwks',
+  'receipt.signature',
+  'receipt.claims',
+  'receipt.schema_version',
+  'receipt.receipt_type',
+  'receipt.nonce',
+  'receipt.measurement',
+  'receipt.policy_hash',
+  'receipt.model',
+  'receipt.completion_id',
+  'receipt.request_hash',
+  'receipt.response_hash',
+  'receipt.issued_at',
+  'receipt.tee',
+  'policy.model',
+  'binding.nonce',
+  'binding.jwks',
+  'binding.report_data',
+  'attestation.evidence',
+];
+
+describe('sigil verify against a live service (tee none)', () => {
+  let signer: TestSigner;
+  let service: FakeService;
+
+  beforeAll(async () => {
+    signer = await makeSigner();
+    service = await startFakeService(signer);
+  });
+  afterAll(async () => service.close());
+  beforeEach(() => {
+    service.faults = {};
+  });
+
+  it('passes every check of a JSON completion with --allow-no-tee, and still says there is no TEE', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    expect(r.stderr).toBe('');
+    expect(r.lines).toEqual(LIVE_JSON_CHECKS.map((name) => ['PASS', name]));
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`PASS receipt.tee — tee is "none": ${NO_TEE}`);
+    expect(r.stdout).toContain(`PASS attestation.evidence — tee is "none": ${NO_TEE} (accepted because of --allow-no-tee)`);
+    expect(r.stdout.endsWith(`verified: all ${LIVE_JSON_CHECKS.length} checks passed\n`)).toBe(true);
+  });
+
+  it('fails without --allow-no-tee, exactly on the two no-TEE checks', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.tee', 'attestation.evidence']);
+    expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
+    expect(r.stdout).toContain(`NOT VERIFIED: 2 of ${LIVE_JSON_CHECKS.length} checks failed\n`);
+  });
+
+  it('fails response_hash when one response byte is changed in transit', async () => {
+    service.faults.tamperResponse = true;
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.response_hash']);
+  });
+
+  it('checks a stream: the model receipt in the header, the message receipt after data: [DONE]', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--model', 'm1', '--allow-no-tee']);
+    expect(failed(r)).toEqual([]);
+    expect(r.code).toBe(0);
+    const names = r.lines.map(([, n]) => n);
+    expect(names.filter((n) => n.startsWith('model_receipt.'))).toEqual([
+      'model_receipt.jwks',
+      'model_receipt.signature',
+      'model_receipt.claims',
+      'model_receipt.schema_version',
+      'model_receipt.receipt_type',
+      'model_receipt.nonce',
+      'model_receipt.measurement',
+      'model_receipt.policy_hash',
+      'model_receipt.model',
+      'model_receipt.issued_at',
+      'model_receipt.tee',
+    ]);
+    expect(names).toContain('live.receipt_id');
+    expect(r.stdout).toContain('message receipt from the stream comment');
+    // The hashed bytes stop at data: [DONE]\n\n, exactly as the server hashed them.
+    expect(r.stdout).toContain(`${service.last!.responseBytes.length} response bytes`);
+  });
+
+  it('fails a stream whose bytes were changed', async () => {
+    service.faults.tamperResponse = true;
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.response_hash']);
+  });
+
+  it('falls back to GET /v1/receipts/{id} when the stream carries no receipt comment', async () => {
+    service.faults.omitStreamReceipt = true;
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    expect(failed(r)).toEqual([]);
+    expect(r.stdout).toContain('message receipt from the receipts endpoint');
+  });
+
+  it('fails binding.nonce when the attestation answers another nonce', async () => {
+    service.faults.staleAttestation = true;
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['binding.nonce', 'binding.report_data']);
+  });
+
+  it('fails measurement checks when the user expects a real measurement', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--measurement', 'AB'.repeat(48)]);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.measurement', 'attestation.measurement']);
+  });
+
+  it('prints a JSON report with --json', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json']);
+    expect(r.code).toBe(1);
+    const report = JSON.parse(r.stdout) as VerifyReport;
+    expect(report.ok).toBe(false);
+    expect(report.mode).toBe('live');
+    expect(report.kid).toBe(signer.kid);
+    expect(report.claims?.tee).toBe('none');
+    expect(report.checks.map((c) => c.name)).toEqual(LIVE_JSON_CHECKS);
+    expect(report.checks.find((c) => c.name === 'attestation.evidence')).toEqual({ name: 'attestation.evidence', ok: false, detail: `tee is "none": ${NO_TEE}` });
+  });
+
+  it('takes the API key from SIGIL_API_KEY and never prints it, even when it is refused', async () => {
+    const ok = await sigilVerify(['--url', service.url, '--allow-no-tee'], { env: { SIGIL_API_KEY: TEST_API_KEY } });
+    expect(ok.code).toBe(0);
+    expect(ok.stdout + ok.stderr).not.toContain(TEST_API_KEY);
+    const wrong = await sigilVerify(['--url', service.url, '--api-key', 'sk-wrong-key-do-not-print']);
+    expect(wrong.code).toBe(3);
+    expect(wrong.stderr).toBe(`sigil verify: could not verify: POST ${service.url}/v1/chat/completions: HTTP 401: Invalid API key.\n`);
+    expect(wrong.stdout + wrong.stderr).not.toContain('sk-wrong-key-do-not-print');
+  });
+});
+
+describe('sigil verify RECEIPT_FILE', () => {
+  let signer: TestSigner;
+  let service: FakeService;
+  let dir: string;
+  let files: { receipt: string; request: string; response: string; jwks: string; policy: string };
+  let nonce: string;
+
+  beforeAll(async () => {
+    signer = await makeSigner();
+    service = await startFakeService(signer);
+    dir = mkdtempSync(join(tmpdir(), 'sigil-verify-'));
+    nonce = 'client-nonce-42';
+    const res = await fetch(`${service.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': nonce },
+      body: '{"model":"m1","messages":[{"role":"user","content":"hi"}]}',
+    });
+    await res.arrayBuffer();
+    files = { receipt: join(dir, 'receipt.jws'), request: join(dir, 'req.json'), response: join(dir, 'res.json'), jwks: join(dir, 'jwks.json'), policy: join(dir, 'policy.json') };
+    writeFileSync(files.receipt, service.last!.receipt + '\n');
+    writeFileSync(files.request, service.last!.requestBytes);
+    writeFileSync(files.response, service.last!.responseBytes);
+    writeFileSync(files.jwks, JSON.stringify({ keys: [signer.publicJwk] }));
+    writeFileSync(files.policy, JSON.stringify(POLICY));
+  });
+  afterAll(async () => service.close());
+
+  it('passes with --url, the nonce sent and the exact bytes', async () => {
+    const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', files.response, '--allow-no-tee']);
+    expect(failed(r)).toEqual([]);
+    expect(r.code).toBe(0);
+    expect(r.lines.map(([, n]) => n)).toEqual(LIVE_JSON_CHECKS.filter((n) => n !== 'live.request' && n !== 'receipt.model' && n !== 'receipt.completion_id'));
+  });
+
+  it('fails on a response file with one byte changed', async () => {
+    const tampered = Buffer.from(service.last!.responseBytes);
+    tampered[tampered.length - 2] = 0x30;
+    writeFileSync(join(dir, 'tampered.json'), tampered);
+    const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', join(dir, 'tampered.json'), '--allow-no-tee']);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.response_hash']);
+  });
+
+  it('fails the nonce when --nonce is left out (the receipt must then carry "")', async () => {
+    const r = await sigilVerify([files.receipt, '--url', service.url, '--request', files.request, '--response', files.response, '--allow-no-tee']);
+    expect(failed(r)).toEqual(['receipt.nonce']);
+  });
+
+  it('reads the receipt from stdin and, offline, reports what it could not check as failures', async () => {
+    const r = await sigilVerify(['-', '--jwks', files.jwks, '--nonce', nonce, '--allow-no-tee'], { stdin: service.last!.receipt });
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.measurement', 'receipt.policy_hash', 'receipt.request_hash', 'receipt.response_hash']);
+    expect(r.stdout).toContain('FAIL receipt.measurement — not checked: give --measurement HEX or --url BASE\n');
+  });
+
+  it('passes offline with --jwks, --measurement, --policy and the bytes', async () => {
+    const r = await sigilVerify(
+      ['-', '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response, '--allow-no-tee'],
+      { stdin: service.last!.receipt },
+    );
+    expect(failed(r)).toEqual([]);
+    expect(r.code).toBe(0);
+  });
+
+  it('fails the signature against a JWKS without the signing key', async () => {
+    const stranger = await makeSigner();
+    writeFileSync(join(dir, 'other.json'), JSON.stringify({ keys: [stranger.publicJwk] }));
+    const r = await sigilVerify([files.receipt, '--jwks', join(dir, 'other.json')]);
+    expect(r.code).toBe(1);
+    expect(r.lines).toEqual([
+      ['PASS', 'receipt.jwks'],
+      ['FAIL', 'receipt.signature'],
+    ]);
+  });
+
+  it('exits 2 on bad usage and 3 when the service cannot be reached', async () => {
+    expect((await sigilVerify([])).code).toBe(2);
+    expect((await sigilVerify([files.receipt])).code).toBe(2);
+    expect((await sigilVerify(['--url', service.url])).code).toBe(2);
+    expect((await sigilVerify([files.receipt, '--jwks', files.jwks, '--stream'])).code).toBe(2);
+    expect((await sigilVerify(['--help'])).code).toBe(0);
+    const down = await sigilVerify([files.receipt, '--url', 'http://127.0.0.1:9', '--json']);
+    expect(down.code).toBe(3);
+    expect((JSON.parse(down.stdout) as { error: { code: string } }).error.code).toBe('ERR_VERIFY_FETCH');
+    expect((await sigilVerify([join(dir, 'missing.jws'), '--jwks', files.jwks])).code).toBe(3);
+  });
+
+  it('runs through the sigil dispatcher as a child process', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'verify', files.receipt, '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response], {
+      cwd: join(import.meta.dirname, '..', '..'),
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(out).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
+    expect(code).toBe(1);
+  });
+});
