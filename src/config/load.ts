@@ -47,7 +47,7 @@ export function parseConfig(text: string, source: string): LoadedConfig {
     catalogue: config.catalogue === undefined ? undefined : at(config.catalogue),
     auth: { keys_file: at(config.auth.keys_file) },
     receipts: { ...config.receipts, key_file: config.receipts.key_file === undefined ? undefined : at(config.receipts.key_file) },
-    engine: { ...config.engine, model: at(config.engine.model) },
+    engine: { ...config.engine, model: config.engine.model === undefined ? undefined : at(config.engine.model) },
   };
 }
 

@@ -53,10 +53,10 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   log: z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({}),
-  /** The built-in llama.cpp engine, started when no upstream is configured. */
+  /** The built-in llama.cpp engine, started when no upstream is configured. Without `model`: the demo model. */
   engine: z
     .strictObject({
-      model: z.string().min(1).default('../.sigil/models/demo-tiny-random.gguf'),
+      model: z.string().min(1).optional(),
       threads: positiveInt.default(1),
       parallel: positiveInt.default(2),
       context_size: positiveInt.default(4096),

@@ -4,7 +4,7 @@ import { createNoneProvider } from '../attestation/none.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
-import { loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
+import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { buildPolicy } from '../policy/document.ts';
@@ -13,6 +13,7 @@ import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upst
 import { createReceiptSigner } from '../receipts/signer.ts';
 import { loadSigningKey } from '../receipts/signing-key.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
+import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { createHttpServer, type AppState } from './server.ts';
 
@@ -61,13 +62,24 @@ async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet,
 }
 
 /** Builds every part from the configuration, makes the start-up evidence, and listens. */
-export async function startSigil(config: LoadedConfig, options: StartOptions = {}): Promise<RunningSigil> {
-  const logger = options.logger ?? createLogger(config.log.level);
-  if (Object.keys(config.upstreams).length === 0) throw new ConfigError('upstreams: configure at least one engine');
-  if (config.catalogue === undefined) throw new ConfigError('catalogue: give the path of the model catalogue');
+export async function startSigil(configured: LoadedConfig, options: StartOptions = {}): Promise<RunningSigil> {
+  const logger = options.logger ?? createLogger(configured.log.level);
+  const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
+  const config = builtin?.config ?? configured;
+  try {
+    return await listen(config, logger, options, builtin);
+  } catch (err) {
+    await builtin?.stop();
+    throw err;
+  }
+}
 
+async function listen(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined): Promise<RunningSigil> {
   const upstreams = createUpstreams(config.upstreams);
-  let catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
+  let catalogue: Catalogue;
+  if (config.catalogue !== undefined) catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
+  else if (builtin?.catalogue !== undefined) catalogue = buildCatalogue(builtin.catalogue, 'built-in engine', [...upstreams.keys()]);
+  else throw new ConfigError('catalogue: give the path of the model catalogue');
   catalogue = await checkEngineListings(catalogue, upstreams, config.routing.hide_unlisted_models, logger);
   const keyRing = new KeyRing(readKeysFile(config.auth.keys_file));
   if (keyRing.size === 0) logger.warn({ keys_file: config.auth.keys_file }, 'no API keys: every chat request will be refused; add one with `sigil keys add`');
@@ -121,6 +133,7 @@ export async function startSigil(config: LoadedConfig, options: StartOptions = {
         server.closeIdleConnections();
       });
       await closeUpstreams(upstreams);
+      await builtin?.stop();
     },
   };
 }

@@ -1,0 +1,61 @@
+import { statSync } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import type { LoadedConfig } from '../config/load.ts';
+import type { Logger } from '../log/logger.ts';
+
+/** Where the zero-config demo model lives, relative to the working directory. */
+export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';
+export const BUILTIN_UPSTREAM = 'builtin';
+
+export interface BuiltinEngine {
+  /** The configuration with the engine as its one upstream. */
+  config: LoadedConfig;
+  /** The catalogue to serve when the configuration names none. */
+  catalogue: { models: Array<Record<string, unknown>> } | undefined;
+  stop(): Promise<void>;
+}
+
+/**
+ * Zero-config start (SPEC 7): with no upstream configured, run the built-in llama.cpp engine as a
+ * child process and proxy to it. Without `engine.model`, the demo model is made (or reused); its
+ * catalogue entry says plainly that its weights are random, and its hash is computed from the file.
+ */
+export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): Promise<BuiltinEngine> {
+  const { ensureDemoModel } = await import('../engine/demo-model.ts');
+  const { startEngineProcess } = await import('../engine/child.ts');
+  const { sha256File } = await import('../engine/hash/hash-file.ts');
+
+  const demo = config.engine.model === undefined;
+  const modelPath = demo ? resolve(DEMO_MODEL_PATH) : config.engine.model!;
+  const modelHash = demo ? (await ensureDemoModel(modelPath)).sha256 : `sha256:${await sha256File(modelPath)}`;
+  const started = Date.now();
+  const engine = await startEngineProcess({ modelPath, threads: config.engine.threads, parallel: config.engine.parallel, contextSize: config.engine.context_size });
+  logger.info({ model: basename(modelPath), model_hash: modelHash, url: engine.url, ms: Date.now() - started }, 'built-in engine started');
+
+  const catalogue =
+    config.catalogue !== undefined
+      ? undefined
+      : {
+          models: [
+            {
+              id: engine.modelName,
+              name: demo ? 'Demo model (random weights: its output is noise)' : engine.modelName,
+              provider: 'local',
+              created: Math.floor(statSync(modelPath).mtimeMs / 1000),
+              context_window: config.engine.context_size,
+              reasoning: false,
+              regions: ['local'],
+              pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
+              model_hash: modelHash,
+              description: demo
+                ? 'A tiny llama-architecture GGUF with random weights, made by Sigil for end-to-end demos. Not a language model.'
+                : `Served from ${basename(modelPath)} by the built-in llama.cpp engine.`,
+            },
+          ],
+        };
+  return {
+    config: { ...config, upstreams: { [BUILTIN_UPSTREAM]: { url: `${engine.url}/v1`, timeout_ms: 600_000, connect_timeout_ms: 10_000, idle_timeout_ms: 120_000, connections: 64 } } },
+    catalogue,
+    stop: engine.stop,
+  };
+}
