@@ -4,7 +4,7 @@ import type { Check } from './check.ts';
 import { canonicalJson } from './digest.ts';
 
 /** SPEC 5: REPORT_DATA = SHA-512(nonce bytes || UTF-8 of the JCS-canonical JWKS), as lowercase hex. */
-export function expectedReportData(nonce: Uint8Array, jwks: unknown): string {
+function reportDataHex(nonce: Uint8Array, jwks: unknown): string {
   return createHash('sha512').update(nonce).update(canonicalJson(jwks), 'utf8').digest('hex');
 }
 
@@ -42,7 +42,7 @@ export function verifyJwksBinding(doc: unknown, opts: { jwks: unknown; nonce: Ui
   const reportData = field(doc, 'report_data');
   let expected = '';
   try {
-    expected = expectedReportData(opts.nonce, opts.jwks);
+    expected = reportDataHex(opts.nonce, opts.jwks);
   } catch {
     expected = '';
   }

@@ -13,7 +13,7 @@ export { verifyCompactJws } from './jws.ts';
 export type { ProtectedHeader, VerifiedJws } from './jws.ts';
 export { NO_TEE_DETAIL, verifyReceipt } from './receipt.ts';
 export type { ReceiptExpectations, ReceiptVerification, VerifyReceiptOptions } from './receipt.ts';
-export { evidenceBytes, expectedReportData, verifyJwksBinding } from './binding.ts';
+export { evidenceBytes, verifyJwksBinding } from './binding.ts';
 export { policyModelCheck } from './policy-model.ts';
 export { endsWithDone, splitReceiptStream } from './stream-receipt.ts';
 export type { SplitStream } from './stream-receipt.ts';
