@@ -60,8 +60,11 @@ async function runServe(argv: string[]): Promise<number> {
   process.stdout.write(`${JSON.stringify({ event: 'listening', url: engine.url })}\n`);
   await new Promise<void>((resolve) => {
     for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+    // Started by startEngineProcess: the IPC channel closes when the parent dies, however it dies.
+    if (process.send) process.once('disconnect', () => resolve());
   });
   await engine.close();
+  if (process.connected) process.disconnect();
   return 0;
 }
 

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import type { ChatRequest } from './chat-request.ts';
 import type { EngineModel } from './engine-model.ts';
@@ -36,7 +37,8 @@ export async function generate(job: GenerationJob): Promise<GenerationResult> {
   const tokens = sequence.evaluate(prompt.slice(sequence.nextTokenIndex), {
     temperature: request.temperature,
     topP: request.topP,
-    ...(request.seed !== undefined ? { seed: request.seed } : {}),
+    // node-llama-cpp's default seed is the clock, which would repeat answers to requests in the same second.
+    seed: request.seed ?? randomInt(2 ** 31),
     yieldEogToken: true,
   });
   for await (const token of tokens) {
