@@ -1,0 +1,20 @@
+/** Why a piece of hardware evidence could not be read. Each code is stable: callers and tests match on it. */
+export type EvidenceErrorCode =
+  | 'ERR_SNP_REPORT_TRUNCATED'
+  | 'ERR_SNP_REPORT_VERSION'
+  | 'ERR_SNP_CERT_TABLE_TRUNCATED'
+  | 'ERR_SNP_CERT_TABLE_MALFORMED'
+  | 'ERR_TDX_QUOTE_TRUNCATED'
+  | 'ERR_TDX_QUOTE_VERSION'
+  | 'ERR_TDX_QUOTE_UNSUPPORTED'
+  | 'ERR_EVIDENCE_CERTIFICATE';
+
+export class EvidenceError extends Error {
+  readonly code: EvidenceErrorCode;
+
+  constructor(code: EvidenceErrorCode, message: string) {
+    super(message);
+    this.name = 'EvidenceError';
+    this.code = code;
+  }
+}

@@ -1,0 +1,169 @@
+import { verify as verifySignature, type X509Certificate } from 'node:crypto';
+import { fail, pass } from '../check.ts';
+import type { Check } from '../check.ts';
+import { toHex } from './byte-reader.ts';
+import { commonName, issuanceProblem, readCertificate, sameCertificate } from './certificate-chain.ts';
+import { EvidenceError } from './errors.ts';
+import { readSnpCertTable, type SnpCertEntry } from './snp-cert-table.ts';
+import { readSnpReport, SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384, type SnpReport, type SnpTcb } from './snp-report.ts';
+import type { TrustRoots } from './trust-roots.ts';
+
+export interface SnpEvidenceResult {
+  checks: Check[];
+  /** Present when the report could be read. */
+  report?: SnpReport;
+}
+
+function errorDetail(err: unknown): string {
+  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
+  return (err as Error).message;
+}
+
+function tcbText(tcb: SnpTcb): string {
+  return `bootloader ${tcb.bootloader}, tee ${tcb.tee}, snp ${tcb.snp}, microcode ${tcb.microcode} (0x${tcb.raw.toString(16).padStart(16, '0')})`;
+}
+
+function policyCheck(report: SnpReport): Check {
+  const p = report.policy;
+  const text = `policy 0x${p.raw.toString(16)}: ABI ${p.abiMajor}.${p.abiMinor}, SMT ${p.smtAllowed ? 'allowed' : 'off'}, migration agent ${p.migrateMa ? 'allowed' : 'off'}, single socket ${p.singleSocket ? 'required' : 'not required'}, debug ${p.debug ? 'ALLOWED' : 'off'}`;
+  if (p.debug) return fail('snp.policy', `${text}: a debuggable guest's memory is readable by the host`);
+  return pass('snp.policy', text);
+}
+
+function tcbCheck(report: SnpReport): Check {
+  return pass(
+    'snp.tcb',
+    `reported TCB ${tcbText(report.reportedTcb)}; current ${tcbText(report.currentTcb)}; committed ${tcbText(report.committedTcb)}; launch ${tcbText(report.launchTcb)} (not compared with AMD's revocation list or a minimum TCB)`,
+  );
+}
+
+function signatureCheck(report: SnpReport, signer: X509Certificate, signerName: string): Check {
+  if (report.signatureAlgo !== SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384) {
+    return fail('snp.report_signature', `signature algorithm ${report.signatureAlgo} is not ECDSA P-384 with SHA-384 (1)`);
+  }
+  const key = signer.publicKey;
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'secp384r1') {
+    return fail('snp.report_signature', `the ${signerName} key is not an ECDSA P-384 key`);
+  }
+  const signature = Buffer.concat([report.signature.r, report.signature.s]);
+  let ok = false;
+  try {
+    ok = verifySignature('sha384', report.signedBytes, { key, dsaEncoding: 'ieee-p1363' }, signature);
+  } catch {
+    ok = false;
+  }
+  return ok
+    ? pass('snp.report_signature', `report bytes 0x000-0x29F signed by the ${signerName} (ECDSA P-384, SHA-384)`)
+    : fail('snp.report_signature', `the report's signature does not verify with the ${signerName} public key`);
+}
+
+/** Finds which of `candidates` issued `child`, so a certificate table without ASK still chains through the built-in ones. */
+function findIssuer(child: X509Certificate, candidates: X509Certificate[], now: Date): X509Certificate | undefined {
+  return candidates.find((c) => issuanceProblem(child, c, now) === null);
+}
+
+function chainChecks(signer: X509Certificate, signerName: string, table: SnpCertEntry[], roots: TrustRoots, now: Date): Check[] {
+  const trustedArks = roots.amdArks.map((pem, i) => readCertificate(pem, `built-in AMD ARK ${i}`));
+  const tableAsk = table.find((e) => e.kind === 'ask');
+  const tableArk = table.find((e) => e.kind === 'ark');
+  let intermediate: X509Certificate | undefined;
+  let intermediateFrom = 'the certificate table';
+  if (tableAsk !== undefined) {
+    intermediate = readCertificate(tableAsk.data, 'ASK from the certificate table');
+  } else {
+    intermediateFrom = 'the built-in AMD signing keys';
+    intermediate = findIssuer(signer, roots.amdIntermediates.map((pem, i) => readCertificate(pem, `built-in AMD intermediate ${i}`)), now);
+    if (intermediate === undefined) {
+      return [
+        fail('snp.vcek_chain', `the certificate table has no ASK and no built-in AMD signing key issued the ${signerName} (${commonName(signer)})`),
+        fail('snp.root', 'no chain to check against the AMD roots'),
+      ];
+    }
+  }
+  const leafProblem = issuanceProblem(signer, intermediate, now);
+  if (leafProblem !== null) {
+    return [fail('snp.vcek_chain', leafProblem), fail('snp.root', 'no valid chain to check against the AMD roots')];
+  }
+  let ark: X509Certificate | undefined;
+  let arkFrom = 'the certificate table';
+  if (tableArk !== undefined) {
+    ark = readCertificate(tableArk.data, 'ARK from the certificate table');
+  } else {
+    arkFrom = 'the built-in AMD roots';
+    ark = findIssuer(intermediate, trustedArks, now);
+    if (ark === undefined) {
+      return [
+        fail('snp.vcek_chain', `the certificate table has no ARK and no built-in AMD root issued ${commonName(intermediate)}`),
+        fail('snp.root', `${commonName(intermediate)} does not chain to a built-in AMD root`),
+      ];
+    }
+  }
+  const midProblem = issuanceProblem(intermediate, ark, now) ?? issuanceProblem(ark, ark, now);
+  const checks: Check[] = [
+    midProblem === null
+      ? pass('snp.vcek_chain', `${commonName(signer)} <- ${commonName(intermediate)} (${intermediateFrom}) <- ${commonName(ark)} (${arkFrom}, self-signed); RSA-PSS SHA-384 signatures and validity checked`)
+      : fail('snp.vcek_chain', midProblem),
+  ];
+  const trusted = trustedArks.find((t) => sameCertificate(t, ark));
+  checks.push(
+    trusted !== undefined
+      ? pass('snp.root', `the chain ends at ${commonName(ark)}, a trusted AMD root (SHA-256 ${ark.fingerprint256})`)
+      : fail('snp.root', `the chain ends at ${commonName(ark)} (SHA-256 ${ark.fingerprint256}), which is not a trusted AMD root`),
+  );
+  return checks;
+}
+
+/**
+ * Checks an SEV-SNP report and its certificate table: the report's own signature, the VCEK/VLEK -> ASK -> ARK chain,
+ * that the ARK is a trusted AMD root, and the guest policy; TCB values are reported. REPORT_DATA and MEASUREMENT
+ * are compared by the caller, who knows what they must be.
+ */
+export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8Array, roots: TrustRoots, now: Date = new Date()): SnpEvidenceResult {
+  let report: SnpReport;
+  try {
+    report = readSnpReport(reportBytes);
+  } catch (err) {
+    return { checks: [fail('snp.report', errorDetail(err))] };
+  }
+  const checks: Check[] = [
+    pass('snp.report', `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`),
+  ];
+  checks.push(...signerChecks(report, certTableBytes, roots, now));
+  checks.push(policyCheck(report), tcbCheck(report));
+  return { checks, report };
+}
+
+function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: TrustRoots, now: Date): Check[] {
+  const notChecked = (why: string): Check[] => [
+    fail('snp.report_signature', `not checked: ${why}`),
+    fail('snp.vcek_chain', `not checked: ${why}`),
+    fail('snp.root', `not checked: ${why}`),
+  ];
+  if (report.signingKey !== 'vcek' && report.signingKey !== 'vlek') {
+    return [fail('snp.cert_table', `the report says it is signed by no endorsement key (${report.signingKey})`), ...notChecked('no signing key')];
+  }
+  const signerName = report.signingKey.toUpperCase();
+  if (certTableBytes.length === 0) {
+    return [fail('snp.cert_table', `no certificate table: the evidence carries no ${signerName} certificate`), ...notChecked(`no ${signerName}`)];
+  }
+  let table: SnpCertEntry[];
+  let signer: X509Certificate;
+  try {
+    table = readSnpCertTable(certTableBytes);
+    const entry = table.find((e) => e.kind === report.signingKey);
+    if (entry === undefined) {
+      return [fail('snp.cert_table', `the certificate table has no ${signerName} entry (has: ${table.map((e) => e.kind).join(', ') || 'nothing'})`), ...notChecked(`no ${signerName}`)];
+    }
+    signer = readCertificate(entry.data, `${signerName} from the certificate table`);
+  } catch (err) {
+    return [fail('snp.cert_table', errorDetail(err)), ...notChecked('unreadable certificate table')];
+  }
+  const checks: Check[] = [pass('snp.cert_table', `certificate table with ${table.map((e) => e.kind.toUpperCase()).join(', ')}`)];
+  checks.push(signatureCheck(report, signer, signerName));
+  try {
+    checks.push(...chainChecks(signer, signerName, table, roots, now));
+  } catch (err) {
+    checks.push(fail('snp.vcek_chain', errorDetail(err)), fail('snp.root', 'not checked: unreadable certificate'));
+  }
+  return checks;
+}

@@ -1,0 +1,172 @@
+import { ByteReader } from './byte-reader.ts';
+import { EvidenceError } from './errors.ts';
+
+/** Intel TDX DCAP quote v4 (Intel TDX DCAP Quoting Library API, appendix "Quote Format"). */
+export const TDX_QUOTE_VERSION = 4;
+export const TDX_ATTESTATION_KEY_ECDSA_P256 = 2;
+export const TDX_TEE_TYPE = 0x81;
+export const TDX_HEADER_SIZE = 48;
+export const TDX_BODY_SIZE = 584;
+/** Header and TD report body: what the attestation key signs. */
+export const TDX_SIGNED_LENGTH = TDX_HEADER_SIZE + TDX_BODY_SIZE;
+export const TDX_QE_REPORT_SIZE = 384;
+export const TDX_CERT_DATA_PCK_CHAIN = 5;
+export const TDX_CERT_DATA_QE_REPORT = 6;
+/** TDATTRIBUTES bit 0 (TUD.DEBUG): the TD runs in debug mode and the host can read its memory. */
+export const TDX_TD_ATTRIBUTES_DEBUG_BIT = 0;
+
+export interface TdxQuoteHeader {
+  version: number;
+  attestationKeyType: number;
+  teeType: number;
+  qeSvn: number;
+  pceSvn: number;
+  qeVendorId: Uint8Array;
+  userData: Uint8Array;
+}
+
+export interface TdxReportBody {
+  teeTcbSvn: Uint8Array;
+  mrSeam: Uint8Array;
+  mrSignerSeam: Uint8Array;
+  seamAttributes: Uint8Array;
+  tdAttributes: Uint8Array;
+  xfam: Uint8Array;
+  mrTd: Uint8Array;
+  mrConfigId: Uint8Array;
+  mrOwner: Uint8Array;
+  mrOwnerConfig: Uint8Array;
+  rtmr: [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+  reportData: Uint8Array;
+}
+
+/** The SGX report of the Quoting Enclave (384-byte SGX REPORT BODY). */
+export interface TdxQeReport {
+  raw: Uint8Array;
+  cpuSvn: Uint8Array;
+  miscSelect: number;
+  attributes: Uint8Array;
+  mrEnclave: Uint8Array;
+  mrSigner: Uint8Array;
+  isvProdId: number;
+  isvSvn: number;
+  reportData: Uint8Array;
+}
+
+export interface TdxQuote {
+  header: TdxQuoteHeader;
+  body: TdxReportBody;
+  /** Header and body bytes, what `signature` covers. */
+  signedBytes: Uint8Array;
+  /** ECDSA P-256 r||s (32 bytes each, big-endian). */
+  signature: Uint8Array;
+  /** Raw P-256 public key x||y (64 bytes). */
+  attestationKey: Uint8Array;
+  qeReport: TdxQeReport;
+  /** ECDSA P-256 r||s by the PCK key over `qeReport.raw`. */
+  qeReportSignature: Uint8Array;
+  qeAuthData: Uint8Array;
+  /** PEM text of the PCK certificate chain: PCK leaf, intermediate CA, root CA. */
+  pckChainPem: string;
+}
+
+function readBody(r: ByteReader, at: number): TdxReportBody {
+  let o = at;
+  const take = (n: number) => {
+    const bytes = r.slice(o, n);
+    o += n;
+    return bytes;
+  };
+  const teeTcbSvn = take(16);
+  const mrSeam = take(48);
+  const mrSignerSeam = take(48);
+  const seamAttributes = take(8);
+  const tdAttributes = take(8);
+  const xfam = take(8);
+  const mrTd = take(48);
+  const mrConfigId = take(48);
+  const mrOwner = take(48);
+  const mrOwnerConfig = take(48);
+  const rtmr: TdxReportBody['rtmr'] = [take(48), take(48), take(48), take(48)];
+  const reportData = take(64);
+  return { teeTcbSvn, mrSeam, mrSignerSeam, seamAttributes, tdAttributes, xfam, mrTd, mrConfigId, mrOwner, mrOwnerConfig, rtmr, reportData };
+}
+
+function readQeReport(r: ByteReader, at: number): TdxQeReport {
+  return {
+    raw: r.slice(at, TDX_QE_REPORT_SIZE),
+    cpuSvn: r.slice(at, 16),
+    miscSelect: r.u32(at + 16),
+    attributes: r.slice(at + 48, 16),
+    mrEnclave: r.slice(at + 64, 32),
+    mrSigner: r.slice(at + 128, 32),
+    isvProdId: r.u16(at + 256),
+    isvSvn: r.u16(at + 258),
+    reportData: r.slice(at + 320, 64),
+  };
+}
+
+/** Parses a TDX quote v4 (configfs-tsm `outblob` on a TDX guest). Bytes after the signature data are ignored. */
+export function readTdxQuote(bytes: Uint8Array): TdxQuote {
+  const r = new ByteReader(bytes, 'ERR_TDX_QUOTE_TRUNCATED', 'TDX quote');
+  r.need(0, TDX_SIGNED_LENGTH + 4);
+  const header: TdxQuoteHeader = {
+    version: r.u16(0),
+    attestationKeyType: r.u16(2),
+    teeType: r.u32(4),
+    qeSvn: r.u16(8),
+    pceSvn: r.u16(10),
+    qeVendorId: r.slice(12, 16),
+    userData: r.slice(28, 20),
+  };
+  if (header.version !== TDX_QUOTE_VERSION) {
+    throw new EvidenceError('ERR_TDX_QUOTE_VERSION', `TDX quote version ${header.version} is not supported (expected ${TDX_QUOTE_VERSION})`);
+  }
+  if (header.attestationKeyType !== TDX_ATTESTATION_KEY_ECDSA_P256) {
+    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote attestation key type ${header.attestationKeyType} is not supported (expected 2, ECDSA-256-with-P-256)`);
+  }
+  if (header.teeType !== TDX_TEE_TYPE) {
+    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `quote TEE type 0x${header.teeType.toString(16)} is not TDX (0x81)`);
+  }
+  const body = readBody(r, TDX_HEADER_SIZE);
+
+  const sigDataLength = r.u32(TDX_SIGNED_LENGTH);
+  const sigStart = TDX_SIGNED_LENGTH + 4;
+  r.need(sigStart, sigDataLength);
+  // Inside the signature data every read must also stay inside its declared length.
+  const sig = new ByteReader(r.bytes.subarray(sigStart, sigStart + sigDataLength), 'ERR_TDX_QUOTE_TRUNCATED', 'TDX quote signature data');
+  const signature = sig.slice(0, 64);
+  const attestationKey = sig.slice(64, 64);
+  const outerType = sig.u16(128);
+  const outerSize = sig.u32(130);
+  if (outerType !== TDX_CERT_DATA_QE_REPORT) {
+    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote certification data type ${outerType} is not supported (expected 6, QE report certification data)`);
+  }
+  sig.need(134, outerSize);
+  const qe = new ByteReader(sig.bytes.subarray(134, 134 + outerSize), 'ERR_TDX_QUOTE_TRUNCATED', 'TDX QE report certification data');
+  const qeReport = readQeReport(qe, 0);
+  const qeReportSignature = qe.slice(TDX_QE_REPORT_SIZE, 64);
+  const authLength = qe.u16(TDX_QE_REPORT_SIZE + 64);
+  const qeAuthData = qe.slice(TDX_QE_REPORT_SIZE + 66, authLength);
+  const innerAt = TDX_QE_REPORT_SIZE + 66 + authLength;
+  const innerType = qe.u16(innerAt);
+  const innerSize = qe.u32(innerAt + 2);
+  if (innerType !== TDX_CERT_DATA_PCK_CHAIN) {
+    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX QE certification data type ${innerType} is not supported (expected 5, PCK certificate chain)`);
+  }
+  const chainBytes = qe.slice(innerAt + 6, innerSize);
+  // The chain is PEM text, often followed by NUL padding.
+  const pckChainPem = Buffer.from(chainBytes).toString('latin1').replace(/\0+$/, '');
+
+  return {
+    header,
+    body,
+    signedBytes: r.slice(0, TDX_SIGNED_LENGTH),
+    signature,
+    attestationKey,
+    qeReport,
+    qeReportSignature,
+    qeAuthData,
+    pckChainPem,
+  };
+}

@@ -1,0 +1,135 @@
+import { createHash, createPublicKey, verify as verifySignature, type KeyObject, type X509Certificate } from 'node:crypto';
+import { fail, pass } from '../check.ts';
+import type { Check } from '../check.ts';
+import { toHex } from './byte-reader.ts';
+import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
+import { EvidenceError } from './errors.ts';
+import { readTdxQuote, TDX_TD_ATTRIBUTES_DEBUG_BIT, type TdxQuote } from './tdx-quote.ts';
+import type { TrustRoots } from './trust-roots.ts';
+
+export interface TdxEvidenceResult {
+  checks: Check[];
+  /** Present when the quote could be read. */
+  quote?: TdxQuote;
+}
+
+function errorDetail(err: unknown): string {
+  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
+  return (err as Error).message;
+}
+
+/** The quote carries the attestation key as raw x||y; an invalid point is refused by createPublicKey. */
+function p256Key(raw: Uint8Array): KeyObject {
+  const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64url');
+  return createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: b64(raw.subarray(0, 32)), y: b64(raw.subarray(32, 64)) }, format: 'jwk' });
+}
+
+function verifiesP256(key: KeyObject, data: Uint8Array, signature: Uint8Array): boolean {
+  try {
+    return verifySignature('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, signature);
+  } catch {
+    return false;
+  }
+}
+
+function quoteSignatureCheck(quote: TdxQuote): Check {
+  let key: KeyObject;
+  try {
+    key = p256Key(quote.attestationKey);
+  } catch {
+    return fail('tdx.quote_signature', 'the attestation key in the quote is not a P-256 point');
+  }
+  return verifiesP256(key, quote.signedBytes, quote.signature)
+    ? pass('tdx.quote_signature', 'header and TD report body signed by the quote attestation key (ECDSA P-256, SHA-256)')
+    : fail('tdx.quote_signature', 'the quote signature does not verify with the attestation key');
+}
+
+function bindingCheck(quote: TdxQuote): Check {
+  const hash = createHash('sha256').update(quote.attestationKey).update(quote.qeAuthData).digest();
+  const bound = Buffer.from(quote.qeReport.reportData.subarray(0, 32)).equals(hash);
+  const padded = quote.qeReport.reportData.subarray(32).every((b) => b === 0);
+  if (bound && padded) {
+    return pass('tdx.qe_binding', 'the QE report data is SHA-256(attestation key || QE auth data): the Quoting Enclave vouches for the attestation key');
+  }
+  return fail('tdx.qe_binding', `the QE report data ${toHex(quote.qeReport.reportData.subarray(0, 32))} is not SHA-256(attestation key || QE auth data) ${hash.toString('hex')}${padded ? '' : ' (and its upper half is not zero)'}`);
+}
+
+function chainChecks(quote: TdxQuote, roots: TrustRoots, now: Date): { checks: Check[]; pck?: X509Certificate } {
+  let chain: X509Certificate[];
+  try {
+    chain = readPemCertificates(quote.pckChainPem, 'PCK chain');
+  } catch (err) {
+    return { checks: [fail('tdx.pck_chain', errorDetail(err)), fail('tdx.root', 'not checked: unreadable PCK chain')] };
+  }
+  if (chain.length < 2) {
+    return { checks: [fail('tdx.pck_chain', `the PCK chain holds ${chain.length} certificate(s); expected the PCK certificate and its CA`), fail('tdx.root', 'not checked: no chain')] };
+  }
+  const trustedRoots = roots.intelRoots.map((pem, i) => readCertificate(pem, `built-in Intel root ${i}`));
+  const pck = chain[0]!;
+  const checks: Check[] = [];
+  let problem: string | null = null;
+  for (let i = 0; i + 1 < chain.length && problem === null; i++) problem = issuanceProblem(chain[i]!, chain[i + 1]!, now);
+  const top = chain[chain.length - 1]!;
+  const topSelfSigned = issuanceProblem(top, top, now) === null;
+  if (problem === null && !topSelfSigned) {
+    // A chain may stop below the root; then its top must be issued by a trusted root.
+    const issuer = trustedRoots.find((root) => issuanceProblem(top, root, now) === null);
+    if (issuer === undefined) problem = `${commonName(top)} is neither self-signed nor issued by a trusted Intel root`;
+  }
+  const names = chain.map(commonName).join(' <- ');
+  checks.push(problem === null ? pass('tdx.pck_chain', `${names}; ECDSA signatures and validity checked`) : fail('tdx.pck_chain', problem));
+  const trusted = topSelfSigned ? trustedRoots.some((root) => sameCertificate(root, top)) : trustedRoots.some((root) => issuanceProblem(top, root, now) === null);
+  checks.push(
+    trusted
+      ? pass('tdx.root', `the PCK chain ends at a trusted Intel root (${commonName(top)}, SHA-256 ${top.fingerprint256})`)
+      : fail('tdx.root', `the PCK chain ends at ${commonName(top)} (SHA-256 ${top.fingerprint256}), which is not a trusted Intel root`),
+  );
+  return { checks, pck };
+}
+
+function qeReportSignatureCheck(quote: TdxQuote, pck: X509Certificate | undefined): Check {
+  if (pck === undefined) return fail('tdx.qe_report_signature', 'not checked: no PCK certificate');
+  const key = pck.publicKey;
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
+    return fail('tdx.qe_report_signature', 'the PCK certificate key is not an ECDSA P-256 key');
+  }
+  return verifiesP256(key, quote.qeReport.raw, quote.qeReportSignature)
+    ? pass('tdx.qe_report_signature', `the Quoting Enclave report (MRSIGNER ${toHex(quote.qeReport.mrSigner).slice(0, 16)}..., ISV SVN ${quote.qeReport.isvSvn}) is signed by the PCK key`)
+    : fail('tdx.qe_report_signature', 'the QE report signature does not verify with the PCK certificate key');
+}
+
+function tdAttributesCheck(quote: TdxQuote): Check {
+  const attrs = quote.body.tdAttributes;
+  const debug = ((attrs[0]! >> TDX_TD_ATTRIBUTES_DEBUG_BIT) & 1) === 1;
+  const text = `TDATTRIBUTES ${toHex(attrs)}, XFAM ${toHex(quote.body.xfam)}`;
+  return debug
+    ? fail('tdx.td_attributes', `${text}: the TD is in debug mode, its memory is readable by the host`)
+    : pass('tdx.td_attributes', `${text}: debug off`);
+}
+
+function tcbCheck(quote: TdxQuote): Check {
+  return pass(
+    'tdx.tcb',
+    `TEE_TCB_SVN ${toHex(quote.body.teeTcbSvn)}, QE SVN ${quote.header.qeSvn}, PCE SVN ${quote.header.pceSvn}, MRSEAM ${toHex(quote.body.mrSeam).slice(0, 16)}... (not compared with Intel's TCB info or revocation lists)`,
+  );
+}
+
+/**
+ * Checks a TDX quote v4: its signature by the attestation key, the QE report's signature by the PCK key, the QE
+ * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the TD attributes; TCB values
+ * are reported. REPORTDATA and MRTD are compared by the caller.
+ */
+export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now: Date = new Date()): TdxEvidenceResult {
+  let quote: TdxQuote;
+  try {
+    quote = readTdxQuote(quoteBytes);
+  } catch (err) {
+    return { checks: [fail('tdx.quote', errorDetail(err))] };
+  }
+  const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
+  checks.push(quoteSignatureCheck(quote));
+  const chain = chainChecks(quote, roots, now);
+  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), ...chain.checks);
+  checks.push(tdAttributesCheck(quote), tcbCheck(quote));
+  return { checks, quote };
+}

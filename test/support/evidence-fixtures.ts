@@ -1,0 +1,274 @@
+/**
+ * Hardware evidence built in the tests, with test roots, so every signature is real: a fake AMD ARK -> ASK -> VCEK
+ * chain (RSA-PSS SHA-384 like AMD's, VCEK on P-384) and a fake Intel root -> platform CA -> PCK chain (ECDSA P-256).
+ * The layouts follow the AMD SEV-SNP ABI and the Intel TDX DCAP quote v4 format, written independently of the parsers.
+ */
+import { createHash, generateKeyPairSync, KeyObject, sign, webcrypto, type JsonWebKey } from 'node:crypto';
+import './reflect-metadata-shim.ts';
+import * as x509 from '@peculiar/x509';
+import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
+import type { TrustRoots } from '../../src/verify/evidence/trust-roots.ts';
+
+x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+
+const RSA_PSS: RsaHashedKeyGenParams = { name: 'RSA-PSS', hash: 'SHA-384', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]) };
+const PSS_SIGN = { name: 'RSA-PSS', saltLength: 48 } as Algorithm;
+const ECDSA_P384: EcKeyGenParams = { name: 'ECDSA', namedCurve: 'P-384' };
+const ECDSA_P256: EcKeyGenParams = { name: 'ECDSA', namedCurve: 'P-256' };
+const ECDSA_SHA256 = { name: 'ECDSA', hash: 'SHA-256' } as EcdsaParams;
+
+const NOT_BEFORE = new Date('2024-01-01T00:00:00Z');
+const NOT_AFTER = new Date('2044-01-01T00:00:00Z');
+
+function caExtensions(keys: CryptoKeyPair, pathLength?: number): x509.Extension[] {
+  return [new x509.BasicConstraintsExtension(true, pathLength, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true)];
+}
+
+async function keyPair(alg: RsaHashedKeyGenParams | EcKeyGenParams): Promise<CryptoKeyPair> {
+  return (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
+}
+
+export interface AmdTestChain {
+  ark: x509.X509Certificate;
+  ask: x509.X509Certificate;
+  vcek: x509.X509Certificate;
+  vcekKey: KeyObject;
+  roots: TrustRoots;
+}
+
+/** A fake AMD chain named like AMD's (ARK-Test, SEV-Test, SEV-VCEK). */
+export async function createAmdTestChain(product = 'Test'): Promise<AmdTestChain> {
+  const arkKeys = await keyPair(RSA_PSS);
+  const ark = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: '01',
+    name: `CN=ARK-${product}, O=Advanced Micro Devices, C=US`,
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    keys: arkKeys,
+    signingAlgorithm: PSS_SIGN,
+    extensions: caExtensions(arkKeys),
+  });
+  const askKeys = await keyPair(RSA_PSS);
+  const ask = await x509.X509CertificateGenerator.create({
+    serialNumber: '02',
+    subject: `CN=SEV-${product}, O=Advanced Micro Devices, C=US`,
+    issuer: ark.subject,
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    publicKey: askKeys.publicKey,
+    signingKey: arkKeys.privateKey,
+    signingAlgorithm: PSS_SIGN,
+    extensions: caExtensions(askKeys, 0),
+  });
+  const vcekKeys = await keyPair(ECDSA_P384);
+  const vcek = await x509.X509CertificateGenerator.create({
+    serialNumber: '03',
+    subject: 'CN=SEV-VCEK, O=Advanced Micro Devices, C=US',
+    issuer: ask.subject,
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    publicKey: vcekKeys.publicKey,
+    signingKey: askKeys.privateKey,
+    signingAlgorithm: PSS_SIGN,
+  });
+  return {
+    ark,
+    ask,
+    vcek,
+    vcekKey: KeyObject.from(vcekKeys.privateKey),
+    roots: { amdArks: [ark.toString('pem')], amdIntermediates: [ask.toString('pem')], intelRoots: [] },
+  };
+}
+
+export interface SnpReportFields {
+  version?: number;
+  policy?: bigint;
+  reportData: Uint8Array;
+  measurement: Uint8Array;
+  chipId?: Uint8Array;
+  /** 0: VCEK, 1: VLEK. */
+  signingKey?: number;
+}
+
+const SNP_REPORT_SIZE = 0x4a0;
+const SNP_SIGNED = 0x2a0;
+
+/** An SEV-SNP attestation report signed with `key` in AMD's layout: r and s little-endian, 72 bytes each. */
+export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Array {
+  const report = Buffer.alloc(SNP_REPORT_SIZE);
+  report.writeUInt32LE(fields.version ?? 5, 0x00);
+  report.writeUInt32LE(3, 0x04);
+  report.writeBigUInt64LE(fields.policy ?? 0x30000n, 0x08);
+  report.writeUInt32LE(0, 0x30);
+  report.writeUInt32LE(1, 0x34);
+  const tcb = Buffer.from([0x04, 0x00, 0, 0, 0, 0, 0x18, 0xdb]);
+  tcb.copy(report, 0x38);
+  report.writeUInt32LE((fields.signingKey ?? 0) << 2, 0x48);
+  Buffer.from(fields.reportData).copy(report, 0x50);
+  Buffer.from(fields.measurement).copy(report, 0x90);
+  tcb.copy(report, 0x180);
+  Buffer.from(fields.chipId ?? Buffer.alloc(64, 0xc1)).copy(report, 0x1a0);
+  tcb.copy(report, 0x1e0);
+  tcb.copy(report, 0x1f0);
+  const sig = sign('sha384', report.subarray(0, SNP_SIGNED), { key, dsaEncoding: 'ieee-p1363' });
+  Buffer.from(sig.subarray(0, 48)).reverse().copy(report, SNP_SIGNED);
+  Buffer.from(sig.subarray(48, 96)).reverse().copy(report, SNP_SIGNED + 72);
+  return new Uint8Array(report);
+}
+
+/** The GHCB certificate table: 24-byte {guid, offset, length} entries, a zero entry, then the DER blobs. */
+export function buildSnpCertTable(entries: Array<{ guid: string; der: Uint8Array }>): Uint8Array {
+  const tableSize = (entries.length + 1) * 24;
+  const total = tableSize + entries.reduce((n, e) => n + e.der.length, 0);
+  const out = Buffer.alloc(total);
+  let dataAt = tableSize;
+  entries.forEach((entry, i) => {
+    Buffer.from(entry.guid.replace(/-/g, ''), 'hex').copy(out, i * 24);
+    out.writeUInt32LE(dataAt, i * 24 + 16);
+    out.writeUInt32LE(entry.der.length, i * 24 + 20);
+    Buffer.from(entry.der).copy(out, dataAt);
+    dataAt += entry.der.length;
+  });
+  return new Uint8Array(out);
+}
+
+export function amdCertTable(chain: Pick<AmdTestChain, 'ark' | 'ask' | 'vcek'>): Uint8Array {
+  return buildSnpCertTable([
+    { guid: SNP_CERT_GUID.vcek, der: new Uint8Array(chain.vcek.rawData) },
+    { guid: SNP_CERT_GUID.ask, der: new Uint8Array(chain.ask.rawData) },
+    { guid: SNP_CERT_GUID.ark, der: new Uint8Array(chain.ark.rawData) },
+  ]);
+}
+
+export interface IntelTestChain {
+  root: x509.X509Certificate;
+  platformCa: x509.X509Certificate;
+  pck: x509.X509Certificate;
+  pckKey: KeyObject;
+  roots: TrustRoots;
+}
+
+export async function createIntelTestChain(): Promise<IntelTestChain> {
+  const rootKeys = await keyPair(ECDSA_P256);
+  const root = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: '11',
+    name: 'CN=Test SGX Root CA, O=Test Corporation, C=US',
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    keys: rootKeys,
+    signingAlgorithm: ECDSA_SHA256,
+    extensions: caExtensions(rootKeys, 1),
+  });
+  const caKeys = await keyPair(ECDSA_P256);
+  const platformCa = await x509.X509CertificateGenerator.create({
+    serialNumber: '12',
+    subject: 'CN=Test SGX PCK Platform CA, O=Test Corporation, C=US',
+    issuer: root.subject,
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    publicKey: caKeys.publicKey,
+    signingKey: rootKeys.privateKey,
+    signingAlgorithm: ECDSA_SHA256,
+    extensions: caExtensions(caKeys, 0),
+  });
+  const pckKeys = await keyPair(ECDSA_P256);
+  const pck = await x509.X509CertificateGenerator.create({
+    serialNumber: '13',
+    subject: 'CN=Test SGX PCK Certificate, O=Test Corporation, C=US',
+    issuer: platformCa.subject,
+    notBefore: NOT_BEFORE,
+    notAfter: NOT_AFTER,
+    publicKey: pckKeys.publicKey,
+    signingKey: caKeys.privateKey,
+    signingAlgorithm: ECDSA_SHA256,
+  });
+  return { root, platformCa, pck, pckKey: KeyObject.from(pckKeys.privateKey), roots: { amdArks: [], amdIntermediates: [], intelRoots: [root.toString('pem')] } };
+}
+
+export interface TdxQuoteFields {
+  reportData: Uint8Array;
+  mrTd: Uint8Array;
+  tdAttributes?: Uint8Array;
+  /** Breaks the QE report's binding of the attestation key when set. */
+  unboundQeReport?: boolean;
+}
+
+function rawP256(jwk: JsonWebKey): Buffer {
+  return Buffer.concat([Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
+}
+
+/** A TDX quote v4 whose QE report binds a fresh attestation key and is signed by the chain's PCK key. */
+export function buildTdxQuote(fields: TdxQuoteFields, chain: Pick<IntelTestChain, 'root' | 'platformCa' | 'pck' | 'pckKey'>): Uint8Array {
+  const header = Buffer.alloc(48);
+  header.writeUInt16LE(4, 0);
+  header.writeUInt16LE(2, 2);
+  header.writeUInt32LE(0x81, 4);
+  header.writeUInt16LE(7, 8);
+  header.writeUInt16LE(11, 10);
+  Buffer.from('939a7233f79c4ca9940a0db3957f0607', 'hex').copy(header, 12);
+  const body = Buffer.alloc(584);
+  Buffer.from([4, 1, 7, 0]).copy(body, 0);
+  body.fill(0x5e, 16, 64);
+  Buffer.from(fields.tdAttributes ?? Buffer.alloc(8)).copy(body, 120);
+  Buffer.from('e718060000000000', 'hex').copy(body, 128);
+  Buffer.from(fields.mrTd).copy(body, 136);
+  Buffer.from(fields.reportData).copy(body, 520);
+
+  const ak = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const akRaw = rawP256(ak.publicKey.export({ format: 'jwk' }));
+  const signature = sign('sha256', Buffer.concat([header, body]), { key: ak.privateKey, dsaEncoding: 'ieee-p1363' });
+
+  const authData = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
+  const qeReport = Buffer.alloc(384);
+  qeReport.fill(0x07, 0, 16);
+  qeReport.fill(0x8c, 128, 160);
+  qeReport.writeUInt16LE(1, 256);
+  qeReport.writeUInt16LE(8, 258);
+  const binding = createHash('sha256').update(akRaw).update(fields.unboundQeReport === true ? Buffer.from('other') : authData).digest();
+  binding.copy(qeReport, 320);
+  const qeSignature = sign('sha256', qeReport, { key: chain.pckKey, dsaEncoding: 'ieee-p1363' });
+
+  const pem = Buffer.from([chain.pck, chain.platformCa, chain.root].map((c) => c.toString('pem')).join('\n') + '\n\0', 'latin1');
+  const inner = Buffer.alloc(6);
+  inner.writeUInt16LE(5, 0);
+  inner.writeUInt32LE(pem.length, 2);
+  const authLength = Buffer.alloc(2);
+  authLength.writeUInt16LE(authData.length, 0);
+  const qeCertData = Buffer.concat([qeReport, qeSignature, authLength, authData, inner, pem]);
+  const outer = Buffer.alloc(6);
+  outer.writeUInt16LE(6, 0);
+  outer.writeUInt32LE(qeCertData.length, 2);
+  const sigData = Buffer.concat([signature, akRaw, outer, qeCertData]);
+  const sigLength = Buffer.alloc(4);
+  sigLength.writeUInt32LE(sigData.length, 0);
+  return new Uint8Array(Buffer.concat([header, body, sigLength, sigData]));
+}
+
+/** A receipt-signing JWKS like Sigil's: one P-256 public key. */
+export function testJwks(): { keys: Array<Record<string, string>> } {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const jwk = publicKey.export({ format: 'jwk' });
+  return { keys: [{ kty: 'EC', crv: 'P-256', x: jwk.x!, y: jwk.y!, use: 'sig', alg: 'ES256', kid: 'test-key' }] };
+}
+
+export function snpDocument(report: Uint8Array, certificates: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+  return {
+    tee: 'sev-snp',
+    measurement,
+    nonce: Buffer.from(nonce).toString('hex'),
+    report_data: Buffer.from(reportData).toString('hex'),
+    jwks,
+    evidence: { report: Buffer.from(report).toString('base64'), certificates: Buffer.from(certificates).toString('base64') },
+  };
+}
+
+export function tdxDocument(quote: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+  return {
+    tee: 'tdx',
+    measurement,
+    nonce: Buffer.from(nonce).toString('hex'),
+    report_data: Buffer.from(reportData).toString('hex'),
+    jwks,
+    evidence: { quote: Buffer.from(quote).toString('base64') },
+  };
+}

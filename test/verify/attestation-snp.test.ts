@@ -1,0 +1,179 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
+import type { Check } from '../../src/verify/check.ts';
+import { expectedReportData } from '../../src/verify/evidence/report-data.ts';
+import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
+import {
+  amdCertTable,
+  buildSnpCertTable,
+  buildSnpReport,
+  createAmdTestChain,
+  snpDocument,
+  testJwks,
+  type AmdTestChain,
+} from '../support/evidence-fixtures.ts';
+
+const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
+const names = (checks: Check[]) => checks.map((c) => c.name);
+
+const ALL_SNP_CHECKS = [
+  'snp.report',
+  'snp.cert_table',
+  'snp.report_signature',
+  'snp.vcek_chain',
+  'snp.root',
+  'snp.policy',
+  'snp.tcb',
+  'attestation.report_data',
+  'attestation.measurement',
+];
+
+describe('SEV-SNP attestation document', () => {
+  let chain: AmdTestChain;
+  let foreign: AmdTestChain;
+  const jwks = testJwks();
+  const nonce = new Uint8Array(32).fill(0xab);
+  const measurement = Buffer.alloc(48, 0x42);
+  const measurementHex = measurement.toString('hex');
+  const reportData = expectedReportData(nonce, jwks);
+
+  beforeAll(async () => {
+    chain = await createAmdTestChain();
+    foreign = await createAmdTestChain('Foreign');
+  });
+
+  function validDocument(overrides: { measurement?: Uint8Array; reportData?: Uint8Array; policy?: bigint } = {}) {
+    const report = buildSnpReport(
+      { reportData: overrides.reportData ?? reportData, measurement: overrides.measurement ?? measurement, policy: overrides.policy },
+      chain.vcekKey,
+    );
+    return { report, doc: snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData) };
+  }
+
+  it('valid evidence passes every check, in order', async () => {
+    const { doc } = validDocument();
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, expectedMeasurement: measurementHex, roots: chain.roots });
+    expect(names(checks)).toEqual(ALL_SNP_CHECKS);
+    expect(failing(checks)).toEqual([]);
+  });
+
+  it('checks the start evidence (empty nonce) against the document nonce when the caller gives none', async () => {
+    const startData = expectedReportData(new Uint8Array(0), jwks);
+    const report = buildSnpReport({ reportData: startData, measurement }, chain.vcekKey);
+    const doc = snpDocument(report, amdCertTable(chain), new Uint8Array(0), jwks, measurementHex, startData);
+    const checks = await verifyAttestationDocument(doc, { jwks, roots: chain.roots });
+    expect(failing(checks)).toEqual([]);
+    expect(checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain('not fresh');
+  });
+
+  it('a measurement flipped inside the signed report breaks the signature and the measurement match', async () => {
+    const { report } = validDocument();
+    report[0x90] = report[0x90]! ^ 0x01;
+    const doc = snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, expectedMeasurement: measurementHex, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.report_signature', 'attestation.measurement']);
+  });
+
+  it('a correctly signed report of another measurement fails only the measurement check', async () => {
+    const { doc } = validDocument();
+    const other = 'ff'.repeat(48);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, expectedMeasurement: other, roots: chain.roots });
+    expect(failing(checks)).toEqual(['attestation.measurement']);
+    expect(checks.find((c) => c.name === 'attestation.measurement')?.detail).toContain(other);
+  });
+
+  it('a document claiming a measurement the evidence does not carry fails the measurement check', async () => {
+    const { doc } = validDocument();
+    const checks = await verifyAttestationDocument({ ...doc, measurement: '00'.repeat(48) }, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['attestation.measurement']);
+  });
+
+  it('a report whose REPORT_DATA binds other data fails the report data check', async () => {
+    const { doc } = validDocument({ reportData: new Uint8Array(64).fill(7) });
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['attestation.report_data']);
+  });
+
+  it('evidence bound to another nonce or another JWKS fails the report data check', async () => {
+    const { doc } = validDocument();
+    const otherNonce = new Uint8Array(32).fill(0xcd);
+    expect(failing(await verifyAttestationDocument(doc, { jwks, nonce: otherNonce, roots: chain.roots }))).toEqual(['attestation.report_data']);
+    expect(failing(await verifyAttestationDocument(doc, { jwks: testJwks(), nonce, roots: chain.roots }))).toEqual(['attestation.report_data']);
+  });
+
+  it('a chain from a foreign root fails the root check', async () => {
+    const report = buildSnpReport({ reportData, measurement }, foreign.vcekKey);
+    const doc = snpDocument(report, amdCertTable(foreign), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.root']);
+  });
+
+  it('the real AMD roots are the default, and a test chain does not chain to them', async () => {
+    const { doc } = validDocument();
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce });
+    expect(failing(checks)).toEqual(['snp.root']);
+    expect(checks.find((c) => c.name === 'snp.root')?.detail).toContain('ARK-Test');
+  });
+
+  it('a VCEK swapped for a foreign one fails the signature and the chain', async () => {
+    const { report } = validDocument();
+    const table = amdCertTable({ ...chain, vcek: foreign.vcek });
+    const doc = snpDocument(report, table, nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.vcek_chain', 'snp.root']);
+  });
+
+  it('a table with only the VCEK chains through the built-in signing keys', async () => {
+    const { report } = validDocument();
+    const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: new Uint8Array(chain.vcek.rawData) }]);
+    const doc = snpDocument(report, table, nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual([]);
+    expect(checks.find((c) => c.name === 'snp.vcek_chain')?.detail).toContain('built-in');
+  });
+
+  it('a truncated report fails the report check and nothing is claimed beyond it', async () => {
+    const { report } = validDocument();
+    const doc = snpDocument(report.subarray(0, 0x2a0), amdCertTable(chain), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(checks).toEqual([
+      { name: 'snp.report', ok: false, detail: 'ERR_SNP_REPORT_TRUNCATED: SEV-SNP report truncated: need 1184 bytes, have 672' },
+    ]);
+  });
+
+  it('a missing certificate table fails the table check and every check that needs the VCEK', async () => {
+    const { report } = validDocument();
+    const doc = snpDocument(report, new Uint8Array(0), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root']);
+  });
+
+  it('a truncated certificate table fails the table check with its code', async () => {
+    const { report } = validDocument();
+    const doc = snpDocument(report, amdCertTable(chain).subarray(0, 30), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(checks.find((c) => c.name === 'snp.cert_table')?.detail).toMatch(/^ERR_SNP_CERT_TABLE_TRUNCATED: /);
+  });
+
+  it('a guest policy that allows debugging fails the policy check', async () => {
+    const { doc } = validDocument({ policy: 0x30000n | (1n << 19n) });
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.policy']);
+    expect(checks.find((c) => c.name === 'snp.policy')?.detail).toContain('debug ALLOWED');
+  });
+});
+
+describe('attestation documents without hardware', () => {
+  it('tee none is one failing check that says there is no hardware evidence', async () => {
+    const doc = { tee: 'none', measurement: '0'.repeat(96), nonce: '', report_data: '', jwks: { keys: [] }, evidence: null };
+    expect(await verifyAttestationDocument(doc, { jwks: { keys: [] } })).toEqual([
+      { name: 'attestation.tee', ok: false, detail: 'no hardware evidence: tee is none (development only)' },
+    ]);
+  });
+
+  it('a malformed document fails the document check', async () => {
+    expect(failing(await verifyAttestationDocument('nope', { jwks: { keys: [] } }))).toEqual(['attestation.document']);
+    expect(failing(await verifyAttestationDocument({ tee: 'sgx', measurement: '' }, { jwks: { keys: [] } }))).toEqual(['attestation.document']);
+    expect(failing(await verifyAttestationDocument({ tee: 'sev-snp', measurement: 'aa', evidence: { report: 42 } }, { jwks: { keys: [] } }))).toEqual(['attestation.document']);
+  });
+});
