@@ -50,6 +50,13 @@ export const configSchema = z.strictObject({
       max_body_bytes: positiveInt.default(4 * 1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
+      max_concurrent: positiveInt.default(1024),
+      max_concurrent_per_key: positiveInt.default(64),
+      /** Per API key; 0 = no limit. */
+      requests_per_minute: z.number().int().nonnegative().default(0),
+      tokens_per_minute: z.number().int().nonnegative().default(0),
+      /** On SIGTERM, how long in-flight requests may take to finish before they are cut. */
+      shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
     })
     .prefault({}),
   log: z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({}),

@@ -9,6 +9,7 @@ import type { SignReceipt } from '../receipts/signer.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
 import type { Jwks } from '../attestation/document.ts';
+import type { ChatLimits } from '../limits/chat-limits.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
 export interface BrandHeaders {
@@ -28,6 +29,7 @@ export interface AppContext {
   logger: Logger;
   headers: BrandHeaders;
   keyRing: KeyRing;
+  limits: ChatLimits;
   catalogue: Catalogue;
   upstreams: UpstreamSet;
   signingKey: SigningKey;

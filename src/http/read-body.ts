@@ -1,8 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpError, httpError } from './errors.ts';
 
-/** Reads the request body, refusing more than `limit` bytes (413) before reading further. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the request body, refusing more than `limit` bytes (413) before reading further, and a body
+ * that takes longer than `timeoutMs` to arrive (408: a slow client must not hold a slot).
+ */
+export function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
@@ -28,7 +31,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       cleanup();
       reject(new HttpError('invalid_json', `The request body could not be read: ${err.message}`));
     };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new HttpError('request_timeout', `The request body did not arrive within ${timeoutMs} ms.`, { headers: { connection: 'close' } }));
+    }, timeoutMs);
     const cleanup = () => {
+      clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);

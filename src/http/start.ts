@@ -15,6 +15,8 @@ import { loadSigningKey } from '../receipts/signing-key.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
 import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
+import { ChatLimits } from '../limits/chat-limits.ts';
+import { MemoryLimitCounters } from '../limits/counters.ts';
 import { createHttpServer, type AppState } from './server.ts';
 
 export interface RunningSigil {
@@ -99,6 +101,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     logger,
     headers: brandHeaders(config.brand),
     keyRing,
+    limits: new ChatLimits(config.limits, new MemoryLimitCounters()),
     catalogue,
     upstreams,
     signingKey,

@@ -34,9 +34,11 @@ interface Exchange {
 /** POST /v1/chat/completions: authenticate, validate, forward, relay, and sign on request. */
 export async function handleChatCompletions(req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
   const caller = ctx.keyRing.authenticate(req.headers);
+  const release = await ctx.limits.admit(caller, res);
+  res.once('close', () => release(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0));
   const receipt = readReceiptRequest(req.headers, ctx.headers);
   requireJson(req);
-  const raw = await readBody(req, ctx.config.limits.max_body_bytes);
+  const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms);
   const chat = validateChatRequest(parseJsonBody(raw), ctx.catalogue);
   log.model = chat.model.id;
   log.stream = chat.stream;

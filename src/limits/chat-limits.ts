@@ -1,0 +1,76 @@
+import type { ServerResponse } from 'node:http';
+import type { Caller } from '../auth/bearer.ts';
+import { HttpError } from '../http/errors.ts';
+import type { LimitCounters } from './counters.ts';
+
+export interface ChatLimitsConfig {
+  max_concurrent: number;
+  max_concurrent_per_key: number;
+  /** Per key and minute; 0 = no limit. */
+  requests_per_minute: number;
+  /** Prompt plus completion tokens per key and minute, as the engine reports them; 0 = no limit. */
+  tokens_per_minute: number;
+}
+
+const MINUTE = 60_000;
+/** A concurrency slot whose holder vanished (a crashed replica) is freed after this long. */
+const SLOT_TTL_MS = 15 * MINUTE;
+
+function tooMany(message: string, retryAfterS: number): HttpError {
+  return new HttpError('rate_limit_exceeded', message, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterS))) } });
+}
+
+/**
+ * SPEC 6 and issue 6: concurrency overall (this replica) and per key, request and token rates per key.
+ * `admit` runs before the request is forwarded and returns the function that releases its slots and
+ * charges the tokens it used.
+ */
+export class ChatLimits {
+  readonly #config: ChatLimitsConfig;
+  /** Counters shared by every replica (per-key quotas). */
+  readonly #shared: LimitCounters;
+  #inFlight = 0;
+
+  constructor(config: ChatLimitsConfig, shared: LimitCounters) {
+    this.#config = config;
+    this.#shared = shared;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  async admit(caller: Caller, res: ServerResponse): Promise<(tokensUsed: number) => void> {
+    const c = this.#config;
+    if (this.#inFlight >= c.max_concurrent) throw tooMany('This server is at its limit of concurrent requests; retry shortly.', 1);
+
+    if (c.requests_per_minute > 0) {
+      const { total, resetAt } = await this.#shared.add(`rpm:${caller.keyHash}`, 1, MINUTE);
+      const resetS = Math.ceil((resetAt - Date.now()) / 1000);
+      res.setHeader('x-ratelimit-limit', String(c.requests_per_minute));
+      res.setHeader('x-ratelimit-remaining', String(Math.max(0, c.requests_per_minute - total)));
+      res.setHeader('x-ratelimit-reset', String(resetS));
+      if (total > c.requests_per_minute) throw tooMany(`Rate limit reached: ${c.requests_per_minute} requests per minute for this API key.`, resetS);
+    }
+    if (c.tokens_per_minute > 0) {
+      const { total, resetAt } = await this.#shared.peek(`tpm:${caller.keyHash}`, MINUTE);
+      if (total >= c.tokens_per_minute) {
+        throw tooMany(`Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`, (resetAt - Date.now()) / 1000);
+      }
+    }
+
+    const slot = `conc:${caller.keyHash}`;
+    if (!(await this.#shared.acquire(slot, c.max_concurrent_per_key, SLOT_TTL_MS))) {
+      throw tooMany(`Too many concurrent requests for this API key (limit ${c.max_concurrent_per_key}).`, 1);
+    }
+    this.#inFlight++;
+    let released = false;
+    return (tokensUsed) => {
+      if (released) return;
+      released = true;
+      this.#inFlight--;
+      void this.#shared.release(slot).catch(() => undefined);
+      if (c.tokens_per_minute > 0 && tokensUsed > 0) void this.#shared.add(`tpm:${caller.keyHash}`, tokensUsed, MINUTE).catch(() => undefined);
+    };
+  }
+}
