@@ -14,14 +14,14 @@ import { policyModelCheck } from '../verify/policy-model.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
 import type { ReceiptExpectations } from '../verify/receipt.ts';
 import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
-import type { VerificationMaterial } from '../verify/service.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
 
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
-               [--policy FILE] [--request FILE] [--response FILE] [--allow-no-tee] [--json]
+               [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
+               [--allow-no-tee] [--json]
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--allow-no-tee] [--json]
 
 Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
@@ -36,6 +36,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --nonce TEXT        the X-<Brand>-Nonce you sent (default: none, so the receipt must carry "")
   --measurement HEX   the enclave measurement you expect (from a reproducible build)
   --policy FILE       the policy document you expect (default with --url: BASE/v1/verify/policy)
+  --attestation FILE  offline: a saved attestation document, best the start evidence
+                      (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names
   --request FILE      the exact request body you sent
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
@@ -62,6 +64,7 @@ interface Options {
   nonce?: string;
   measurement?: string;
   policy?: string;
+  attestation?: string;
   request?: string;
   response?: string;
   brand: string;
@@ -97,6 +100,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         nonce: { type: 'string' },
         measurement: { type: 'string' },
         policy: { type: 'string' },
+        attestation: { type: 'string' },
         request: { type: 'string' },
         response: { type: 'string' },
         brand: { type: 'string', default: 'Service' },
@@ -123,6 +127,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   set('nonce', v.nonce);
   set('measurement', v.measurement?.toLowerCase());
   set('policy', v.policy);
+  set('attestation', v.attestation);
   set('request', v.request);
   set('response', v.response);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
@@ -130,12 +135,13 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   if (o.receipt === undefined) {
     if (o.url === undefined) throw new UsageError('give a receipt file, or --url BASE for a live request');
     if (o.apiKey === undefined) throw new UsageError('live mode needs --api-key KEY or SIGIL_API_KEY');
-    for (const flag of ['jwks', 'nonce', 'policy', 'request', 'response'] as const) {
+    for (const flag of ['jwks', 'nonce', 'policy', 'attestation', 'request', 'response'] as const) {
       if (o[flag] !== undefined) throw new UsageError(`--${flag} is for checking a receipt file; live mode makes its own`);
     }
   } else {
     if (o.jwks === undefined && o.url === undefined) throw new UsageError('give --jwks FILE|URL or --url BASE');
     if (o.stream || o.model !== undefined) throw new UsageError('--stream and --model are for live mode (no receipt file)');
+    if (o.url !== undefined && o.attestation !== undefined) throw new UsageError('give --url BASE (fresh evidence) or --attestation FILE (saved), not both');
   }
   return o;
 }
@@ -214,16 +220,27 @@ async function startEvidenceHash(base: string, doc: unknown): Promise<string | u
   return bytes === undefined ? undefined : sha256Tagged(bytes);
 }
 
-async function expectationsFrom(material: VerificationMaterial | undefined, o: Options): Promise<ReceiptExpectations> {
+/** A saved attestation document binds the nonce it was made for; the start evidence has none. */
+function documentNonce(doc: unknown): Uint8Array {
+  const nonce = field(doc, 'nonce');
+  if (typeof nonce !== 'string' || !/^(?:[0-9a-fA-F]{2})*$/.test(nonce)) {
+    throw new VerifyError('ERR_VERIFY_FETCH', 'the attestation document has no hex nonce');
+  }
+  return new Uint8Array(Buffer.from(nonce, 'hex'));
+}
+
+async function expectationsFrom(doc: unknown, policy: unknown, o: Options): Promise<ReceiptExpectations> {
   const expected: ReceiptExpectations = {};
-  const measured = field(material?.attestation, 'measurement');
+  const measured = field(doc, 'measurement');
   const measurement = o.measurement ?? (typeof measured === 'string' ? measured : undefined);
   if (measurement !== undefined) expected.measurement = measurement;
-  if (o.policy !== undefined) expected.policyHash = canonicalPolicyHash(await readJsonFile(o.policy, 'policy'));
-  else if (material !== undefined) expected.policyHash = canonicalPolicyHash(material.policy);
-  if (material !== undefined && o.url !== undefined) {
-    const hash = await startEvidenceHash(o.url, material.attestation);
+  if (policy !== undefined) expected.policyHash = canonicalPolicyHash(policy);
+  if (o.url !== undefined && doc !== undefined) {
+    const hash = await startEvidenceHash(o.url, doc);
     if (hash !== undefined) expected.attestationHash = hash;
+  } else if (field(doc, 'nonce') === '' && field(doc, 'tee') !== 'none') {
+    const bytes = evidenceBytes(doc);
+    if (bytes !== undefined) expected.attestationHash = sha256Tagged(bytes);
   }
   return expected;
 }
@@ -231,10 +248,17 @@ async function expectationsFrom(material: VerificationMaterial | undefined, o: O
 async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const text = o.receipt === '-' ? await readAll(io.stdin) : await readBytes(o.receipt!, 'receipt');
   const jws = text.toString('utf8').trim();
-  const nonce = randomBytes(32);
+  let nonce: Uint8Array = randomBytes(32);
   const material = o.url === undefined ? undefined : await fetchVerificationMaterial(o.url, nonce);
   const jwks = o.jwks !== undefined ? await loadJwks(o.jwks) : material!.jwks;
-  const expected = await expectationsFrom(material, o);
+  // Fresh evidence for our nonce with --url; else a saved document (best the start evidence, which attestation_hash names).
+  let doc: unknown = material?.attestation;
+  if (o.attestation !== undefined) {
+    doc = await readJsonFile(o.attestation, 'attestation document');
+    nonce = documentNonce(doc);
+  }
+  const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : material?.policy;
+  const expected = await expectationsFrom(doc, policy, o);
   if (o.nonce !== undefined) expected.nonce = o.nonce;
   if (o.request !== undefined) expected.requestBytes = await readBytes(o.request, 'request');
   if (o.response !== undefined) expected.responseBytes = await readBytes(o.response, 'response');
@@ -249,10 +273,10 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
       if (expected.requestBytes === undefined) checks.push(notChecked('receipt.request_hash', 'give --request FILE'));
       if (expected.responseBytes === undefined) checks.push(notChecked('receipt.response_hash', 'give --response FILE'));
     }
-    const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : material?.policy;
     if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
+    if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
-  if (material !== undefined) checks.push(...(await attestationChecks(material.attestation, jwks, nonce, o, claims?.enclave_measurement)));
+  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement)));
   return report('file', checks, result);
 }
 
@@ -270,7 +294,7 @@ async function verifyLive(o: Options): Promise<VerifyReport> {
         `${exchange.responseBytes.length} response bytes, message receipt from the ${exchange.receiptSource}`,
     ),
   ];
-  const expected = await expectationsFrom(material, o);
+  const expected = await expectationsFrom(material.attestation, material.policy, o);
   expected.nonce = nonceText;
   expected.modelId = model;
   const message: ReceiptExpectations = { ...expected, receiptType: 'message', requestBytes: exchange.requestBytes, responseBytes: exchange.responseBytes };

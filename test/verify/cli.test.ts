@@ -8,7 +8,7 @@ import { verifyCommand } from '../../src/cli/verify.ts';
 import type { VerifyReport } from '../../src/cli/verify.ts';
 import { NONE_MEASUREMENT, POLICY, TEST_API_KEY, startFakeService } from './cli-server.ts';
 import type { FakeService } from './cli-server.ts';
-import { makeSigner } from './receipt-fixtures.ts';
+import { MEASUREMENT, makeSigner, messageClaims } from './receipt-fixtures.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
 const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
@@ -237,6 +237,32 @@ describe('sigil verify RECEIPT_FILE', () => {
     );
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
+  });
+
+  it('checks a saved start-evidence document offline with --attestation', async () => {
+    const doc = await (await fetch(`${service.url}/v1/verify/attestation`)).text();
+    writeFileSync(join(dir, 'start.json'), doc);
+    const base = ['-', '--jwks', files.jwks, '--nonce', nonce, '--policy', files.policy, '--request', files.request, '--response', files.response, '--attestation', join(dir, 'start.json')];
+    const r = await sigilVerify(base, { stdin: service.last!.receipt });
+    expect(failed(r)).toEqual(['receipt.tee', 'attestation.evidence']);
+    expect(r.lines.filter(([, n]) => n.startsWith('binding.'))).toEqual([
+      ['PASS', 'binding.nonce'],
+      ['PASS', 'binding.jwks'],
+      ['PASS', 'binding.report_data'],
+    ]);
+    expect(r.stdout).toContain('PASS binding.nonce — the document is the start evidence (no nonce)\n');
+    expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: service.last!.receipt })).code).toBe(0);
+    expect((await sigilVerify([files.receipt, '--url', service.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
+  });
+
+  it('reports hardware evidence as not checked for a TEE receipt verified offline without --attestation', async () => {
+    const teeReceipt = join(dir, 'tee.jws');
+    writeFileSync(teeReceipt, signer.sign(messageClaims()));
+    writeFileSync(join(dir, 'policy1.json'), '{"policy":1}');
+    const r = await sigilVerify([teeReceipt, '--jwks', files.jwks, '--nonce', 'n-123', '--measurement', MEASUREMENT, '--policy', join(dir, 'policy1.json')]);
+    expect(r.code).toBe(1);
+    expect(failed(r)).toEqual(['receipt.request_hash', 'receipt.response_hash', 'policy.model', 'attestation.evidence']);
+    expect(r.stdout).toContain('FAIL attestation.evidence — not checked: give --attestation FILE or --url BASE\n');
   });
 
   it('fails the signature against a JWKS without the signing key', async () => {
