@@ -1,0 +1,110 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
+import type { Check } from '../../src/verify/check.ts';
+import { expectedReportData } from '../../src/verify/evidence/report-data.ts';
+import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain } from '../support/evidence-fixtures.ts';
+
+const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
+
+const ALL_TDX_CHECKS = [
+  'tdx.quote',
+  'tdx.quote_signature',
+  'tdx.qe_report_signature',
+  'tdx.qe_binding',
+  'tdx.pck_chain',
+  'tdx.root',
+  'tdx.td_attributes',
+  'tdx.tcb',
+  'attestation.report_data',
+  'attestation.measurement',
+];
+
+describe('TDX attestation document', () => {
+  let chain: IntelTestChain;
+  let foreign: IntelTestChain;
+  const jwks = testJwks();
+  const nonce = new Uint8Array(32).fill(0x11);
+  const mrTd = Buffer.alloc(48, 0x7d);
+  const mrTdHex = mrTd.toString('hex');
+  const reportData = expectedReportData(nonce, jwks);
+
+  beforeAll(async () => {
+    chain = await createIntelTestChain();
+    foreign = await createIntelTestChain();
+  });
+
+  const document = (quote: Uint8Array) => tdxDocument(quote, nonce, jwks, mrTdHex, reportData);
+
+  it('valid evidence passes every check, in order', async () => {
+    const checks = await verifyAttestationDocument(document(buildTdxQuote({ reportData, mrTd }, chain)), {
+      jwks,
+      nonce,
+      expectedMeasurement: mrTdHex,
+      roots: chain.roots,
+    });
+    expect(checks.map((c) => c.name)).toEqual(ALL_TDX_CHECKS);
+    expect(failing(checks)).toEqual([]);
+  });
+
+  it('an MRTD flipped inside the signed body breaks the quote signature and the measurement match', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd }, chain);
+    quote[48 + 136] = quote[48 + 136]! ^ 0x01;
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, expectedMeasurement: mrTdHex, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.quote_signature', 'attestation.measurement']);
+  });
+
+  it('a signed quote of another MRTD fails only the measurement check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd: Buffer.alloc(48, 0x01) }, chain);
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['attestation.measurement']);
+  });
+
+  it('a quote whose REPORTDATA binds other data fails the report data check', async () => {
+    const quote = buildTdxQuote({ reportData: new Uint8Array(64).fill(9), mrTd }, chain);
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['attestation.report_data']);
+  });
+
+  it('a PCK chain from a foreign root fails the root check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd }, foreign);
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.root']);
+  });
+
+  it('the real Intel root is the default, and a test chain does not chain to it', async () => {
+    const checks = await verifyAttestationDocument(document(buildTdxQuote({ reportData, mrTd }, chain)), { jwks, nonce });
+    expect(failing(checks)).toEqual(['tdx.root']);
+  });
+
+  it('a QE report that does not bind the attestation key fails the binding check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd, unboundQeReport: true }, chain);
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.qe_binding']);
+  });
+
+  it('a QE report signed by another PCK key fails the QE report signature check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd }, { ...chain, pckKey: foreign.pckKey });
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.qe_report_signature']);
+  });
+
+  it('a PCK certificate that its CA did not sign fails the chain check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd }, { ...chain, pck: foreign.pck, pckKey: foreign.pckKey });
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.pck_chain']);
+  });
+
+  it('a TD in debug mode fails the TD attributes check', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd, tdAttributes: Buffer.from('0100000000000000', 'hex') }, chain);
+    const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['tdx.td_attributes']);
+  });
+
+  it('a truncated quote fails the quote check with its code', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd }, chain);
+    const checks = await verifyAttestationDocument(document(quote.subarray(0, 700)), { jwks, nonce, roots: chain.roots });
+    expect(checks).toHaveLength(1);
+    expect(checks[0]).toMatchObject({ name: 'tdx.quote', ok: false });
+    expect(checks[0]!.detail).toMatch(/^ERR_TDX_QUOTE_TRUNCATED: /);
+  });
+});
