@@ -37,10 +37,13 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
+  const reload = () => sigil.reload();
+  process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      process.off('SIGHUP', reload);
       void sigil.close().then(resolve);
     };
     process.on('SIGINT', stop);

@@ -20,9 +20,13 @@ interface Route {
 /** Holds the live context; reloads swap it whole between requests. */
 export interface AppState {
   ctx: AppContext;
+  /** Requests not yet finished, for a graceful shutdown. */
+  inFlight: number;
+  /** Set on SIGTERM: /readyz answers 503 so load balancers move on. */
+  draining: boolean;
 }
 
-function buildRoutes() {
+function buildRoutes(state: AppState) {
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>([
     ['/v1/chat/completions', { name: '/v1/chat/completions', methods: { POST: (req, res, ctx, _url, log) => handleChatCompletions(req, res, ctx, log) } }],
@@ -31,7 +35,7 @@ function buildRoutes() {
     ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy) }],
     ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()) }],
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
-    ['/readyz', { name: '/readyz', methods: get(createReadyHandler()) }],
+    ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
   ]);
   const prefixed: Array<[string, Route]> = [
     ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel) }],
@@ -42,7 +46,7 @@ function buildRoutes() {
 
 /** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
 export function createRequestHandler(state: AppState) {
-  const route = buildRoutes();
+  const route = buildRoutes(state);
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
@@ -50,7 +54,9 @@ export function createRequestHandler(state: AppState) {
     const requestId = randomBytes(8).toString('hex');
     res.setHeader('x-request-id', requestId);
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
+    state.inFlight++;
     res.once('close', () => {
+      state.inFlight--;
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
       ctx.logger.info({ ...log, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');

@@ -17,12 +17,19 @@ import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters } from '../limits/counters.ts';
+import { reloadFiles, watchFiles } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 
 export interface RunningSigil {
   url: string;
   state: AppState;
-  close(): Promise<void>;
+  /** Re-reads the keys file and catalogue (SIGHUP). */
+  reload(): void;
+  /**
+   * Stops accepting, lets requests in flight finish for up to `graceMs` (default
+   * `limits.shutdown_grace_ms`), then cuts what is left and stops the engine.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface StartOptions {
@@ -116,8 +123,9 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     },
     attestation: { provider, startEvidence },
   };
-  const state: AppState = { ctx };
+  const state: AppState = { ctx, inFlight: 0, draining: false };
   const server = createHttpServer(state);
+  const unwatch = watchFiles(state);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.listen.port, config.listen.host, () => resolve());
@@ -127,16 +135,24 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const url = `http://${host}:${port}`;
   logger.info({ url, kid: signingKey.kid, key_origin: signingKey.origin, tee: startEvidence.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
 
+  let closing: Promise<void> | undefined;
+  const shutdown = async (graceMs: number) => {
+    unwatch();
+    state.draining = true;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const deadline = Date.now() + graceMs;
+    while (state.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    if (state.inFlight > 0) logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
+    server.closeAllConnections();
+    await closed;
+    await closeUpstreams(upstreams);
+    await builtin?.stop();
+  };
   return {
     url,
     state,
-    async close() {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
-      await closeUpstreams(upstreams);
-      await builtin?.stop();
-    },
+    reload: () => reloadFiles(state),
+    close: (graceMs = config.limits.shutdown_grace_ms) => (closing ??= shutdown(graceMs)),
   };
 }

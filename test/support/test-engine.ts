@@ -68,7 +68,7 @@ function llamacppError(status: number, message: string): string {
   return JSON.stringify({ error: { code: status, message, type: status === 404 ? 'not_found_error' : status >= 500 ? 'server_error' : 'invalid_request_error' } });
 }
 
-export async function startTestEngine(options: { format?: EngineFormat; modelNames?: string[]; contextWindow?: number } = {}): Promise<TestEngine> {
+export async function startTestEngine(options: { format?: EngineFormat; modelNames?: string[]; contextWindow?: number; port?: number } = {}): Promise<TestEngine> {
   const format = options.format ?? 'vllm';
   const contextWindow = options.contextWindow ?? 4096;
   const sockets = new Set<Socket>();
@@ -200,7 +200,7 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', () => resolve()));
   const { port } = server.address() as AddressInfo;
   engine.url = `http://127.0.0.1:${port}`;
   engine.baseUrl = `${engine.url}/v1`;

@@ -32,10 +32,11 @@ async function probe(upstream: Upstream): Promise<boolean> {
  * GET /readyz: ready when the signing key is loaded and every catalogue model has at least one
  * reachable engine. Probes are shared by concurrent callers and cached for a second.
  */
-export function createReadyHandler() {
+export function createReadyHandler(lifecycle: { draining: boolean }) {
   let last: { at: number; result: Promise<Record<string, boolean>> } | undefined;
 
   return async function handleReadyz(_req: IncomingMessage, res: ServerResponse, ctx: AppContext): Promise<void> {
+    if (lifecycle.draining) throw httpError('not_ready', 'Not ready: shutting down.');
     const now = Date.now();
     if (last === undefined || now - last.at > PROBE_CACHE_MS) {
       const entries = [...ctx.upstreams.values()].map(async (u) => [u.name, await probe(u)] as const);
