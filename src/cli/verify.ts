@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
+import type { TrustRoots } from '../verify/attestation.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
 import { fail, pass } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
@@ -52,6 +53,8 @@ export interface VerifyIo {
   stderr: { write(text: string): unknown };
   stdin: Readable;
   env: Record<string, string | undefined>;
+  /** The AMD and Intel roots to trust; the built-in ones unless a test brings its own. */
+  roots?: TrustRoots;
 }
 
 interface Options {
@@ -187,27 +190,28 @@ function notChecked(name: string, how: string): Check {
 }
 
 /** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
-async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined): Promise<Check[]> {
+async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined, roots: TrustRoots | undefined): Promise<Check[]> {
   const checks = verifyJwksBinding(doc, { jwks, nonce });
-  const tee = field(doc, 'tee');
-  if (tee === 'none') {
-    checks.push(
-      o.allowNoTee
-        ? pass('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL} (accepted because of --allow-no-tee)`)
-        : fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`),
-    );
-  } else {
+  if (field(doc, 'tee') !== 'none') {
+    // The hardware verifier compares the evidence's measurement with the document's and with this one.
     const expectedMeasurement = o.measurement ?? receiptMeasurement;
     const opts: Parameters<typeof verifyAttestationDocument>[1] = { jwks: jwks as { keys: object[] }, nonce };
     if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
+    if (roots !== undefined) opts.roots = roots;
     checks.push(...(await verifyAttestationDocument(doc, opts)));
+    return checks;
   }
+  checks.push(
+    o.allowNoTee
+      ? pass('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL} (accepted because of --allow-no-tee)`)
+      : fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`),
+  );
   if (o.measurement !== undefined) {
     const measured = field(doc, 'measurement');
     checks.push(
       measured === o.measurement
-        ? pass('attestation.measurement', `the attested measurement is the expected ${o.measurement}`)
-        : fail('attestation.measurement', `the attested measurement is ${String(measured)}; expected ${o.measurement}`),
+        ? pass('attestation.measurement', `the document's measurement is the expected ${o.measurement}`)
+        : fail('attestation.measurement', `the document's measurement is ${String(measured)}; expected ${o.measurement}`),
     );
   }
   return checks;
@@ -276,11 +280,11 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
     if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
     if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
-  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement)));
+  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement, io.roots)));
   return report('file', checks, result);
 }
 
-async function verifyLive(o: Options): Promise<VerifyReport> {
+async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const base = o.url!;
   const nonce = randomBytes(32);
   const nonceText = nonce.toString('hex');
@@ -313,7 +317,7 @@ async function verifyLive(o: Options): Promise<VerifyReport> {
     );
   }
   if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
-  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement)));
+  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement, io.roots)));
   return report('live', checks, result);
 }
 
@@ -347,7 +351,7 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   }
   let r: VerifyReport;
   try {
-    r = o.receipt !== undefined ? await verifyFile(o, io) : await verifyLive(o);
+    r = o.receipt !== undefined ? await verifyFile(o, io) : await verifyLive(o, io);
   } catch (err) {
     const code = isVerifyError(err) ? err.code : 'ERR_VERIFY_INTERNAL';
     let message = (err as Error).message;

@@ -21,4 +21,5 @@ export { fetchJson, fetchJwks, fetchStartAttestation, fetchVerificationMaterial,
 export type { VerificationMaterial } from './service.ts';
 export { firstListedModel, sendChatWithReceipt } from './live-request.ts';
 export type { LiveExchange, LiveRequestOptions } from './live-request.ts';
-export { verifyAttestationDocument } from './attestation.ts';
+export { DEFAULT_TRUST_ROOTS, verifyAttestationDocument } from './attestation.ts';
+export type { TrustRoots, VerifyAttestationOptions } from './attestation.ts';

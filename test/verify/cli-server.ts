@@ -17,6 +17,14 @@ export const POLICY = {
   attestation: { provider: 'none' },
 };
 
+/** Hardware evidence for a fake TEE: the document's `evidence` object for the given 64-byte report data. */
+export interface FakeHardware {
+  tee: 'sev-snp' | 'tdx';
+  /** What the document and the receipts claim (lowercase hex). */
+  measurement: string;
+  evidence(reportData: Uint8Array): { report: string; certificates: string } | { quote: string };
+}
+
 /** How the fake service misbehaves, per test. */
 export interface Faults {
   /** Flip one response body byte after the receipt hashed it. */
@@ -41,9 +49,14 @@ async function body(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** A stand-in Sigil with tee "none": the verify endpoints and a chat endpoint that signs receipts with `signer`. */
-export async function startFakeService(signer: TestSigner): Promise<FakeService> {
+const reportDataFor = (nonceHex: string, jwks: unknown) => createHash('sha512').update(Buffer.from(nonceHex, 'hex')).update(canonicalize(jwks)).digest();
+
+/** A stand-in Sigil, tee "none" unless given hardware: the verify endpoints and a chat endpoint that signs receipts with `signer`. */
+export async function startFakeService(signer: TestSigner, hardware?: FakeHardware): Promise<FakeService> {
   const jwks = { keys: [signer.publicJwk] };
+  const measurement = hardware?.measurement ?? NONE_MEASUREMENT;
+  const startEvidence = hardware?.evidence(reportDataFor('', jwks));
+  const startBytes = startEvidence === undefined ? undefined : Buffer.from('report' in startEvidence ? startEvidence.report : startEvidence.quote, 'base64');
   const stored = new Map<string, string>();
   const claimsFor = (type: 'model' | 'message', receiptId: string, nonce: string): ReceiptClaims => {
     const now = new Date();
@@ -51,8 +64,9 @@ export async function startFakeService(signer: TestSigner): Promise<FakeService>
       schema_version: '1.0.0',
       receipt_type: type,
       receipt_id: receiptId,
-      enclave_measurement: NONE_MEASUREMENT,
-      tee: 'none',
+      enclave_measurement: measurement,
+      tee: hardware?.tee ?? 'none',
+      ...(startBytes === undefined ? {} : { attestation_hash: sha256(startBytes) }),
       policy_hash: sha256(canonicalize(POLICY)),
       selected_model: { provider: 'acme', model_id: 'm1', model_hash: POLICY.models[0]!.model_hash },
       nonce,
@@ -74,8 +88,9 @@ export async function startFakeService(signer: TestSigner): Promise<FakeService>
     if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
       const asked = url.searchParams.get('nonce') ?? '';
       const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked;
-      const reportData = createHash('sha512').update(Buffer.from(nonceHex, 'hex')).update(canonicalize(jwks)).digest('hex');
-      return json(200, { tee: 'none', measurement: NONE_MEASUREMENT, nonce: nonceHex, report_data: reportData, jwks, evidence: null });
+      const reportData = reportDataFor(nonceHex, jwks);
+      const evidence = asked === '' ? (startEvidence ?? null) : (hardware?.evidence(reportData) ?? null);
+      return json(200, { tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, report_data: reportData.toString('hex'), jwks, evidence });
     }
     if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
       const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));

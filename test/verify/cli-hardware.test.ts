@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyCommand } from '../../src/cli/verify.ts';
+import type { TrustRoots } from '../../src/verify/attestation.ts';
+import { amdCertTable, buildSnpReport, buildTdxQuote, createAmdTestChain, createIntelTestChain } from '../support/evidence-fixtures.ts';
+import type { AmdTestChain, IntelTestChain } from '../support/evidence-fixtures.ts';
+import { TEST_API_KEY, startFakeService } from './cli-server.ts';
+import type { FakeHardware, FakeService } from './cli-server.ts';
+import { makeSigner } from './receipt-fixtures.ts';
+
+async function sigilVerify(argv: string[], roots?: TrustRoots): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {} };
+  const code = await verifyCommand(argv, roots === undefined ? io : { ...io, roots });
+  return { code, stdout, stderr };
+}
+
+const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
+const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+
+/** A fake SEV-SNP guest: reports signed by the test VCEK, `evidenceMeasurement` in them whatever the service claims. */
+function snpHardware(chain: AmdTestChain, measurement: Buffer, evidenceMeasurement: Buffer = measurement): FakeHardware {
+  return {
+    tee: 'sev-snp',
+    measurement: measurement.toString('hex'),
+    evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement: evidenceMeasurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+  };
+}
+
+function tdxHardware(chain: IntelTestChain, mrTd: Buffer): FakeHardware {
+  return { tee: 'tdx', measurement: mrTd.toString('hex'), evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd }, chain)) }) };
+}
+
+describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)', () => {
+  let chain: AmdTestChain;
+  const measurement = randomBytes(48);
+  const services: FakeService[] = [];
+  const start = async (hardware: FakeHardware) => {
+    const service = await startFakeService(await makeSigner(), hardware);
+    services.push(service);
+    return service;
+  };
+
+  beforeAll(async () => {
+    chain = await createAmdTestChain();
+  });
+  afterAll(async () => Promise.all(services.map((s) => s.close())));
+
+  it('passes every check, the hardware ones included, for a JSON and a streamed completion', async () => {
+    const service = await start(snpHardware(chain, measurement));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], chain.roots);
+    expect(failing(r.stdout)).toEqual([]);
+    expect(r.code).toBe(0);
+    const lines = status(r.stdout);
+    for (const name of ['receipt.tee', 'receipt.attestation_hash', 'binding.report_data', 'snp.report_signature', 'snp.vcek_chain', 'attestation.report_data', 'attestation.measurement']) {
+      expect(lines).toContain(`PASS ${name}`);
+    }
+    expect(r.stdout).toContain('PASS receipt.tee — tee is "sev-snp"; the hardware evidence is checked separately\n');
+    const streamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex')], chain.roots);
+    expect(failing(streamed.stdout)).toEqual([]);
+    expect(streamed.code).toBe(0);
+  });
+
+  it('fails the chain against the real AMD roots: a test chain proves nothing', async () => {
+    const service = await start(snpHardware(chain, measurement));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
+    expect(r.code).toBe(1);
+    expect(failing(r.stdout)).toEqual(['snp.root']);
+    expect(r.stdout).toMatch(/^FAIL snp\.root — the chain ends at ARK-Test \(SHA-256 [0-9A-F:]+\), which is not a trusted AMD root$/m);
+  });
+
+  it('fails attestation.measurement when the evidence measures other code than the receipts claim', async () => {
+    const service = await start(snpHardware(chain, measurement, randomBytes(48)));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], chain.roots);
+    expect(r.code).toBe(1);
+    expect(failing(r.stdout)).toEqual(['attestation.measurement']);
+  });
+
+  it('fails measurement checks when the user expects other code', async () => {
+    const service = await start(snpHardware(chain, measurement));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--measurement', 'ab'.repeat(48)], chain.roots);
+    expect(r.code).toBe(1);
+    expect(failing(r.stdout)).toEqual(['receipt.measurement', 'attestation.measurement']);
+  });
+
+  it('verifies a kept receipt offline against the saved start evidence', async () => {
+    const service = await start(snpHardware(chain, measurement));
+    const live = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json'], chain.roots);
+    expect(JSON.parse(live.stdout).ok).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-'));
+    const save = (name: string, data: string | Uint8Array) => {
+      writeFileSync(join(dir, name), data);
+      return join(dir, name);
+    };
+    const args = [
+      save('receipt.jws', service.last!.receipt),
+      '--jwks', save('jwks.json', await (await fetch(`${service.url}/v1/verify/jwks.json`)).text()),
+      '--attestation', save('start.json', await (await fetch(`${service.url}/v1/verify/attestation`)).text()),
+      '--policy', save('policy.json', await (await fetch(`${service.url}/v1/verify/policy`)).text()),
+      '--nonce', JSON.parse(Buffer.from(service.last!.receipt.split('.')[1]!, 'base64url').toString()).nonce,
+      '--request', save('req', service.last!.requestBytes),
+      '--response', save('res', service.last!.responseBytes),
+      '--measurement', measurement.toString('hex'),
+    ];
+    const r = await sigilVerify(args, chain.roots);
+    expect(failing(r.stdout)).toEqual([]);
+    expect(status(r.stdout)).toContain('PASS receipt.attestation_hash');
+    expect(r.code).toBe(0);
+  });
+});
+
+describe('sigil verify against a service with a TDX quote (test Intel chain)', () => {
+  let chain: IntelTestChain;
+  let service: FakeService;
+  const mrTd = randomBytes(48);
+
+  beforeAll(async () => {
+    chain = await createIntelTestChain();
+    service = await startFakeService(await makeSigner(), tdxHardware(chain, mrTd));
+  });
+  afterAll(async () => service.close());
+
+  it('passes every check, the quote ones included', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream'], chain.roots);
+    expect(failing(r.stdout)).toEqual([]);
+    const lines = status(r.stdout);
+    for (const name of ['tdx.quote_signature', 'tdx.qe_report_signature', 'tdx.qe_binding', 'tdx.pck_chain', 'attestation.report_data', 'attestation.measurement', 'receipt.attestation_hash']) {
+      expect(lines).toContain(`PASS ${name}`);
+    }
+    expect(r.code).toBe(0);
+  });
+
+  it('fails when the quote chains to another Intel root', async () => {
+    const foreign = await createIntelTestChain();
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], foreign.roots);
+    expect(r.code).toBe(1);
+    expect(failing(r.stdout)).toEqual(['tdx.root']);
+  });
+});
