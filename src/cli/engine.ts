@@ -1,19 +1,26 @@
 import { parseArgs } from 'node:util';
+import { disposeLlama } from '../engine/llama-runtime.ts';
+import { measureEngine } from '../engine/bench/measure-engine.ts';
 import { makeModel } from '../engine/model/make-model.ts';
 import { startEngine } from '../engine/server/start-engine.ts';
 
 const USAGE = `usage:
   sigil engine --model FILE.gguf [--host 127.0.0.1] [--port 8000] [--parallel 2] [--threads 1] [--context 2048] [--queue 16]
   sigil engine make-model --out FILE.gguf [--vocab FILE.gguf] [--scripted "text"] [--seed N]
+  sigil engine bench --model FILE.gguf [--threads 1] [--parallel 2] [--requests 5] [--max-tokens 256]
 `;
 
 /** `sigil engine`: the built-in llama.cpp engine, or `make-model` to write a tiny GGUF for it. */
 export async function run(argv: string[]): Promise<number> {
   try {
-    return argv[0] === 'make-model' ? await runMakeModel(argv.slice(1)) : await runServe(argv);
+    if (argv[0] === 'make-model') return await runMakeModel(argv.slice(1));
+    if (argv[0] === 'bench') return await runBench(argv.slice(1));
+    return await runServe(argv);
   } catch (error) {
     process.stderr.write(`sigil engine: ${(error as Error).message}\n`);
     return error instanceof UsageError ? 2 : 1;
+  } finally {
+    await disposeLlama();
   }
 }
 
@@ -34,6 +41,26 @@ async function runMakeModel(argv: string[]): Promise<number> {
     ...(values.seed !== undefined ? { seed: integer(values.seed, '--seed', 0) } : {}),
   });
   process.stdout.write(`${JSON.stringify(made)}\n`);
+  return 0;
+}
+
+async function runBench(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    model: { type: 'string' },
+    threads: { type: 'string', default: '1' },
+    parallel: { type: 'string', default: '2' },
+    requests: { type: 'string', default: '5' },
+    'max-tokens': { type: 'string', default: '256' },
+  });
+  if (values.model === undefined) throw new UsageError(`--model is required\n${USAGE}`);
+  const measured = await measureEngine({
+    modelPath: values.model,
+    threads: integer(values.threads, '--threads', 1),
+    parallel: integer(values.parallel, '--parallel', 1),
+    requests: integer(values.requests, '--requests', 1),
+    maxTokens: integer(values['max-tokens'], '--max-tokens', 1),
+  });
+  process.stdout.write(`${JSON.stringify(measured)}\n`);
   return 0;
 }
 
