@@ -59,6 +59,13 @@ export const configSchema = z.strictObject({
       shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
     })
     .prefault({}),
+  metrics: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** When set, GET /metrics needs `Authorization: Bearer <value of this variable>`. */
+      bearer_token_env: z.string().min(1).optional(),
+    })
+    .prefault({}),
   log: z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({}),
   /** The built-in llama.cpp engine, started when no upstream is configured. Without `model`: the demo model. */
   engine: z

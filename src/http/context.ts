@@ -10,6 +10,7 @@ import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
 import type { Jwks } from '../attestation/document.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
+import type { SigilMetrics } from '../metrics/registry.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
 export interface BrandHeaders {
@@ -27,6 +28,7 @@ export function brandHeaders(brand: string): BrandHeaders {
 export interface AppContext {
   config: LoadedConfig;
   logger: Logger;
+  metrics: SigilMetrics;
   headers: BrandHeaders;
   keyRing: KeyRing;
   limits: ChatLimits;

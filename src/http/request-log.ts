@@ -11,4 +11,6 @@ export interface RequestLog {
   receipt?: boolean;
   usage?: TokenUsage;
   error_code?: string;
+  /** Seconds from the request to the first stream chunk written (not logged: a metric). */
+  ttft_s?: number;
 }

@@ -8,6 +8,7 @@ import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
+import { createMetricsHandler } from './routes/metrics.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL, log: RequestLog) => void | Promise<void>;
 
@@ -37,11 +38,24 @@ function buildRoutes(state: AppState) {
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
   ]);
+  const { metrics } = state.ctx.config;
+  if (metrics.enabled) {
+    const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
+    exact.set('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
+  }
   const prefixed: Array<[string, Route]> = [
     ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel) }],
     ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
+}
+
+function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void {
+  const { metrics } = ctx;
+  metrics.requests.inc({ route: log.route, model: log.model ?? '', status: String(log.status) });
+  metrics.duration.observe({ route: log.route }, seconds);
+  if (log.ttft_s !== undefined) metrics.timeToFirstToken.observe({ model: log.model ?? '' }, log.ttft_s);
+  if (log.error_code?.startsWith('upstream_')) metrics.engineErrors.inc({ code: log.error_code });
 }
 
 /** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
@@ -59,7 +73,9 @@ export function createRequestHandler(state: AppState) {
       state.inFlight--;
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
-      ctx.logger.info({ ...log, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
+      const { ttft_s, ...line } = log;
+      ctx.logger.info({ ...line, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
+      recordMetrics(ctx, log, latencyMs / 1000);
     });
 
     try {

@@ -17,6 +17,7 @@ import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters } from '../limits/counters.ts';
+import { createMetrics } from '../metrics/registry.ts';
 import { reloadFiles, watchFiles } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 
@@ -103,16 +104,22 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const evidenceHash = attestationHash(startEvidence);
   if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
 
+  const metrics = createMetrics();
+  const sign = createReceiptSigner(signingKey);
   const ctx: AppContext = {
     config,
     logger,
+    metrics,
     headers: brandHeaders(config.brand),
     keyRing,
     limits: new ChatLimits(config.limits, new MemoryLimitCounters()),
     catalogue,
     upstreams,
     signingKey,
-    signReceipt: createReceiptSigner(signingKey),
+    signReceipt: (claims) => {
+      metrics.receiptsSigned.inc({ type: claims.receipt_type });
+      return sign(claims);
+    },
     receiptStore: new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
     receiptContext,
     jwks,

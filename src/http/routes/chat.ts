@@ -18,6 +18,7 @@ const ENGINE_JSON_LIMIT = 64 * 1024 * 1024;
 const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
 
 interface Exchange {
+  started: number;
   ctx: AppContext;
   res: ServerResponse;
   log: RequestLog;
@@ -33,6 +34,7 @@ interface Exchange {
 
 /** POST /v1/chat/completions: authenticate, validate, forward, relay, and sign on request. */
 export async function handleChatCompletions(req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
+  const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
   const release = await ctx.limits.admit(caller, res);
   res.once('close', () => release(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0));
@@ -46,6 +48,7 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   const upstream = selectUpstream(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
 
   const exchange: Exchange = {
+    started,
     ctx,
     res,
     log,
@@ -117,7 +120,11 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
   res.flushHeaders();
   x.log.status = 200;
 
-  const result = await teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted });
+  ctx.metrics.activeStreams.inc();
+  const relay = teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted });
+  // Attached after the relay's own listener, so it fires once the first chunk has been written.
+  engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));
+  const result = await relay.finally(() => ctx.metrics.activeStreams.dec());
   if (result.usage) x.log.usage = result.usage;
   if (result.error) x.log.error_code = result.error.code;
   if (result.clientGone) x.log.error_code = 'client_closed';
