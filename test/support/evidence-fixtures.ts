@@ -20,12 +20,26 @@ const ECDSA_SHA256 = { name: 'ECDSA', hash: 'SHA-256' } as EcdsaParams;
 const NOT_BEFORE = new Date('2024-01-01T00:00:00Z');
 const NOT_AFTER = new Date('2044-01-01T00:00:00Z');
 
-function caExtensions(keys: CryptoKeyPair, pathLength?: number): x509.Extension[] {
+function caExtensions(pathLength?: number): x509.Extension[] {
   return [new x509.BasicConstraintsExtension(true, pathLength, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true)];
 }
 
 async function keyPair(alg: RsaHashedKeyGenParams | EcKeyGenParams): Promise<CryptoKeyPair> {
   return (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
+}
+
+interface Issue {
+  serialNumber: string;
+  subject: string;
+  issuer: x509.X509Certificate;
+  publicKey: CryptoKey;
+  signingKey: CryptoKey;
+  signingAlgorithm: Algorithm;
+  extensions?: x509.Extension[];
+}
+
+function issue(params: Issue): Promise<x509.X509Certificate> {
+  return x509.X509CertificateGenerator.create({ ...params, issuer: params.issuer.subject, notBefore: NOT_BEFORE, notAfter: NOT_AFTER });
 }
 
 export interface AmdTestChain {
@@ -46,27 +60,23 @@ export async function createAmdTestChain(product = 'Test'): Promise<AmdTestChain
     notAfter: NOT_AFTER,
     keys: arkKeys,
     signingAlgorithm: PSS_SIGN,
-    extensions: caExtensions(arkKeys),
+    extensions: caExtensions(),
   });
   const askKeys = await keyPair(RSA_PSS);
-  const ask = await x509.X509CertificateGenerator.create({
+  const ask = await issue({
     serialNumber: '02',
     subject: `CN=SEV-${product}, O=Advanced Micro Devices, C=US`,
-    issuer: ark.subject,
-    notBefore: NOT_BEFORE,
-    notAfter: NOT_AFTER,
+    issuer: ark,
     publicKey: askKeys.publicKey,
     signingKey: arkKeys.privateKey,
     signingAlgorithm: PSS_SIGN,
-    extensions: caExtensions(askKeys, 0),
+    extensions: caExtensions(0),
   });
   const vcekKeys = await keyPair(ECDSA_P384);
-  const vcek = await x509.X509CertificateGenerator.create({
+  const vcek = await issue({
     serialNumber: '03',
     subject: 'CN=SEV-VCEK, O=Advanced Micro Devices, C=US',
-    issuer: ask.subject,
-    notBefore: NOT_BEFORE,
-    notAfter: NOT_AFTER,
+    issuer: ask,
     publicKey: vcekKeys.publicKey,
     signingKey: askKeys.privateKey,
     signingAlgorithm: PSS_SIGN,
@@ -157,27 +167,23 @@ export async function createIntelTestChain(): Promise<IntelTestChain> {
     notAfter: NOT_AFTER,
     keys: rootKeys,
     signingAlgorithm: ECDSA_SHA256,
-    extensions: caExtensions(rootKeys, 1),
+    extensions: caExtensions(1),
   });
   const caKeys = await keyPair(ECDSA_P256);
-  const platformCa = await x509.X509CertificateGenerator.create({
+  const platformCa = await issue({
     serialNumber: '12',
     subject: 'CN=Test SGX PCK Platform CA, O=Test Corporation, C=US',
-    issuer: root.subject,
-    notBefore: NOT_BEFORE,
-    notAfter: NOT_AFTER,
+    issuer: root,
     publicKey: caKeys.publicKey,
     signingKey: rootKeys.privateKey,
     signingAlgorithm: ECDSA_SHA256,
-    extensions: caExtensions(caKeys, 0),
+    extensions: caExtensions(0),
   });
   const pckKeys = await keyPair(ECDSA_P256);
-  const pck = await x509.X509CertificateGenerator.create({
+  const pck = await issue({
     serialNumber: '13',
     subject: 'CN=Test SGX PCK Certificate, O=Test Corporation, C=US',
-    issuer: platformCa.subject,
-    notBefore: NOT_BEFORE,
-    notAfter: NOT_AFTER,
+    issuer: platformCa,
     publicKey: pckKeys.publicKey,
     signingKey: caKeys.privateKey,
     signingAlgorithm: ECDSA_SHA256,

@@ -18,3 +18,9 @@ export class EvidenceError extends Error {
     this.code = code;
   }
 }
+
+/** A check's detail for a failure to read evidence: the stable code first, when there is one. */
+export function describeEvidenceError(err: unknown): string {
+  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
+  return err instanceof Error ? err.message : String(err);
+}

@@ -3,7 +3,7 @@ import { fail, pass } from '../check.ts';
 import type { Check } from '../check.ts';
 import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, sameCertificate } from './certificate-chain.ts';
-import { EvidenceError } from './errors.ts';
+import { describeEvidenceError } from './errors.ts';
 import { readSnpCertTable, type SnpCertEntry } from './snp-cert-table.ts';
 import { readSnpReport, SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384, type SnpReport, type SnpTcb } from './snp-report.ts';
 import type { TrustRoots } from './trust-roots.ts';
@@ -12,11 +12,6 @@ export interface SnpEvidenceResult {
   checks: Check[];
   /** Present when the report could be read. */
   report?: SnpReport;
-}
-
-function errorDetail(err: unknown): string {
-  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
-  return (err as Error).message;
 }
 
 function tcbText(tcb: SnpTcb): string {
@@ -123,7 +118,7 @@ export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8
   try {
     report = readSnpReport(reportBytes);
   } catch (err) {
-    return { checks: [fail('snp.report', errorDetail(err))] };
+    return { checks: [fail('snp.report', describeEvidenceError(err))] };
   }
   const checks: Check[] = [
     pass('snp.report', `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`),
@@ -156,14 +151,14 @@ function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: Trus
     }
     signer = readCertificate(entry.data, `${signerName} from the certificate table`);
   } catch (err) {
-    return [fail('snp.cert_table', errorDetail(err)), ...notChecked('unreadable certificate table')];
+    return [fail('snp.cert_table', describeEvidenceError(err)), ...notChecked('unreadable certificate table')];
   }
   const checks: Check[] = [pass('snp.cert_table', `certificate table with ${table.map((e) => e.kind.toUpperCase()).join(', ')}`)];
   checks.push(signatureCheck(report, signer, signerName));
   try {
     checks.push(...chainChecks(signer, signerName, table, roots, now));
   } catch (err) {
-    checks.push(fail('snp.vcek_chain', errorDetail(err)), fail('snp.root', 'not checked: unreadable certificate'));
+    checks.push(fail('snp.vcek_chain', describeEvidenceError(err)), fail('snp.root', 'not checked: unreadable certificate'));
   }
   return checks;
 }

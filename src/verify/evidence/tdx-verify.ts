@@ -3,7 +3,7 @@ import { fail, pass } from '../check.ts';
 import type { Check } from '../check.ts';
 import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
-import { EvidenceError } from './errors.ts';
+import { describeEvidenceError } from './errors.ts';
 import { readTdxQuote, TDX_TD_ATTRIBUTES_DEBUG_BIT, type TdxQuote } from './tdx-quote.ts';
 import type { TrustRoots } from './trust-roots.ts';
 
@@ -11,11 +11,6 @@ export interface TdxEvidenceResult {
   checks: Check[];
   /** Present when the quote could be read. */
   quote?: TdxQuote;
-}
-
-function errorDetail(err: unknown): string {
-  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
-  return (err as Error).message;
 }
 
 /** The quote carries the attestation key as raw x||y; an invalid point is refused by createPublicKey. */
@@ -59,7 +54,7 @@ function chainChecks(quote: TdxQuote, roots: TrustRoots, now: Date): { checks: C
   try {
     chain = readPemCertificates(quote.pckChainPem, 'PCK chain');
   } catch (err) {
-    return { checks: [fail('tdx.pck_chain', errorDetail(err)), fail('tdx.root', 'not checked: unreadable PCK chain')] };
+    return { checks: [fail('tdx.pck_chain', describeEvidenceError(err)), fail('tdx.root', 'not checked: unreadable PCK chain')] };
   }
   if (chain.length < 2) {
     return { checks: [fail('tdx.pck_chain', `the PCK chain holds ${chain.length} certificate(s); expected the PCK certificate and its CA`), fail('tdx.root', 'not checked: no chain')] };
@@ -124,7 +119,7 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   try {
     quote = readTdxQuote(quoteBytes);
   } catch (err) {
-    return { checks: [fail('tdx.quote', errorDetail(err))] };
+    return { checks: [fail('tdx.quote', describeEvidenceError(err))] };
   }
   const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
   checks.push(quoteSignatureCheck(quote));
