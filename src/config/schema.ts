@@ -3,6 +3,7 @@ import { z } from 'zod';
 /** SPEC 7: the shape of sigil.yaml. Every object is strict, so an unknown key fails at start. */
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
+const FRAMING_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type']);
 
 const upstream = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
@@ -13,6 +14,16 @@ const upstream = z.strictObject({
   idle_timeout_ms: positiveInt.default(120_000),
   region: z.string().min(1).optional(),
   connections: positiveInt.default(256),
+  /** Client request headers passed on to this engine; none by default (not even Authorization). */
+  forward_headers: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be a header name')
+        .transform((h) => h.toLowerCase())
+        .refine((h) => !FRAMING_HEADERS.has(h), 'framing headers (host, content-length, transfer-encoding, connection) are never forwarded'),
+    )
+    .default([]),
 });
 
 export const configSchema = z.strictObject({
@@ -59,6 +70,8 @@ export const configSchema = z.strictObject({
       shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
     })
     .prefault({}),
+  /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
+  cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),
@@ -76,6 +89,24 @@ export const configSchema = z.strictObject({
       context_size: positiveInt.default(4096),
     })
     .prefault({}),
+  /** Fleet mode (issue 7): replicas share limits, receipts, signing keys and revocations through Redis. Absent: single node. */
+  fleet: z
+    .strictObject({
+      redis_url: z.url({ protocol: /^rediss?$/ }),
+      /** Names this replica in logs and in the key registry; default: host name and a random suffix. */
+      replica_id: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 letters, digits, dots, dashes or underscores').optional(),
+      /** Prefix of every Redis key, so fleets can share a server. */
+      namespace: z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, 'must be 1-32 letters, digits, dots, dashes or underscores').default('sigil'),
+      /** A replica's signing key is live while it refreshes it within this many seconds; then retired. */
+      key_ttl_s: positiveInt.default(15),
+      revocation_poll_ms: positiveInt.default(2000),
+      connect_timeout_ms: positiveInt.default(2000),
+      /** A Redis command slower than this falls back to local state, so Redis never stalls a request. */
+      command_timeout_ms: positiveInt.default(250),
+      /** Peer launch measurements (lowercase hex) whose keys are served besides this replica's own (rolling upgrades). */
+      trusted_measurements: z.array(z.string().regex(/^[0-9a-f]+$/, 'must be lowercase hex')).default([]),
+    })
+    .optional(),
 });
 
 export type SigilConfig = z.infer<typeof configSchema>;

@@ -9,6 +9,7 @@ import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler } from './routes/metrics.ts';
+import { createCors } from './cors.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL, log: RequestLog) => void | Promise<void>;
 
@@ -61,6 +62,7 @@ function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void 
 /** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
 export function createRequestHandler(state: AppState) {
   const route = buildRoutes(state);
+  const cors = createCors(state.ctx.config.cors.allowed_origins, state.ctx.headers);
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
@@ -83,6 +85,10 @@ export function createRequestHandler(state: AppState) {
       const matched = route(url.pathname);
       if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       log.route = matched.name;
+      if (cors?.apply(req, res, Object.keys(matched.methods).join(', '))) {
+        log.status = 204;
+        return;
+      }
       const handler = matched.methods[req.method ?? ''];
       if (handler === undefined) {
         const allow = Object.keys(matched.methods).join(', ');

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { attestationDocument, attestationHash, reportDataFor, type Jwks } from '../attestation/document.ts';
-import { createNoneProvider } from '../attestation/none.ts';
+import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
@@ -17,6 +17,7 @@ import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters } from '../limits/counters.ts';
+import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { reloadFiles, watchFiles } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
@@ -40,11 +41,9 @@ export interface StartOptions {
 }
 
 async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<AttestationProvider> {
-  if (config.attestation.provider === 'none') {
-    logger.warn('attestation provider is none: receipts carry tee "none" and prove nothing about hardware (development only)');
-    return createNoneProvider();
-  }
-  throw new ConfigError(`attestation.provider: '${config.attestation.provider}' is not available in this build`);
+  const { provider, warning } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
+  if (warning !== undefined) logger.warn(warning);
+  return provider;
 }
 
 /** Logs catalogue models that no engine lists; hides them when the config says so. */
@@ -103,6 +102,8 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const receiptContext = { measurement: startEvidence.measurement, tee: startEvidence.tee, policyHash } as AppContext['receiptContext'];
   const evidenceHash = attestationHash(startEvidence);
   if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
+  // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
+  const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startEvidence });
 
   const metrics = createMetrics();
   const sign = createReceiptSigner(signingKey);
@@ -111,8 +112,8 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     logger,
     metrics,
     headers: brandHeaders(config.brand),
-    keyRing,
-    limits: new ChatLimits(config.limits, new MemoryLimitCounters()),
+    keyRing: fleet?.keyRing ?? keyRing,
+    limits: new ChatLimits(config.limits, fleet?.counters ?? new MemoryLimitCounters()),
     catalogue,
     upstreams,
     signingKey,
@@ -120,19 +121,23 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
       metrics.receiptsSigned.inc({ type: claims.receipt_type });
       return sign(claims);
     },
-    receiptStore: new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    receiptStore: fleet?.receiptStore ?? new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
     receiptContext,
-    jwks,
+    jwks: fleet?.jwks ?? jwks,
     documents: {
-      jwks: JSON.stringify(jwks),
+      jwks: JSON.stringify(fleet?.jwks ?? jwks),
       policy: JSON.stringify(policy),
       startEvidence: JSON.stringify(attestationDocument(startEvidence, new Uint8Array(0), jwks)),
     },
     attestation: { provider, startEvidence },
+    fleet: fleet?.status,
   };
   const state: AppState = { ctx, inFlight: 0, draining: false };
   const server = createHttpServer(state);
   const unwatch = watchFiles(state);
+  fleet?.onJwks((view) => {
+    state.ctx = { ...state.ctx, jwks: view, documents: { ...state.ctx.documents, jwks: JSON.stringify(view) } };
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.listen.port, config.listen.host, () => resolve());
@@ -154,6 +159,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     server.closeAllConnections();
     await closed;
     await closeUpstreams(upstreams);
+    await fleet?.close();
     await builtin?.stop();
   };
   return {

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { HttpError } from '../http/errors.ts';
 import type { Upstream } from './upstream.ts';
@@ -16,13 +17,23 @@ export function engineFailure(err: unknown): HttpError {
   return new HttpError('upstream_bad_response', 'The engine sent a reply that could not be read.');
 }
 
+/** The engine's headers: its own credentials, the JSON framing, and only the client headers configured to pass. */
+function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const name of upstream.forwardHeaders) {
+    const value = client[name];
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return { ...headers, ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) };
+}
+
 /** POSTs the chat body to the engine; resolves when its status and headers have arrived. */
-export async function postChatCompletion(upstream: Upstream, body: Buffer, signal: AbortSignal): Promise<EngineResponse> {
+export async function postChatCompletion(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal): Promise<EngineResponse> {
   try {
     return await upstream.pool.request({
       method: 'POST',
       path: `${upstream.basePath}/chat/completions`,
-      headers: { ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) },
+      headers: engineHeaders(upstream, body, client),
       body,
       signal,
       headersTimeout: upstream.timeoutMs,

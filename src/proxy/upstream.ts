@@ -10,6 +10,8 @@ export interface Upstream {
   pool: Pool;
   /** Headers sent with every request to this engine (its own credentials, never the client's). */
   headers: Record<string, string>;
+  /** Client headers (lower case) passed on when present; configured, none by default. */
+  forwardHeaders: readonly string[];
   timeoutMs: number;
   idleTimeoutMs: number;
 }
@@ -39,6 +41,7 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
       keepAliveTimeout: 30_000,
     }),
     headers,
+    forwardHeaders: config.forward_headers,
     timeoutMs: config.timeout_ms,
     idleTimeoutMs: config.idle_timeout_ms,
   };

@@ -32,6 +32,20 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     expect(result.stderr).toContain(message);
   });
 
+  it('fails at start when a configured hardware provider is absent', () => {
+    const dir = configDir(
+      'auth: {keys_file: k}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\nattestation: {provider: sev-snp, tsm_path: /nonexistent/tsm}\n',
+    );
+    writeFileSync(
+      join(dir, 'models.yaml'),
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n',
+    );
+    const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('/nonexistent/tsm');
+    expect(result.stderr).toContain('sev-snp');
+  });
+
   it('reads the config path from SIGIL_CONFIG', () => {
     const dir = configDir('auth: {keys_file: k}\nbogus: 1\n');
     const result = sigil(['serve'], { SIGIL_CONFIG: join(dir, 'sigil.yaml') });

@@ -69,7 +69,7 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   };
   res.on('close', onClose);
   try {
-    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), abort.signal);
+    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), req.headers, abort.signal);
     if (engine.statusCode >= 300) {
       const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
       const retryAfter = engine.headers['retry-after'];

@@ -1,0 +1,36 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { BrandHeaders } from './context.ts';
+
+/**
+ * CORS is off unless origins are configured. When on, an allowed origin gets its own origin back (never
+ * a blanket `*` with credentials) and may read the receipt headers.
+ */
+export interface Cors {
+  /** Sets the response headers for an allowed origin; true when the request is a preflight it answered. */
+  apply(req: IncomingMessage, res: ServerResponse, allowedMethods: string): boolean;
+}
+
+export function createCors(allowedOrigins: readonly string[], brand: BrandHeaders): Cors | undefined {
+  if (allowedOrigins.length === 0) return undefined;
+  const any = allowedOrigins.includes('*');
+  const origins = new Set(allowedOrigins);
+  const exposed = [brand.receipt, brand.receiptId, 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after'].join(', ');
+  const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce].join(', ');
+  return {
+    apply(req, res, allowedMethods) {
+      const origin = req.headers.origin;
+      if (origin === undefined || (!any && !origins.has(origin))) return false;
+      res.setHeader('access-control-allow-origin', origin);
+      res.setHeader('vary', 'Origin');
+      res.setHeader('access-control-expose-headers', exposed);
+      if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return false;
+      res.writeHead(204, {
+        'access-control-allow-methods': allowedMethods,
+        'access-control-allow-headers': allowedHeaders,
+        'access-control-max-age': '600',
+      });
+      res.end();
+      return true;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanup.length) await cleanup.pop()!();
+});
+
+async function setup(limits: Record<string, unknown>): Promise<{ engine: TestEngine; sigil: TestSigil }> {
+  const engine = await startTestEngine({ modelNames: ['m'] });
+  const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits } });
+  cleanup.push(() => engine.close(), () => sigil.close(0));
+  return { engine, sigil };
+}
+
+const chat = (sigil: TestSigil, key = sigil.key, stream = false) =>
+  fetch(`${sigil.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'one two three' }], stream }),
+  });
+
+describe('per-key request rate', () => {
+  it('counts down in X-RateLimit headers and answers 429 with Retry-After past the limit, per key', async () => {
+    const { engine, sigil } = await setup({ requests_per_minute: 3 });
+    const seen = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await chat(sigil);
+      await res.text();
+      seen.push([res.status, res.headers.get('x-ratelimit-limit'), res.headers.get('x-ratelimit-remaining')]);
+      const reset = Number(res.headers.get('x-ratelimit-reset'));
+      expect(reset).toBeGreaterThanOrEqual(1);
+      expect(reset).toBeLessThanOrEqual(60);
+    }
+    expect(seen).toEqual([
+      [200, '3', '2'],
+      [200, '3', '1'],
+      [200, '3', '0'],
+    ]);
+    const before = engine.requests.length;
+    const refused = await chat(sigil);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(await refused.json()).toEqual({
+      error: { message: 'Rate limit reached: 3 requests per minute for this API key.', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' },
+    });
+    expect(engine.requests.length).toBe(before);
+    expect((await chat(sigil, sigil.otherKey)).status).toBe(200);
+  });
+});
+
+describe('per-key token rate', () => {
+  it('refuses new requests once the tokens the engine reported reach the limit', async () => {
+    const { sigil } = await setup({ tokens_per_minute: 20 });
+    // Each exchange: 3 prompt + 10 completion tokens.
+    expect((await (await chat(sigil)).json()).usage.total_tokens).toBe(13);
+    expect((await chat(sigil)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 20));
+    const refused = await chat(sigil);
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).error.message).toBe('Rate limit reached: 20 tokens per minute for this API key.');
+  });
+});
+
+describe('concurrency', () => {
+  it('allows max_concurrent_per_key streams per key at once and frees the slot when one ends', async () => {
+    const { engine, sigil } = await setup({ max_concurrent_per_key: 2 });
+    engine.behaviour = { chunkDelayMs: 30 };
+    const a = await chat(sigil, sigil.key, true);
+    const b = await chat(sigil, sigil.key, true);
+    const c = await chat(sigil, sigil.key, true);
+    expect([a.status, b.status, c.status]).toEqual([200, 200, 429]);
+    expect(c.headers.get('retry-after')).toBe('1');
+    expect((await c.json()).error.message).toBe('Too many concurrent requests for this API key (limit 2).');
+    expect((await chat(sigil, sigil.otherKey)).status).toBe(200);
+    await a.text();
+    await b.text();
+    await new Promise((r) => setTimeout(r, 20));
+    const d = await chat(sigil, sigil.key, true);
+    expect(d.status).toBe(200);
+    await d.text();
+  });
+
+  it('caps requests in flight overall', async () => {
+    const { engine, sigil } = await setup({ max_concurrent: 1 });
+    engine.behaviour = { chunkDelayMs: 30 };
+    const a = await chat(sigil, sigil.key, true);
+    const b = await chat(sigil, sigil.otherKey, true);
+    expect(b.status).toBe(429);
+    expect((await b.json()).error.message).toBe('This server is at its limit of concurrent requests; retry shortly.');
+    await a.text();
+  });
+});
+
+describe('body read timeout', () => {
+  it('answers 408 to a client that stops sending its body', async () => {
+    const { sigil } = await setup({ body_timeout_ms: 200 });
+    const { request } = await import('node:http');
+    const url = new URL(sigil.url);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'content-length': '100' } }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.write('{"model":');
+    });
+    expect(answer.status).toBe(408);
+    expect(JSON.parse(answer.body)).toEqual({ error: { message: 'The request body did not arrive within 200 ms.', type: 'invalid_request_error', param: null, code: 'request_timeout' } });
+  });
+});
