@@ -50,6 +50,15 @@ describe('SEV-SNP attestation document', () => {
     return { report, doc: snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData) };
   }
 
+  it('the test chain is shaped like AMD\'s: RSA-PSS SHA-384 signatures, a P-384 VCEK', () => {
+    expect([chain.ark.signatureAlgorithm, chain.ask.signatureAlgorithm, chain.vcek.signatureAlgorithm]).toEqual([
+      { name: 'RSA-PSS', hash: { name: 'SHA-384' }, saltLength: 48 },
+      { name: 'RSA-PSS', hash: { name: 'SHA-384' }, saltLength: 48 },
+      { name: 'RSA-PSS', hash: { name: 'SHA-384' }, saltLength: 48 },
+    ]);
+    expect(chain.vcek.publicKey.algorithm).toMatchObject({ name: 'ECDSA', namedCurve: 'P-384' });
+  });
+
   it('valid evidence passes every check, in order', async () => {
     const { doc } = validDocument();
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, expectedMeasurement: measurementHex, roots: chain.roots });
