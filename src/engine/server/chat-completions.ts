@@ -5,7 +5,7 @@ import { parseChatRequest, type ChatRequest } from './chat-request.ts';
 import { chunkBody, completionBody, sseEvent, usageChunkBody, type CompletionIdentity } from './chat-response.ts';
 import type { EngineModel } from './engine-model.ts';
 import { contextLengthExceeded, internalError } from './errors.ts';
-import { generate } from './generate.ts';
+import { generate, type GenerationJob } from './generate.ts';
 import type { SequencePool } from './sequence-pool.ts';
 
 export interface ChatCompletionsDeps {
@@ -45,9 +45,7 @@ export async function handleChatCompletions(body: unknown, res: ServerResponse, 
   }
 }
 
-type StreamJob = Omit<Parameters<typeof generate>[0], 'onText'> & { request: ChatRequest };
-
-async function streamCompletion(job: StreamJob, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
+async function streamCompletion(job: Omit<GenerationJob, 'onText'>, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.write(sseEvent(chunkBody(identity, { role: 'assistant', content: '' })));
   try {
