@@ -131,9 +131,14 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
   } catch (err) {
     // SPEC 3: the same message receipt is kept at GET /v1/receipts/{id} for a while.
     if (receiptId === undefined) throw err;
-    const stored = (await fetchJson(serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`), {
-      authorization: `Bearer ${opts.apiKey}`,
-    })) as { receipt?: unknown };
+    let stored: { receipt?: unknown };
+    try {
+      stored = (await fetchJson(serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`), {
+        authorization: `Bearer ${opts.apiKey}`,
+      })) as { receipt?: unknown };
+    } catch (fetchErr) {
+      throw new VerifyError('ERR_VERIFY_STREAM', `${(err as Error).message}, and the receipts endpoint has none (${(fetchErr as Error).message})`);
+    }
     if (typeof stored.receipt !== 'string') throw err;
     exchange = { requestBytes, responseBytes, receipt: stored.receipt, receiptSource: 'receipts endpoint' };
   }

@@ -33,6 +33,8 @@ export interface Faults {
   staleAttestation?: boolean;
   /** Leave the receipt comment off the stream (the client must use GET /v1/receipts/{id}). */
   omitStreamReceipt?: boolean;
+  /** Keep no message receipt for GET /v1/receipts/{id}. */
+  forgetReceipts?: boolean;
 }
 
 export interface FakeService {
@@ -119,7 +121,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
         ];
         const streamed = Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
         const receipt = message(streamed, 'chatcmpl-7');
-        stored.set(receiptId, receipt);
+        if (!service.faults.forgetReceipts) stored.set(receiptId, receipt);
         res.writeHead(200, { 'content-type': 'text/event-stream', 'x-service-receipt': signer.sign(claimsFor('model', receiptId, nonce)), 'x-service-receipt-id': receiptId });
         const sent = flip(streamed);
         res.write(sent.subarray(0, 40));

@@ -139,6 +139,17 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(r.stdout).toContain('message receipt from the receipts endpoint');
   });
 
+  it('cannot verify (exit 3) a stream that ends without a receipt when the service kept none', async () => {
+    service.faults.omitStreamReceipt = true;
+    service.faults.forgetReceipts = true;
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(
+      /^sigil verify: could not verify: the stream carries no ": receipt <JWS>" comment, and the receipts endpoint has none \(GET http:\/\/127\.0\.0\.1:\d+\/v1\/receipts\/[0-9a-f-]+: HTTP 404: no such receipt\)\n$/,
+    );
+  });
+
   it('fails binding.nonce when the attestation answers another nonce', async () => {
     service.faults.staleAttestation = true;
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
