@@ -1,0 +1,173 @@
+/**
+ * The peers compared side by side, all in front of the same fake engine: the engine directly, a
+ * minimal node:http proxy, nginx, the Portkey gateway, and Sigil (without receipts, and with a
+ * receipt on every request, as two processes so the receipt store of one cannot weigh on the other).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { addKey } from '../src/auth/keys-file.ts';
+import type { Target } from './load-client.ts';
+import { childPids, freePort, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const BENCH = join(ROOT, 'bench');
+const TSX = ['--import', 'tsx'];
+const CHAT_PATH = '/v1/chat/completions';
+export const PROXY_CORE = 0;
+export const LOAD_CORE = 1;
+
+export type PeerName = 'direct' | 'node-http' | 'nginx' | 'portkey' | 'sigil' | 'sigil-receipts';
+
+export const PEER_LABELS: Record<PeerName, string> = {
+  direct: 'engine directly',
+  'node-http': 'minimal node:http proxy',
+  nginx: 'nginx',
+  portkey: 'Portkey gateway',
+  sigil: 'Sigil, no receipts',
+  'sigil-receipts': 'Sigil, receipt on every request',
+};
+
+export interface Peer {
+  name: PeerName;
+  target: Target;
+  /** The processes that are the proxy (empty for the engine itself): for CPU time and RSS. */
+  pids(): number[];
+  stop(): Promise<void>;
+}
+
+export interface Unavailable {
+  name: PeerName;
+  note: string;
+}
+
+export interface Engine {
+  port: number;
+  spawned: Spawned;
+}
+
+const jsonHeaders = { 'content-type': 'application/json' };
+
+export async function startEngine(dir: string, chunkMs: number, jsonMs: number): Promise<Engine> {
+  const port = await freePort();
+  const spawned = spawnLogged(process.execPath, [...TSX, join(BENCH, 'fake-engine.ts'), '--port', String(port), '--chunk-ms', String(chunkMs), '--json-ms', String(jsonMs)], join(dir, 'engine.log'));
+  await waitForPort(port, 20_000, spawned.child);
+  pin(spawned.pid, LOAD_CORE);
+  return { port, spawned };
+}
+
+export function directPeer(engine: Engine): Peer {
+  return { name: 'direct', target: { host: '127.0.0.1', port: engine.port, path: CHAT_PATH, headers: jsonHeaders }, pids: () => [], stop: async () => {} };
+}
+
+async function pinnedProcess(name: PeerName, spawned: Spawned, port: number, target: Target, extraPids: () => number[] = () => []): Promise<Peer> {
+  try {
+    await waitForPort(port, 30_000, spawned.child);
+  } catch (err) {
+    await stopChild(spawned.child);
+    throw new Error(`${(err as Error).message}; see ${spawned.log}`);
+  }
+  const pids = () => [spawned.pid, ...extraPids()];
+  for (const pid of pids()) pin(pid, PROXY_CORE);
+  return { name, target, pids, stop: () => stopChild(spawned.child, 'SIGINT') };
+}
+
+export async function startNodeHttpProxy(dir: string, engine: Engine): Promise<Peer> {
+  const port = await freePort();
+  const spawned = spawnLogged(process.execPath, [...TSX, join(BENCH, 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
+  return pinnedProcess('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
+}
+
+export function nginxVersion(): string | undefined {
+  const r = spawnSync('nginx', ['-v'], { encoding: 'utf8' });
+  if (r.error !== undefined || r.status !== 0) return undefined;
+  return /nginx\/(\S+)/.exec(r.stderr)?.[1] ?? 'unknown';
+}
+
+export async function startNginx(dir: string, engine: Engine): Promise<Peer> {
+  const port = await freePort();
+  const home = join(dir, 'nginx');
+  mkdirSync(home, { recursive: true });
+  const conf = readFileSync(join(BENCH, 'nginx.conf.template'), 'utf8')
+    .replaceAll('{{user}}', process.getuid?.() === 0 ? 'user root;' : '')
+    .replaceAll('{{dir}}', home)
+    .replaceAll('{{port}}', String(port))
+    .replaceAll('{{enginePort}}', String(engine.port));
+  writeFileSync(join(home, 'nginx.conf'), conf);
+  const spawned = spawnLogged('nginx', ['-p', home, '-c', join(home, 'nginx.conf'), '-e', join(home, 'error.log')], join(dir, 'nginx.log'));
+  const peer = await pinnedProcess('nginx', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders }, () => childPids(spawned.pid));
+  return { ...peer, stop: () => stopChild(spawned.child, 'SIGQUIT') };
+}
+
+export function portkeyEntry(): { file: string; version: string } | undefined {
+  try {
+    const require = createRequire(join(ROOT, 'package.json'));
+    const pkgFile = require.resolve('@portkey-ai/gateway/package.json');
+    const version = (JSON.parse(readFileSync(pkgFile, 'utf8')) as { version: string }).version;
+    const file = join(dirname(pkgFile), 'build', 'start-server.js');
+    return existsSync(file) ? { file, version } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Portkey's Node build (Hono on @hono/node-server); it routes to the engine via its OpenAI provider with a custom host. */
+export async function startPortkey(dir: string, engine: Engine): Promise<Peer> {
+  const entry = portkeyEntry();
+  if (entry === undefined) throw new Error('@portkey-ai/gateway is not installed (npm ci installs it as a devDependency)');
+  const port = await freePort();
+  const spawned = spawnLogged(process.execPath, [entry.file, `--port=${port}`, '--headless'], join(dir, 'portkey.log'), { env: { ...process.env, NODE_ENV: 'production' } });
+  return pinnedProcess('portkey', spawned, port, {
+    host: '127.0.0.1',
+    port,
+    path: CHAT_PATH,
+    headers: { ...jsonHeaders, authorization: 'Bearer bench', 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `http://127.0.0.1:${engine.port}/v1` },
+  });
+}
+
+export interface SigilOptions {
+  receipts: boolean;
+  /** Extra node flags, e.g. --cpu-prof. */
+  nodeArgs?: string[];
+  logLevel?: string;
+}
+
+export function writeSigilConfig(dir: string, enginePort: number, port: number, logLevel = 'warn'): { config: string; key: string } {
+  mkdirSync(dir, { recursive: true });
+  const model = {
+    id: 'bench-model',
+    name: 'Bench',
+    provider: 'bench',
+    created: 0,
+    context_window: 131072,
+    reasoning: false,
+    regions: ['local'],
+    pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
+    model_hash: 'sha256:' + 'ab'.repeat(32),
+  };
+  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [model] }));
+  const config = {
+    listen: { host: '127.0.0.1', port },
+    // Enough engine connections for the 1,000-stream memory test (the default pool is 256).
+    upstreams: { fake: { url: `http://127.0.0.1:${enginePort}/v1`, connections: 2048 } },
+    catalogue: 'models.yaml',
+    auth: { keys_file: 'api-keys' },
+    log: { level: logLevel },
+  };
+  writeFileSync(join(dir, 'sigil.yaml'), stringify(config));
+  const { key } = addKey(join(dir, 'api-keys'), 'bench');
+  return { config: join(dir, 'sigil.yaml'), key };
+}
+
+export async function startSigil(dir: string, engine: Engine, options: SigilOptions): Promise<Peer> {
+  const name: PeerName = options.receipts ? 'sigil-receipts' : 'sigil';
+  const port = await freePort();
+  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, options.logLevel);
+  const spawned = spawnLogged(process.execPath, [...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
+  const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
+  if (options.receipts) headers['x-service-receipt'] = 'true';
+  return pinnedProcess(name, spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers });
+}

@@ -1,0 +1,52 @@
+/**
+ * Receipt cost in µs of CPU, measured in-process with process.cpuUsage over N iterations of exactly
+ * what Sigil does per request: a receipt id, SHA-256 of the request and response bytes, the claims,
+ * and one ES256 signature (a stream adds a second signature: the model receipt in its header).
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { messageReceiptClaims, modelReceiptClaims, type ReceiptContext } from '../src/receipts/claims.ts';
+import { createReceiptSigner } from '../src/receipts/signer.ts';
+import { loadSigningKey } from '../src/receipts/signing-key.ts';
+
+export interface ReceiptCost {
+  iterations: number;
+  /** µs CPU: one ES256 signature over message-receipt claims. */
+  signUs: number;
+  /** µs CPU: SHA-256 of a request and a response body, hex. */
+  hashUs: number;
+  /** µs CPU: everything a JSON request with a receipt adds. */
+  jsonReceiptUs: number;
+  /** µs CPU: everything a stream with receipts adds (model + message receipt). */
+  streamReceiptUs: number;
+}
+
+const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+
+function cpuUsPer(iterations: number, fn: () => void): number {
+  for (let i = 0; i < Math.min(500, iterations); i++) fn();
+  const before = process.cpuUsage();
+  for (let i = 0; i < iterations; i++) fn();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / iterations;
+}
+
+export async function measureReceiptCost(iterations: number): Promise<ReceiptCost> {
+  const sign = createReceiptSigner(await loadSigningKey());
+  const ctx: ReceiptContext = { measurement: '00'.repeat(48), tee: 'none', policyHash: 'sha256:' + '11'.repeat(32) };
+  const model = { provider: 'bench', model_id: 'bench-model', model_hash: 'sha256:' + 'ab'.repeat(32) };
+  const request = Buffer.from(JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: 16 }));
+  const response = Buffer.from('x'.repeat(620));
+  const message = (responseHash: string) =>
+    sign(messageReceiptClaims(ctx, { receiptId: randomUUID(), model, nonce: '', now: new Date(), completionId: 'chatcmpl-0123456789abcdef', requestHash: sha256(request), responseHash }));
+  const signUs = cpuUsPer(iterations, () => sign(messageReceiptClaims(ctx, { receiptId: 'r', model, nonce: '', now: new Date(), completionId: 'c', requestHash: 'sha256:00', responseHash: 'sha256:00' })));
+  const hashUs = cpuUsPer(iterations, () => {
+    sha256(request);
+    sha256(response);
+  });
+  const jsonReceiptUs = cpuUsPer(iterations, () => message(sha256(response)));
+  const streamReceiptUs = cpuUsPer(iterations, () => {
+    sign(modelReceiptClaims(ctx, { receiptId: randomUUID(), model, nonce: '', now: new Date() }));
+    message(sha256(response));
+  });
+  return { iterations, signUs, hashUs, jsonReceiptUs, streamReceiptUs };
+}
