@@ -5,6 +5,7 @@ import { verifyEs256 } from '../../src/verify/es256.ts';
 import { isVerifyError } from '../../src/verify/errors.ts';
 import { importJwks } from '../../src/verify/jwks.ts';
 import { verifyCompactJws } from '../../src/verify/jws.ts';
+import { verifyOutcome } from './receipt-fixtures.ts';
 
 const VECTORS = new URL('../vectors/', import.meta.url);
 const load = <T>(path: string): T => JSON.parse(readFileSync(new URL(path, VECTORS), 'utf8')) as T;
@@ -18,17 +19,7 @@ interface JwsFile {
   testGroups: Array<{ comment: string; public?: unknown; private?: unknown; tests: Array<Case & { jws: string }> }>;
 }
 
-/** Runs a JWS through the receipt path (JWKS import, then compact verify); returns "valid" or the error code. */
-async function outcome(jws: string, keyset: unknown): Promise<string> {
-  const jwks = typeof keyset === 'object' && keyset !== null && 'keys' in keyset ? keyset : { keys: [keyset] };
-  try {
-    verifyCompactJws(jws, (await importJwks(jwks)).keys);
-    return 'valid';
-  } catch (err) {
-    if (isVerifyError(err)) return err.code;
-    throw err;
-  }
-}
+const outcome = verifyOutcome;
 
 function headerAlg(jws: string): unknown {
   try {

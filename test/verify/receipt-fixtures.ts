@@ -3,6 +3,9 @@ import type { KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import type { ReceiptClaims } from '../../src/verify/claims.ts';
 import { sha256Tagged } from '../../src/verify/digest.ts';
+import { isVerifyError } from '../../src/verify/errors.ts';
+import { importJwks } from '../../src/verify/jwks.ts';
+import { verifyCompactJws } from '../../src/verify/jws.ts';
 
 /** A test signer: a fresh P-256 key pair, its public JWK (kid = RFC 7638 thumbprint) and a compact-JWS signer. */
 export interface TestSigner {
@@ -60,4 +63,16 @@ export function messageClaims(overrides: Partial<ReceiptClaims> = {}): ReceiptCl
     response_hash: sha256Tagged(RESPONSE_BYTES),
     ...overrides,
   };
+}
+
+/** Runs a JWS through the receipt path (JWKS import, then compact verify): "valid", or the VerifyError code. A lone key is wrapped in a JWKS. */
+export async function verifyOutcome(jws: string, keyset: unknown): Promise<string> {
+  const jwks = typeof keyset === 'object' && keyset !== null && 'keys' in keyset ? keyset : { keys: [keyset] };
+  try {
+    verifyCompactJws(jws, (await importJwks(jwks)).keys);
+    return 'valid';
+  } catch (err) {
+    if (isVerifyError(err)) return err.code;
+    throw err;
+  }
 }
