@@ -1,12 +1,7 @@
-import { createHash } from 'node:crypto';
 import { fail, pass } from './check.ts';
 import type { Check } from './check.ts';
 import { canonicalJson } from './digest.ts';
-
-/** SPEC 5: REPORT_DATA = SHA-512(nonce bytes || UTF-8 of the JCS-canonical JWKS), as lowercase hex. */
-function reportDataHex(nonce: Uint8Array, jwks: unknown): string {
-  return createHash('sha512').update(nonce).update(canonicalJson(jwks), 'utf8').digest('hex');
-}
+import { expectedReportData } from './evidence/report-data.ts';
 
 function field(doc: unknown, name: string): unknown {
   return typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>)[name] : undefined;
@@ -42,7 +37,7 @@ export function verifyJwksBinding(doc: unknown, opts: { jwks: unknown; nonce: Ui
   const reportData = field(doc, 'report_data');
   let expected = '';
   try {
-    expected = reportDataHex(opts.nonce, opts.jwks);
+    expected = Buffer.from(expectedReportData(opts.nonce, opts.jwks as { keys: object[] })).toString('hex');
   } catch {
     expected = '';
   }
