@@ -1,6 +1,8 @@
 import { parseArgs } from 'node:util';
 import { addKey, keyId, readKeysFile, revokeKey } from '../auth/keys-file.ts';
 import { readConfigOrExit } from './config-arg.ts';
+import { revokeAcrossFleet } from '../fleet/join.ts';
+import { createLogger } from '../log/logger.ts';
 
 const USAGE = `usage: sigil keys add [--label NAME] [--config FILE]
        sigil keys list [--config FILE]
@@ -33,6 +35,10 @@ export async function run(argv: string[]): Promise<number> {
     if (action === 'revoke' && target !== undefined) {
       const revoked = revokeKey(file, target);
       process.stderr.write(`Revoked key ${keyId(revoked.hash)}.\n`);
+      if (config.fleet !== undefined) {
+        await revokeAcrossFleet(config.fleet, revoked.hash, createLogger('silent'));
+        process.stderr.write('Recorded in the fleet: every replica refuses it within seconds.\n');
+      }
       return 0;
     }
   } catch (err) {

@@ -10,6 +10,7 @@ import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
 import type { Jwks } from '../attestation/document.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
+import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
@@ -42,4 +43,6 @@ export interface AppContext {
   /** Pre-serialised bodies of the documents that only change on reload. */
   documents: { jwks: string; policy: string; startEvidence: string };
   attestation: { provider: AttestationProvider; startEvidence: RawEvidence };
+  /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
+  fleet?: FleetStatus;
 }

@@ -49,6 +49,8 @@ export function createReadyHandler(lifecycle: { draining: boolean }) {
       const down = Object.keys(engines).filter((name) => !engines[name]);
       throw httpError('not_ready', keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: signing keys are not loaded.');
     }
-    sendJson(res, 200, JSON.stringify({ status: 'ready', keys_loaded: true, engines }));
+    // Fleet mode: Redis down is `fleet: "degraded"` but still ready, since chat runs on local state meanwhile.
+    const fleet = ctx.fleet === undefined ? {} : { fleet: ctx.fleet.health() };
+    sendJson(res, 200, JSON.stringify({ status: 'ready', keys_loaded: true, engines, ...fleet }));
   };
 }

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { attestationDocument, type Jwks } from '../attestation/document.ts';
+import type { RawEvidence } from '../attestation/provider.ts';
+import { readKeysFile } from '../auth/keys-file.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import type { SigilConfig } from '../config/schema.ts';
+import type { Logger } from '../log/logger.ts';
+import type { SigningKey } from '../receipts/signing-key.ts';
+import { FleetConnection, type FleetStatus } from './connection.ts';
+import { KeyRegistry } from './key-registry.ts';
+import { RedisLimitCounters } from './limit-counters.ts';
+import { RedisReceiptStore } from './receipt-store.ts';
+import { fleetKeys } from './redis-keys.ts';
+import { FleetKeyRing, recordRevocation, RevocationWatcher } from './revocations.ts';
+
+export type FleetConfig = NonNullable<SigilConfig['fleet']>;
+
+/** The parts of a replica that the fleet shares; the server uses them in place of the local ones. */
+export interface Fleet {
+  readonly status: FleetStatus;
+  readonly keyRing: FleetKeyRing;
+  readonly counters: RedisLimitCounters;
+  readonly receiptStore: RedisReceiptStore;
+  /** The JWKS to serve now: this replica's key and its admitted peers'. */
+  readonly jwks: Jwks;
+  /** Called with the new JWKS whenever the fleet's view changes. */
+  onJwks(listener: (jwks: Jwks) => void): void;
+  /** Retires this replica's signing key and closes the connections. */
+  close(): Promise<void>;
+}
+
+export interface JoinFleetParts {
+  logger: Logger;
+  signingKey: SigningKey;
+  startEvidence: RawEvidence;
+}
+
+export function connectionOptions(fleet: FleetConfig, name: string, logger: Logger) {
+  return { url: fleet.redis_url, commandTimeoutMs: fleet.command_timeout_ms, connectTimeoutMs: fleet.connect_timeout_ms, name, logger };
+}
+
+/**
+ * Joins the fleet that `fleet` (the config's `fleet` section) names. Redis being unreachable at start is not an error: the
+ * replica starts degraded, on local state, and joins when Redis answers.
+ */
+export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts: JoinFleetParts): Promise<Fleet> {
+  const logger = parts.logger.child({ fleet: fleet.namespace });
+  const replicaId = fleet.replica_id ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
+  const keys = fleetKeys(fleet.namespace);
+  const connection = new FleetConnection(connectionOptions(fleet, `sigil:${replicaId}`, logger));
+  const subscriber = connection.duplicate(`sigil:${replicaId}:sub`);
+
+  const watcher = new RevocationWatcher({ connection, subscriber, keys, pollMs: fleet.revocation_poll_ms, logger });
+  const registry = new KeyRegistry({
+    connection,
+    keys,
+    replicaId,
+    signingKey: parts.signingKey,
+    attestation: attestationDocument(parts.startEvidence, new Uint8Array(0), { keys: [parts.signingKey.publicJwk] }),
+    ttlMs: fleet.key_ttl_s * 1000,
+    retentionMs: config.receipts.retention_s * 1000,
+    admission: { tee: parts.startEvidence.tee, measurements: new Set([parts.startEvidence.measurement.toLowerCase(), ...fleet.trusted_measurements]) },
+    logger,
+  });
+  subscriber.client.on('message', (channel: string) => {
+    if (channel === keys.membershipChannel) void registry.refresh();
+  });
+  subscriber.client.on('ready', () => {
+    subscriber.client.subscribe(keys.revocationChannel, keys.membershipChannel).catch(() => undefined);
+  });
+  connection.onHealth((health) => {
+    if (health !== 'up') return;
+    void watcher.poll();
+    void registry.refresh();
+  });
+
+  const [health] = await Promise.all([connection.connect(fleet.connect_timeout_ms), subscriber.connect(fleet.connect_timeout_ms)]);
+  if (health === 'degraded') logger.warn({ replica_id: replicaId }, 'fleet: Redis not reachable at start; running on local state and retrying');
+  await Promise.all([watcher.start(), registry.start()]);
+  logger.info({ replica_id: replicaId, kid: parts.signingKey.kid, health, jwks_keys: registry.jwks.keys.length }, 'fleet: joined');
+
+  return {
+    status: { replicaId, health: () => connection.health },
+    keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
+    counters: new RedisLimitCounters(connection, keys),
+    receiptStore: new RedisReceiptStore(connection, keys, { retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    get jwks() {
+      return registry.jwks;
+    },
+    onJwks: (listener) => registry.onChange(listener),
+    async close() {
+      watcher.stop();
+      await registry.stop();
+      await Promise.all([subscriber.close(), connection.close()]);
+    },
+  };
+}
+
+/**
+ * `sigil keys revoke` in fleet mode: records the revoked hash in Redis and announces it, so every
+ * replica refuses the key within seconds. Rejects when Redis cannot be reached.
+ */
+export async function revokeAcrossFleet(fleet: FleetConfig, keyHash: string, logger: Logger): Promise<void> {
+  const connection = new FleetConnection(connectionOptions(fleet, 'sigil:keys-revoke', logger));
+  try {
+    if ((await connection.connect(fleet.connect_timeout_ms)) !== 'up') throw new Error(`the key is out of this keys file, but Redis at ${new URL(fleet.redis_url).host} is not reachable: other replicas accept it until their keys files change`);
+    await recordRevocation(connection, fleetKeys(fleet.namespace), keyHash);
+  } finally {
+    await connection.close();
+  }
+}

@@ -1,0 +1,151 @@
+import type { AttestationDocument, Jwks } from '../attestation/document.ts';
+import type { Logger } from '../log/logger.ts';
+import type { SigningKey } from '../receipts/signing-key.ts';
+import type { FleetConnection } from './connection.ts';
+import { admitPeerKey, type AdmissionPolicy, type PublicJwk, type PublishedKey } from './peer-admission.ts';
+import type { FleetKeys } from './redis-keys.ts';
+import { REDIS_NOW_MS, RedisScript } from './script.ts';
+
+/** Marks the key alive; returns 0 when its entry is gone (first start, or Redis lost it) so the caller re-sends it. */
+const HEARTBEAT = new RedisScript(`${REDIS_NOW_MS}
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+return redis.call('PEXPIRE', KEYS[2], ARGV[2])`);
+
+const PUBLISH = new RedisScript(`${REDIS_NOW_MS}
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+return now`);
+
+/** Back-dates the last heartbeat by one TTL: the key is retired from now on, and kept for the retention window. */
+const RETIRE = new RedisScript(`${REDIS_NOW_MS}
+return redis.call('ZADD', KEYS[1], 'XX', now - tonumber(ARGV[2]), ARGV[1])`);
+
+/** Prunes keys retired longer than the retention window and lists the rest: kid, last heartbeat, ... */
+const LIST = new RedisScript(`${REDIS_NOW_MS}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
+return redis.call('ZRANGE', KEYS[1], 0, -1)`);
+
+export interface KeyRegistryOptions {
+  connection: FleetConnection;
+  keys: FleetKeys;
+  replicaId: string;
+  signingKey: SigningKey;
+  /** This replica's start evidence, binding `{keys: [its JWK]}` with an empty nonce. */
+  attestation: AttestationDocument;
+  /** A key whose replica has not refreshed it for this long is retired. */
+  ttlMs: number;
+  /** How long a retired key stays in the JWKS: the receipt retention. */
+  retentionMs: number;
+  admission: AdmissionPolicy;
+  logger: Logger;
+}
+
+/** The refresh runs this many times per TTL, so one or two missed refreshes do not retire a live key. */
+const REFRESHES_PER_TTL = 3;
+
+/**
+ * The fleet's signing keys. Each replica publishes its public key with its start evidence, and
+ * refreshes a heartbeat (ZSET score, Redis clock) every TTL/3. Every replica serves as its JWKS its
+ * own key plus every admitted peer key whose heartbeat is younger than TTL + retention: live keys,
+ * and keys retired within the receipt retention window. When Redis is unreachable the last good
+ * view stays in use.
+ */
+export class KeyRegistry {
+  readonly #o: KeyRegistryOptions;
+  readonly #own: PublicJwk;
+  readonly #entry: string;
+  /** Admission verdicts per kid, so a peer's evidence is verified once, not at every refresh. */
+  readonly #verdicts = new Map<string, { jwk: PublicJwk | null; seenAt: number }>();
+  readonly #listeners = new Set<(jwks: Jwks) => void>();
+  #view: Jwks;
+  #viewText: string;
+  #timer: NodeJS.Timeout | undefined;
+  #refreshing: Promise<void> | undefined;
+
+  constructor(options: KeyRegistryOptions) {
+    this.#o = options;
+    this.#own = options.signingKey.publicJwk as unknown as PublicJwk;
+    const entry: PublishedKey = { replica_id: options.replicaId, kid: options.signingKey.kid, attestation: options.attestation, published_at: new Date().toISOString() };
+    this.#entry = JSON.stringify(entry);
+    this.#view = { keys: [{ ...this.#own }] };
+    this.#viewText = JSON.stringify(this.#view);
+  }
+
+  /** The JWKS to serve now. */
+  get jwks(): Jwks {
+    return this.#view;
+  }
+
+  onChange(listener: (jwks: Jwks) => void): void {
+    this.#listeners.add(listener);
+  }
+
+  /** Publishes this replica's key, reads the fleet's, and keeps both fresh until `stop`. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.#timer = setInterval(() => void this.refresh(), Math.max(100, Math.floor(this.#o.ttlMs / REFRESHES_PER_TTL)));
+    this.#timer.unref();
+  }
+
+  /** One heartbeat and one re-read; concurrent callers share the one in progress. Never rejects. */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#refresh().finally(() => (this.#refreshing = undefined));
+    return this.#refreshing;
+  }
+
+  /** Stops refreshing and marks this replica's key retired (best effort: otherwise it retires by TTL). */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#refreshing;
+    if (!this.#o.connection.up) return;
+    await RETIRE.run(this.#o.connection.client, [this.#o.keys.signingKeys], [this.#own.kid, this.#o.ttlMs]).catch(() => undefined);
+  }
+
+  async #refresh(): Promise<void> {
+    const { connection, keys } = this.#o;
+    if (!connection.up) return;
+    try {
+      const client = connection.client;
+      const entryKey = keys.signingKeyPrefix + this.#own.kid;
+      const entryTtl = this.#o.ttlMs + this.#o.retentionMs;
+      const alive = await HEARTBEAT.run(client, [keys.signingKeys, entryKey], [this.#own.kid, entryTtl]);
+      if (Number(alive) === 0) {
+        await PUBLISH.run(client, [keys.signingKeys, entryKey], [this.#own.kid, entryTtl, this.#entry]);
+        await client.publish(keys.membershipChannel, this.#own.kid);
+      }
+      const kids = (await LIST.run(client, [keys.signingKeys], [entryTtl])) as string[];
+      const unknown = kids.filter((kid) => kid !== this.#own.kid && !this.#verdicts.has(kid));
+      const entries = unknown.length === 0 ? [] : await client.mget(unknown.map((kid) => keys.signingKeyPrefix + kid));
+      for (const [i, kid] of unknown.entries()) {
+        const text = entries[i];
+        if (text === null || text === undefined) continue;
+        const admission = await admitPeerKey(text, kid, this.#o.admission);
+        if ('rejected' in admission) this.#o.logger.warn({ kid, reason: admission.rejected }, 'fleet: a peer signing key is not served');
+        this.#verdicts.set(kid, { jwk: 'jwk' in admission ? admission.jwk : null, seenAt: 0 });
+      }
+      const now = Date.now();
+      for (const kid of kids) {
+        const verdict = this.#verdicts.get(kid);
+        if (verdict !== undefined) verdict.seenAt = now;
+      }
+      // A key Redis no longer lists (pruned, or lost with a Redis restart) is still served until its window ends here.
+      for (const [kid, verdict] of this.#verdicts) if (verdict.seenAt <= now - entryTtl) this.#verdicts.delete(kid);
+      this.#setView();
+    } catch (err) {
+      this.#o.connection.noteFailure(err);
+      this.#o.logger.debug({ err: (err as Error).message }, 'fleet: key registry not refreshed; the last view stays');
+    }
+  }
+
+  #setView(): void {
+    const peers = [...this.#verdicts.values()].map((v) => v.jwk).filter((jwk): jwk is PublicJwk => jwk !== null);
+    const all = [this.#own, ...peers].sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+    const view: Jwks = { keys: all.map((jwk) => ({ ...jwk })) };
+    const text = JSON.stringify(view);
+    if (text === this.#viewText) return;
+    this.#view = view;
+    this.#viewText = text;
+    this.#o.logger.info({ keys: all.map((k) => k.kid) }, 'fleet: JWKS changed');
+    for (const listener of this.#listeners) listener(view);
+  }
+}

@@ -1,0 +1,65 @@
+import { calculateJwkThumbprint } from 'jose';
+import type { AttestationDocument } from '../attestation/document.ts';
+import type { Tee } from '../attestation/provider.ts';
+import { verifyAttestationDocument } from '../verify/attestation.ts';
+
+/** What a replica publishes in the registry: its public key and the start evidence that binds it. */
+export interface PublishedKey {
+  replica_id: string;
+  kid: string;
+  attestation: AttestationDocument;
+  published_at: string;
+}
+
+/** The public JWK as the JWKS serves it: only the fields a verifier uses. */
+export interface PublicJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  kid: string;
+  use: 'sig';
+  alg: 'ES256';
+}
+
+export interface AdmissionPolicy {
+  tee: Tee;
+  /** Launch measurements whose keys this replica serves: its own, plus any the operator trusts (rolling upgrades). */
+  measurements: ReadonlySet<string>;
+}
+
+export type Admission = { jwk: PublicJwk } | { rejected: string };
+
+/**
+ * Decides whether a peer's key may enter this replica's JWKS. The peer's start evidence must bind
+ * exactly its one key and show a trusted measurement; on hardware, its signature chain must verify up
+ * to AMD's or Intel's root. A replica without hardware (tee none) admits only peers without hardware,
+ * so a development fleet never mixes with a real one. Redis is thus not trusted with keys, only with
+ * carrying them.
+ */
+export async function admitPeerKey(text: string, kid: string, policy: AdmissionPolicy): Promise<Admission> {
+  let doc: PublishedKey;
+  try {
+    doc = JSON.parse(text) as PublishedKey;
+  } catch {
+    return { rejected: 'the registry entry is not JSON' };
+  }
+  const attestation = doc.attestation;
+  const bound = attestation?.jwks?.keys;
+  if (!Array.isArray(bound) || bound.length !== 1) return { rejected: 'the attestation document does not bind exactly one key' };
+  const { kty, crv, x, y } = bound[0] as Record<string, unknown>;
+  if (kty !== 'EC' || crv !== 'P-256' || typeof x !== 'string' || typeof y !== 'string') return { rejected: 'the bound key is not an EC P-256 key' };
+  if ((await calculateJwkThumbprint({ kty, crv, x, y }, 'sha256')) !== kid) return { rejected: 'the kid is not the thumbprint of the bound key' };
+  if (attestation.tee !== policy.tee) return { rejected: `tee ${String(attestation.tee)} differs from this replica's ${policy.tee}` };
+  if (typeof attestation.measurement !== 'string' || !policy.measurements.has(attestation.measurement.toLowerCase())) {
+    return { rejected: `measurement ${String(attestation.measurement)} is not trusted` };
+  }
+  if (policy.tee !== 'none') {
+    const checks = await verifyAttestationDocument(attestation, { jwks: { keys: [bound[0] as object] }, nonce: new Uint8Array(0), expectedMeasurement: attestation.measurement });
+    const failed = checks.filter((c) => !c.ok);
+    if (failed.length > 0) return { rejected: failed.map((c) => c.detail).join('; ') };
+  } else if (attestation.evidence !== null) {
+    return { rejected: 'a tee none document carries evidence' };
+  }
+  return { jwk: { kty, crv, x, y, kid, use: 'sig', alg: 'ES256' } };
+}

@@ -1,0 +1,36 @@
+/**
+ * Every name this fleet uses in Redis, under one namespace so that several fleets (or a test) can
+ * share a server. Single-instance Redis is assumed: scripts read keys they derive from a prefix.
+ */
+export interface FleetKeys {
+  /** ZSET kid → last heartbeat (Redis clock, ms). Live, retired or pruned is decided from the score. */
+  signingKeys: string;
+  /** STRING per kid: the published JWK and its attestation document; expires when it can no longer be served. */
+  signingKeyPrefix: string;
+  /** ZSET API-key hash → revocation time (ms). Permanent: a revoked key never comes back. */
+  revokedApiKeys: string;
+  /** Pub/sub: a revoked API-key hash. */
+  revocationChannel: string;
+  /** Pub/sub: a kid that just joined, so peers refresh their JWKS at once. */
+  membershipChannel: string;
+  /** Fixed-window counters: `<prefix><name>:<window index>`. */
+  windowPrefix: string;
+  /** ZSET per name of concurrency slots: token → expiry (ms). */
+  slotPrefix: string;
+  /** STRING per receipt id: `{owner, jws}` with the retention as PX. */
+  receiptPrefix: string;
+}
+
+export function fleetKeys(namespace: string): FleetKeys {
+  const ns = `${namespace}:`;
+  return {
+    signingKeys: `${ns}signing-keys`,
+    signingKeyPrefix: `${ns}signing-key:`,
+    revokedApiKeys: `${ns}revoked-api-keys`,
+    revocationChannel: `${ns}revocations`,
+    membershipChannel: `${ns}members`,
+    windowPrefix: `${ns}window:`,
+    slotPrefix: `${ns}slots:`,
+    receiptPrefix: `${ns}receipt:`,
+  };
+}
