@@ -202,6 +202,29 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     expect(replicas[0]!.logs.some((line) => line.includes(kid) && line.includes('is not trusted'))).toBe(true);
   });
 
+  it('a Redis that stops answering costs at most one command timeout, then chat runs on local state until it answers again', async () => {
+    const [a] = replicas as [TestSigil];
+    redis.pause();
+    try {
+      const started = Date.now();
+      const took: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const t = Date.now();
+        const res = await post(a, keys.outage, { receipt: true });
+        await res.arrayBuffer();
+        expect(res.status).toBe(200);
+        took.push(Date.now() - t);
+      }
+      // command_timeout_ms is 250: the first request pays it once per Redis command, the others not at all.
+      expect(took.slice(1).every((ms) => ms < 200)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(1500);
+      expect((await readyz(a)).body.fleet).toBe('degraded');
+    } finally {
+      redis.resume();
+    }
+    await eventually(() => readyz(a), (r) => r.body.fleet === 'up', 5000);
+  });
+
   describe('when Redis dies', () => {
     let jwksBefore: { keys: JWK[] };
 

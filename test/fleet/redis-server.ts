@@ -9,6 +9,9 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port, empty. */
   start(): Promise<void>;
+  /** SIGSTOP / SIGCONT: connected but not answering, like an overloaded or partitioned server. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -58,5 +61,5 @@ export async function startTestRedis(): Promise<TestRedis> {
     await exited;
   };
   await start();
-  return { port, url: `redis://127.0.0.1:${port}`, kill, start, stop: kill };
+  return { port, url: `redis://127.0.0.1:${port}`, kill, start, stop: kill, pause: () => child?.kill('SIGSTOP'), resume: () => child?.kill('SIGCONT') };
 }

@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attestationDocument } from '../../src/attestation/document.ts';
+import { createNoneProvider } from '../../src/attestation/none.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import { FleetConnection } from '../../src/fleet/connection.ts';
+import { joinFleet } from '../../src/fleet/join.ts';
+import { KeyRegistry } from '../../src/fleet/key-registry.ts';
+import { RedisLimitCounters } from '../../src/fleet/limit-counters.ts';
+import { RedisReceiptStore } from '../../src/fleet/receipt-store.ts';
+import { fleetKeys } from '../../src/fleet/redis-keys.ts';
+import { createLogger } from '../../src/log/logger.ts';
+import { loadSigningKey } from '../../src/receipts/signing-key.ts';
+import { redisServerInstalled, startTestRedis, type TestRedis } from './redis-server.ts';
+
+const installed = redisServerInstalled();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const logLines: string[] = [];
+const logger = createLogger(
+  'info',
+  new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  }),
+);
+
+let redis: TestRedis;
+const connections: FleetConnection[] = [];
+
+async function connect(url = redis.url): Promise<FleetConnection> {
+  const connection = new FleetConnection({ url, commandTimeoutMs: 250, connectTimeoutMs: 1000, name: 'test', logger });
+  connections.push(connection);
+  expect(await connection.connect(2000)).toBe('up');
+  return connection;
+}
+
+beforeAll(async () => {
+  if (installed) redis = await startTestRedis();
+});
+
+afterAll(async () => {
+  if (!installed) return;
+  await Promise.all(connections.map((c) => c.close()));
+  await redis.stop();
+});
+
+describe.skipIf(!installed)('RedisLimitCounters', () => {
+  it('counts one window atomically across many replicas adding at once', async () => {
+    const keys = fleetKeys(`t-${randomBytes(3).toString('hex')}`);
+    const replicas = await Promise.all([1, 2, 3, 4, 5].map(async () => new RedisLimitCounters(await connect(), keys)));
+    const totals = await Promise.all(replicas.flatMap((r) => Array.from({ length: 20 }, () => r.add('rpm:k', 1, 60_000))));
+    expect(totals.map((t) => t.total).sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect((await replicas[0]!.peek('rpm:k', 60_000)).total).toBe(100);
+    expect(totals[0]!.resetAt % 60_000).toBe(0);
+  });
+
+  it('shares concurrency slots, and frees a slot whose holder died once its TTL passes', async () => {
+    const keys = fleetKeys(`t-${randomBytes(3).toString('hex')}`);
+    const a = new RedisLimitCounters(await connect(), keys);
+    const b = new RedisLimitCounters(await connect(), keys);
+    expect(await a.acquire('conc:k', 2, 400)).toBe(true);
+    expect(await b.acquire('conc:k', 2, 400)).toBe(true);
+    expect(await b.acquire('conc:k', 2, 400)).toBe(false);
+    await b.release('conc:k');
+    expect(await a.acquire('conc:k', 2, 400)).toBe(true);
+    expect(await b.acquire('conc:k', 2, 400)).toBe(false);
+    // Replica a "dies" holding two slots: they expire on their own.
+    await sleep(450);
+    expect(await b.acquire('conc:k', 2, 400)).toBe(true);
+    expect(await b.acquire('conc:k', 2, 400)).toBe(true);
+  });
+});
+
+describe.skipIf(!installed)('RedisReceiptStore', () => {
+  it('gives a receipt to its owner on any replica, and forgets it after the retention', async () => {
+    const keys = fleetKeys(`t-${randomBytes(3).toString('hex')}`);
+    const a = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
+    const b = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
+    await a.put('r1', 'owner', 'h.p.s');
+    expect(await b.get('r1', 'owner')).toBe('h.p.s');
+    expect(await b.get('r1', 'someone-else')).toBeUndefined();
+    await sleep(1100);
+    expect(await b.get('r1', 'owner')).toBeUndefined();
+  });
+});
+
+describe.skipIf(!installed)('KeyRegistry', () => {
+  async function registry(namespace: string, retentionMs: number) {
+    const signingKey = await loadSigningKey();
+    const evidence = await createNoneProvider().collect(new Uint8Array(64));
+    const r = new KeyRegistry({
+      connection: await connect(),
+      keys: fleetKeys(namespace),
+      replicaId: signingKey.kid.slice(0, 6),
+      signingKey,
+      attestation: attestationDocument(evidence, new Uint8Array(0), { keys: [signingKey.publicJwk] }),
+      ttlMs: 300,
+      retentionMs,
+      admission: { tee: 'none', measurements: new Set([evidence.measurement]) },
+      logger,
+    });
+    await r.start();
+    return { registry: r, kid: signingKey.kid };
+  }
+
+  it('serves a retired key for the retention window, then drops it', async () => {
+    const ns = `t-${randomBytes(3).toString('hex')}`;
+    const a = await registry(ns, 700);
+    const b = await registry(ns, 700);
+    await a.registry.refresh();
+    expect(a.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([a.kid, b.kid].sort());
+    await b.registry.stop();
+    const stoppedAt = Date.now();
+    await sleep(400);
+    await a.registry.refresh();
+    expect(a.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([a.kid, b.kid].sort());
+    while (a.registry.jwks.keys.length > 1 && Date.now() - stoppedAt < 3000) await sleep(50);
+    expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(700);
+    await a.registry.stop();
+  });
+});
+
+describe.skipIf(!installed)('joinFleet', () => {
+  it('starts degraded when Redis is down, then joins on its own when Redis comes up', async () => {
+    const down = await startTestRedis();
+    await down.kill();
+    const config = parseConfig(
+      JSON.stringify({ auth: { keys_file: 'none' }, fleet: { redis_url: down.url, namespace: 'late', key_ttl_s: 1, connect_timeout_ms: 300 } }),
+      '/tmp/sigil.yaml',
+    );
+    const signingKey = await loadSigningKey();
+    const started = Date.now();
+    const fleet = await joinFleet(config.fleet!, config, { logger, signingKey, startEvidence: await createNoneProvider().collect(new Uint8Array(64)) });
+    try {
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect(fleet.status.health()).toBe('degraded');
+      expect(fleet.jwks.keys.map((k) => k.kid)).toEqual([signingKey.kid]);
+      expect((await fleet.counters.add('rpm:x', 1, 60_000)).total).toBe(1);
+      await down.start();
+      const deadline = Date.now() + 5000;
+      while (fleet.status.health() !== 'up' && Date.now() < deadline) await sleep(50);
+      expect(fleet.status.health()).toBe('up');
+      const inspector = await connect(down.url);
+      while ((await inspector.client.zrange('late:signing-keys', 0, -1)).length === 0 && Date.now() < deadline) await sleep(50);
+      expect(await inspector.client.zrange('late:signing-keys', 0, -1)).toEqual([signingKey.kid]);
+    } finally {
+      await fleet.close();
+      await down.stop();
+    }
+  });
+});
