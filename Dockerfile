@@ -1,9 +1,10 @@
-# Sigil: attested reverse proxy. Multi-stage: dependencies are installed in a builder stage and the
+# Sigil: attested reverse proxy. Multi-stage: dependencies are installed in a first stage and the
 # runtime image holds only production modules and sources, running as a non-root user.
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --omit=optional --no-audit --no-fund
+# npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
+RUN npm install --omit=dev --omit=optional --no-audit --no-fund
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
