@@ -1,30 +1,8 @@
 import type { Tee } from '../attestation/provider.ts';
+// SPEC 3's payload is declared once, by the verifier, so signer and verifier cannot disagree.
+import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../verify/claims.ts';
 
-/** SPEC 3: the receipt payload. `schema_version` is the semantic version of this shape. */
-export const RECEIPT_SCHEMA_VERSION = '1.0.0';
-
-export interface SelectedModel {
-  provider: string;
-  model_id: string;
-  model_hash: string;
-}
-
-export interface ReceiptClaims {
-  schema_version: typeof RECEIPT_SCHEMA_VERSION;
-  receipt_type: 'model' | 'message';
-  receipt_id: string;
-  enclave_measurement: string;
-  tee: Tee;
-  policy_hash: string;
-  selected_model: SelectedModel;
-  nonce: string;
-  issued_at: string;
-  iat: number;
-  attestation_hash?: string;
-  completion_id?: string;
-  request_hash?: string;
-  response_hash?: string;
-}
+export { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel };
 
 /** What stays the same for every receipt this process signs until the policy changes. */
 export interface ReceiptContext {
