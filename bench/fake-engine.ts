@@ -33,12 +33,14 @@ interface ChatRequest {
   stream: boolean;
   tokens: number;
   includeUsage: boolean;
+  chunkMs: number | undefined;
 }
 
 function readRequest(body: Buffer): ChatRequest {
-  const parsed = JSON.parse(body.toString('utf8')) as { model?: unknown; stream?: unknown; max_tokens?: unknown; stream_options?: { include_usage?: unknown } };
+  const parsed = JSON.parse(body.toString('utf8')) as { model?: unknown; stream?: unknown; max_tokens?: unknown; stream_options?: { include_usage?: unknown }; bench_chunk_ms?: unknown };
   const tokens = typeof parsed.max_tokens === 'number' && parsed.max_tokens > 0 ? Math.min(parsed.max_tokens, 100_000) : DEFAULT_TOKENS;
-  return { model: String(parsed.model ?? 'bench-model'), stream: parsed.stream === true, tokens, includeUsage: parsed.stream_options?.include_usage === true };
+  const chunkMs = typeof parsed.bench_chunk_ms === 'number' && parsed.bench_chunk_ms >= 0 ? parsed.bench_chunk_ms : undefined;
+  return { model: String(parsed.model ?? 'bench-model'), stream: parsed.stream === true, tokens, includeUsage: parsed.stream_options?.include_usage === true, chunkMs };
 }
 
 function jsonBody(r: ChatRequest): string {
@@ -98,7 +100,7 @@ export function createFakeEngine(options: FakeEngineOptions): Server {
       return;
     }
     if (r.stream) {
-      sendStream(res, r, options.chunkMs);
+      sendStream(res, r, r.chunkMs ?? options.chunkMs);
       return;
     }
     const answer = () => {

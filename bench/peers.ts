@@ -155,6 +155,8 @@ export function writeSigilConfig(dir: string, enginePort: number, port: number, 
     upstreams: { fake: { url: `http://127.0.0.1:${enginePort}/v1`, connections: 2048 } },
     catalogue: 'models.yaml',
     auth: { keys_file: 'api-keys' },
+    // One bench key opens the 1,000 streams of the memory test (defaults: 1,024 in all, 64 per key).
+    limits: { max_concurrent: 4096, max_concurrent_per_key: 4096 },
     log: { level: logLevel },
   };
   writeFileSync(join(dir, 'sigil.yaml'), stringify(config));

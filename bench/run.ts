@@ -67,7 +67,9 @@ const plan = {
   streamTokensC1: 2,
   streamTokensC50: 16,
   memoryStreams: 1000,
-  memoryTokens: quick ? 600 : 1000,
+  // 1,000 streams at 20 tokens/s each (50 ms apart) for 5 s: 20,000 events/s, all open at once.
+  memoryChunkMs: 50,
+  memoryTokens: quick ? 60 : 100,
   memorySettleMs: quick ? 3000 : 5000,
   receiptIterations: quick ? 1000 : 4000,
 };
@@ -75,8 +77,14 @@ const plan = {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (msg: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
-const body = (stream: boolean, tokens: number) =>
-  JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: tokens, ...(stream ? { stream: true } : {}) });
+const body = (stream: boolean, tokens: number, chunkMs?: number) =>
+  JSON.stringify({
+    model: 'bench-model',
+    messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }],
+    max_tokens: tokens,
+    ...(stream ? { stream: true } : {}),
+    ...(chunkMs !== undefined ? { bench_chunk_ms: chunkMs } : {}),
+  });
 
 function ensureTools(): void {
   const missing = [wrkVersion() === undefined ? 'wrk' : '', nginxVersion() === undefined ? 'nginx' : ''].filter(Boolean);
@@ -191,7 +199,7 @@ async function memoryTest(worker: LoadWorker, peer: Peer): Promise<MemorySample>
   let opened = 0;
   const sampler = setInterval(() => (peakMb = Math.max(peakMb, rssMb(pids))), 100);
   const result = await worker.run(
-    { kind: 'hold', target: peer.target, body: body(true, plan.memoryTokens), streams: plan.memoryStreams, tokens: plan.memoryTokens },
+    { kind: 'hold', target: peer.target, body: body(true, plan.memoryTokens, plan.memoryChunkMs), streams: plan.memoryStreams, tokens: plan.memoryTokens },
     (n) => {
       opened = n;
       peakMb = Math.max(peakMb, rssMb(pids));
