@@ -20,6 +20,8 @@ return 1`);
 /** A window key lives this much past its window's end, so a replica with a slightly late clock still finds it. */
 const WINDOW_SLACK_MS = 5_000;
 const LOCAL = null;
+/** How often slots whose release failed are retried (they also expire on their own after the slot TTL). */
+const RELEASE_RETRY_MS = 1000;
 
 /**
  * Per-key limits counted across the fleet with atomic Redis scripts. When Redis is unreachable (or
@@ -35,6 +37,7 @@ export class RedisLimitCounters implements LimitCounters {
   readonly #held = new Map<string, Array<string | typeof LOCAL>>();
   /** Redis slots whose release failed; retried when Redis is back (else they expire after their TTL). */
   #unreleased: Array<[string, string]> = [];
+  #retryTimer: NodeJS.Timeout | undefined;
 
   constructor(connection: FleetConnection, keys: FleetKeys, now: () => number = Date.now) {
     this.#connection = connection;
@@ -79,6 +82,8 @@ export class RedisLimitCounters implements LimitCounters {
         if (Number(granted) !== 1) return false;
       } catch (err) {
         this.#connection.noteFailure(err);
+        // A timed-out script may still have run: free its token once Redis answers again.
+        this.#releaseLater(this.#keys.slotPrefix + name, token);
         token = LOCAL;
       }
     }
@@ -101,13 +106,29 @@ export class RedisLimitCounters implements LimitCounters {
       await this.#connection.client.zrem(key, token);
     } catch (err) {
       this.#connection.noteFailure(err);
-      this.#unreleased.push([key, token]);
+      this.#releaseLater(key, token);
     }
   }
 
+  #releaseLater(key: string, token: string): void {
+    this.#unreleased.push([key, token]);
+    this.#scheduleRetry();
+  }
+
+  #scheduleRetry(): void {
+    this.#retryTimer ??= setTimeout(() => {
+      this.#retryTimer = undefined;
+      void this.#retryReleases();
+    }, RELEASE_RETRY_MS).unref();
+  }
+
   async #retryReleases(): Promise<void> {
+    if (this.#unreleased.length === 0) return;
+    if (!this.#connection.up) return this.#scheduleRetry();
     const pending = this.#unreleased;
     this.#unreleased = [];
-    for (const [key, token] of pending) await this.#connection.client.zrem(key, token).catch(() => this.#unreleased.push([key, token]));
+    for (const [key, token] of pending) {
+      await this.#connection.client.zrem(key, token).catch(() => this.#releaseLater(key, token));
+    }
   }
 }
