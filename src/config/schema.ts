@@ -3,7 +3,10 @@ import { z } from 'zod';
 /** SPEC 7: the shape of sigil.yaml. Every object is strict, so an unknown key fails at start. */
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
-const FRAMING_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type']);
+/** Headers that belong to one connection or to the body's framing: never forwarded, whatever the config says. */
+export const UNFORWARDABLE_HEADERS = new Set([
+  'host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'expect',
+]);
 
 const upstream = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
@@ -21,7 +24,7 @@ const upstream = z.strictObject({
         .string()
         .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be a header name')
         .transform((h) => h.toLowerCase())
-        .refine((h) => !FRAMING_HEADERS.has(h), 'framing headers (host, content-length, transfer-encoding, connection) are never forwarded'),
+        .refine((h) => !UNFORWARDABLE_HEADERS.has(h), 'hop-by-hop and framing headers (host, content-length, transfer-encoding, connection, keep-alive, te, trailer, upgrade, expect, ...) are never forwarded'),
     )
     .default([]),
 });

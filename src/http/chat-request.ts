@@ -90,5 +90,10 @@ export function upstreamBody(raw: Buffer, request: ChatRequest): Buffer {
   const rename = request.model.upstream_model !== request.model.id;
   if (!rename && !('region' in request.body)) return raw;
   const { region: _region, ...rest } = request.body;
-  return Buffer.from(JSON.stringify({ ...rest, model: request.model.upstream_model }));
+  try {
+    return Buffer.from(JSON.stringify({ ...rest, model: request.model.upstream_model }));
+  } catch {
+    // JSON.stringify recurses: a body nested thousands deep parses but cannot be written again.
+    throw httpError('invalid_value', 'The request body is nested too deeply to forward.');
+  }
 }

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AppContext } from './context.ts';
 import { HttpError, httpError, sendError, toHttpError } from './errors.ts';
 import type { RequestLog } from './request-log.ts';
+import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { handleChatCompletions } from './routes/chat.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
@@ -11,7 +12,7 @@ import { createAttestationHandler, handleJwks, handlePolicy } from './routes/ver
 import { createMetricsHandler } from './routes/metrics.ts';
 import { createCors } from './cors.ts';
 
-type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL, log: RequestLog) => void | Promise<void>;
+type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
 
 interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
@@ -81,7 +82,7 @@ export function createRequestHandler(state: AppState) {
     });
 
     try {
-      const url = new URL(req.url ?? '/', 'http://sigil.invalid');
+      const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       log.route = matched.name;

@@ -20,9 +20,13 @@ export function engineFailure(err: unknown): HttpError {
 /** The engine's headers: its own credentials, the JSON framing, and only the client headers configured to pass. */
 function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const name of upstream.forwardHeaders) {
-    const value = client[name];
-    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  if (upstream.forwardHeaders.length > 0) {
+    // RFC 9110 7.6.1: headers the client names in Connection are for this hop only.
+    const hopOnly = new Set((client.connection ?? '').toLowerCase().split(',').map((t) => t.trim()));
+    for (const name of upstream.forwardHeaders) {
+      const value = client[name];
+      if (value !== undefined && !hopOnly.has(name)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    }
   }
   return { ...headers, ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) };
 }

@@ -25,6 +25,7 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     ['a missing required key', 'listen: {port: 0}\n', 'auth: Invalid input'],
     ['a bad upstream url', 'auth: {keys_file: k}\nupstreams: {a: {url: "ftp://x"}}\n', 'upstreams.a.url: Invalid URL'],
     ['an unknown attestation provider', 'auth: {keys_file: k}\nattestation: {provider: sgx}\n', 'attestation.provider: Invalid option'],
+    ['a hop-by-hop header to forward', 'auth: {keys_file: k}\nupstreams: {a: {url: "http://127.0.0.1:1/v1", forward_headers: [Keep-Alive]}}\n', 'upstreams.a.forward_headers.0: hop-by-hop'],
   ])('%s', (_name, yaml, message) => {
     const dir = configDir(yaml);
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);

@@ -314,8 +314,8 @@ describe('request validation never crashes and never answers 5xx for client garb
       fc.constantFrom('v1', 'chat', 'completions', 'models', 'receipts', 'verify', 'jwks.json', 'healthz', '..', '.', '%2e%2e', '%2F', '%', '%zz', '%00', 'same', ''),
       fc.string({ unit: fc.constantFrom(...'abcXYZ019-._~!$&\'()*+,;=:@%'), maxLength: 12 }),
     );
-    // Paths that start with `//` are left out: they reach a known 500 (see the test report).
-    const path = fc.array(segment, { minLength: 1, maxLength: 5 }).filter((s) => s[0] !== '').map((s) => `/${s.join('/')}`);
+    // An empty first segment makes `//host`-like targets, which once reached a 500.
+    const path = fc.array(segment, { minLength: 1, maxLength: 5 }).map((s) => `/${s.join('/')}`);
     const query = fc.option(fc.string({ unit: fc.constantFrom(...'abc=&%?/detail=true=region'), maxLength: 20 }), { nil: undefined });
     const method = fc.constantFrom('GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'PROPFIND');
     await fc.assert(

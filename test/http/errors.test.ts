@@ -78,6 +78,35 @@ describe('every error is OpenAI-shaped, with a fitting status, and nothing reach
     expect(engine.requests.length).toBe(before);
   });
 
+  it.each(['//:/v1', '//[', 'http://[', '//evil/healthz', '/v1/../healthz'])('answers 404 to the odd request target %s', async (target) => {
+    const { request } = await import('node:http');
+    const url = new URL(sigil.url);
+    const status = await new Promise<number>((resolve, reject) => {
+      request({ host: url.hostname, port: url.port, method: 'GET', path: target }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(status).toBe(404);
+  });
+
+  it('serves an absolute-form request target by its path', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(sigil.url);
+    const body = await new Promise<string>((resolve, reject) => {
+      request({ host: url.hostname, port: url.port, method: 'GET', path: 'http://127.0.0.2:1/v1/models/m' }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve(text));
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(JSON.parse(body).id).toBe('m');
+  });
+
   it('never echoes the API key, not even hashed', async () => {
     const key = 'sk-sigil-leak-check-0123456789';
     const res = await call({ headers: { authorization: `Bearer ${key}` } });

@@ -41,6 +41,23 @@ describe('headers sent to the engine', () => {
     expect(JSON.stringify(Object.fromEntries(res.headers))).not.toContain('engine-secret-key-77');
   });
 
+  it('drop a listed header that the client names in Connection (it is for one hop only)', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(configured.url);
+    await new Promise<void>((resolve, reject) => {
+      const req = request(
+        { host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${configured.key}`, 'content-type': 'application/json', connection: 'keep-alive, x-trace-id', 'x-trace-id': 't-3' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve());
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }));
+    });
+    expect(engine.requests.at(-1)!.headers['x-trace-id']).toBeUndefined();
+  });
+
   it('pass only the configured client headers, Authorization included when listed', async () => {
     await (await chat(configured, { 'x-trace-id': 't-2', cookie: 'session=abc' })).text();
     const sent = engine.requests.at(-1)!.headers;

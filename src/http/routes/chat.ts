@@ -150,7 +150,11 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   let out = bytes;
   if (x.rewriteModel !== undefined && 'model' in completion) {
     completion.model = x.rewriteModel;
-    out = Buffer.from(JSON.stringify(completion));
+    try {
+      out = Buffer.from(JSON.stringify(completion));
+    } catch {
+      throw new HttpError('upstream_bad_response', 'The engine sent a response nested too deeply to relay.');
+    }
   }
   const usage = completion.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
   if (typeof usage?.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {

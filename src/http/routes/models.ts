@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { listModels, modelItem, type ListFilter } from '../../catalogue/list.ts';
 import type { AppContext } from '../context.ts';
+import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../errors.ts';
 import { sendJson } from '../respond.ts';
 
@@ -19,12 +20,12 @@ function parseListFilter(query: URLSearchParams): ListFilter {
 }
 
 /** GET /v1/models */
-export function handleListModels(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL): void {
+export function handleListModels(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): void {
   sendJson(res, 200, JSON.stringify(listModels(ctx.catalogue, parseListFilter(url.searchParams))));
 }
 
 /** GET /v1/models/{id}: ids may contain slashes (`org/model`), sent raw or percent-encoded. */
-export function handleRetrieveModel(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL): void {
+export function handleRetrieveModel(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): void {
   let id: string;
   try {
     id = decodeURIComponent(url.pathname.slice('/v1/models/'.length));

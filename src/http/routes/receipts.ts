@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
+import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../errors.ts';
 import { sendJson } from '../respond.ts';
 
 /** GET /v1/receipts/{id}: only the key that made the request may fetch its receipt. */
-export async function handleGetReceipt(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL): Promise<void> {
+export async function handleGetReceipt(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
   const caller = ctx.keyRing.authenticate(req.headers);
   const id = url.pathname.slice('/v1/receipts/'.length);
   const jws = id === '' || id.length > 128 ? undefined : await ctx.receiptStore.get(id, caller.keyHash);

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { attestationDocument, reportDataFor } from '../../attestation/document.ts';
 import type { AppContext } from '../context.ts';
+import type { RequestTarget } from '../request-target.ts';
 import { HttpError, httpError } from '../errors.ts';
 import { sendJson } from '../respond.ts';
 
@@ -38,7 +39,7 @@ export function createAttestationHandler() {
     return true;
   };
 
-  return async function handleAttestation(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: URL): Promise<void> {
+  return async function handleAttestation(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
     const nonceHex = url.searchParams.get('nonce');
     if (nonceHex === null || nonceHex === '') {
       sendJson(res, 200, ctx.documents.startEvidence, { 'cache-control': 'no-cache' });
