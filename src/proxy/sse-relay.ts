@@ -48,8 +48,7 @@ class LineSplitter {
     for (let i = 0; i < data.length; i++) {
       const byte = data[i];
       if (byte !== LF && byte !== CR) continue;
-      // A CR at the very end may be the first half of CRLF: wait for the next chunk.
-      if (byte === CR && i === data.length - 1) break;
+      // A CRLF split across chunks comes out as CR, then an empty line ending in LF: the same bytes, never held back.
       const eolLength = byte === CR && data[i + 1] === LF ? 2 : 1;
       out.push({ line: data.subarray(start, i), eol: data.subarray(i, i + eolLength) });
       i += eolLength - 1;
