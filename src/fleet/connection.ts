@@ -40,6 +40,8 @@ export function redisOptions(options: FleetConnectionOptions): RedisOptions {
     connectTimeout: options.connectTimeoutMs,
     commandTimeout: options.commandTimeoutMs,
     retryStrategy: (attempt) => Math.min(50 * attempt, RECONNECT_MAX_DELAY_MS),
+    // Commands issued by concurrent requests in the same tick go out in one write.
+    enableAutoPipelining: true,
   };
 }
 
@@ -119,7 +121,7 @@ export class FleetConnection {
 
   /** A second connection to the same server (a subscriber cannot send ordinary commands). */
   duplicate(name: string): FleetConnection {
-    const options = { ...this.client.options, connectionName: name, lazyConnect: true };
+    const options = { ...this.client.options, connectionName: name, lazyConnect: true, enableAutoPipelining: false };
     return new FleetConnection({ url: '', commandTimeoutMs: 0, connectTimeoutMs: 0, name, logger: this.#logger }, new Redis(options));
   }
 
