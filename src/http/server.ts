@@ -60,6 +60,18 @@ function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void 
   if (log.error_code?.startsWith('upstream_')) metrics.engineErrors.inc({ code: log.error_code });
 }
 
+/** 16 random hex digits per request, cut from a 4 KiB block: one randomBytes call per 512 requests instead of one each. */
+let idBlock = Buffer.alloc(0);
+let idOffset = 0;
+function nextRequestId(): string {
+  if (idOffset === idBlock.length) {
+    idBlock = randomBytes(4096);
+    idOffset = 0;
+  }
+  idOffset += 8;
+  return idBlock.toString('hex', idOffset - 8, idOffset);
+}
+
 /** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
 export function createRequestHandler(state: AppState) {
   const route = buildRoutes(state);
@@ -68,7 +80,7 @@ export function createRequestHandler(state: AppState) {
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
     const ctx = state.ctx;
-    const requestId = randomBytes(8).toString('hex');
+    const requestId = nextRequestId();
     res.setHeader('x-request-id', requestId);
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
     state.inFlight++;
