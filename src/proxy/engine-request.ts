@@ -1,9 +1,24 @@
+import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { HttpError } from '../http/errors.ts';
 import type { Upstream } from './upstream.ts';
 
 export type EngineResponse = Dispatcher.ResponseData;
+
+/**
+ * Cancels one engine request. undici takes an EventEmitter as its signal; this costs a fraction of an
+ * AbortController, whose EventTarget showed in the per-request CPU profile.
+ */
+export class EngineAbort extends EventEmitter {
+  aborted = false;
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.emit('abort');
+  }
+}
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
@@ -32,7 +47,7 @@ function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHea
 }
 
 /** POSTs the chat body to the engine; resolves when its status and headers have arrived. */
-export async function postChatCompletion(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal): Promise<EngineResponse> {
+export async function postChatCompletion(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
   try {
     return await upstream.pool.request({
       method: 'POST',

@@ -6,7 +6,7 @@ import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestLog } from '../request-log.ts';
 import type { Caller } from '../../auth/bearer.ts';
-import { engineErrorToHttp, postChatCompletion, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
+import { EngineAbort, engineErrorToHttp, postChatCompletion, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
 import { selectUpstream } from '../../proxy/select-upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
@@ -63,13 +63,13 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   // SPEC 3: the model receipt exists before generation starts.
   const modelReceipt = receipt.wanted && chat.stream ? signModelReceipt(exchange) : undefined;
 
-  const abort = new AbortController();
+  const abort = new EngineAbort();
   const onClose = () => {
     if (!res.writableFinished) abort.abort();
   };
   res.on('close', onClose);
   try {
-    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), req.headers, abort.signal);
+    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), req.headers, abort);
     if (engine.statusCode >= 300) {
       const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
       const retryAfter = engine.headers['retry-after'];
