@@ -16,7 +16,7 @@ import { MemoryReceiptStore } from '../receipts/store.ts';
 import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
-import { MemoryLimitCounters } from '../limits/counters.ts';
+import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { reloadFiles, watchFiles } from './reload.ts';
@@ -38,6 +38,8 @@ export interface StartOptions {
   logger?: Logger;
   /** Chooses the attestation provider; the default reads `attestation.provider` from the config. */
   attestationProvider?: AttestationProvider;
+  /** The counters behind per-key limits, when not in fleet mode; the default keeps them in memory. */
+  limitCounters?: LimitCounters;
 }
 
 async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<AttestationProvider> {
@@ -113,7 +115,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     metrics,
     headers: brandHeaders(config.brand),
     keyRing: fleet?.keyRing ?? keyRing,
-    limits: new ChatLimits(config.limits, fleet?.counters ?? new MemoryLimitCounters()),
+    limits: new ChatLimits(config.limits, fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters()),
     catalogue,
     upstreams,
     signingKey,

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { MemoryLimitCounters, type LimitCounters } from '../../src/limits/counters.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -7,9 +8,9 @@ afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
 
-async function setup(limits: Record<string, unknown>): Promise<{ engine: TestEngine; sigil: TestSigil }> {
+async function setup(limits: Record<string, unknown>, counters?: LimitCounters): Promise<{ engine: TestEngine; sigil: TestSigil }> {
   const engine = await startTestEngine({ modelNames: ['m'] });
-  const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits } });
+  const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits }, start: counters ? { limitCounters: counters } : {} });
   cleanup.push(() => engine.close(), () => sigil.close(0));
   return { engine, sigil };
 }
@@ -19,6 +20,14 @@ const chat = (sigil: TestSigil, key = sigil.key, stream = false) =>
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'one two three' }], stream }),
+  });
+
+const chatWith = (sigil: TestSigil, signal: AbortSignal) =>
+  fetch(`${sigil.url}/v1/chat/completions`, {
+    method: 'POST',
+    signal,
+    headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'one two three' }] }),
   });
 
 describe('per-key request rate', () => {
@@ -81,6 +90,24 @@ describe('concurrency', () => {
     const d = await chat(sigil, sigil.key, true);
     expect(d.status).toBe(200);
     await d.text();
+  });
+
+  it('frees the slot of a client that leaves while a slow shared counter is still answering', async () => {
+    // A counter store as slow as a distant Redis: acquiring a slot takes 300 ms.
+    class SlowCounters extends MemoryLimitCounters {
+      override async acquire(name: string, max: number): Promise<boolean> {
+        await new Promise((r) => setTimeout(r, 300));
+        return super.acquire(name, max);
+      }
+    }
+    const { sigil } = await setup({ max_concurrent_per_key: 1 }, new SlowCounters());
+    const controller = new AbortController();
+    const leaving = chatWith(sigil, controller.signal).catch(() => 'aborted');
+    await new Promise((r) => setTimeout(r, 50));
+    controller.abort();
+    expect(await leaving).toBe('aborted');
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await chat(sigil)).status).toBe(200);
   });
 
   it('caps requests in flight overall', async () => {

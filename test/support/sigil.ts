@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { stringify } from 'yaml';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { startSigil, type RunningSigil } from '../../src/http/start.ts';
+import { startSigil, type RunningSigil, type StartOptions } from '../../src/http/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 
 export interface CatalogueModelSpec {
@@ -50,6 +50,7 @@ export async function startTestSigil(options: {
   upstreams: Record<string, Record<string, unknown>>;
   models: CatalogueModelSpec[];
   config?: Record<string, unknown>;
+  start?: Omit<StartOptions, 'logger'>;
 }): Promise<TestSigil> {
   const dir = mkdtempSync(join(tmpdir(), 'sigil-test-'));
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: options.models.map(catalogueEntry) }));
@@ -72,6 +73,6 @@ export async function startTestSigil(options: {
     },
   });
   const loaded = parseConfig(stringify(config), join(dir, 'sigil.yaml'));
-  const sigil = await startSigil(loaded, { logger: createLogger('info', sink) });
+  const sigil = await startSigil(loaded, { ...options.start, logger: createLogger('info', sink) });
   return { ...sigil, dir, key, otherKey, logs };
 }

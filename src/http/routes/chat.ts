@@ -36,8 +36,18 @@ interface Exchange {
 export async function handleChatCompletions(req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
   const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
-  const release = await ctx.limits.admit(caller, res);
-  res.once('close', () => release(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0));
+  // Listening before admit resolves: a client that leaves while a shared counter answers still frees its slot.
+  let release: ((tokensUsed: number) => void) | undefined;
+  let closed = false;
+  res.once('close', () => {
+    closed = true;
+    release?.(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0);
+  });
+  release = await ctx.limits.admit(caller, res);
+  if (closed) {
+    release(0);
+    return;
+  }
   const receipt = readReceiptRequest(req.headers, ctx.headers);
   requireJson(req);
   const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms);
