@@ -127,7 +127,9 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
     headers[ctx.headers.receiptId] = x.receiptId;
   }
   res.writeHead(200, headers);
-  res.flushHeaders();
+  // With the engine's first chunk already here, the headers leave with it (one write instead of two);
+  // otherwise they leave now, so the client sees the stream start as soon as the engine's did.
+  if (engine.body.readableLength === 0) res.flushHeaders();
   x.log.status = 200;
 
   ctx.metrics.activeStreams.inc();
