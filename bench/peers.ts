@@ -135,7 +135,7 @@ export interface SigilOptions {
   logLevel?: string;
 }
 
-export function writeSigilConfig(dir: string, enginePort: number, port: number, logLevel = 'warn'): { config: string; key: string } {
+export function writeSigilConfig(dir: string, enginePort: number, port: number, logLevel = 'warn', extra: Record<string, unknown> = {}): { config: string; key: string } {
   mkdirSync(dir, { recursive: true });
   const model = {
     id: 'bench-model',
@@ -158,6 +158,7 @@ export function writeSigilConfig(dir: string, enginePort: number, port: number, 
     // One bench key opens the 1,000 streams of the memory test (defaults: 1,024 in all, 64 per key).
     limits: { max_concurrent: 4096, max_concurrent_per_key: 4096 },
     log: { level: logLevel },
+    ...extra,
   };
   writeFileSync(join(dir, 'sigil.yaml'), stringify(config));
   const { key } = addKey(join(dir, 'api-keys'), 'bench');
