@@ -92,3 +92,31 @@ describe('GET /v1/models/{id}', () => {
     });
   });
 });
+
+describe('catalogue models the engine does not list', () => {
+  it('are served with a warning by default, and hidden when hide_unlisted_models is set', async () => {
+    const small = await startTestEngine({ modelNames: ['listed'] });
+    const serving = await startTestSigil({ upstreams: { main: { url: small.baseUrl } }, models: [{ id: 'listed' }, { id: 'unlisted' }] });
+    const hiding = await startTestSigil({
+      upstreams: { main: { url: small.baseUrl } },
+      models: [{ id: 'listed' }, { id: 'unlisted' }],
+      config: { routing: { hide_unlisted_models: true } },
+    });
+    try {
+      const ids = async (s: TestSigil) => ((await (await fetch(`${s.url}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
+      expect(await ids(serving)).toEqual(['listed', 'unlisted']);
+      const warning = serving.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'engine does not list this model: served anyway');
+      expect(warning).toMatchObject({ level: 40, model: 'unlisted', upstream_model: 'unlisted' });
+      expect(await ids(hiding)).toEqual(['listed']);
+      const refused = await fetch(`${hiding.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${hiding.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'unlisted', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(refused.status).toBe(404);
+    } finally {
+      await Promise.all([serving.close(), hiding.close()]);
+      await small.close();
+    }
+  });
+});
