@@ -88,8 +88,11 @@ export function createRequestHandler(state: AppState) {
       state.inFlight--;
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
-      const { ttft_s, ...line } = log;
-      ctx.logger.info({ ...line, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
+      // Building the line (an object rest and a spread) cost ~7 us a request in the c=1 profile: only when it is written.
+      if (ctx.logger.isLevelEnabled('info')) {
+        const { ttft_s, ...line } = log;
+        ctx.logger.info({ ...line, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
+      }
       recordMetrics(ctx, log, latencyMs / 1000);
     });
 
