@@ -51,8 +51,17 @@ export function topSelfTime(file: string, root: string, limit = 30): { totalMs: 
   return { totalMs: total / 1000, idleMs: idle / 1000, top };
 }
 
-export function renderProfile(title: string, summary: ReturnType<typeof topSelfTime>): string {
-  const L = [`### ${title}`, '', `Sampled ${summary.totalMs.toFixed(0)} ms, idle ${summary.idleMs.toFixed(0)} ms; share of busy time:`, '', '| self ms | % busy | function | where |', '|---|---|---|---|'];
-  for (const e of summary.top) L.push(`| ${e.ms.toFixed(1)} | ${e.percent.toFixed(1)} | ${e.name} | ${e.where} |`);
+/** `units` requests (or streams) were served while sampling: self time is also shown per unit, in µs. */
+export function renderProfile(title: string, summary: ReturnType<typeof topSelfTime>, units: number, unit: string): string {
+  const busy = summary.totalMs - summary.idleMs;
+  const L = [
+    `### ${title}`,
+    '',
+    `Sampled ${summary.totalMs.toFixed(0)} ms, busy ${busy.toFixed(0)} ms (start-up included) for ${units} ${unit}s: ${((busy * 1000) / units).toFixed(1)} µs of main-thread time per ${unit}.`,
+    '',
+    `| self µs per ${unit} | % busy | function | where |`,
+    '|---|---|---|---|',
+  ];
+  for (const e of summary.top) L.push(`| ${((e.ms * 1000) / units).toFixed(2)} | ${e.percent.toFixed(1)} | ${e.name} | ${e.where} |`);
   return L.join('\n') + '\n';
 }

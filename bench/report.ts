@@ -118,7 +118,7 @@ export function buildReport(meta: Meta, peers: PeerName[], unavailable: Unavaila
         m[`${sc}.p99.added`] = spread(deltas(samples, peer, 'direct', sc, 'p99'));
       }
     }
-    m['json-c50.cpuUsPerRequest'] = spread(values(samples, peer, 'json-c50', 'cpuUsPerRequest'));
+    for (const sc of SCENARIOS) m[`${sc}.cpuUsPerRequest`] = spread(values(samples, peer, sc, 'cpuUsPerRequest'));
     for (const sc of ['stream-c1', 'stream-c50'] as const) {
       m[`${sc}.gapP50`] = spread(values(samples, peer, sc, 'gapP50'));
       m[`${sc}.gapP99`] = spread(values(samples, peer, sc, 'gapP99'));
@@ -247,14 +247,14 @@ export function renderMarkdown(r: Report): string {
   L.push('');
   L.push('**Throughput, CPU and streaming** (JSON at c=50 saturates the proxy core; inter-chunk time added is over the engine directly, at c=50)');
   L.push('');
-  L.push('| peer | req/s (JSON, c=50) | × minimal node:http | proxy CPU µs/request | inter-chunk added p50 µs | inter-chunk added p99 µs | streams complete, in order | reads with >1 token event |');
-  L.push('|---|---|---|---|---|---|---|---|');
+  L.push('| peer | req/s (JSON, c=50) | × minimal node:http | proxy CPU µs/request (JSON c=50) | CPU µs/request (JSON c=1) | CPU µs/stream (c=50, 19 events) | inter-chunk added p50 µs | inter-chunk added p99 µs | streams complete, in order | reads with >1 token event |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const peer of r.peers) {
     const s = r.summary[peer]!;
     const integ = streamIntegrity(r.samples, peer);
     const gap = (q: 'gapP50' | 'gapP99') => (peer === 'direct' ? `${cell(s[`stream-c50.${q}`])} (absolute)` : cell(s[`stream-c50.${q}.added`]));
     L.push(
-      `| ${PEER_LABELS[peer]} | ${cell(s['json-c50.rps'])} | ${cell(s['json-c50.rps.vsNodeHttp'], 2)} | ${peer === 'direct' ? '—' : cell(s['json-c50.cpuUsPerRequest'])} | ${gap('gapP50')} | ${gap('gapP99')} | ${integ.ok} of ${integ.ok + integ.bad} | ${integ.merged} of ${integ.reads} |`,
+      `| ${PEER_LABELS[peer]} | ${cell(s['json-c50.rps'])} | ${cell(s['json-c50.rps.vsNodeHttp'], 2)} | ${peer === 'direct' ? '—' : cell(s['json-c50.cpuUsPerRequest'])} | ${peer === 'direct' ? '—' : cell(s['json-c1.cpuUsPerRequest'])} | ${peer === 'direct' ? '—' : cell(s['stream-c50.cpuUsPerRequest'])} | ${gap('gapP50')} | ${gap('gapP99')} | ${integ.ok} of ${integ.ok + integ.bad} | ${integ.merged} of ${integ.reads} |`,
     );
   }
   if (r.memory.length > 0) {

@@ -177,8 +177,11 @@ async function measure(worker: LoadWorker, dir: string, peer: Peer, scenario: Sc
   const tokens = stream ? (concurrency === 1 ? plan.streamTokensC1 : plan.streamTokensC50) : plan.jsonTokens;
   const duration = scenario === 'json-c1' ? plan.jsonC1Ms : scenario === 'stream-c1' ? plan.streamC1Ms : plan.streamC50Ms;
   await worker.load(peer.target, stream ? 'stream' : 'json', concurrency, plan.warmupMs, tokens);
+  const before = cpuMicros(peer.pids());
   const r = await worker.load(peer.target, stream ? 'stream' : 'json', concurrency, duration, tokens);
+  const cpu = cpuMicros(peer.pids()) - before;
   const s: Sample = { ...base, requests: r.requests, errors: r.errors + r.non200, p50: r.latency.p50, p99: r.latency.p99, rps: r.rps, tool: 'node:http client' };
+  if (r.requests > 0) s.cpuUsPerRequest = cpu / r.requests;
   if (stream) {
     s.gapP50 = r.gaps?.p50 ?? Number.NaN;
     s.gapP99 = r.gaps?.p99 ?? Number.NaN;
@@ -236,19 +239,32 @@ function updateReadme(markdown: string): void {
 }
 
 async function runProfile(dir: string, engine: Engine, worker: LoadWorker): Promise<void> {
-  const out: string[] = ['# Sigil CPU profile under load', '', `${new Date().toISOString()} on ${describeMachine()}; Sigil at ${sigilCommit()}.`, `Load per process: wrk JSON c=50 for 8 s, then streams c=50 (16 tokens every ${plan.chunkMs} ms) for 5 s. Files: bench/results/profile-*.cpuprofile (not committed; open in Chrome DevTools or speedscope).`, ''];
-  for (const name of ['sigil', 'sigil-receipts'] as const) {
-    const profDir = join(dir, `prof-${name}`);
-    const peer = await startPeer(name, dir, engine, ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
-    const useWrk = wrkVersion() !== undefined;
-    log(`profiling ${name}…`);
-    await saturate(dir, peer.target, body(false, plan.jsonTokens), 50, 8, LOAD_CORE, useWrk);
-    await worker.load(peer.target, 'stream', 50, 5000, plan.streamTokensC50);
+  const out: string[] = [
+    '# Sigil CPU profile under load',
+    '',
+    `${new Date().toISOString()} on ${describeMachine()}; Sigil at ${sigilCommit()}.`,
+    `Each profile is one Sigil process (\`node --cpu-prof\`, 100 µs sampling) pinned to one core: JSON under wrk at c=50 for 8 s, or streams at c=50 (16 tokens, ${plan.chunkMs} ms apart) for 6 s. Files: bench/results/profile-*.cpuprofile (not committed; open them in Chrome DevTools or speedscope).`,
+    '',
+  ];
+  const useWrk = wrkVersion() !== undefined;
+  const runs = [
+    { name: 'sigil', label: 'Sigil, no receipts, JSON', load: 'json' },
+    { name: 'sigil-receipts', label: 'Sigil, receipt on every request, JSON', load: 'json' },
+    { name: 'sigil', label: 'Sigil, no receipts, streams', load: 'stream' },
+  ] as const;
+  for (const run of runs) {
+    const profDir = join(dir, `prof-${run.name}-${run.load}`);
+    const peer = await startPeer(run.name, dir, engine, ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${profDir}`]);
+    log(`profiling ${run.label}…`);
+    const units =
+      run.load === 'json'
+        ? (await saturate(dir, peer.target, body(false, plan.jsonTokens), 50, 8, LOAD_CORE, useWrk)).requests
+        : (await worker.load(peer.target, 'stream', 50, 6000, plan.streamTokensC50)).requests;
     await peer.stop();
     const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
     if (file === undefined) throw new Error(`no profile written in ${profDir}`);
-    copyFileSync(join(profDir, file), join(RESULTS, `profile-${name}.cpuprofile`));
-    out.push(renderProfile(PEER_LABELS[name], topSelfTime(join(profDir, file), ROOT, 30)));
+    copyFileSync(join(profDir, file), join(RESULTS, `profile-${run.name}-${run.load}.cpuprofile`));
+    out.push(renderProfile(run.label, topSelfTime(join(profDir, file), ROOT, 30), units, run.load === 'json' ? 'request' : 'stream'));
   }
   writeFileSync(join(RESULTS, 'profile.md'), out.join('\n'));
   process.stdout.write(out.join('\n'));
