@@ -4,7 +4,7 @@
  * The layouts follow the AMD SEV-SNP ABI and the Intel TDX DCAP quote v4 format, written independently of the parsers.
  */
 import { createHash, generateKeyPairSync, KeyObject, sign, webcrypto, type JsonWebKey } from 'node:crypto';
-import './reflect-metadata-shim.ts';
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
 import type { TrustRoots } from '../../src/verify/evidence/trust-roots.ts';
