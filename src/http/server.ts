@@ -125,9 +125,14 @@ export function createRequestHandler(state: AppState) {
 
 export function createHttpServer(state: AppState): Server {
   const { limits } = state.ctx.config;
-  const server = createServer(
-    { requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms, headersTimeout: limits.headers_timeout_ms, keepAliveTimeout: 65_000 },
+  return createServer(
+    {
+      requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms,
+      headersTimeout: limits.headers_timeout_ms,
+      // Node checks those timeouts on a sweep, every 30 s by default: often enough to keep them near their values.
+      connectionsCheckingInterval: Math.min(1000, limits.headers_timeout_ms),
+      keepAliveTimeout: 65_000,
+    },
     createRequestHandler(state),
   );
-  return server;
 }

@@ -121,6 +121,24 @@ describe('concurrency', () => {
   });
 });
 
+describe('header read timeout', () => {
+  it('closes a connection whose headers do not arrive within headers_timeout_ms', async () => {
+    const { sigil } = await setup({ headers_timeout_ms: 300 });
+    const { connect } = await import('node:net');
+    const url = new URL(sigil.url);
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n'));
+      let text = '';
+      socket.on('data', (c) => (text += c));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(answer.startsWith('HTTP/1.1 408')).toBe(true);
+    expect(Date.now() - started).toBeLessThan(2500);
+  });
+});
+
 describe('body read timeout', () => {
   it('answers 408 to a client that stops sending its body', async () => {
     const { sigil } = await setup({ body_timeout_ms: 200 });
