@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { stringify } from 'yaml';
 import { addKey } from '../src/auth/keys-file.ts';
-import { ROOT } from './peers.ts';
+import { BENCH_MODEL, ROOT } from './peers.ts';
 import { freePort, killAllStarted, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
 
 const { values: args } = parseArgs({
@@ -44,18 +44,7 @@ const { key } = addKey(keysFile, 'bench');
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: 16 });
 
 function writeModels(): void {
-  const model = {
-    id: 'bench-model',
-    name: 'Bench',
-    provider: 'bench',
-    created: 0,
-    context_window: 131072,
-    reasoning: false,
-    regions: ['local'],
-    pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
-    model_hash: 'sha256:' + 'ab'.repeat(32),
-  };
-  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [model] }));
+  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [BENCH_MODEL] }));
 }
 
 async function startReplica(name: string, enginePort: number, redisUrl: string | undefined): Promise<{ port: number; spawned: Spawned }> {

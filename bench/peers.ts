@@ -135,20 +135,22 @@ export interface SigilOptions {
   logLevel?: string;
 }
 
+/** The one catalogue entry every benchmark serves. */
+export const BENCH_MODEL = {
+  id: 'bench-model',
+  name: 'Bench',
+  provider: 'bench',
+  created: 0,
+  context_window: 131072,
+  reasoning: false,
+  regions: ['local'],
+  pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
+  model_hash: 'sha256:' + 'ab'.repeat(32),
+};
+
 export function writeSigilConfig(dir: string, enginePort: number, port: number, logLevel = 'warn', extra: Record<string, unknown> = {}): { config: string; key: string } {
   mkdirSync(dir, { recursive: true });
-  const model = {
-    id: 'bench-model',
-    name: 'Bench',
-    provider: 'bench',
-    created: 0,
-    context_window: 131072,
-    reasoning: false,
-    regions: ['local'],
-    pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
-    model_hash: 'sha256:' + 'ab'.repeat(32),
-  };
-  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [model] }));
+  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [BENCH_MODEL] }));
   const config = {
     listen: { host: '127.0.0.1', port },
     // Enough engine connections for the 1,000-stream memory test (the default pool is 256).
