@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../policy/jcs.ts';
+import { canonicalJson } from '../protocol/jcs.ts';
 import type { RawEvidence, Tee } from './provider.ts';
 
 export interface Jwks {

@@ -2,7 +2,7 @@ import { unwatchFile, watchFile } from 'node:fs';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
 import { buildPolicy } from '../policy/document.ts';
-import { jcsSha256 } from '../policy/jcs.ts';
+import { jcsSha256 } from '../protocol/jcs.ts';
 import type { AppState } from './server.ts';
 
 const WATCH_INTERVAL_MS = 1000;

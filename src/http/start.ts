@@ -8,7 +8,7 @@ import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/cata
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { buildPolicy } from '../policy/document.ts';
-import { jcsSha256 } from '../policy/jcs.ts';
+import { jcsSha256 } from '../protocol/jcs.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner } from '../receipts/signer.ts';
 import { loadSigningKey } from '../receipts/signing-key.ts';
