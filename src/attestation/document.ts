@@ -1,45 +1,79 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../protocol/jcs.ts';
-import type { RawEvidence, Tee } from './provider.ts';
+import {
+  ATTESTATION_DOCUMENT_VERSION,
+  gpuEvidenceSha256,
+  reportDataV2,
+  type AttestationBinding,
+  type AttestationDocumentV2,
+  type EventLog,
+  type GpuEvidence,
+  type Jwks,
+} from '../protocol/attestation.ts';
+import type { AttestationProvider, RawEvidence } from './provider.ts';
 
-export interface Jwks {
-  keys: Array<Record<string, unknown>>;
-}
+export type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
 
-/** SPEC 5: REPORT_DATA = SHA-512(nonce bytes || UTF-8 of the JCS-canonical JWKS). */
-export function reportDataFor(nonce: Uint8Array, jwks: Jwks): Uint8Array {
-  return createHash('sha512').update(nonce).update(canonicalJson(jwks), 'utf8').digest();
-}
-
-/** The body of GET /v1/verify/attestation. */
-export interface AttestationDocument {
-  tee: Tee;
-  measurement: string;
-  /** Hex of the nonce bytes the report data binds; "" for the evidence made at start. */
-  nonce: string;
-  report_data: string;
+/** What the binding states besides the GPU evidence: each feature supplies its own part. */
+export interface BindingParts {
   jwks: Jwks;
-  /** base64 of the raw evidence; null when tee is none. */
-  evidence: { report: string; certificates: string } | { quote: string } | null;
+  policyHash: string;
+  /** Lowercase hex SHA-256 of the served TLS key's SPKI; null without TLS. */
+  tlsSpkiSha256: string | null;
+  /** base64 of the exact /.well-known/hpke-keys bytes; null when encrypted bodies are off. */
+  hpkeKeyConfig: string | null;
 }
 
-export function attestationDocument(raw: RawEvidence, nonce: Uint8Array, jwks: Jwks): AttestationDocument {
-  const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
-  let evidence: AttestationDocument['evidence'] = null;
-  if (raw.tee === 'sev-snp') evidence = { report: b64(raw.outblob), certificates: b64(raw.auxblob) };
-  if (raw.tee === 'tdx') evidence = { quote: b64(raw.outblob) };
-  return {
+/** Where the evidence comes from: the CPU provider, the GPUs (for the same nonce), and the measured-boot log. */
+export interface EvidenceSources {
+  provider: AttestationProvider;
+  collectGpuEvidence(nonce: Uint8Array): Promise<GpuEvidence[]>;
+  eventLog: EventLog | null;
+}
+
+export const NO_GPUS: EvidenceSources['collectGpuEvidence'] = async () => [];
+
+export interface MadeDocument {
+  document: AttestationDocumentV2;
+  raw: RawEvidence;
+}
+
+/** The raw evidence as the document carries it: the SNP report followed by its certificate table, or the TDX quote. */
+function evidenceBase64(raw: RawEvidence): string | null {
+  if (raw.tee === 'none') return null;
+  const bytes = raw.tee === 'sev-snp' ? Buffer.concat([raw.outblob, raw.auxblob]) : Buffer.from(raw.outblob);
+  return bytes.toString('base64');
+}
+
+/**
+ * Collects the GPUs' evidence and the CPU evidence for `nonce`, with REPORT_DATA committing to the
+ * binding (SPEC 5), and returns the attestation document v2.
+ */
+export async function makeAttestationDocument(sources: EvidenceSources, parts: BindingParts, nonce: Uint8Array): Promise<MadeDocument> {
+  const gpu = await sources.collectGpuEvidence(nonce);
+  const binding: AttestationBinding = {
+    jwks: parts.jwks,
+    policy_hash: parts.policyHash,
+    tls_spki_sha256: parts.tlsSpkiSha256,
+    hpke_key_config: parts.hpkeKeyConfig,
+    gpu_evidence_sha256: gpu.map(gpuEvidenceSha256),
+  };
+  const raw = await sources.provider.collect(reportDataV2(nonce, binding));
+  const document: AttestationDocumentV2 = {
+    version: ATTESTATION_DOCUMENT_VERSION,
     tee: raw.tee,
     measurement: raw.measurement,
     nonce: Buffer.from(nonce).toString('hex'),
+    binding,
     report_data: Buffer.from(raw.reportData).toString('hex'),
-    jwks,
-    evidence,
+    evidence: evidenceBase64(raw),
+    event_log: raw.tee === 'tdx' ? sources.eventLog : null,
+    gpu_evidence: gpu,
   };
+  return { document, raw };
 }
 
-/** The `attestation_hash` claim: SHA-256 of the hardware evidence bytes; absent without hardware. */
-export function attestationHash(raw: RawEvidence): string | undefined {
-  if (raw.tee === 'none') return undefined;
-  return 'sha256:' + createHash('sha256').update(raw.outblob).digest('hex');
+/** The `attestation_hash` claim: SHA-256 of the start document's `evidence` bytes; absent without hardware. */
+export function attestationHash(document: AttestationDocumentV2): string | undefined {
+  if (document.evidence === null) return undefined;
+  return 'sha256:' + createHash('sha256').update(Buffer.from(document.evidence, 'base64')).digest('hex');
 }

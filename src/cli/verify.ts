@@ -1,3 +1,4 @@
+import { START_NONCE } from '../protocol/attestation.ts';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
@@ -218,6 +219,8 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
 }
 
 /** `attestation_hash` names the evidence made at start; only hardware evidence has one. */
+const START_NONCE_HEX = Buffer.from(START_NONCE).toString('hex');
+
 async function startEvidenceHash(base: string, doc: unknown): Promise<string | undefined> {
   if (field(doc, 'tee') === 'none') return undefined;
   const bytes = evidenceBytes(await fetchStartAttestation(base));
@@ -242,7 +245,7 @@ async function expectationsFrom(doc: unknown, policy: unknown, o: Options): Prom
   if (o.url !== undefined && doc !== undefined) {
     const hash = await startEvidenceHash(o.url, doc);
     if (hash !== undefined) expected.attestationHash = hash;
-  } else if (field(doc, 'nonce') === '' && field(doc, 'tee') !== 'none') {
+  } else if (field(doc, 'nonce') === START_NONCE_HEX && field(doc, 'tee') !== 'none') {
     const bytes = evidenceBytes(doc);
     if (bytes !== undefined) expected.attestationHash = sha256Tagged(bytes);
   }

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { attestationDocument, type Jwks } from '../attestation/document.ts';
-import type { RawEvidence } from '../attestation/provider.ts';
+import type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import type { SigilConfig } from '../config/schema.ts';
@@ -33,7 +32,8 @@ export interface Fleet {
 export interface JoinFleetParts {
   logger: Logger;
   signingKey: SigningKey;
-  startEvidence: RawEvidence;
+  /** The attestation document made at start, binding exactly this replica's key. */
+  startDocument: AttestationDocumentV2;
 }
 
 export function connectionOptions(fleet: FleetConfig, name: string, logger: Logger) {
@@ -57,10 +57,10 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     keys,
     replicaId,
     signingKey: parts.signingKey,
-    attestation: attestationDocument(parts.startEvidence, new Uint8Array(0), { keys: [parts.signingKey.publicJwk] }),
+    attestation: parts.startDocument,
     ttlMs: fleet.key_ttl_s * 1000,
     retentionMs: config.receipts.retention_s * 1000,
-    admission: { tee: parts.startEvidence.tee, measurements: new Set([parts.startEvidence.measurement.toLowerCase(), ...fleet.trusted_measurements]) },
+    admission: { tee: parts.startDocument.tee, measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]) },
     logger,
   });
   subscriber.client.on('message', (channel: string) => {

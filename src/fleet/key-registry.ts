@@ -1,4 +1,4 @@
-import type { AttestationDocument, Jwks } from '../attestation/document.ts';
+import type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { FleetConnection } from './connection.ts';
@@ -31,7 +31,7 @@ export interface KeyRegistryOptions {
   replicaId: string;
   signingKey: SigningKey;
   /** This replica's start evidence, binding `{keys: [its JWK]}` with an empty nonce. */
-  attestation: AttestationDocument;
+  attestation: AttestationDocumentV2;
   /** A key whose replica has not refreshed it for this long is retired. */
   ttlMs: number;
   /** How long a retired key stays in the JWKS: the receipt retention. */

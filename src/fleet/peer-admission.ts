@@ -1,13 +1,12 @@
 import { calculateJwkThumbprint } from 'jose';
-import type { AttestationDocument } from '../attestation/document.ts';
-import type { Tee } from '../attestation/provider.ts';
+import { START_NONCE, type AttestationDocumentV2, type Tee } from '../protocol/attestation.ts';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 
 /** What a replica publishes in the registry: its public key and the start evidence that binds it. */
 export interface PublishedKey {
   replica_id: string;
   kid: string;
-  attestation: AttestationDocument;
+  attestation: AttestationDocumentV2;
   published_at: string;
 }
 
@@ -45,7 +44,7 @@ export async function admitPeerKey(text: string, kid: string, policy: AdmissionP
     return { rejected: 'the registry entry is not JSON' };
   }
   const attestation = doc.attestation;
-  const bound = attestation?.jwks?.keys;
+  const bound = attestation?.binding?.jwks?.keys;
   if (!Array.isArray(bound) || bound.length !== 1) return { rejected: 'the attestation document does not bind exactly one key' };
   const { kty, crv, x, y } = bound[0] as Record<string, unknown>;
   if (kty !== 'EC' || crv !== 'P-256' || typeof x !== 'string' || typeof y !== 'string') return { rejected: 'the bound key is not an EC P-256 key' };
@@ -55,7 +54,7 @@ export async function admitPeerKey(text: string, kid: string, policy: AdmissionP
     return { rejected: `measurement ${String(attestation.measurement)} is not trusted` };
   }
   if (policy.tee !== 'none') {
-    const checks = await verifyAttestationDocument(attestation, { jwks: { keys: [bound[0] as object] }, nonce: new Uint8Array(0), expectedMeasurement: attestation.measurement });
+    const checks = await verifyAttestationDocument(attestation, { jwks: { keys: [bound[0] as object] }, nonce: START_NONCE, expectedMeasurement: attestation.measurement });
     const failed = checks.filter((c) => !c.ok);
     if (failed.length > 0) return { rejected: failed.map((c) => c.detail).join('; ') };
   } else if (attestation.evidence !== null) {

@@ -1,4 +1,4 @@
-import type { AttestationProvider, RawEvidence } from '../attestation/provider.ts';
+import type { AttestationDocumentV2, EvidenceSources } from '../attestation/document.ts';
 import type { KeyRing } from '../auth/bearer.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { LoadedConfig } from '../config/load.ts';
@@ -8,7 +8,7 @@ import type { ReceiptContext } from '../receipts/claims.ts';
 import type { SignReceipt } from '../receipts/signer.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
-import type { Jwks } from '../attestation/document.ts';
+import type { Jwks } from '../protocol/attestation.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
@@ -42,7 +42,8 @@ export interface AppContext {
   jwks: Jwks;
   /** Pre-serialised bodies of the documents that only change on reload. */
   documents: { jwks: string; policy: string; startEvidence: string };
-  attestation: { provider: AttestationProvider; startEvidence: RawEvidence };
+  /** What fresh attestation documents are made from; `start` is the document made at start (SPEC 5). */
+  attestation: { sources: EvidenceSources; tlsSpkiSha256: string | null; hpkeKeyConfig: string | null; start: AttestationDocumentV2 };
   /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
 }

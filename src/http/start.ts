@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
-import { attestationDocument, attestationHash, reportDataFor, type Jwks } from '../attestation/document.ts';
+import { attestationHash, makeAttestationDocument, NO_GPUS, type EvidenceSources } from '../attestation/document.ts';
+import { START_NONCE, type Jwks } from '../protocol/attestation.ts';
 import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
@@ -98,14 +99,16 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const signingKey = await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
-  const startEvidence = await provider.collect(reportDataFor(new Uint8Array(0), jwks));
   const policy = buildPolicy(catalogue, config);
   const policyHash = jcsSha256(policy);
-  const receiptContext = { measurement: startEvidence.measurement, tee: startEvidence.tee, policyHash } as AppContext['receiptContext'];
-  const evidenceHash = attestationHash(startEvidence);
+  const sources: EvidenceSources = { provider, collectGpuEvidence: NO_GPUS, eventLog: null };
+  const bound = { tlsSpkiSha256: null, hpkeKeyConfig: null };
+  const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
+  const receiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash } as AppContext['receiptContext'];
+  const evidenceHash = attestationHash(startDocument);
   if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
-  const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startEvidence });
+  const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startDocument });
 
   const metrics = createMetrics();
   const sign = createReceiptSigner(signingKey);
@@ -129,9 +132,9 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     documents: {
       jwks: JSON.stringify(fleet?.jwks ?? jwks),
       policy: JSON.stringify(policy),
-      startEvidence: JSON.stringify(attestationDocument(startEvidence, new Uint8Array(0), jwks)),
+      startEvidence: JSON.stringify(startDocument),
     },
-    attestation: { provider, startEvidence },
+    attestation: { sources, ...bound, start: startDocument },
     fleet: fleet?.status,
   };
   const state: AppState = { ctx, inFlight: 0, draining: false };
@@ -147,7 +150,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `http://${host}:${port}`;
-  logger.info({ url, kid: signingKey.kid, key_origin: signingKey.origin, tee: startEvidence.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
+  logger.info({ url, kid: signingKey.kid, key_origin: signingKey.origin, tee: startDocument.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
 
   let closing: Promise<void> | undefined;
   const shutdown = async (graceMs: number) => {

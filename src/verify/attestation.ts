@@ -1,7 +1,9 @@
 import { fail, pass } from './check.ts';
 import type { Check } from './check.ts';
 import { toHex } from './evidence/byte-reader.ts';
-import { expectedReportData } from './evidence/report-data.ts';
+import { ATTESTATION_DOCUMENT_VERSION, splitSnpEvidence, type AttestationBinding } from '../protocol/attestation.ts';
+import { canonicalJson } from '../protocol/jcs.ts';
+import { expectedReportData, readBinding } from './binding.ts';
 import { verifySnpEvidence } from './evidence/snp-verify.ts';
 import { verifyTdxEvidence } from './evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
@@ -23,37 +25,47 @@ export interface VerifyAttestationOptions {
 }
 
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 interface DocumentFields {
   tee: 'sev-snp' | 'tdx' | 'none';
   measurement: string;
   nonce: string;
-  evidence: Record<string, unknown> | null;
+  binding: AttestationBinding;
+  evidence: Uint8Array | null;
 }
 
 function readDocument(doc: unknown): DocumentFields | string {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return 'the attestation document is not a JSON object';
   const d = doc as Record<string, unknown>;
+  if (d.version !== ATTESTATION_DOCUMENT_VERSION) return `the document's version is ${JSON.stringify(d.version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`;
   if (d.tee !== 'sev-snp' && d.tee !== 'tdx' && d.tee !== 'none') return `tee ${JSON.stringify(d.tee)} is not "sev-snp", "tdx" or "none"`;
   if (typeof d.measurement !== 'string' || !HEX.test(d.measurement)) return 'measurement is not a hex string';
-  const nonce = d.nonce ?? '';
-  if (typeof nonce !== 'string' || !HEX.test(nonce)) return 'nonce is not a hex string';
+  if (typeof d.nonce !== 'string' || !/^[0-9a-fA-F]{64}$/.test(d.nonce)) return 'nonce is not 32 bytes of hex';
+  const binding = readBinding(doc);
+  if (typeof binding === 'string') return binding;
   const evidence = d.evidence ?? null;
-  if (evidence !== null && (typeof evidence !== 'object' || Array.isArray(evidence))) return 'evidence is neither null nor an object';
-  return { tee: d.tee, measurement: d.measurement, nonce, evidence: evidence as Record<string, unknown> | null };
+  if (evidence !== null && (typeof evidence !== 'string' || !BASE64.test(evidence))) return 'evidence is neither null nor base64';
+  return { tee: d.tee, measurement: d.measurement, nonce: d.nonce, binding, evidence: evidence === null ? null : new Uint8Array(Buffer.from(evidence, 'base64')) };
 }
 
-function base64Field(evidence: Record<string, unknown> | null, name: string): Uint8Array | undefined {
-  const value = evidence?.[name];
-  if (typeof value !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) return undefined;
-  return new Uint8Array(Buffer.from(value, 'base64'));
+function reportDataCheck(actual: Uint8Array, expected: Uint8Array | undefined, nonceHex: string): Check {
+  const what = /^0+$/.test(nonceHex) ? 'the labelled hash of the binding and the all-zero nonce (the start evidence, not fresh)' : `the labelled hash of the binding and our nonce ${nonceHex}`;
+  return expected !== undefined && Buffer.from(actual).equals(Buffer.from(expected))
+    ? pass('attestation.report_data', `the evidence's REPORT_DATA equals ${what}: the enclave vouches for this binding`)
+    : fail('attestation.report_data', `the evidence's REPORT_DATA ${toHex(actual)} is not ${what}${expected === undefined ? '' : ` = ${toHex(expected)}`}`);
 }
 
-function reportDataCheck(actual: Uint8Array, expected: Uint8Array, nonceHex: string): Check {
-  const what = nonceHex === '' ? 'SHA-512(JCS(JWKS)) (no nonce: the start evidence, not fresh)' : `SHA-512(nonce ${nonceHex} || JCS(JWKS))`;
-  return Buffer.from(actual).equals(Buffer.from(expected))
-    ? pass('attestation.report_data', `the evidence's REPORT_DATA equals ${what}: it binds this JWKS`)
-    : fail('attestation.report_data', `the evidence's REPORT_DATA ${toHex(actual)} is not ${what} = ${toHex(expected)}`);
+function jwksCheck(binding: AttestationBinding, jwks: { keys: object[] }): Check {
+  let same = false;
+  try {
+    same = canonicalJson(binding.jwks) === canonicalJson(jwks);
+  } catch {
+    same = false;
+  }
+  return same
+    ? pass('attestation.jwks', 'the binding carries exactly the JWKS the receipts verify against')
+    : fail('attestation.jwks', 'the binding carries a different JWKS from the one the receipts verify against');
 }
 
 function measurementCheck(actual: Uint8Array, field: string, documentMeasurement: string, expected: string | undefined): Check {
@@ -70,7 +82,7 @@ function measurementCheck(actual: Uint8Array, field: string, documentMeasurement
 /**
  * Verifies an attestation document (GET /v1/verify/attestation, SPEC 5) as a skeptical client: the hardware
  * evidence's signatures and certificate chain up to AMD's or Intel's root, its REPORT_DATA against
- * SHA-512(nonce || JCS(jwks)), and its launch measurement against the document and the receipts. One named
+ * the labelled SHA-512 of the nonce and the binding (SPEC 5), the binding's JWKS against the receipts', and its launch measurement against the document and the receipts. One named
  * check per fact; the evidence is trustworthy only if every check passes.
  */
 export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttestationOptions): Promise<Check[]> {
@@ -81,29 +93,29 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
   const roots = opts.roots ?? DEFAULT_TRUST_ROOTS;
   const now = opts.now ?? new Date();
   const nonce = opts.nonce ?? new Uint8Array(Buffer.from(fields.nonce, 'hex'));
-  const expected = expectedReportData(nonce, opts.jwks);
+  const expected = expectedReportData(nonce, fields.binding);
   const nonceHex = toHex(nonce);
+  const bound = jwksCheck(fields.binding, opts.jwks);
+  if (fields.evidence === null) return [fail('attestation.document', `tee is ${fields.tee} but the document carries no evidence`)];
 
   if (fields.tee === 'sev-snp') {
-    const report = base64Field(fields.evidence, 'report');
-    if (report === undefined) return [fail('attestation.document', 'tee is sev-snp but evidence.report is not base64')];
-    const certificates = base64Field(fields.evidence, 'certificates') ?? new Uint8Array(0);
+    const { report, certificates } = splitSnpEvidence(fields.evidence);
     const result = verifySnpEvidence(report, certificates, roots, now);
     if (result.report === undefined) return result.checks;
     return [
       ...result.checks,
       reportDataCheck(result.report.reportData, expected, nonceHex),
+      bound,
       measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement),
     ];
   }
 
-  const quoteBytes = base64Field(fields.evidence, 'quote');
-  if (quoteBytes === undefined) return [fail('attestation.document', 'tee is tdx but evidence.quote is not base64')];
-  const result = verifyTdxEvidence(quoteBytes, roots, now);
+  const result = verifyTdxEvidence(fields.evidence, roots, now);
   if (result.quote === undefined) return result.checks;
   return [
     ...result.checks,
     reportDataCheck(result.quote.body.reportData, expected, nonceHex),
+    bound,
     measurementCheck(result.quote.body.mrTd, 'MRTD', fields.measurement, opts.expectedMeasurement),
   ];
 }

@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createConfigfsTsmProvider, TsmError } from '../../src/attestation/configfs-tsm.ts';
-import { attestationDocument, reportDataFor } from '../../src/attestation/document.ts';
+import { makeAttestationDocument, NO_GPUS } from '../../src/attestation/document.ts';
 import { selectAttestationProvider } from '../../src/attestation/select.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import {
@@ -120,7 +120,8 @@ describe('configfs-tsm provider', () => {
     const provider = await createConfigfsTsmProvider({ tsmPath: fake.reportDir, fs: fake });
     const jwks = testJwks();
     const nonce = new Uint8Array(32).fill(0x5a);
-    const doc = attestationDocument(await provider.collect(reportDataFor(nonce, jwks)), nonce, jwks);
+    const parts = { jwks, policyHash: 'sha256:' + '22'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
+    const { document: doc } = await makeAttestationDocument({ provider, collectGpuEvidence: NO_GPUS, eventLog: null }, parts, nonce);
     const checks = await verifyAttestationDocument(JSON.parse(JSON.stringify(doc)), {
       jwks,
       nonce,
@@ -128,7 +129,7 @@ describe('configfs-tsm provider', () => {
       roots: amd.roots,
     });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
-    expect(checks).toHaveLength(9);
+    expect(checks).toHaveLength(10);
   });
 });
 

@@ -39,7 +39,7 @@ describe('a real SEV-SNP report from a Google Cloud Milan VM', () => {
   it('its signature and its VCEK -> ASK -> ARK chain verify against the built-in AMD Milan root', async () => {
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: der(gcpVcek) }]);
     const measurement = Buffer.from(readSnpReport(gcpReport).measurement).toString('hex');
-    const doc = snpDocument(gcpReport, table, new Uint8Array(0), jwks, measurement, new Uint8Array(64));
+    const doc = snpDocument(gcpReport, table, new Uint8Array(32), jwks, measurement, new Uint8Array(64));
     const checks = await verifyAttestationDocument(doc, { jwks, now: AT });
     expect(failing(checks)).toEqual(['attestation.report_data']);
     expect(checks.find((c) => c.name === 'snp.vcek_chain')?.detail).toBe(
@@ -53,7 +53,7 @@ describe('a real SEV-SNP report from a Google Cloud Milan VM', () => {
       { guid: SNP_CERT_GUID.ask, der: der(ASK_MILAN) },
       { guid: SNP_CERT_GUID.ark, der: der(ARK_MILAN) },
     ]);
-    const doc = snpDocument(gcpReport, table, new Uint8Array(0), jwks, 'b747d55452e0b9e9079770a49e397c5e6d9573581e246da7baac4f28b5cdc5b1b6d19251b8ee600fd16a3708f58406f3', new Uint8Array(64));
+    const doc = snpDocument(gcpReport, table, new Uint8Array(32), jwks, 'b747d55452e0b9e9079770a49e397c5e6d9573581e246da7baac4f28b5cdc5b1b6d19251b8ee600fd16a3708f58406f3', new Uint8Array(64));
     const checks = await verifyAttestationDocument(doc, { jwks, now: AT });
     expect(failing(checks)).toEqual(['attestation.report_data']);
   });
@@ -62,7 +62,7 @@ describe('a real SEV-SNP report from a Google Cloud Milan VM', () => {
     const tampered = gcpReport.slice();
     tampered[0x50] = tampered[0x50]! ^ 0x80;
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: der(gcpVcek) }]);
-    const doc = snpDocument(tampered, table, new Uint8Array(0), jwks, '00', new Uint8Array(64));
+    const doc = snpDocument(tampered, table, new Uint8Array(32), jwks, '00', new Uint8Array(64));
     const checks = await verifyAttestationDocument(doc, { jwks, now: AT });
     expect(failing(checks)).toEqual(['snp.report_signature', 'attestation.report_data', 'attestation.measurement']);
   });
@@ -84,7 +84,7 @@ describe('a real TDX quote v4 from an Azure TDX VM', () => {
 
   it('its quote signature, QE report, key binding and PCK chain verify against the built-in Intel root', async () => {
     const mrtd = Buffer.from(readTdxQuote(azureQuote).body.mrTd).toString('hex');
-    const doc = tdxDocument(azureQuote, new Uint8Array(0), jwks, mrtd, new Uint8Array(64));
+    const doc = tdxDocument(azureQuote, new Uint8Array(32), jwks, mrtd, new Uint8Array(64));
     const checks = await verifyAttestationDocument(doc, { jwks, expectedMeasurement: mrtd, now: AT });
     expect(failing(checks)).toEqual(['attestation.report_data']);
     expect(checks.find((c) => c.name === 'tdx.pck_chain')?.detail).toBe(
@@ -95,7 +95,7 @@ describe('a real TDX quote v4 from an Azure TDX VM', () => {
   it('one flipped bit in the real quote body breaks its signature', async () => {
     const tampered = azureQuote.slice();
     tampered[48 + 136] = tampered[48 + 136]! ^ 0x01;
-    const doc = tdxDocument(tampered, new Uint8Array(0), jwks, '00', new Uint8Array(64));
+    const doc = tdxDocument(tampered, new Uint8Array(32), jwks, '00', new Uint8Array(64));
     const checks = await verifyAttestationDocument(doc, { jwks, now: AT });
     expect(failing(checks)).toEqual(['tdx.quote_signature', 'attestation.report_data', 'attestation.measurement']);
   });

@@ -193,7 +193,7 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const { kty, crv, x, y } = publicKey.export({ format: 'jwk' });
     const kid = await calculateJwkThumbprint({ kty: kty!, crv: crv!, x: x!, y: y! }, 'sha256');
-    const attestation = { tee: 'none', measurement: 'ff'.repeat(48), nonce: '', report_data: '', jwks: { keys: [{ kty, crv, x, y, kid }] }, evidence: null };
+    const attestation = { version: 2, tee: 'none', measurement: 'ff'.repeat(48), nonce: '00'.repeat(32), binding: { jwks: { keys: [{ kty, crv, x, y, kid }] } }, report_data: '', evidence: null };
     await inspector.set(`${namespace}:signing-key:${kid}`, JSON.stringify({ replica_id: 'intruder', kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
     await inspector.zadd(`${namespace}:signing-keys`, Date.now(), kid);
     await inspector.publish(`${namespace}:members`, kid);

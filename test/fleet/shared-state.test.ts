@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attestationDocument } from '../../src/attestation/document.ts';
+import { makeAttestationDocument, NO_GPUS } from '../../src/attestation/document.ts';
+import { START_NONCE } from '../../src/protocol/attestation.ts';
 import { createNoneProvider } from '../../src/attestation/none.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { FleetConnection } from '../../src/fleet/connection.ts';
@@ -90,16 +91,17 @@ describe.skipIf(!installed)('RedisReceiptStore', () => {
 describe.skipIf(!installed)('KeyRegistry', () => {
   async function registry(namespace: string, retentionMs: number) {
     const signingKey = await loadSigningKey();
-    const evidence = await createNoneProvider().collect(new Uint8Array(64));
+    const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash: 'sha256:' + '33'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
+    const { document } = await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE);
     const r = new KeyRegistry({
       connection: await connect(),
       keys: fleetKeys(namespace),
       replicaId: signingKey.kid.slice(0, 6),
       signingKey,
-      attestation: attestationDocument(evidence, new Uint8Array(0), { keys: [signingKey.publicJwk] }),
+      attestation: document,
       ttlMs: 300,
       retentionMs,
-      admission: { tee: 'none', measurements: new Set([evidence.measurement]) },
+      admission: { tee: 'none', measurements: new Set([document.measurement]) },
       logger,
     });
     await r.start();
@@ -134,7 +136,9 @@ describe.skipIf(!installed)('joinFleet', () => {
     );
     const signingKey = await loadSigningKey();
     const started = Date.now();
-    const fleet = await joinFleet(config.fleet!, config, { logger, signingKey, startEvidence: await createNoneProvider().collect(new Uint8Array(64)) });
+    const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash: 'sha256:' + '33'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
+    const { document: startDocument } = await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE);
+    const fleet = await joinFleet(config.fleet!, config, { logger, signingKey, startDocument });
     try {
       expect(Date.now() - started).toBeLessThan(1000);
       expect(fleet.status.health()).toBe('degraded');

@@ -63,25 +63,46 @@ describe('GET /v1/verify/policy', () => {
 });
 
 describe('GET /v1/verify/attestation', () => {
-  it('without a nonce: the start-up evidence, binding the JWKS, tee none', async () => {
+  // SPEC 5, computed here independently of the server's code.
+  const reportDataOf = (nonceHex: string, binding: unknown) =>
+    createHash('sha512')
+      .update('sigil-attestation-v2')
+      .update(Buffer.of(0))
+      .update(Buffer.from(nonceHex, 'hex'))
+      .update(createHash('sha256').update(canonicalize(binding)).digest())
+      .digest('hex');
+
+  it('without a nonce: the start-up evidence, version 2, binding the JWKS and the policy, tee none', async () => {
     const jwks = (await getJson('/v1/verify/jwks.json')).body;
+    const policy = (await getJson('/v1/verify/policy')).body;
     const { body } = await getJson('/v1/verify/attestation');
+    const binding = {
+      jwks,
+      policy_hash: 'sha256:' + createHash('sha256').update(canonicalize(policy)).digest('hex'),
+      tls_spki_sha256: null,
+      hpke_key_config: null,
+      gpu_evidence_sha256: [],
+    };
     expect(body).toEqual({
+      version: 2,
       tee: 'none',
       measurement: '0'.repeat(96),
-      nonce: '',
-      report_data: createHash('sha512').update(canonicalize(jwks)).digest('hex'),
-      jwks,
+      nonce: '00'.repeat(32),
+      binding,
+      report_data: reportDataOf('00'.repeat(32), binding),
       evidence: null,
+      event_log: null,
+      gpu_evidence: [],
     });
   });
 
-  it('with a nonce: report_data = SHA-512(nonce bytes || JCS(JWKS))', async () => {
+  it('with a nonce: report_data = SHA-512("sigil-attestation-v2" || 0x00 || nonce || SHA-256(JCS(binding)))', async () => {
     const nonce = 'ab'.repeat(32);
     const jwks = (await getJson('/v1/verify/jwks.json')).body;
     const { body } = await getJson(`/v1/verify/attestation?nonce=${nonce}`);
-    const expected = createHash('sha512').update(Buffer.from(nonce, 'hex')).update(canonicalize(jwks)).digest('hex');
-    expect(body).toMatchObject({ tee: 'none', nonce, report_data: expected, evidence: null });
+    expect(body.binding.jwks).toEqual(jwks);
+    expect(body).toMatchObject({ version: 2, tee: 'none', nonce, report_data: reportDataOf(nonce, body.binding), evidence: null });
+    expect(reportDataOf(nonce, { ...body.binding, policy_hash: 'sha256:' + '0'.repeat(64) })).not.toBe(body.report_data);
   });
 
   it.each(['abc', 'zz'.repeat(32), 'ab'.repeat(33)])('refuses the nonce %s', async (nonce) => {

@@ -3,6 +3,7 @@
  * chain (RSA-PSS SHA-384 like AMD's, VCEK on P-384) and a fake Intel root -> platform CA -> PCK chain (ECDSA P-256).
  * The layouts follow the AMD SEV-SNP ABI and the Intel TDX DCAP quote v4 format, written independently of the parsers.
  */
+import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
 import { createHash, generateKeyPairSync, KeyObject, sign, webcrypto, type JsonWebKey } from 'node:crypto';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
@@ -257,24 +258,34 @@ export function testJwks(): { keys: Array<Record<string, string>> } {
   return { keys: [{ kty: 'EC', crv: 'P-256', x: jwk.x!, y: jwk.y!, use: 'sig', alg: 'ES256', kid: 'test-key' }] };
 }
 
-export function snpDocument(report: Uint8Array, certificates: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+/** The binding a test document states: the given JWKS, a fixed policy hash, no TLS, no HPKE, no GPU. */
+export function testBinding(jwks: object): AttestationBinding {
+  return { jwks: jwks as AttestationBinding['jwks'], policy_hash: 'sha256:' + '11'.repeat(32), tls_spki_sha256: null, hpke_key_config: null, gpu_evidence_sha256: [] };
+}
+
+/** REPORT_DATA a test document's evidence must carry for `nonce` and `testBinding(jwks)` (SPEC 5). */
+export function expectedReportData(nonce: Uint8Array, jwks: object): Uint8Array {
+  return reportDataV2(nonce, testBinding(jwks));
+}
+
+function documentV2(tee: 'sev-snp' | 'tdx', evidence: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
   return {
-    tee: 'sev-snp',
+    version: 2,
+    tee,
     measurement,
     nonce: Buffer.from(nonce).toString('hex'),
+    binding: testBinding(jwks),
     report_data: Buffer.from(reportData).toString('hex'),
-    jwks,
-    evidence: { report: Buffer.from(report).toString('base64'), certificates: Buffer.from(certificates).toString('base64') },
+    evidence: Buffer.from(evidence).toString('base64'),
+    event_log: null,
+    gpu_evidence: [],
   };
 }
 
+export function snpDocument(report: Uint8Array, certificates: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+  return documentV2('sev-snp', Buffer.concat([report, certificates]), nonce, jwks, measurement, reportData);
+}
+
 export function tdxDocument(quote: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
-  return {
-    tee: 'tdx',
-    measurement,
-    nonce: Buffer.from(nonce).toString('hex'),
-    report_data: Buffer.from(reportData).toString('hex'),
-    jwks,
-    evidence: { quote: Buffer.from(quote).toString('base64') },
-  };
+  return documentV2('tdx', quote, nonce, jwks, measurement, reportData);
 }

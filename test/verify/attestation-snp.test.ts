@@ -1,7 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
-import { expectedReportData } from '../../src/verify/evidence/report-data.ts';
 import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
 import {
   amdCertTable,
@@ -11,6 +10,8 @@ import {
   snpDocument,
   testJwks,
   type AmdTestChain,
+  expectedReportData,
+  testBinding,
 } from '../support/evidence-fixtures.ts';
 
 const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
@@ -25,6 +26,7 @@ const ALL_SNP_CHECKS = [
   'snp.policy',
   'snp.tcb',
   'attestation.report_data',
+  'attestation.jwks',
   'attestation.measurement',
 ];
 
@@ -67,9 +69,9 @@ describe('SEV-SNP attestation document', () => {
   });
 
   it('checks the start evidence (empty nonce) against the document nonce when the caller gives none', async () => {
-    const startData = expectedReportData(new Uint8Array(0), jwks);
+    const startData = expectedReportData(new Uint8Array(32), jwks);
     const report = buildSnpReport({ reportData: startData, measurement }, chain.vcekKey);
-    const doc = snpDocument(report, amdCertTable(chain), new Uint8Array(0), jwks, measurementHex, startData);
+    const doc = snpDocument(report, amdCertTable(chain), new Uint8Array(32), jwks, measurementHex, startData);
     const checks = await verifyAttestationDocument(doc, { jwks, roots: chain.roots });
     expect(failing(checks)).toEqual([]);
     expect(checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain('not fresh');
@@ -103,11 +105,13 @@ describe('SEV-SNP attestation document', () => {
     expect(failing(checks)).toEqual(['attestation.report_data']);
   });
 
-  it('evidence bound to another nonce or another JWKS fails the report data check', async () => {
+  it('evidence bound to another nonce fails the report data check; a binding of another JWKS fails the JWKS check', async () => {
     const { doc } = validDocument();
     const otherNonce = new Uint8Array(32).fill(0xcd);
     expect(failing(await verifyAttestationDocument(doc, { jwks, nonce: otherNonce, roots: chain.roots }))).toEqual(['attestation.report_data']);
-    expect(failing(await verifyAttestationDocument(doc, { jwks: testJwks(), nonce, roots: chain.roots }))).toEqual(['attestation.report_data']);
+    expect(failing(await verifyAttestationDocument(doc, { jwks: testJwks(), nonce, roots: chain.roots }))).toEqual(['attestation.jwks']);
+    const swapped = { ...doc, binding: testBinding(testJwks()) };
+    expect(failing(await verifyAttestationDocument(swapped, { jwks: swapped.binding.jwks, nonce, roots: chain.roots }))).toEqual(['attestation.report_data']);
   });
 
   it('a chain from a foreign root fails the root check', async () => {
@@ -143,7 +147,8 @@ describe('SEV-SNP attestation document', () => {
 
   it('a truncated report fails the report check and nothing is claimed beyond it', async () => {
     const { report } = validDocument();
-    const doc = snpDocument(report.subarray(0, 0x2a0), amdCertTable(chain), nonce, jwks, measurementHex, reportData);
+    // The document's evidence is the report followed by the certificate table: evidence shorter than a report is truncated.
+    const doc = snpDocument(report.subarray(0, 0x2a0), new Uint8Array(0), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
     expect(checks).toEqual([
       { name: 'snp.report', ok: false, detail: 'ERR_SNP_REPORT_TRUNCATED: SEV-SNP report truncated: need 1184 bytes, have 672' },
@@ -152,7 +157,7 @@ describe('SEV-SNP attestation document', () => {
 
   it('a missing certificate table fails the table check and every check that needs the VCEK', async () => {
     const { report } = validDocument();
-    const doc = snpDocument(report, new Uint8Array(0), nonce, jwks, measurementHex, reportData);
+    const doc = snpDocument(report, new Uint8Array(32), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
     expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root']);
   });
@@ -174,7 +179,7 @@ describe('SEV-SNP attestation document', () => {
 
 describe('attestation documents without hardware', () => {
   it('tee none is one failing check that says there is no hardware evidence', async () => {
-    const doc = { tee: 'none', measurement: '0'.repeat(96), nonce: '', report_data: '', jwks: { keys: [] }, evidence: null };
+    const doc = { version: 2, tee: 'none', measurement: '0'.repeat(96), nonce: '00'.repeat(32), binding: testBinding({ keys: [] }), report_data: '', evidence: null, event_log: null, gpu_evidence: [] };
     expect(await verifyAttestationDocument(doc, { jwks: { keys: [] } })).toEqual([
       { name: 'attestation.tee', ok: false, detail: 'no hardware evidence: tee is none (development only)' },
     ]);

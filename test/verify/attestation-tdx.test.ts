@@ -1,8 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
-import { expectedReportData } from '../../src/verify/evidence/report-data.ts';
-import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain } from '../support/evidence-fixtures.ts';
+import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain, expectedReportData } from '../support/evidence-fixtures.ts';
 
 const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
 
@@ -16,6 +15,7 @@ const ALL_TDX_CHECKS = [
   'tdx.td_attributes',
   'tdx.tcb',
   'attestation.report_data',
+  'attestation.jwks',
   'attestation.measurement',
 ];
 

@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import canonicalizeModule from 'canonicalize';
+import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
 import type { ReceiptClaims } from '../../src/verify/claims.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
@@ -51,14 +52,26 @@ async function body(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-const reportDataFor = (nonceHex: string, jwks: unknown) => createHash('sha512').update(Buffer.from(nonceHex, 'hex')).update(canonicalize(jwks)).digest();
+const START_NONCE_HEX = '00'.repeat(32);
+const bindingFor = (jwks: { keys: object[] }): AttestationBinding => ({
+  jwks: jwks as AttestationBinding['jwks'],
+  policy_hash: sha256(canonicalize(POLICY)),
+  tls_spki_sha256: null,
+  hpke_key_config: null,
+  gpu_evidence_sha256: [],
+});
+const reportDataFor = (nonceHex: string, jwks: { keys: object[] }) => Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks)));
+/** The document's single `evidence` string: the SNP report followed by its certificate table, or the TDX quote. */
+const evidenceString = (e: ReturnType<FakeHardware['evidence']>) =>
+  'report' in e ? Buffer.concat([Buffer.from(e.report, 'base64'), Buffer.from(e.certificates, 'base64')]).toString('base64') : e.quote;
 
 /** A stand-in Sigil, tee "none" unless given hardware: the verify endpoints and a chat endpoint that signs receipts with `signer`. */
 export async function startFakeService(signer: TestSigner, hardware?: FakeHardware): Promise<FakeService> {
   const jwks = { keys: [signer.publicJwk] };
   const measurement = hardware?.measurement ?? NONE_MEASUREMENT;
-  const startEvidence = hardware?.evidence(reportDataFor('', jwks));
-  const startBytes = startEvidence === undefined ? undefined : Buffer.from('report' in startEvidence ? startEvidence.report : startEvidence.quote, 'base64');
+  const startHardware = hardware?.evidence(reportDataFor(START_NONCE_HEX, jwks));
+  const startEvidence = startHardware === undefined ? undefined : evidenceString(startHardware);
+  const startBytes = startEvidence === undefined ? undefined : Buffer.from(startEvidence, 'base64');
   const stored = new Map<string, string>();
   const claimsFor = (type: 'model' | 'message', receiptId: string, nonce: string): ReceiptClaims => {
     const now = new Date();
@@ -89,10 +102,12 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     if (req.method === 'GET' && url.pathname === '/v1/models') return json(200, { object: 'list', data: [{ id: 'm1', object: 'model' }] });
     if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
       const asked = url.searchParams.get('nonce') ?? '';
-      const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked;
+      const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
       const reportData = reportDataFor(nonceHex, jwks);
-      const evidence = asked === '' ? (startEvidence ?? null) : (hardware?.evidence(reportData) ?? null);
-      return json(200, { tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, report_data: reportData.toString('hex'), jwks, evidence });
+      const fresh = hardware?.evidence(reportData);
+      const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
+      const binding = bindingFor(jwks);
+      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: null, gpu_evidence: [] });
     }
     if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
       const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));

@@ -261,7 +261,7 @@ describe('sigil verify RECEIPT_FILE', () => {
       ['PASS', 'binding.jwks'],
       ['PASS', 'binding.report_data'],
     ]);
-    expect(r.stdout).toContain('PASS binding.nonce — the document is the start evidence (no nonce)\n');
+    expect(r.stdout).toContain('PASS binding.nonce — the document is the start evidence (all-zero nonce: not fresh)\n');
     expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: service.last!.receipt })).code).toBe(0);
     expect((await sigilVerify([files.receipt, '--url', service.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
   });

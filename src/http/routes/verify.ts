@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { attestationDocument, reportDataFor } from '../../attestation/document.ts';
+import { makeAttestationDocument } from '../../attestation/document.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
 import { HttpError, httpError } from '../errors.ts';
@@ -53,9 +53,10 @@ export function createAttestationHandler() {
         throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
       const nonce = Buffer.from(key, 'hex');
-      body = ctx.attestation.provider
-        .collect(reportDataFor(nonce, ctx.jwks))
-        .then((raw) => JSON.stringify(attestationDocument(raw, nonce, ctx.jwks)));
+      const { sources, tlsSpkiSha256, hpkeKeyConfig } = ctx.attestation;
+      body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, tlsSpkiSha256, hpkeKeyConfig }, nonce).then(({ document }) =>
+        JSON.stringify(document),
+      );
       cache.set(key, body);
       if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
       body.catch(() => cache.delete(key));
