@@ -45,7 +45,7 @@ export async function handleChatCompletions(body: unknown, res: ServerResponse, 
   }
 }
 
-async function streamCompletion(job: Omit<GenerationJob, 'onText'>, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
+async function streamCompletion(job: Omit<GenerationJob<ChatRequest>, 'onText'>, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.write(sseEvent(chunkBody(identity, { role: 'assistant', content: '' })));
   try {

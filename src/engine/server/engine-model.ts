@@ -19,6 +19,8 @@ export interface EngineModel {
   context: LlamaContext;
   sequences: LlamaContextSequence[];
   contextSize: number;
+  /** CPU threads the model decodes with (embedding contexts use as many). */
+  threads: number;
   /** Prompt tokens for a conversation, through the model's own chat template, ending where the answer starts. */
   renderPrompt(messages: readonly ChatMessage[]): Token[];
   /** Tokens that end an answer besides llama.cpp's end-of-generation set (from the chat template). */
@@ -45,6 +47,7 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
     context,
     sequences,
     contextSize: context.contextSize,
+    threads: options.threads,
     renderPrompt: (messages) => {
       const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages) });
       return contextText.tokenize(model.tokenizer);

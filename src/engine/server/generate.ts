@@ -1,11 +1,18 @@
 import { randomInt } from 'node:crypto';
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
-import type { ChatRequest } from './chat-request.ts';
 import type { EngineModel } from './engine-model.ts';
 import { StopTextFilter } from './stop-text.ts';
 import { TokenTextDecoder } from './token-text.ts';
 
 export type FinishReason = 'stop' | 'length';
+
+/** What sampling reads of a request, chat or plain completion alike. */
+export interface SamplingRequest {
+  temperature: number;
+  topP: number;
+  seed: number | undefined;
+  stop: string[];
+}
 
 export interface GenerationResult {
   /** Null when the client went away before the answer ended. */
@@ -15,11 +22,11 @@ export interface GenerationResult {
   completionTokens: number;
 }
 
-export interface GenerationJob {
+export interface GenerationJob<R extends SamplingRequest = SamplingRequest> {
   engine: EngineModel;
   sequence: LlamaContextSequence;
   prompt: Token[];
-  request: ChatRequest;
+  request: R;
   maxTokens: number;
   signal: AbortSignal;
   onText(text: string): void;

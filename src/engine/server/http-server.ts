@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { LlamaContextSequence } from 'node-llama-cpp';
 import { handleChatCompletions } from './chat-completions.ts';
+import { handleCompletions } from './completions.ts';
+import { createEmbeddingsHandler } from './embeddings.ts';
 import type { EngineModel } from './engine-model.ts';
 import { bodyTooLarge, EngineHttpError, internalError, invalidJson, methodNotAllowed, notFound } from './errors.ts';
 import { SequencePool } from './sequence-pool.ts';
@@ -15,6 +17,12 @@ export interface EngineServerOptions {
 export function createEngineServer(engine: EngineModel, options: EngineServerOptions): Server {
   const pool = new SequencePool<LlamaContextSequence>(engine.sequences, options.maxQueued);
   const created = Math.floor(Date.now() / 1000);
+  const handleEmbeddings = createEmbeddingsHandler(engine, engine.threads);
+  const posts: Record<string, (body: unknown, res: ServerResponse) => Promise<void>> = {
+    '/v1/chat/completions': (body, res) => handleChatCompletions(body, res, { engine, pool }),
+    '/v1/completions': (body, res) => handleCompletions(body, res, { engine, pool }),
+    '/v1/embeddings': handleEmbeddings,
+  };
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = new URL(req.url ?? '/', 'http://engine').pathname;
@@ -29,10 +37,10 @@ export function createEngineServer(engine: EngineModel, options: EngineServerOpt
         data: [{ id: engine.name, object: 'model', created, owned_by: 'sigil', root: engine.name, parent: null, max_model_len: engine.contextSize }],
       });
     }
-    if (path === '/v1/chat/completions') {
+    const post = Object.hasOwn(posts, path) ? posts[path] : undefined;
+    if (post !== undefined) {
       if (req.method !== 'POST') throw methodNotAllowed(req.method ?? '', path, 'POST');
-      const body = await readJsonBody(req, options.maxBodyBytes);
-      return handleChatCompletions(body, res, { engine, pool });
+      return post(await readJsonBody(req, options.maxBodyBytes), res);
     }
     throw notFound(path);
   }
