@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { completionEvents, completionJson, embeddingsJson, promptWords, responseEvents, responseJson, type Generation } from './test-engine-endpoints.ts';
 
 /**
  * A small OpenAI-compatible engine for tests. It reproduces the byte formats of vLLM and of
- * llama.cpp's server, and misbehaves on demand.
+ * llama.cpp's server (chat), and of vLLM for /v1/completions, /v1/embeddings and /v1/responses
+ * (streams included), and misbehaves on demand.
  */
 export type EngineFormat = 'vllm' | 'llamacpp';
 
@@ -47,6 +49,8 @@ export interface TestEngine {
   reply: string;
   close(): Promise<void>;
 }
+
+const GENERATING_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -91,7 +95,7 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
 
   const errorBody = (status: number, message: string) => (format === 'vllm' ? vllmError(status, message) : llamacppError(status, message));
 
-  async function chat(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+  async function generateFor(path: string, res: ServerResponse, body: Buffer): Promise<void> {
     const b = engine.behaviour;
     let finished = false;
     res.on('finish', () => (finished = true));
@@ -118,8 +122,13 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
       res.writeHead(404, { 'content-type': 'application/json' }).end(errorBody(404, `The model \`${model}\` does not exist.`));
       return;
     }
-    const promptTokens = countPromptTokens(request.messages);
-    const maxTokens = (request.max_tokens as number | undefined) ?? Infinity;
+    const isChat = path === '/v1/chat/completions';
+    const promptTokens = isChat ? countPromptTokens(request.messages) : promptWords(request);
+    if (path === '/v1/embeddings') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(embeddingsJson(model, request));
+      return;
+    }
+    const maxTokens = ((request.max_tokens ?? request.max_output_tokens) as number | undefined) ?? Infinity;
     if (promptTokens + (Number.isFinite(maxTokens) ? maxTokens : 0) > contextWindow) {
       res.writeHead(400, { 'content-type': 'application/json' }).end(
         errorBody(400, `This model's maximum context length is ${contextWindow} tokens. However, you requested ${promptTokens + maxTokens} tokens.`),
@@ -132,7 +141,13 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const created = Math.floor(Date.now() / 1000);
     const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens + pieces.length, completion_tokens: pieces.length };
+    const generation: Generation = { model, promptTokens, pieces, finish };
+    const includeUsage = (request.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
 
+    if (!isChat && request.stream !== true) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(path === '/v1/completions' ? completionJson(generation) : responseJson(generation, request));
+      return;
+    }
     if (request.stream !== true) {
       const text = pieces.join('');
       const json =
@@ -143,9 +158,10 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
       return;
     }
 
-    const includeUsage = (request.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
-    const events: string[] = [];
-    if (format === 'vllm') {
+    let events: string[] = [];
+    if (path === '/v1/completions') events = completionEvents(generation, includeUsage);
+    else if (path === '/v1/responses') events = responseEvents(generation, request);
+    else if (format === 'vllm') {
       const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra });
       events.push(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
       for (const p of pieces) events.push(chunk([{ index: 0, delta: { content: p }, logprobs: null, finish_reason: null }]));
@@ -158,6 +174,7 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
       events.push(chunk([{ finish_reason: finish, index: 0, delta: {} }]));
       if (includeUsage) events.push(chunk([], { usage, timings: { prompt_n: promptTokens, predicted_n: pieces.length } }));
     }
+    if (isChat) events = events.map((e) => `data: ${e}\n\n`);
 
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     res.flushHeaders();
@@ -169,11 +186,12 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
         res.socket?.destroy();
         return;
       }
-      res.write(`data: ${event}\n\n`);
+      res.write(event);
       sent++;
       if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
     }
-    if (b.omitDone) res.end();
+    // Responses streams end with their response.completed event, without [DONE].
+    if (b.omitDone || path === '/v1/responses') res.end();
     else res.end('data: [DONE]\n\n');
   }
 
@@ -189,8 +207,8 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data }));
         return;
       }
-      if (req.method === 'POST' && path === '/v1/chat/completions') {
-        void chat(req, res, body);
+      if (req.method === 'POST' && GENERATING_PATHS.has(path)) {
+        void generateFor(path, res, body);
         return;
       }
       res.writeHead(404, { 'content-type': 'application/json' }).end(errorBody(404, 'not found'));
