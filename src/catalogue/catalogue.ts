@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { describeIssues } from '../config/load.ts';
-import { catalogueSchema, type CatalogueEntry } from './schema.ts';
+import { catalogueSchema, DEFAULT_ENDPOINTS, type CatalogueEntry, type Endpoint } from './schema.ts';
 
 export interface CatalogueModel extends CatalogueEntry {
   owned_by: string;
@@ -9,6 +9,8 @@ export interface CatalogueModel extends CatalogueEntry {
   upstream_model: string;
   /** Upstream names, in preference order. */
   upstreams: string[];
+  /** The endpoints it serves, the default filled in. */
+  endpoints: Endpoint[];
 }
 
 export interface Catalogue {
@@ -33,7 +35,7 @@ export function buildCatalogue(raw: unknown, source: string, upstreamNames: read
         throw new CatalogueError(`${source}: models.${i}.upstream: no upstream named '${name}' in the configuration`);
       }
     }
-    byId.set(entry.id, { ...entry, owned_by: entry.owned_by ?? entry.provider, upstream_model: entry.upstream_model ?? entry.id, upstreams });
+    byId.set(entry.id, { ...entry, owned_by: entry.owned_by ?? entry.provider, upstream_model: entry.upstream_model ?? entry.id, upstreams, endpoints: [...(entry.endpoints ?? DEFAULT_ENDPOINTS)] });
   });
   return { models: [...byId.values()], byId };
 }

@@ -1,4 +1,5 @@
 import type { Catalogue, CatalogueModel } from './catalogue.ts';
+import type { Endpoint } from './schema.ts';
 
 /** SPEC 4: a model as GET /v1/models shows it. */
 export interface ModelItem {
@@ -9,6 +10,8 @@ export interface ModelItem {
   name: string;
   context_window: number;
   reasoning: boolean;
+  /** The endpoints a client may call with this model (SPEC 2b). */
+  endpoints: Endpoint[];
   provider?: string;
   regions?: string[];
   pricing?: CatalogueModel['pricing'];
@@ -29,6 +32,7 @@ export function modelItem(model: CatalogueModel, detail: boolean): ModelItem {
     name: model.name,
     context_window: model.context_window,
     reasoning: model.reasoning,
+    endpoints: [...model.endpoints],
   };
   if (detail) {
     item.provider = model.provider;

@@ -1,5 +1,11 @@
 import { z } from 'zod';
 
+/** SPEC 2b: the OpenAI endpoints a model can be served on. */
+export const ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses'] as const;
+export type Endpoint = (typeof ENDPOINTS)[number];
+/** An entry without `endpoints` is a generative model: everything but embeddings. */
+export const DEFAULT_ENDPOINTS: readonly Endpoint[] = ['chat', 'completions', 'responses'];
+
 /** SPEC 4: one entry of config/models.yaml. */
 const modelEntry = z.strictObject({
   id: z.string().min(1).max(256),
@@ -22,6 +28,12 @@ const modelEntry = z.strictObject({
   /** The engine's name for the model, when it differs from `id`. */
   upstream_model: z.string().min(1).optional(),
   description: z.string().optional(),
+  /** The endpoints it serves (SPEC 2b); default: all but embeddings. */
+  endpoints: z
+    .array(z.enum(ENDPOINTS))
+    .min(1)
+    .refine((list) => new Set(list).size === list.length, 'each endpoint once')
+    .optional(),
 });
 
 export const catalogueSchema = z.strictObject({ models: z.array(modelEntry).min(1) });

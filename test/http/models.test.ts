@@ -12,7 +12,7 @@ beforeAll(async () => {
     models: [
       { id: 'alpha', provider: 'acme', regions: ['eu-west', 'us-east'], reasoning: true },
       { id: 'beta', provider: 'globex', regions: ['us-east'], reasoning: false, context_window: 32768 },
-      { id: 'org/gamma', provider: 'acme', regions: ['ap-south'] },
+      { id: 'org/gamma', provider: 'acme', regions: ['ap-south'], endpoints: ['embeddings'] },
     ],
   });
 });
@@ -34,9 +34,9 @@ describe('GET /v1/models', () => {
       body: {
         object: 'list',
         data: [
-          { id: 'alpha', object: 'model', created: 1_700_000_000, owned_by: 'acme', name: 'Model alpha', context_window: 131072, reasoning: true },
-          { id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false },
-          { id: 'org/gamma', object: 'model', created: 1_700_000_002, owned_by: 'acme', name: 'Model org/gamma', context_window: 131072, reasoning: true },
+          { id: 'alpha', object: 'model', created: 1_700_000_000, owned_by: 'acme', name: 'Model alpha', context_window: 131072, reasoning: true, endpoints: ['chat', 'completions', 'responses'] },
+          { id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false, endpoints: ['chat', 'completions', 'responses'] },
+          { id: 'org/gamma', object: 'model', created: 1_700_000_002, owned_by: 'acme', name: 'Model org/gamma', context_window: 131072, reasoning: true, endpoints: ['embeddings'] },
         ],
       },
     });
@@ -52,6 +52,7 @@ describe('GET /v1/models', () => {
       name: 'Model alpha',
       context_window: 131072,
       reasoning: true,
+      endpoints: ['chat', 'completions', 'responses'],
       provider: 'acme',
       regions: ['eu-west', 'us-east'],
       pricing: { input_per_mtok: 0.5, output_per_mtok: 1.5, currency: 'USD' },
@@ -80,7 +81,7 @@ describe('GET /v1/models', () => {
 
 describe('GET /v1/models/{id}', () => {
   it('retrieves one model, including ids with a slash, raw or encoded', async () => {
-    expect((await get('/v1/models/beta')).body).toEqual({ id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false });
+    expect((await get('/v1/models/beta')).body).toEqual({ id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false, endpoints: ['chat', 'completions', 'responses'] });
     expect((await get('/v1/models/org/gamma')).body.id).toBe('org/gamma');
     expect((await get('/v1/models/org%2Fgamma')).body.id).toBe('org/gamma');
   });

@@ -16,6 +16,7 @@ export interface CatalogueModelSpec {
   provider?: string;
   reasoning?: boolean;
   context_window?: number;
+  endpoints?: Array<'chat' | 'completions' | 'embeddings' | 'responses'>;
 }
 
 export interface TestSigil extends RunningSigil {
@@ -42,6 +43,7 @@ export function catalogueEntry(spec: CatalogueModelSpec, i: number): Record<stri
     model_hash: HASH(i + 1),
     ...(spec.upstream_model ? { upstream_model: spec.upstream_model } : {}),
     ...(spec.upstream ? { upstream: spec.upstream } : {}),
+    ...(spec.endpoints ? { endpoints: spec.endpoints } : {}),
   };
 }
 
