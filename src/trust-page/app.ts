@@ -1,0 +1,211 @@
+import { parse as parseYaml } from 'yaml';
+import { sendChat, type ChatMessage } from './chat.ts';
+import { explain } from './explain.ts';
+import { verifyService, type PageCheck, type PageReference, type ServiceReport } from './verify-service.ts';
+
+/** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
+
+const byId = <T extends HTMLElement>(id: string): T => {
+  const element = document.getElementById(id);
+  if (element === null) throw new Error(`the page has no #${id}`);
+  return element as T;
+};
+
+function element<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string, className?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (className !== undefined) e.className = className;
+  return e;
+}
+
+const STATUS_WORD: Record<PageCheck['status'], string> = { pass: 'PASS', fail: 'FAIL', note: 'NOT CHECKED' };
+
+const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 'fail' | 'note'; detail: string }> = {
+  verified: {
+    text: 'Verified: genuine confidential hardware, running the code your reference values name.',
+    tone: 'pass',
+    detail: 'Every check below passed. Chats from this page are encrypted to a key only that enclave holds.',
+  },
+  unpinned: {
+    text: 'Genuine confidential hardware, but its code was not compared with reference values.',
+    tone: 'note',
+    detail: 'The hardware evidence and its bindings check out. Load your auditor\'s reference values to know which code runs.',
+  },
+  development: {
+    text: 'Development service: no confidential hardware. Do not send anything private.',
+    tone: 'fail',
+    detail: 'This service runs without a hardware TEE (tee "none"): its keys are bound to nothing, and the operator could read prompts.',
+  },
+  failed: {
+    text: 'Not verified: at least one check failed.',
+    tone: 'fail',
+    detail: 'Read the failed checks below. Do not send anything private to this service.',
+  },
+};
+
+let report: ServiceReport | undefined;
+const history: ChatMessage[] = [];
+
+function readReference(text: string): PageReference | undefined {
+  if (text.trim() === '') return undefined;
+  const value = parseYaml(text) as unknown;
+  if (typeof value !== 'object' || value === null) throw new Error('the reference values are not a YAML or JSON object');
+  return value as PageReference;
+}
+
+function renderChecks(list: HTMLOListElement, checks: PageCheck[]): void {
+  list.replaceChildren(
+    ...checks.map((check) => {
+      const item = element('li');
+      const { title, why } = explain(check.name);
+      item.append(element('span', STATUS_WORD[check.status], `status ${check.status}`), element('span', title, 'check-title'));
+      if (why !== '') item.append(element('p', why, 'check-why'));
+      item.append(element('p', `${check.name}: ${check.detail}`, 'check-detail'));
+      return item;
+    }),
+  );
+}
+
+function renderFacts(r: ServiceReport): void {
+  const facts = byId<HTMLDListElement>('facts');
+  const doc = r.document;
+  const rows: Array<[string, string]> = doc === undefined ? [] : [
+    ['TEE', doc.tee === 'none' ? 'none (development only)' : doc.tee],
+    [doc.tee === 'tdx' ? 'MRTD' : 'Launch measurement', doc.measurement],
+    ['Report data', doc.report_data],
+    ['Policy hash', doc.binding.policy_hash],
+    ['Receipt keys', doc.binding.jwks.keys.map((k) => String(k.kid ?? '?')).join(', ')],
+    ['TLS key (SHA-256 of SPKI)', doc.binding.tls_spki_sha256 ?? 'none: TLS ends outside the enclave'],
+    ['Encrypted bodies (HPKE key)', doc.binding.hpke_key_config === null ? 'off' : `${doc.binding.hpke_key_config.slice(0, 24)}…`],
+    ['GPU reports', String(doc.gpu_evidence.length)],
+    ['Event log', doc.event_log === null ? 'none' : `${doc.event_log.runtime_events.length} runtime event(s); Sigil measured itself: ${doc.event_log.self_measurement.extended ? 'yes' : `no (${doc.event_log.self_measurement.reason ?? 'unknown'})`}`],
+  ];
+  facts.replaceChildren(...rows.flatMap(([k, v]) => [element('dt', k), element('dd', v)]));
+}
+
+function renderModels(r: ServiceReport): void {
+  const body = byId<HTMLTableElement>('models').tBodies[0]!;
+  body.replaceChildren(
+    ...r.models.map((m) => {
+      const row = element('tr');
+      const price = m.pricing === undefined ? '' : `${m.pricing.input_per_mtok} / ${m.pricing.output_per_mtok} ${m.pricing.currency}`;
+      for (const cell of [m.id, m.provider ?? '', m.context_window?.toLocaleString('en') ?? '', m.reasoning ? 'yes' : 'no', price, (m.regions ?? []).join(', '), (m.endpoints ?? []).join(', ')]) {
+        row.append(element('td', cell));
+      }
+      return row;
+    }),
+  );
+  const select = byId<HTMLSelectElement>('chat-model');
+  const chatModels = r.models.filter((m) => m.endpoints === undefined || m.endpoints.includes('chat'));
+  select.replaceChildren(...chatModels.map((m) => Object.assign(element('option', m.id), { value: m.id })));
+}
+
+function show(id: string): void {
+  byId(id).hidden = false;
+}
+
+function render(r: ServiceReport): void {
+  const verdict = VERDICTS[r.verdict];
+  const line = byId('verdict');
+  line.textContent = verdict.text;
+  line.className = `verdict ${verdict.tone}`;
+  byId('verdict-detail').textContent = verdict.detail;
+  renderChecks(byId<HTMLOListElement>('checks'), r.checks);
+  renderFacts(r);
+  renderModels(r);
+  for (const id of ['verdict-panel', 'checks-panel', 'facts-panel', 'models-panel']) show(id);
+  if (r.document !== undefined && r.verdict !== 'failed') {
+    byId('chat-note').textContent =
+      r.hpkeKeyConfig !== undefined
+        ? 'Messages are encrypted in this page to the attested key; a load balancer in front of the service sees only ciphertext.'
+        : 'This service offers no attested encryption key: messages travel in the clear inside TLS.';
+    show('chat-panel');
+  }
+}
+
+async function verify(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  const button = byId<HTMLButtonElement>('verify-button');
+  button.disabled = true;
+  try {
+    const base = byId<HTMLInputElement>('service-url').value.trim();
+    let reference: PageReference | undefined;
+    try {
+      reference = readReference(byId<HTMLTextAreaElement>('reference').value);
+    } catch (err) {
+      report = { verdict: 'failed', checks: [{ name: 'reference.file', status: 'fail', detail: (err as Error).message }], models: [] };
+      render(report);
+      return;
+    }
+    report = await verifyService(base, reference === undefined ? {} : { reference });
+    render(report);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function addMessage(role: 'user' | 'assistant', text: string): HTMLElement {
+  const box = element('div', undefined, `message ${role}`);
+  box.append(element('span', role === 'user' ? 'You' : 'Model', 'who'));
+  const content = element('span', text, 'content');
+  box.append(content);
+  byId('chat-log').append(box);
+  return content;
+}
+
+async function chat(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  if (report?.document === undefined || report.jwks === undefined || report.policyHash === undefined) return;
+  const button = byId<HTMLButtonElement>('chat-send');
+  const input = byId<HTMLTextAreaElement>('chat-message');
+  const text = input.value;
+  button.disabled = true;
+  history.push({ role: 'user', content: text });
+  addMessage('user', text);
+  const answer = addMessage('assistant', '');
+  try {
+    const outcome = await sendChat({
+      base: byId<HTMLInputElement>('service-url').value.trim(),
+      apiKey: byId<HTMLInputElement>('api-key').value,
+      model: byId<HTMLSelectElement>('chat-model').value,
+      messages: history,
+      ...(report.hpkeKeyConfig === undefined ? {} : { hpkeKeyConfig: report.hpkeKeyConfig }),
+      jwks: report.jwks,
+      measurement: report.document.measurement,
+      policyHash: report.policyHash,
+      allowNoTee: report.document.tee === 'none',
+      onText: (piece) => (answer.textContent += piece),
+    });
+    history.push({ role: 'assistant', content: outcome.reply });
+    input.value = '';
+    const failed = outcome.receipt.checks.filter((c) => !c.ok);
+    const item = element('li');
+    item.append(element('strong', failed.length === 0 ? 'Receipt verified' : 'Receipt NOT verified'));
+    item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
+    const checks = element('ol', undefined, 'checks');
+    renderChecks(checks, outcome.receipt.checks.map((c) => ({ name: c.name, status: c.ok ? 'pass' : 'fail', detail: c.detail })));
+    item.append(checks);
+    byId('receipts').prepend(item);
+    show('receipts-panel');
+  } catch (err) {
+    answer.textContent = `The request failed: ${(err as Error).message}`;
+    history.pop();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function start(): void {
+  const url = byId<HTMLInputElement>('service-url');
+  const fromQuery = new URLSearchParams(location.search).get('url');
+  if (fromQuery !== null) url.value = fromQuery;
+  else if (location.protocol === 'http:' || location.protocol === 'https:') url.value = location.origin;
+  byId<HTMLInputElement>('reference-file').addEventListener('change', async (event) => {
+    const file = (event.target as HTMLInputElement).files?.[0];
+    if (file !== undefined) byId<HTMLTextAreaElement>('reference').value = await file.text();
+  });
+  byId<HTMLFormElement>('target-form').addEventListener('submit', (e) => void verify(e));
+  byId<HTMLFormElement>('chat-form').addEventListener('submit', (e) => void chat(e));
+}
+
+start();

@@ -1,0 +1,144 @@
+import { Identity, Transport } from 'ehbp';
+import type { Check } from '../verify/check.ts';
+import { verifyReceipt, type ReceiptVerification } from '../verify/receipt.ts';
+import { splitReceiptStream } from '../verify/stream-receipt.ts';
+
+export interface ChatMessage {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
+export interface ChatOptions {
+  base: string;
+  apiKey: string;
+  model: string;
+  messages: ChatMessage[];
+  /** The attested /.well-known/hpke-keys bytes; without them the request goes in the clear (development services only). */
+  hpkeKeyConfig?: Uint8Array;
+  jwks: { keys: unknown[] };
+  measurement: string;
+  policyHash: string;
+  allowNoTee: boolean;
+  /** The operator's brand word in header names (SPEC 1); `Service` by default. */
+  brand?: string;
+  /** Called with each piece of the answer as it is decrypted. */
+  onText(text: string): void;
+}
+
+export interface ChatOutcome {
+  reply: string;
+  encrypted: boolean;
+  receiptId: string | null;
+  /** The message receipt after the stream, checked over the exact bytes sent and received. */
+  receipt: ReceiptVerification;
+}
+
+const encoder = new TextEncoder();
+
+function randomNonce(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** Content deltas of the chat-completion chunks in complete SSE lines; returns the unfinished tail. */
+function readDeltas(text: string, onText: (t: string) => void): string {
+  const lines = text.split(/\r\n|\r|\n/);
+  const tail = lines.pop() ?? '';
+  for (const line of lines) {
+    if (!line.startsWith('data:')) continue;
+    const data = line.slice(5).trim();
+    if (data === '[DONE]' || data === '') continue;
+    try {
+      const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }>; error?: { message?: string } };
+      if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
+      const content = chunk.choices?.[0]?.delta?.content;
+      if (typeof content === 'string' && content !== '') onText(content);
+    } catch (err) {
+      if (err instanceof SyntaxError) continue;
+      throw err;
+    }
+  }
+  return tail;
+}
+
+async function errorMessage(response: Response): Promise<string> {
+  try {
+    const body = (await response.json()) as { error?: { message?: string } };
+    return body.error?.message ?? `HTTP ${response.status}`;
+  } catch {
+    return `HTTP ${response.status}`;
+  }
+}
+
+/**
+ * Sends a streamed chat request, encrypted with EHBP to the attested key when the service offers one,
+ * renders the answer as it is decrypted, and verifies the message receipt over the exact plaintext bytes
+ * this page sent and received (SPEC 3, 9).
+ */
+export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
+  const brand = (options.brand ?? 'Service').trim() || 'Service';
+  const nonce = randomNonce();
+  const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true });
+  const requestBytes = encoder.encode(body);
+  const url = `${options.base.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/chat/completions`;
+  const init: RequestInit = {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${options.apiKey}`,
+      'content-type': 'application/json',
+      [`x-${brand}-receipt`]: 'true',
+      [`x-${brand}-nonce`]: nonce,
+    },
+    body: requestBytes,
+  };
+  let response: Response;
+  if (options.hpkeKeyConfig !== undefined) {
+    const identity = await Identity.unmarshalPublicConfig(options.hpkeKeyConfig);
+    response = await new Transport(identity, new URL(url).host).request(url, init);
+  } else {
+    response = await fetch(url, init);
+  }
+  if (!response.ok || response.body === null) throw new Error(await errorMessage(response));
+
+  const parts: Uint8Array[] = [];
+  const decoder = new TextDecoder();
+  let pending = '';
+  let reply = '';
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    pending = readDeltas(pending + decoder.decode(value, { stream: true }), (text) => {
+      reply += text;
+      options.onText(text);
+    });
+  }
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+
+  let receipt: ReceiptVerification;
+  try {
+    const split = splitReceiptStream(all);
+    receipt = await verifyReceipt(split.receipt, {
+      jwks: options.jwks,
+      allowNoTee: options.allowNoTee,
+      expected: {
+        receiptType: 'message',
+        nonce,
+        measurement: options.measurement,
+        policyHash: options.policyHash,
+        modelId: options.model,
+        requestBytes,
+        responseBytes: split.body,
+      },
+    });
+  } catch (err) {
+    const failed: Check = { name: 'receipt.stream', ok: false, detail: (err as Error).message };
+    receipt = { checks: [failed] };
+  }
+  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: response.headers.get(`x-${brand}-receipt-id`), receipt };
+}

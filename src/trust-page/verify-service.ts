@@ -1,0 +1,158 @@
+import type { AttestationDocumentV2 } from '../protocol/attestation.ts';
+import { jcsSha256 } from '../protocol/jcs.ts';
+import { verifyAttestationDocument } from '../verify/attestation.ts';
+import { verifyJwksBinding } from '../verify/binding.ts';
+import type { Check } from '../verify/check.ts';
+
+/** A check as the page shows it: passed, failed, or a note (not checkable here, or not pinned). */
+export interface PageCheck {
+  name: string;
+  status: 'pass' | 'fail' | 'note';
+  detail: string;
+}
+
+export type Verdict = 'verified' | 'unpinned' | 'development' | 'failed';
+
+export interface ServiceReport {
+  verdict: Verdict;
+  checks: PageCheck[];
+  document?: AttestationDocumentV2;
+  jwks?: { keys: unknown[] };
+  policyHash?: string;
+  models: ModelRow[];
+  /** The exact bytes of /.well-known/hpke-keys, present only when they are the attested ones. */
+  hpkeKeyConfig?: Uint8Array;
+}
+
+export interface ModelRow {
+  id: string;
+  provider?: string;
+  context_window?: number;
+  reasoning?: boolean;
+  pricing?: { input_per_mtok: number; output_per_mtok: number; currency: string };
+  regions?: string[];
+  endpoints?: string[];
+}
+
+/** Launch measurements an auditor accepts, per TEE; the full reference-values file of SPEC 10 is read by the verifier. */
+export interface PageReference {
+  snp?: { measurement?: string[] };
+  tdx?: { mrtd?: string[] };
+}
+
+const page = (name: string, status: PageCheck['status'], detail: string): PageCheck => ({ name, status, detail });
+const fromCheck = (c: Check): PageCheck => page(c.name, c.ok ? 'pass' : 'fail', c.detail);
+
+function serviceUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, '').replace(/\/v1$/, '')}/${path}`;
+}
+
+async function getJson(base: string, path: string): Promise<unknown> {
+  const response = await fetch(serviceUrl(base, path), { headers: { accept: 'application/json' } });
+  if (!response.ok) throw new Error(`GET /${path} answered ${response.status}`);
+  return response.json() as Promise<unknown>;
+}
+
+async function getBytes(base: string, path: string): Promise<Uint8Array | undefined> {
+  const response = await fetch(serviceUrl(base, path));
+  if (response.status === 404) return undefined;
+  if (!response.ok) throw new Error(`GET /${path} answered ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+function toHex(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let text = '';
+  for (const b of bytes) text += String.fromCharCode(b);
+  return btoa(text);
+}
+
+function hpkeCheck(doc: AttestationDocumentV2, served: Uint8Array | undefined): PageCheck {
+  const attested = doc.binding.hpke_key_config;
+  if (attested === null) {
+    return page('binding.hpke', 'note', 'the service does not offer encrypted bodies (EHBP): a load balancer in front of it could read chats');
+  }
+  if (served === undefined) return page('binding.hpke', 'fail', 'the binding names an HPKE key, but /.well-known/hpke-keys serves none');
+  return toBase64(served) === attested
+    ? page('binding.hpke', 'pass', `/.well-known/hpke-keys serves exactly the attested key configuration (${served.length} bytes)`)
+    : page('binding.hpke', 'fail', '/.well-known/hpke-keys serves another key than the attested one: the page will not encrypt to it');
+}
+
+function referenceChecks(doc: AttestationDocumentV2, reference: PageReference | undefined): PageCheck[] {
+  const accepted = doc.tee === 'sev-snp' ? reference?.snp?.measurement : doc.tee === 'tdx' ? reference?.tdx?.mrtd : undefined;
+  const field = doc.tee === 'tdx' ? 'MRTD' : 'MEASUREMENT';
+  if (accepted === undefined || accepted.length === 0) {
+    return [page('reference.measurement', 'note', `not pinned: no reference ${field} was given, so the code was not compared with what an auditor expects`)];
+  }
+  const measured = doc.measurement.toLowerCase();
+  return [
+    accepted.some((m) => m.toLowerCase() === measured)
+      ? page('reference.measurement', 'pass', `${field} ${measured} is one of the ${accepted.length} reference value(s)`)
+      : page('reference.measurement', 'fail', `${field} ${measured} is none of the reference values: this is not the code the auditor expects`),
+  ];
+}
+
+function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined): Verdict {
+  if (doc?.tee === 'none') return 'development';
+  if (checks.some((c) => c.status === 'fail')) return 'failed';
+  return checks.some((c) => c.name.startsWith('reference.') && c.status === 'note') ? 'unpinned' : 'verified';
+}
+
+/**
+ * Verifies a Sigil service as a skeptical browser would: a fresh nonce, the attestation document, its
+ * binding (JWKS, policy, HPKE key) recomputed here, the hardware evidence chain, and the reference values
+ * the user gave. Nothing the service says about a check's outcome is taken on its word.
+ */
+export async function verifyService(base: string, options: { reference?: PageReference } = {}): Promise<ServiceReport> {
+  const nonce = crypto.getRandomValues(new Uint8Array(32));
+  let doc: AttestationDocumentV2;
+  let jwks: { keys: unknown[] };
+  let policy: unknown;
+  let modelList: unknown;
+  let hpke: Uint8Array | undefined;
+  try {
+    [doc, jwks, policy, modelList, hpke] = (await Promise.all([
+      getJson(base, `v1/verify/attestation?nonce=${toHex(nonce)}`),
+      getJson(base, 'v1/verify/jwks.json'),
+      getJson(base, 'v1/verify/policy'),
+      getJson(base, 'v1/models?detail=true'),
+      getBytes(base, '.well-known/hpke-keys'),
+    ])) as [AttestationDocumentV2, { keys: unknown[] }, unknown, unknown, Uint8Array | undefined];
+  } catch (err) {
+    return { verdict: 'failed', checks: [page('page.fetch', 'fail', `could not read the service: ${(err as Error).message}`)], models: [] };
+  }
+  const models = ((modelList as { data?: ModelRow[] }).data ?? []).map((m) => ({ ...m }));
+
+  const checks: PageCheck[] = verifyJwksBinding(doc, { jwks, nonce }).map(fromCheck);
+  const policyHash = jcsSha256(policy);
+  checks.push(
+    doc.binding?.policy_hash === policyHash
+      ? page('binding.policy', 'pass', `the published policy hashes to ${policyHash}, the attested policy_hash`)
+      : page('binding.policy', 'fail', `the published policy hashes to ${policyHash}; the binding says ${String(doc.binding?.policy_hash)}`),
+  );
+  if (doc.binding === undefined) return { verdict: 'failed', checks, models };
+  const hpkeLine = hpkeCheck(doc, hpke);
+  checks.push(hpkeLine);
+  checks.push(
+    doc.binding.tls_spki_sha256 === null
+      ? page('binding.tls', 'note', 'the service terminates no TLS itself: whatever serves this page\'s HTTPS sits outside the enclave')
+      : page('binding.tls', 'note', `the enclave serves TLS key ${doc.binding.tls_spki_sha256}; a browser cannot show the page which key its connection used`),
+  );
+  checks.push(
+    doc.gpu_evidence.length === 0
+      ? page('binding.gpu', 'note', 'no GPU evidence: the service attests no GPU')
+      : page('binding.gpu', 'note', `${doc.gpu_evidence.length} GPU report(s) bound; their verification needs NVIDIA's reference values`),
+  );
+  if (doc.tee === 'none') {
+    checks.push(page('attestation.tee', 'fail', 'tee is "none": no hardware evidence exists, so nothing stops the operator from reading prompts (a development service)'));
+  } else {
+    checks.push(...(await verifyAttestationDocument(doc, { jwks: jwks as { keys: object[] }, nonce })).map(fromCheck));
+    checks.push(...referenceChecks(doc, options.reference));
+  }
+  const report: ServiceReport = { verdict: verdictOf(checks, doc), checks, document: doc, jwks, policyHash, models };
+  if (hpkeLine.status === 'pass' && hpke !== undefined) report.hpkeKeyConfig = hpke;
+  return report;
+}
