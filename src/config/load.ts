@@ -48,6 +48,7 @@ export function parseConfig(text: string, source: string): LoadedConfig {
     auth: { keys_file: at(config.auth.keys_file) },
     receipts: { ...config.receipts, key_file: config.receipts.key_file === undefined ? undefined : at(config.receipts.key_file) },
     engine: { ...config.engine, model: config.engine.model === undefined ? undefined : at(config.engine.model) },
+    trust_page: config.trust_page?.dir === undefined ? config.trust_page : { dir: at(config.trust_page.dir) },
   };
 }
 

@@ -75,6 +75,8 @@ export const configSchema = z.strictObject({
     .prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
+  /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */
+  trust_page: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),

@@ -10,6 +10,7 @@ import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler } from './routes/metrics.ts';
+import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
 import { createCors } from './cors.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
@@ -18,6 +19,8 @@ interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
   name: string;
   methods: Record<string, Handler>;
+  /** Public documents any page may read (SPEC 11): served with `Access-Control-Allow-Origin: *`, never with credentials. */
+  public?: true;
 }
 
 /** Holds the live context; reloads swap it whole between requests. */
@@ -33,20 +36,22 @@ function buildRoutes(state: AppState) {
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>([
     ['/v1/chat/completions', { name: '/v1/chat/completions', methods: { POST: (req, res, ctx, _url, log) => handleChatCompletions(req, res, ctx, log) } }],
-    ['/v1/models', { name: '/v1/models', methods: get(handleListModels) }],
-    ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks) }],
-    ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy) }],
-    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()) }],
+    ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
+    ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
+    ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
+    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()), public: true }],
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
   ]);
+  const trustPage = createTrustPageHandler(state.ctx.config.trust_page?.dir ?? defaultTrustPageDir());
+  for (const path of TRUST_PAGE_PATHS) exact.set(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;
   if (metrics.enabled) {
     const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
     exact.set('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
   }
   const prefixed: Array<[string, Route]> = [
-    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel) }],
+    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true }],
     ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
@@ -101,6 +106,7 @@ export function createRequestHandler(state: AppState) {
       const matched = route(url.pathname);
       if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       log.route = matched.name;
+      if (matched.public === true) res.setHeader('access-control-allow-origin', '*');
       if (cors?.apply(req, res, Object.keys(matched.methods).join(', '))) {
         log.status = 204;
         return;

@@ -95,9 +95,10 @@ function referenceChecks(doc: AttestationDocumentV2, reference: PageReference | 
   ];
 }
 
+/** A failed check outranks everything; then a development service says so; then whether the code was compared. */
 function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined): Verdict {
+  if (checks.some((c) => c.status === 'fail' && c.name !== 'attestation.tee')) return 'failed';
   if (doc?.tee === 'none') return 'development';
-  if (checks.some((c) => c.status === 'fail')) return 'failed';
   return checks.some((c) => c.name.startsWith('reference.') && c.status === 'note') ? 'unpinned' : 'verified';
 }
 

@@ -1,0 +1,148 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateKeyPairSync } from 'node:crypto';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+
+// The trust page in a real browser (Debian's chromium), against a running Sigil: what a person sees.
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(tmpdir(), 'sigil-trust-page-screenshots');
+
+let pageDir: string;
+let engine: TestEngine;
+let sigil: TestSigil;
+let browser: Browser;
+
+beforeAll(async () => {
+  pageDir = mkdtempSync(join(tmpdir(), 'sigil-trust-page-'));
+  execFileSync(process.execPath, [new URL('../../scripts/build-trust-page.mjs', import.meta.url).pathname, pageDir]);
+  engine = await startTestEngine({ modelNames: ['chat-model', 'embed-model'] });
+  sigil = await startTestSigil({
+    upstreams: { main: { url: engine.baseUrl } },
+    models: [{ id: 'chat-model', context_window: 8192, reasoning: false }, { id: 'embed-model', endpoints: ['embeddings'] }],
+    config: { trust_page: { dir: pageDir } },
+  });
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    userDataDir: mkdtempSync(join(tmpdir(), 'sigil-chromium-')),
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await sigil?.close();
+  await engine?.close();
+});
+
+async function verifyIn(page: Page, url: string, serviceUrl?: string): Promise<string> {
+  await page.goto(url, { waitUntil: 'load' });
+  if (serviceUrl !== undefined) {
+    await page.$eval('#service-url', (input, value) => ((input as HTMLInputElement).value = value), serviceUrl);
+  }
+  await page.click('#verify-button');
+  await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 20_000 });
+  return page.$eval('#verdict', (e) => e.textContent ?? '');
+}
+
+async function checkStatuses(page: Page): Promise<Record<string, string>> {
+  return page.$$eval('#checks li', (items) =>
+    Object.fromEntries(items.map((li) => [(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]!, li.querySelector('.status')?.textContent ?? ''])),
+  );
+}
+
+async function shot(page: Page, name: string): Promise<void> {
+  const path = join(SHOTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  console.log(`screenshot: ${path}`);
+}
+
+describe.skipIf(!existsSync(CHROMIUM))('the trust page in chromium', () => {
+  it('GET / serves the page with a strict content security policy', async () => {
+    const res = await fetch(`${sigil.url}/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(await res.text()).toContain('<label for="service-url">');
+    expect((await fetch(`${sigil.url}/trust/app.js`)).headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect((await fetch(`${sigil.url}/trust/../package.json`)).status).toBe(404);
+  });
+
+  it('says plainly that a development service (tee none) has no confidential hardware, and shows the models', async () => {
+    const page = await browser.newPage();
+    try {
+      const verdict = await verifyIn(page, `${sigil.url}/`);
+      await shot(page, 'development-service');
+      expect(verdict).toBe('Development service: no confidential hardware. Do not send anything private.');
+      const statuses = await checkStatuses(page);
+      expect(statuses['binding.nonce']).toBe('PASS');
+      expect(statuses['binding.jwks']).toBe('PASS');
+      expect(statuses['binding.report_data']).toBe('PASS');
+      expect(statuses['binding.policy']).toBe('PASS');
+      expect(statuses['attestation.tee']).toBe('FAIL');
+      const rows = await page.$$eval('#models tbody tr', (trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td'), (td) => td.textContent)));
+      expect(rows).toEqual([
+        ['chat-model', 'test-provider', '8,192', 'no', '0.5 / 1.5 USD', 'eu-west', 'chat, completions, responses'],
+        ['embed-model', 'test-provider', '131,072', 'yes', '0.5 / 1.5 USD', 'eu-west', 'embeddings'],
+      ]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('shows a service whose JWKS does not match its attested binding as failed', async () => {
+    // A hostile front: everything passes through, except the JWKS, which names another key.
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const foreign = { keys: [{ ...publicKey.export({ format: 'jwk' }), kid: 'intruder', use: 'sig', alg: 'ES256' }] };
+    const front: Server = createServer(async (req, res) => {
+      const headers = { 'access-control-allow-origin': '*', 'content-type': 'application/json' };
+      if (req.url === '/v1/verify/jwks.json') return void res.writeHead(200, headers).end(JSON.stringify(foreign));
+      const upstream = await fetch(`${sigil.url}${req.url}`);
+      res.writeHead(upstream.status, { ...headers, 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await upstream.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', () => resolve()));
+    const frontUrl = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const page = await browser.newPage();
+    try {
+      // The page itself comes from the real service; it is pointed at the hostile front (another origin).
+      const verdict = await verifyIn(page, `${sigil.url}/`, frontUrl);
+      await shot(page, 'jwks-mismatch');
+      expect(verdict).toBe('Not verified: at least one check failed.');
+      expect((await checkStatuses(page))['binding.jwks']).toBe('FAIL');
+    } finally {
+      await page.close();
+      front.close();
+    }
+  });
+
+  it('chats with the service and shows each reply\'s receipt verified over the bytes the page sent and received', async () => {
+    const page = await browser.newPage();
+    try {
+      await verifyIn(page, `${sigil.url}/`);
+      await page.type('#api-key', sigil.key);
+      await page.select('#chat-model', 'chat-model');
+      await page.type('#chat-message', 'Hello there');
+      await page.click('#chat-send');
+      await page.waitForSelector('#receipts li', { timeout: 20_000 });
+      await shot(page, 'chat-receipt');
+      expect(await page.$eval('.message.assistant .content', (e) => e.textContent)).toBe(engine.reply);
+      const receipt = await page.$eval('#receipts li', (li) => li.textContent ?? '');
+      expect(receipt.startsWith('Receipt verified')).toBe(true);
+      const lines = await page.$$eval('#receipts li .checks li', (items) => items.map((li) => `${li.querySelector('.status')?.textContent} ${(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]}`));
+      expect(lines).toEqual(expect.arrayContaining(['PASS receipt.signature', 'PASS receipt.request_hash', 'PASS receipt.response_hash', 'PASS receipt.nonce']));
+      expect(lines.every((l) => l.startsWith('PASS'))).toBe(true);
+      // The key was typed into the page only: never in a log line.
+      expect(sigil.logs.some((line) => line.includes(sigil.key))).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+});
