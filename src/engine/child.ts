@@ -18,10 +18,32 @@ export interface EngineProcess {
   stop(): Promise<void>;
 }
 
+/** node-llama-cpp is an optional dependency: an image that fronts another engine does not carry it. */
+export class EngineNotInstalledError extends Error {
+  readonly code = 'ERR_ENGINE_NOT_INSTALLED';
+  constructor() {
+    super(
+      'no upstream is configured and the built-in engine is not installed (node-llama-cpp, an optional dependency): ' +
+        'configure upstreams.NAME.url, or install it with `npm install` (without --omit=optional)',
+    );
+  }
+}
+
+/** Fails with a clear message, before any module of the engine loads, when node-llama-cpp is absent. */
+export function assertEngineInstalled(): void {
+  try {
+    createRequire(import.meta.url).resolve('node-llama-cpp');
+  } catch {
+    throw new EngineNotInstalledError();
+  }
+}
+
 const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
-const MAIN_PATH = fileURLToPath(new URL('../cli/main.ts', import.meta.url));
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/** Compiled (dist/*.js) the child is plain Node; from the TypeScript sources (tests, development) it needs tsx's loader. */
+const FROM_SOURCES = import.meta.url.endsWith('.ts');
+const MAIN_PATH = fileURLToPath(new URL(FROM_SOURCES ? '../cli/main.ts' : '../cli/main.js', import.meta.url));
+const LOADER_ARGS = FROM_SOURCES ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
 
 /**
  * Runs `sigil engine --model PATH --port 0` as a child process on a free loopback port and resolves once
@@ -30,7 +52,7 @@ const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).
  */
 export async function startEngineProcess(opts: EngineProcessOptions): Promise<EngineProcess> {
   const args = [
-    '--import', TSX_LOADER, MAIN_PATH, 'engine',
+    ...LOADER_ARGS, MAIN_PATH, 'engine',
     '--model', opts.modelPath, '--host', '127.0.0.1', '--port', '0',
     '--threads', String(opts.threads ?? 1), '--parallel', String(opts.parallel ?? 2),
     ...(opts.contextSize !== undefined ? ['--context', String(opts.contextSize)] : []),
