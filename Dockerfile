@@ -1,22 +1,35 @@
-# Sigil: attested reverse proxy. Multi-stage: dependencies are installed in a first stage and the
-# runtime image holds only production modules and sources, running as a non-root user.
-FROM node:20-bookworm-slim AS deps
-WORKDIR /app
+# Sigil: attested reverse proxy. The image holds the compiled JavaScript and the proxy's production
+# modules only: no TypeScript, no tsx or esbuild, no node-llama-cpp (it fronts an engine such as vLLM).
+
+# 1. Build: every dependency (TypeScript, and node-llama-cpp for its types), then dist/.
+FROM node:20-bookworm-slim AS build
+WORKDIR /src
 COPY package.json package-lock.json ./
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
+RUN npm install --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+RUN npm run build
+
+# 2. Production modules: `dependencies` only; node-llama-cpp is optional and left out.
+FROM node:20-bookworm-slim AS modules
+WORKDIR /app
+COPY package.json package-lock.json ./
 RUN npm install --omit=dev --omit=optional --no-audit --no-fund
 
+# 3. Runtime: dist/, bin/, the example config and production modules, as a non-root user.
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 RUN groupadd --system sigil && useradd --system --gid sigil --home-dir /app --shell /usr/sbin/nologin sigil
-COPY --from=deps /app/node_modules ./node_modules
+COPY --from=modules /app/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
 COPY package.json ./
 COPY bin ./bin
-COPY src ./src
 COPY config ./config
 RUN mkdir -p /app/.sigil && chown sigil:sigil /app/.sigil
 USER sigil
 EXPOSE 8080
 ENTRYPOINT ["node", "bin/sigil.js"]
-CMD ["serve", "--config", "config/sigil.yaml"]
+CMD ["serve", "--config", "config/sigil.example.yaml"]

@@ -67,8 +67,8 @@ export async function postChatCompletion(upstream: Upstream, body: Buffer, clien
 /**
  * Reads a whole (non-stream) body, refusing more than `limit` bytes. Plain 'data'/'end' listeners: the
  * async iterator of `for await` (createAsyncIterator, read(), eos) showed in the per-request profile.
- * The listeners are unnamed and stay on the finished body: naming them costs a __name call each under
- * tsx, and removing them a removeListener each, both visible in the profile too.
+ * The listeners stay on the finished body, which is dropped with them: removing them costs a
+ * removeListener each, visible in the profile too.
  */
 export function readEngineBody(response: EngineResponse, limit: number): Promise<Buffer> {
   const body = response.body;

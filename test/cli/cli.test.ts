@@ -4,11 +4,11 @@ import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
-const SIGIL = join(import.meta.dirname, '../../bin/sigil.js');
 
 function sigil(args: string[], env: Record<string, string> = {}) {
-  const result = spawnSync(process.execPath, [SIGIL, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
+  const result = spawnSync(process.execPath, [...SIGIL_FROM_SOURCES, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 

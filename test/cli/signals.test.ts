@@ -8,8 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { catalogueEntry } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
-const SIGIL = join(import.meta.dirname, '../../bin/sigil.js');
 const running: Array<{ child: ChildProcess; engine: TestEngine }> = [];
 
 afterEach(async () => {
@@ -29,7 +29,7 @@ async function serve(): Promise<{ child: ChildProcess; url: string; dir: string;
     stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' }, limits: { shutdown_grace_ms: 5000 } }),
   );
   const { key } = addKey(join(dir, 'keys'));
-  const child = spawn(process.execPath, [SIGIL, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
   running.push({ child, engine });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {

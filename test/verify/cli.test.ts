@@ -10,6 +10,7 @@ import { NONE_MEASUREMENT, POLICY, TEST_API_KEY, startFakeService } from './cli-
 import type { FakeService } from './cli-server.ts';
 import { MEASUREMENT, makeSigner, messageClaims } from './receipt-fixtures.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
+import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
 const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
 
@@ -300,7 +301,7 @@ describe('sigil verify RECEIPT_FILE', () => {
   });
 
   it('runs through the sigil dispatcher as a child process', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'verify', files.receipt, '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response], {
+    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'verify', files.receipt, '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response], {
       cwd: join(import.meta.dirname, '..', '..'),
     });
     let out = '';

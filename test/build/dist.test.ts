@@ -1,0 +1,125 @@
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { createInterface } from 'node:readline';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addKey } from '../../src/auth/keys-file.ts';
+import { catalogueEntry } from '../support/sigil.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  optionalDependencies: Record<string, string>;
+};
+
+/**
+ * The image's layout, made the way `npm run build` makes dist/: package.json, bin/sigil.js, the compiled
+ * dist/ and a node_modules (here the project's own, linked).
+ */
+let app: string;
+const children: ChildProcess[] = [];
+let engine: TestEngine | undefined;
+
+beforeAll(() => {
+  app = mkdtempSync(join(tmpdir(), 'sigil-dist-'));
+  const dist = join(app, 'dist');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', dist, '--tsBuildInfoFile', join(dist, '.tsbuildinfo')]);
+  execFileSync(process.execPath, [join(ROOT, 'scripts/copy-assets.mjs'), dist]);
+  mkdirSync(join(app, 'bin'));
+  cpSync(join(ROOT, 'bin/sigil.js'), join(app, 'bin/sigil.js'));
+  cpSync(join(ROOT, 'package.json'), join(app, 'package.json'));
+  symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await engine?.close();
+});
+
+function compiledFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.js'))
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+/** The package an import specifier names: `@scope/name` or `name`; undefined for relative paths and Node's own modules. */
+function packageOf(specifier: string): string | undefined {
+  if (specifier.startsWith('.') || specifier.startsWith('/') || isBuiltin(specifier)) return undefined;
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
+const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g;
+
+describe('the compiled proxy (dist/) needs only its production dependencies', () => {
+  it('imports nothing but Node built-ins and `dependencies`; node-llama-cpp, optional, only from the built-in engine', () => {
+    const files = compiledFiles(join(app, 'dist'));
+    expect(files.length).toBeGreaterThan(50);
+    const outside: string[] = [];
+    const seen = new Set<string>();
+    for (const file of files) {
+      const path = relative(join(app, 'dist'), file);
+      for (const [, specifier] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+        const name = packageOf(specifier!);
+        if (name !== undefined) seen.add(name);
+        if (name === undefined || name in PACKAGE.dependencies) continue;
+        if (name in PACKAGE.optionalDependencies && path.startsWith('engine/')) continue;
+        outside.push(`${path} imports ${specifier}`);
+      }
+    }
+    expect(outside).toEqual([]);
+    expect(seen).toContain('undici');
+    expect(seen).toContain('node-llama-cpp');
+  });
+
+  it('keeps no .ts import specifier: every relative import was rewritten to .js', () => {
+    const left = compiledFiles(join(app, 'dist')).filter((file) => /(?:from\s*|import\s*\(\s*)["']\.{1,2}\/[^"']*\.ts["']/.test(readFileSync(file, 'utf8')));
+    expect(left).toEqual([]);
+  });
+});
+
+describe('bin/sigil.js runs the compiled code', () => {
+  it('prints the commands', () => {
+    const result = spawnSync(process.execPath, [join(app, 'bin/sigil.js'), '--help'], { encoding: 'utf8', timeout: 20_000 });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('usage: sigil <command>');
+    expect(result.stdout).toContain('verify');
+  });
+
+  it('serves the catalogue and relays a chat completion with its receipt', async () => {
+    engine = await startTestEngine({ modelNames: ['m'] });
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-dist-serve-'));
+    writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
+    writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' } }));
+    const { key } = addKey(join(dir, 'keys'));
+    const child = spawn(process.execPath, [join(app, 'bin/sigil.js'), 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the compiled sigil did not start')), 20_000);
+      child.once('exit', (code) => reject(new Error(`the compiled sigil exited with ${code}`)));
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        const entry = JSON.parse(line) as { msg?: string; url?: string };
+        if (entry.msg !== 'sigil listening') return;
+        clearTimeout(timer);
+        resolve(entry.url!);
+      });
+    });
+
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    expect(models.data.map((m) => m.id)).toEqual(['m']);
+
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
+    expect(body.choices[0]!.message.content).toBe(engine.reply);
+    expect(res.headers.get('x-service-receipt')).toMatch(/^eyJ[\w-]+\.[\w-]+\.[\w-]+$/);
+  });
+});
