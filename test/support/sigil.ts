@@ -62,6 +62,8 @@ export async function startTestSigil(options: {
     catalogue: 'models.yaml',
     auth: { keys_file: 'api-keys' },
     log: { level: 'info' },
+    // Hermetic: never the dist/trust-page an earlier `npm run build` left in the working tree.
+    trust_page: { dir: join(dir, 'trust-page-not-built') },
     ...options.config,
   };
   writeFileSync(join(dir, 'sigil.yaml'), stringify(config));
