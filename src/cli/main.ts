@@ -4,7 +4,13 @@ export type Command = (argv: string[]) => Promise<number>;
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run: Command }> }> = {
   serve: { summary: 'run the proxy (sigil serve [--config FILE])', load: () => import('./serve.ts') },
   keys: { summary: 'manage API keys (sigil keys add|list|revoke PREFIX)', load: () => import('./keys.ts') },
-  engine: { summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)', load: () => import('./engine.ts') },
+  engine: {
+    summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)',
+    load: async () => {
+      (await import('../engine/installed.ts')).assertEngineInstalled();
+      return import('./engine.ts');
+    },
+  },
   'hash-model': { summary: 'print the model_hash of a model file or directory', load: () => import('./hash-model.ts') },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
 };
@@ -25,7 +31,13 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: unknown command '${name}'\n\n${usage()}`);
     return 2;
   }
-  const { run } = await command.load();
+  let run: Command;
+  try {
+    ({ run } = await command.load());
+  } catch (error) {
+    process.stderr.write(`sigil ${name}: ${(error as Error).message}\n`);
+    return 1;
+  }
   return run(rest);
 }
 

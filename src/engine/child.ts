@@ -18,26 +18,6 @@ export interface EngineProcess {
   stop(): Promise<void>;
 }
 
-/** node-llama-cpp is an optional dependency: an image that fronts another engine does not carry it. */
-export class EngineNotInstalledError extends Error {
-  readonly code = 'ERR_ENGINE_NOT_INSTALLED';
-  constructor() {
-    super(
-      'no upstream is configured and the built-in engine is not installed (node-llama-cpp, an optional dependency): ' +
-        'configure upstreams.NAME.url, or install it with `npm install` (without --omit=optional)',
-    );
-  }
-}
-
-/** Fails with a clear message, before any module of the engine loads, when node-llama-cpp is absent. */
-export function assertEngineInstalled(): void {
-  try {
-    createRequire(import.meta.url).resolve('node-llama-cpp');
-  } catch {
-    throw new EngineNotInstalledError();
-  }
-}
-
 const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 /** Compiled (dist/*.js) the child is plain Node; from the TypeScript sources (tests, development) it needs tsx's loader. */

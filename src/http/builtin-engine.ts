@@ -21,8 +21,9 @@ export interface BuiltinEngine {
  * catalogue entry says plainly that its weights are random, and its hash is computed from the file.
  */
 export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): Promise<BuiltinEngine> {
-  const { assertEngineInstalled, startEngineProcess } = await import('../engine/child.ts');
+  const { assertEngineInstalled } = await import('../engine/installed.ts');
   assertEngineInstalled();
+  const { startEngineProcess } = await import('../engine/child.ts');
   const { ensureDemoModel } = await import('../engine/demo-model.ts');
   const { sha256File } = await import('../engine/hash/hash-file.ts');
 

@@ -18,7 +18,8 @@ const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as 
 
 /**
  * The image's layout, made the way `npm run build` makes dist/: package.json, bin/sigil.js, the compiled
- * dist/ and a node_modules (here the project's own, linked).
+ * dist/ and a node_modules: the project's own packages, linked one by one, less node-llama-cpp and its
+ * builds, as in the image (`--omit=optional`).
  */
 let app: string;
 const children: ChildProcess[] = [];
@@ -32,7 +33,11 @@ beforeAll(() => {
   mkdirSync(join(app, 'bin'));
   cpSync(join(ROOT, 'bin/sigil.js'), join(app, 'bin/sigil.js'));
   cpSync(join(ROOT, 'package.json'), join(app, 'package.json'));
-  symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));
+  mkdirSync(join(app, 'node_modules'));
+  for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
+    if (entry === 'node-llama-cpp' || entry === '@node-llama-cpp') continue;
+    symlinkSync(join(ROOT, 'node_modules', entry), join(app, 'node_modules', entry));
+  }
 }, 120_000);
 
 afterAll(async () => {
@@ -83,14 +88,30 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
 });
 
 describe('bin/sigil.js runs the compiled code', () => {
+  function sigil(args: string[]) {
+    return spawnSync(process.execPath, [join(app, 'bin/sigil.js'), ...args], { encoding: 'utf8', timeout: 20_000 });
+  }
+
+  it('says the built-in engine is not installed when no upstream is configured and node-llama-cpp is absent', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-dist-noengine-'));
+    writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, auth: { keys_file: 'keys' } }));
+    addKey(join(dir, 'keys'));
+    const served = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(served.status).toBe(1);
+    expect(served.stderr).toContain('the built-in engine is not installed (node-llama-cpp, an optional dependency)');
+    const engineRun = sigil(['engine', '--model', join(dir, 'absent.gguf')]);
+    expect(engineRun.status).toBe(1);
+    expect(engineRun.stderr).toContain('sigil engine: the built-in engine is not installed');
+  });
+
   it('prints the commands', () => {
-    const result = spawnSync(process.execPath, [join(app, 'bin/sigil.js'), '--help'], { encoding: 'utf8', timeout: 20_000 });
+    const result = sigil(['--help']);
     expect(result.status).toBe(0);
     expect(result.stdout).toContain('usage: sigil <command>');
     expect(result.stdout).toContain('verify');
   });
 
-  it('serves the catalogue and relays a chat completion with its receipt', async () => {
+  it('serves the catalogue and relays a chat completion with its receipt, without node-llama-cpp', async () => {
     engine = await startTestEngine({ modelNames: ['m'] });
     const dir = mkdtempSync(join(tmpdir(), 'sigil-dist-serve-'));
     writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
