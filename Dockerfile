@@ -6,7 +6,8 @@ FROM node:20-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
-RUN npm install --no-audit --no-fund
+# No install scripts: this stage only compiles, and node-llama-cpp is here for its types.
+RUN npm install --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
