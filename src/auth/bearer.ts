@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { httpError } from '../http/errors.ts';
+import { httpError } from '../protocol/errors.ts';
 import type { StoredKey } from './keys-file.ts';
 
 /** Who made a request: the key's id, never the key. */

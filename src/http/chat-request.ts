@@ -1,5 +1,5 @@
 import type { Catalogue, CatalogueModel } from '../catalogue/catalogue.ts';
-import { httpError } from './errors.ts';
+import { httpError } from '../protocol/errors.ts';
 
 /** What Sigil needs to know about a chat request; everything else passes through untouched. */
 export interface ChatRequest {

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { HttpError, httpError } from './errors.ts';
+import { HttpError, httpError } from '../protocol/errors.ts';
 
 /**
  * Reads the request body, refusing more than `limit` bytes (413) before reading further, and a body
@@ -17,7 +17,7 @@ export function readBody(req: IncomingMessage, limit: number, timeoutMs: number)
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        req.resume();
+        // Not drained: the reply closes the connection (server.ts), so the rest is never read.
         reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
         return;
       }
@@ -29,7 +29,7 @@ export function readBody(req: IncomingMessage, limit: number, timeoutMs: number)
     };
     const onError = (err: Error) => {
       cleanup();
-      reject(new HttpError('invalid_json', `The request body could not be read: ${err.message}`));
+      reject(new HttpError('body_read_failed', 'The connection failed before the request body was complete.'));
     };
     const timer = setTimeout(() => {
       cleanup();

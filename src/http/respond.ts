@@ -1,6 +1,16 @@
 import type { ServerResponse } from 'node:http';
+import type { HttpError } from '../protocol/errors.ts';
 
 export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+/** Sends the error in OpenAI's shape; once headers are out, the only honest signal left is a cut. */
+export function sendError(res: ServerResponse, err: HttpError, extraHeaders?: Record<string, string>): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, err.status, JSON.stringify(err.toJSON()), { ...extraHeaders, ...err.headers });
 }

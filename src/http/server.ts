@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { AppContext } from './context.ts';
-import { HttpError, httpError, sendError, toHttpError } from './errors.ts';
+import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
+import { sendError } from './respond.ts';
 import type { RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { handleChatCompletions } from './routes/chat.ts';
@@ -88,6 +90,7 @@ export function createRequestHandler(state: AppState) {
     const requestId = nextRequestId();
     res.setHeader('x-request-id', requestId);
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
+    if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ request_id: requestId, method: req.method }, 'request received');
     state.inFlight++;
     res.once('close', () => {
       state.inFlight--;
@@ -102,6 +105,7 @@ export function createRequestHandler(state: AppState) {
     });
 
     try {
+      refuseDuplicateHeaders(req, ctx);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
@@ -124,14 +128,67 @@ export function createRequestHandler(state: AppState) {
       if (res.destroyed || res.writableEnded) return;
       log.status = res.headersSent ? res.statusCode : error.status;
       log.error_code = error.code;
-      sendError(res, error);
+      // A reply sent before the body was read (401, 413, 415, 429...) ends the connection: reading
+      // on would let anyone stream an unauthenticated body at us for as long as the timeout allows.
+      sendError(res, error, req.complete ? undefined : { connection: 'close' });
     }
+  };
+}
+
+/**
+ * Headers whose duplicates would let a front proxy and Sigil read different requests (issue 11):
+ * Node keeps the first copy of these, another hop may keep the last.
+ */
+function refuseDuplicateHeaders(req: IncomingMessage, ctx: AppContext): void {
+  const names = ['authorization', 'host', 'content-type', ctx.headers.receipt, ctx.headers.nonce];
+  for (const name of names) {
+    if ((req.headersDistinct[name]?.length ?? 0) > 1) throw httpError('duplicate_header', `The ${name} header must be sent once.`, name);
+  }
+}
+
+/** Node's parser error codes, as the reasons a rejection is counted and logged under. */
+function rejectionOf(err: NodeJS.ErrnoException): { status: number; code: 'bad_request' | 'request_timeout' | 'request_header_fields_too_large'; reason: string } {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return { status: 408, code: 'request_timeout', reason: 'header_timeout' };
+  if (err.code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'request_header_fields_too_large', reason: 'headers_too_large' };
+  return { status: 400, code: 'bad_request', reason: (err.code ?? 'malformed').toLowerCase().replace(/^hpe_/, '') };
+}
+
+const REJECTION_MESSAGES: Record<string, string> = {
+  request_timeout: 'The request headers did not arrive in time.',
+  request_header_fields_too_large: 'The request headers are larger than this server accepts.',
+  bad_request: 'The request is not valid HTTP/1.1.',
+};
+
+/**
+ * Errors before a request exists (malformed HTTP, smuggling attempts, header timeouts, headers too
+ * large): answered in OpenAI's shape where the socket still takes a reply, then closed; logged with
+ * the reason only (never the bytes) and counted.
+ */
+export function handleClientError(state: AppState) {
+  return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    if (err.code === 'ECONNRESET' || err.code === 'EPIPE') {
+      socket.destroy();
+      return;
+    }
+    const { status, code, reason } = rejectionOf(err);
+    state.ctx.metrics.httpRejections.inc({ reason });
+    state.ctx.logger.warn({ status, reason }, 'http rejection');
+    // As Node's own default: no reply on a socket that is gone or in the middle of another response.
+    const current = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!socket.writable || current?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({ error: { message: REJECTION_MESSAGES[code], type: 'invalid_request_error', param: null, code } });
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   };
 }
 
 export function createHttpServer(state: AppState): Server {
   const { limits } = state.ctx.config;
-  return createServer(
+  const server = createServer(
     {
       requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms,
       headersTimeout: limits.headers_timeout_ms,
@@ -141,4 +198,6 @@ export function createHttpServer(state: AppState): Server {
     },
     createRequestHandler(state),
   );
+  server.on('clientError', handleClientError(state));
+  return server;
 }

@@ -1,6 +1,5 @@
-import type { ServerResponse } from 'node:http';
 import type { Caller } from '../auth/bearer.ts';
-import { HttpError } from '../http/errors.ts';
+import { HttpError } from '../protocol/errors.ts';
 import type { LimitCounters } from './counters.ts';
 
 export interface ChatLimitsConfig {
@@ -16,8 +15,8 @@ const MINUTE = 60_000;
 /** A concurrency slot whose holder vanished (a crashed replica) is freed after this long. */
 const SLOT_TTL_MS = 15 * MINUTE;
 
-function tooMany(message: string, retryAfterS: number): HttpError {
-  return new HttpError('rate_limit_exceeded', message, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterS))) } });
+function tooMany(message: string, retryAfterS: number, headers: Record<string, string> = {}): HttpError {
+  return new HttpError('rate_limit_exceeded', message, { headers: { ...headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfterS))) } });
 }
 
 /**
@@ -40,37 +39,57 @@ export class ChatLimits {
     return this.#inFlight;
   }
 
-  async admit(caller: Caller, res: ServerResponse): Promise<(tokensUsed: number) => void> {
+  /**
+   * Takes this request's slots (increment, then check: two requests racing past a slow shared counter
+   * cannot both get the last slot) and returns what the response should carry. Every refusal gives
+   * back what it took.
+   */
+  async admit(caller: Caller): Promise<Admission> {
     const c = this.#config;
-    if (this.#inFlight >= c.max_concurrent) throw tooMany('This server is at its limit of concurrent requests; retry shortly.', 1);
-
-    if (c.requests_per_minute > 0) {
-      const { total, resetAt } = await this.#shared.add(`rpm:${caller.keyHash}`, 1, MINUTE);
-      const resetS = Math.ceil((resetAt - Date.now()) / 1000);
-      res.setHeader('x-ratelimit-limit', String(c.requests_per_minute));
-      res.setHeader('x-ratelimit-remaining', String(Math.max(0, c.requests_per_minute - total)));
-      res.setHeader('x-ratelimit-reset', String(resetS));
-      if (total > c.requests_per_minute) throw tooMany(`Rate limit reached: ${c.requests_per_minute} requests per minute for this API key.`, resetS);
-    }
-    if (c.tokens_per_minute > 0) {
-      const { total, resetAt } = await this.#shared.peek(`tpm:${caller.keyHash}`, MINUTE);
-      if (total >= c.tokens_per_minute) {
-        throw tooMany(`Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`, (resetAt - Date.now()) / 1000);
-      }
-    }
-
-    const slot = `conc:${caller.keyHash}`;
-    if (!(await this.#shared.acquire(slot, c.max_concurrent_per_key, SLOT_TTL_MS))) {
-      throw tooMany(`Too many concurrent requests for this API key (limit ${c.max_concurrent_per_key}).`, 1);
-    }
     this.#inFlight++;
-    let released = false;
-    return (tokensUsed) => {
-      if (released) return;
-      released = true;
+    let slotTaken = false;
+    const slot = `conc:${caller.keyHash}`;
+    const giveBack = () => {
       this.#inFlight--;
-      void this.#shared.release(slot).catch(() => undefined);
-      if (c.tokens_per_minute > 0 && tokensUsed > 0) void this.#shared.add(`tpm:${caller.keyHash}`, tokensUsed, MINUTE).catch(() => undefined);
+      if (slotTaken) void this.#shared.release(slot).catch(() => undefined);
     };
+    try {
+      if (this.#inFlight > c.max_concurrent) throw tooMany('This server is at its limit of concurrent requests; retry shortly.', 1);
+      const headers: Record<string, string> = {};
+      if (c.requests_per_minute > 0) {
+        const { total, resetAt } = await this.#shared.add(`rpm:${caller.keyHash}`, 1, MINUTE);
+        const resetS = Math.ceil((resetAt - Date.now()) / 1000);
+        headers['x-ratelimit-limit'] = String(c.requests_per_minute);
+        headers['x-ratelimit-remaining'] = String(Math.max(0, c.requests_per_minute - total));
+        headers['x-ratelimit-reset'] = String(resetS);
+        if (total > c.requests_per_minute) throw tooMany(`Rate limit reached: ${c.requests_per_minute} requests per minute for this API key.`, resetS, headers);
+      }
+      if (c.tokens_per_minute > 0) {
+        const { total, resetAt } = await this.#shared.peek(`tpm:${caller.keyHash}`, MINUTE);
+        if (total >= c.tokens_per_minute) {
+          throw tooMany(`Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`, (resetAt - Date.now()) / 1000, headers);
+        }
+      }
+      slotTaken = await this.#shared.acquire(slot, c.max_concurrent_per_key, SLOT_TTL_MS);
+      if (!slotTaken) throw tooMany(`Too many concurrent requests for this API key (limit ${c.max_concurrent_per_key}).`, 1, headers);
+      let released = false;
+      const release = (tokensUsed: number) => {
+        if (released) return;
+        released = true;
+        giveBack();
+        if (c.tokens_per_minute > 0 && tokensUsed > 0) void this.#shared.add(`tpm:${caller.keyHash}`, tokensUsed, MINUTE).catch(() => undefined);
+      };
+      return { headers, release };
+    } catch (err) {
+      giveBack();
+      throw err;
+    }
   }
+}
+
+export interface Admission {
+  /** Rate-limit headers for the response (`x-ratelimit-*`), empty when no request rate is set. */
+  headers: Readonly<Record<string, string>>;
+  /** Frees the slots and charges the tokens the exchange used; only the first call counts. */
+  release(tokensUsed: number): void;
 }

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { HttpError } from '../http/errors.ts';
+import { engineRefusal, HttpError } from '../protocol/errors.ts';
 import type { Upstream } from './upstream.ts';
 
 export type EngineResponse = Dispatcher.ResponseData;
@@ -100,7 +100,7 @@ export function readEngineBody(response: EngineResponse, limit: number): Promise
   });
 }
 
-function engineMessage(bytes: Buffer): { message?: string; type?: string; code?: string; param?: string } {
+function engineMessage(bytes: Buffer): { message?: string; param?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));
@@ -111,31 +111,15 @@ function engineMessage(bytes: Buffer): { message?: string; type?: string; code?:
   const top = parsed as Record<string, unknown>;
   const inner = (typeof top.error === 'object' && top.error !== null ? top.error : top) as Record<string, unknown>;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
-  const out: { message?: string; type?: string; code?: string; param?: string } = {};
+  const out: { message?: string; param?: string } = {};
   const message = str(inner.message) ?? str(top.error) ?? str(top.detail);
   if (message !== undefined) out.message = message;
-  const type = str(inner.type);
-  if (type !== undefined) out.type = type;
-  const code = str(inner.code);
-  if (code !== undefined) out.code = code;
   const param = str(inner.param);
   if (param !== undefined) out.param = param;
   return out;
 }
 
-/**
- * SPEC 2 and 6: an engine 4xx reaches the client with its status, in OpenAI's shape. An engine that
- * refuses Sigil's own credentials (401, 403) or fails (5xx) is Sigil's problem, not the client's: 502.
- */
+/** SPEC 2 and 6: the engine's refusal as the catalogue entry that carries it on, with its own message. */
 export function engineErrorToHttp(status: number, bytes: Buffer, retryAfter: string | undefined): HttpError {
-  if (status >= 500 || status === 401 || status === 403 || status < 400) {
-    return new HttpError('upstream_server_error', `The engine failed with status ${status}.`);
-  }
-  const info = engineMessage(bytes);
-  const headers: Record<string, string> = {};
-  if (status === 429 && retryAfter !== undefined) headers['retry-after'] = retryAfter;
-  const type = status === 429 ? 'rate_limit_exceeded' : info.type && /_error$/.test(info.type) ? info.type : 'invalid_request_error';
-  const options: ConstructorParameters<typeof HttpError>[2] = { status, type, headers, param: info.param ?? null };
-  if (info.code !== undefined) options.engineCode = info.code;
-  return new HttpError('upstream_bad_request', info.message ?? `The engine refused the request with status ${status}.`, options);
+  return engineRefusal(status, engineMessage(bytes), retryAfter);
 }

@@ -1,5 +1,5 @@
 import type { CatalogueModel } from '../catalogue/catalogue.ts';
-import { httpError } from '../http/errors.ts';
+import { httpError } from '../protocol/errors.ts';
 import type { Upstream, UpstreamSet } from './upstream.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { HttpError, sseErrorEvent } from '../http/errors.ts';
+import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { engineFailure } from './engine-request.ts';
 
 export interface TokenUsage {

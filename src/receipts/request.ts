@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { httpError } from '../http/errors.ts';
+import { httpError } from '../protocol/errors.ts';
 
 export interface ReceiptRequest {
   wanted: boolean;

@@ -206,6 +206,25 @@ describe('engine failures', () => {
     });
   });
 
+  it('passes an engine 429 on as upstream_rate_limited with its Retry-After, and an engine 404 as upstream_not_found', async () => {
+    vllm.behaviour = { status: 429, retryAfter: '7' };
+    const limited = await post(chatBody);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('7');
+    expect(await limited.json()).toEqual({ error: { message: 'engine says 429', type: 'rate_limit_exceeded', param: null, code: 'upstream_rate_limited' } });
+    vllm.behaviour = { status: 404 };
+    const missing = await post(chatBody);
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error).toEqual({ message: 'engine says 404', type: 'invalid_request_error', param: null, code: 'upstream_not_found' });
+  });
+
+  it('answers 400 upstream_bad_request for an engine 4xx the catalogue does not name, never the engine\'s own status', async () => {
+    vllm.behaviour = { status: 418 };
+    const res = await post(chatBody);
+    expect(res.status).toBe(400);
+    expect((await res.json()).error.code).toBe('upstream_bad_request');
+  });
+
   it('answers 502 upstream_server_error when the engine answers 500', async () => {
     vllm.behaviour = { status: 500 };
     const res = await post(chatBody);

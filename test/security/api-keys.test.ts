@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawRequest } from '../support/raw-http.ts';
+import { firstBody, rawRequest } from '../support/raw-http.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -83,10 +83,15 @@ describe('API key comparison', () => {
     }
   });
 
-  it('a wrong key first is not rescued by a right key in a second Authorization header', async () => {
-    const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${flip(sigil.key, sigil.key.length - 1)}\r\nAuthorization: Bearer ${sigil.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
+  it.each([
+    ['a wrong key, then the right one', (k: string) => [flip(k, k.length - 1), k]],
+    ['the right key, then a wrong one', (k: string) => [k, flip(k, k.length - 1)]],
+  ])('two Authorization headers (%s) are refused with 400 duplicate_header, whichever copy a front proxy would pick', async (_name, order) => {
+    const [first, second] = order(sigil.key);
+    const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${first}\r\nAuthorization: Bearer ${second}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
     const exchange = await rawRequest(sigil.url, [request], { waitMs: 2000 });
-    expect(exchange.statuses).toEqual([401]);
+    expect(exchange.statuses).toEqual([400]);
+    expect(JSON.parse(firstBody(exchange)).error).toMatchObject({ code: 'duplicate_header', param: 'authorization', type: 'invalid_request_error' });
   });
 
   it('a receipt is served only to the key that made the request', async () => {

@@ -77,6 +77,7 @@ export async function startTestSigil(options: {
     },
   });
   const loaded = parseConfig(stringify(config), join(dir, 'sigil.yaml'));
-  const sigil = await startSigil(loaded, { ...options.start, logger: createLogger('info', sink) });
+  // The config's level, so a test that asks for trace sees trace lines.
+  const sigil = await startSigil(loaded, { ...options.start, logger: createLogger(loaded.log.level, sink) });
   return { ...sigil, dir, key, otherKey, logs };
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from '../errors.ts';
+import { HttpError } from '../../protocol/errors.ts';
 import { parseJsonBody, upstreamBody, validateChatRequest, type ChatRequest } from '../chat-request.ts';
 import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
@@ -43,7 +43,9 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
     closed = true;
     release?.(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0);
   });
-  release = await ctx.limits.admit(caller, res);
+  const admission = await ctx.limits.admit(caller);
+  release = admission.release;
+  for (const [name, value] of Object.entries(admission.headers)) res.setHeader(name, value);
   if (closed) {
     release(0);
     return;

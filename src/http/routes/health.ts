@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
-import { httpError } from '../errors.ts';
+import { httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 import type { Upstream } from '../../proxy/upstream.ts';
 

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
-import { httpError } from '../errors.ts';
+import { httpError } from '../../protocol/errors.ts';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 

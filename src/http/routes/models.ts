@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { listModels, modelItem, type ListFilter } from '../../catalogue/list.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
-import { httpError } from '../errors.ts';
+import { httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 
 /** Reads `detail`, `region` and `provider` from the query; other parameters are ignored. */

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
-import { httpError } from '../errors.ts';
+import { httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 
 /** GET /v1/receipts/{id}: only the key that made the request may fetch its receipt. */

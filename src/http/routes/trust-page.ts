@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { httpError } from '../errors.ts';
+import { httpError } from '../../protocol/errors.ts';
 
 /** The files of the built trust page (SPEC 11), by request path: nothing else under it is served. */
 const FILES: Record<string, { file: string; type: string }> = {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { makeAttestationDocument } from '../../attestation/document.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
-import { HttpError, httpError } from '../errors.ts';
+import { HttpError, httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 
 const NONCE_HEX = /^[0-9a-fA-F]{64}$/;

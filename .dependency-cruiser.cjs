@@ -1,0 +1,26 @@
+/**
+ * Sigil's layers (docs/architecture.md): dependencies point downward only. `npm test` runs this
+ * through test/architecture/layers.test.ts, so an upward import fails the build.
+ * Type-only imports count: a type from a higher layer is still a dependency on it.
+ */
+const LOWER = '^src/(protocol|config|log|metrics|auth|limits|catalogue|policy|receipts|attestation|proxy|fleet|verify|engine)/';
+
+module.exports = {
+  forbidden: [
+    { name: 'no-cycles', severity: 'error', comment: 'Two modules that need each other are one module, or a layer is missing.', from: { path: '^src/' }, to: { circular: true } },
+    { name: 'protocol-is-the-bottom', severity: 'error', comment: 'src/protocol is shared by the server, the verifier and the browser: it imports nothing of Sigil.', from: { path: '^src/protocol/' }, to: { path: '^src/', pathNot: '^src/protocol/' } },
+    { name: 'verify-stands-alone', severity: 'error', comment: 'The verifier is a library clients run: it imports only itself and the protocol.', from: { path: '^src/verify/' }, to: { path: '^src/', pathNot: '^src/(verify|protocol)/' } },
+    { name: 'engine-stands-alone', severity: 'error', comment: 'The built-in engine is a separate program: it knows nothing of receipts or the proxy.', from: { path: '^src/engine/' }, to: { path: '^src/', pathNot: '^src/engine/' } },
+    { name: 'trust-page-is-a-client', severity: 'error', comment: 'The trust page runs in a browser: it may use the verifier and the protocol, never the server.', from: { path: '^src/trust-page/' }, to: { path: '^src/', pathNot: '^src/(trust-page|verify|protocol)/' } },
+    { name: 'client-is-a-client', severity: 'error', comment: 'The attested client runs at the caller: it may use the verifier and the protocol, never the server.', from: { path: '^src/client/' }, to: { path: '^src/', pathNot: '^src/(client|verify|protocol)/' } },
+    { name: 'lower-layers-do-not-import-http', severity: 'error', comment: 'The HTTP layer composes the lower ones; they never reach up into it.', from: { path: LOWER }, to: { path: '^src/(http|cli|tls|ehbp)/' } },
+    { name: 'only-cli-imports-cli', severity: 'error', comment: 'The CLI is the top: nothing imports it.', from: { path: '^src/', pathNot: '^src/cli/' }, to: { path: '^src/cli/' } },
+    { name: 'config-and-log-are-leaves', severity: 'error', comment: 'Configuration and logging sit under everything that reads them.', from: { path: '^src/(config|log)/' }, to: { path: '^src/', pathNot: '^src/(config|log|protocol)/' } },
+    { name: 'src-does-not-import-tests', severity: 'error', from: { path: '^src/' }, to: { path: '^(test|bench)/' } },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    moduleSystems: ['es6'],
+  },
+};
