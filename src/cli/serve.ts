@@ -37,7 +37,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
-  const reload = () => sigil.reload();
+  const reload = () => void sigil.reload();
   process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {
     const stop = () => {

@@ -1,9 +1,13 @@
 import { unwatchFile, watchFile } from 'node:fs';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
-import { buildPolicy } from '../policy/document.ts';
-import { jcsSha256 } from '../protocol/jcs.ts';
 import type { AppState } from './server.ts';
+import { buildServedCatalogue } from './served-catalogue.ts';
+
+export interface ReloadOutcome {
+  keys: boolean;
+  catalogue: boolean;
+}
 
 const WATCH_INTERVAL_MS = 1000;
 
@@ -11,9 +15,18 @@ const WATCH_INTERVAL_MS = 1000;
  * Re-reads the keys file and the catalogue and swaps them in whole. Requests in flight keep the
  * context they started with, so nothing is dropped; a file that fails to load leaves the old one in use.
  */
-export function reloadFiles(state: AppState): { keys: boolean; catalogue: boolean } {
+const pending = new WeakMap<AppState, Promise<ReloadOutcome>>();
+
+/** Reloads run one after another, so a slow engine listing cannot swap an older catalogue in over a newer one. */
+export function reloadFiles(state: AppState): Promise<ReloadOutcome> {
+  const next = (pending.get(state) ?? Promise.resolve()).then(() => reloadNow(state));
+  pending.set(state, next.catch(() => ({ keys: false, catalogue: false })));
+  return next;
+}
+
+async function reloadNow(state: AppState): Promise<ReloadOutcome> {
   const ctx = state.ctx;
-  const outcome = { keys: false, catalogue: false };
+  const outcome: ReloadOutcome = { keys: false, catalogue: false };
   try {
     const keys = readKeysFile(ctx.config.auth.keys_file);
     ctx.keyRing.replace(keys);
@@ -24,9 +37,8 @@ export function reloadFiles(state: AppState): { keys: boolean; catalogue: boolea
   }
   if (ctx.config.catalogue === undefined) return outcome;
   try {
-    const catalogue = loadCatalogue(ctx.config.catalogue, [...ctx.upstreams.keys()]);
-    const policy = buildPolicy(catalogue, ctx.config);
-    const policyHash = jcsSha256(policy);
+    const loaded = loadCatalogue(ctx.config.catalogue, [...ctx.upstreams.keys()]);
+    const { catalogue, policy, policyHash } = await buildServedCatalogue(loaded, ctx.config, ctx.upstreams, ctx.logger);
     state.ctx = {
       ...state.ctx,
       catalogue,
@@ -44,7 +56,7 @@ export function reloadFiles(state: AppState): { keys: boolean; catalogue: boolea
 /** Reloads when the keys file or the catalogue changes on disk (polling: survives atomic renames). */
 export function watchFiles(state: AppState): () => void {
   const paths = [state.ctx.config.auth.keys_file, state.ctx.config.catalogue].filter((p): p is string => p !== undefined);
-  const onChange = () => reloadFiles(state);
+  const onChange = () => void reloadFiles(state);
   for (const path of paths) watchFile(path, { interval: WATCH_INTERVAL_MS, persistent: false }, onChange);
   return () => paths.forEach((path) => unwatchFile(path, onChange));
 }

@@ -8,8 +8,6 @@ import { readKeysFile } from '../auth/keys-file.ts';
 import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
-import { buildPolicy } from '../policy/document.ts';
-import { jcsSha256 } from '../protocol/jcs.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner } from '../receipts/signer.ts';
 import { loadSigningKey } from '../receipts/signing-key.ts';
@@ -20,14 +18,15 @@ import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
-import { reloadFiles, watchFiles } from './reload.ts';
+import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
+import { buildServedCatalogue } from './served-catalogue.ts';
 
 export interface RunningSigil {
   url: string;
   state: AppState;
-  /** Re-reads the keys file and catalogue (SIGHUP). */
-  reload(): void;
+  /** Re-reads the keys file and catalogue (SIGHUP); resolves once both are swapped in or kept. */
+  reload(): Promise<ReloadOutcome>;
   /**
    * Stops accepting, lets requests in flight finish for up to `graceMs` (default
    * `limits.shutdown_grace_ms`), then cuts what is left and stops the engine.
@@ -49,30 +48,6 @@ async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<Att
   return provider;
 }
 
-/** Logs catalogue models that no engine lists; hides them when the config says so. */
-async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet, hide: boolean, logger: Logger): Promise<Catalogue> {
-  const listed = new Map<string, Set<string> | undefined>();
-  await Promise.all(
-    [...upstreams.values()].map(async (u) => {
-      try {
-        const response = await u.pool.request({ method: 'GET', path: `${u.basePath}/models`, headers: u.headers, headersTimeout: 5000, bodyTimeout: 5000 });
-        const body = (await response.body.json()) as { data?: Array<{ id?: unknown }> };
-        listed.set(u.name, new Set((body.data ?? []).map((m) => String(m.id))));
-      } catch {
-        logger.warn({ upstream: u.name }, 'engine not reachable at start; its model list is not checked');
-        listed.set(u.name, undefined);
-      }
-    }),
-  );
-  const kept = catalogue.models.filter((m) => {
-    const known = m.upstreams.map((name) => listed.get(name));
-    if (known.some((set) => set === undefined || set.has(m.upstream_model))) return true;
-    logger.warn({ model: m.id, upstream_model: m.upstream_model }, hide ? 'engine does not list this model: hidden' : 'engine does not list this model: served anyway');
-    return !hide;
-  });
-  return { models: kept, byId: new Map(kept.map((m) => [m.id, m])) };
-}
-
 /** Builds every part from the configuration, makes the start-up evidence, and listens. */
 export async function startSigil(configured: LoadedConfig, options: StartOptions = {}): Promise<RunningSigil> {
   const logger = options.logger ?? createLogger(configured.log.level);
@@ -92,15 +67,15 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   if (config.catalogue !== undefined) catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
   else if (builtin?.catalogue !== undefined) catalogue = buildCatalogue(builtin.catalogue, 'built-in engine', [...upstreams.keys()]);
   else throw new ConfigError('catalogue: give the path of the model catalogue');
-  catalogue = await checkEngineListings(catalogue, upstreams, config.routing.hide_unlisted_models, logger);
+  const served = await buildServedCatalogue(catalogue, config, upstreams, logger);
+  catalogue = served.catalogue;
   const keyRing = new KeyRing(readKeysFile(config.auth.keys_file));
   if (keyRing.size === 0) logger.warn({ keys_file: config.auth.keys_file }, 'no API keys: every chat request will be refused; add one with `sigil keys add`');
 
   const signingKey = await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
-  const policy = buildPolicy(catalogue, config);
-  const policyHash = jcsSha256(policy);
+  const { policy, policyHash } = served;
   const sources: EvidenceSources = { provider, collectGpuEvidence: NO_GPUS, eventLog: null };
   const bound = { tlsSpkiSha256: null, hpkeKeyConfig: null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);

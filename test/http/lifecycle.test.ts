@@ -58,10 +58,10 @@ describe('reload (SIGHUP or file change)', () => {
     const { sigil } = await setup();
     const { key } = addKey(join(sigil.dir, 'api-keys'), 'new');
     expect((await chat(sigil, key)).status).toBe(401);
-    sigil.reload();
+    await sigil.reload();
     expect((await chat(sigil, key)).status).toBe(200);
     revokeKey(join(sigil.dir, 'api-keys'), hashApiKey(key).slice(0, 12));
-    sigil.reload();
+    await sigil.reload();
     expect((await chat(sigil, key)).status).toBe(401);
     expect((await chat(sigil)).status).toBe(200);
   });
@@ -70,7 +70,7 @@ describe('reload (SIGHUP or file change)', () => {
     const { sigil } = await setup();
     const policyBefore = await (await fetch(`${sigil.url}/v1/verify/policy`)).text();
     writeFileSync(join(sigil.dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0), catalogueEntry({ id: 'm2' }, 1)] }));
-    sigil.reload();
+    await sigil.reload();
     const ids = (await (await fetch(`${sigil.url}/v1/models`)).json()).data.map((m: { id: string }) => m.id);
     expect(ids).toEqual(['m', 'm2']);
     const policyAfter = await (await fetch(`${sigil.url}/v1/verify/policy`)).text();
@@ -78,7 +78,7 @@ describe('reload (SIGHUP or file change)', () => {
     expect((await chat(sigil, sigil.key, false, 'm2')).status).toBe(200);
 
     writeFileSync(join(sigil.dir, 'models.yaml'), 'models: [{id: broken}]\n');
-    sigil.reload();
+    await sigil.reload();
     expect(await (await fetch(`${sigil.url}/v1/verify/policy`)).text()).toBe(policyAfter);
     expect(sigil.logs.some((l) => l.includes('catalogue not reloaded'))).toBe(true);
   });
@@ -89,7 +89,7 @@ describe('reload (SIGHUP or file change)', () => {
     let reloading = true;
     const reloads = (async () => {
       for (let i = 0; i < 20; i++) {
-        sigil.reload();
+        await sigil.reload();
         await new Promise((r) => setTimeout(r, 5));
       }
       reloading = false;

@@ -115,6 +115,11 @@ describe('catalogue models the engine does not list', () => {
         body: JSON.stringify({ model: 'unlisted', messages: [{ role: 'user', content: 'hi' }] }),
       });
       expect(refused.status).toBe(404);
+      // A reload (SIGHUP or a catalogue edit) builds the served catalogue as start did: still hidden.
+      const policyBefore = await (await fetch(`${hiding.url}/v1/verify/policy`)).text();
+      expect(await hiding.reload()).toEqual({ keys: true, catalogue: true });
+      expect(await ids(hiding)).toEqual(['listed']);
+      expect(await (await fetch(`${hiding.url}/v1/verify/policy`)).text()).toBe(policyBefore);
     } finally {
       await Promise.all([serving.close(), hiding.close()]);
       await small.close();

@@ -29,7 +29,7 @@ async function probe(upstream: Upstream): Promise<boolean> {
 }
 
 /**
- * GET /readyz: ready when the signing key is loaded and every catalogue model has at least one
+ * GET /readyz: ready when the signing key is published in the JWKS and every catalogue model has at least one
  * reachable engine. Probes are shared by concurrent callers and cached for a second.
  */
 export function createReadyHandler(lifecycle: { draining: boolean }) {
@@ -44,13 +44,14 @@ export function createReadyHandler(lifecycle: { draining: boolean }) {
     }
     const engines = await last.result;
     const modelsServed = ctx.catalogue.models.every((m) => m.upstreams.some((name) => engines[name] === true));
-    const keysLoaded = ctx.signingKey !== undefined;
+    // The key signs receipts only a verifier can check once the served JWKS carries it (in fleet mode, once Redis has it).
+    const keysLoaded = ctx.jwks.keys.some((k) => k.kid === ctx.signingKey.kid);
     if (!modelsServed || !keysLoaded) {
       const down = Object.keys(engines).filter((name) => !engines[name]);
-      throw httpError('not_ready', keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: signing keys are not loaded.');
+      throw httpError('not_ready', keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: the signing key is not in the published JWKS yet.');
     }
     // Fleet mode: Redis down is `fleet: "degraded"` but still ready, since chat runs on local state meanwhile.
     const fleet = ctx.fleet === undefined ? {} : { fleet: ctx.fleet.health() };
-    sendJson(res, 200, JSON.stringify({ status: 'ready', keys_loaded: true, engines, ...fleet }));
+    sendJson(res, 200, JSON.stringify({ status: 'ready', keys_loaded: keysLoaded, engines, ...fleet }));
   };
 }
