@@ -1,9 +1,12 @@
 import type { Catalogue, CatalogueModel } from '../catalogue/catalogue.ts';
 import { httpError } from '../protocol/errors.ts';
+import { editJsonObject, scanJsonObject, type ObjectScan } from '../protocol/json-edit.ts';
 
 /** What Sigil needs to know about a chat request; everything else passes through untouched. */
 export interface ChatRequest {
   body: Record<string, unknown>;
+  /** Where the body's top-level members sit in the client's bytes, for byte-exact edits. */
+  scan: ObjectScan;
   model: CatalogueModel;
   stream: boolean;
   region: string | undefined;
@@ -11,7 +14,16 @@ export interface ChatRequest {
 
 const CHECKED_ROLES = new Set(['system', 'user', 'assistant']);
 
-export function parseJsonBody(bytes: Buffer): Record<string, unknown> {
+export interface JsonBody {
+  body: Record<string, unknown>;
+  scan: ObjectScan;
+}
+
+/**
+ * The client's JSON object, and where its members sit. A key twice in one object is refused: Sigil
+ * reads the last copy, an engine may read the first, and the two would disagree about the request.
+ */
+export function parseJsonBody(bytes: Buffer): JsonBody {
   let body: unknown;
   try {
     body = JSON.parse(bytes.toString('utf8'));
@@ -21,7 +33,11 @@ export function parseJsonBody(bytes: Buffer): Record<string, unknown> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw httpError('invalid_json', 'The request body must be a JSON object.');
   }
-  return body as Record<string, unknown>;
+  const scan = scanJsonObject(bytes);
+  if (scan.duplicate !== undefined) {
+    throw httpError('duplicate_key', `The key '${scan.duplicate.key}' appears twice in one object of the request body; send each key once.`, scan.duplicate.path);
+  }
+  return { body: body as Record<string, unknown>, scan };
 }
 
 function checkMessages(messages: unknown): void {
@@ -69,7 +85,7 @@ function checkOptional(body: Record<string, unknown>, model: CatalogueModel): vo
 }
 
 /** SPEC 2: checks the fields Sigil owns; other fields are the engine's business. */
-export function validateChatRequest(body: Record<string, unknown>, catalogue: Catalogue): ChatRequest {
+export function validateChatRequest({ body, scan }: JsonBody, catalogue: Catalogue): ChatRequest {
   const id = body.model;
   if (id === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'model'.", 'model');
   if (typeof id !== 'string') throw httpError('invalid_value', "'model' must be a string.", 'model');
@@ -79,21 +95,20 @@ export function validateChatRequest(body: Record<string, unknown>, catalogue: Ca
     throw httpError('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
   }
   checkOptional(body, model);
-  return { body, model, stream: body.stream === true, region: body.region as string | undefined };
+  return { body, scan, model, stream: body.stream === true, region: body.region as string | undefined };
 }
 
+/** Fields of Sigil's own (SPEC 2) that the engine never sees. */
+const EXTENSION_FIELDS = ['region'] as const;
+
 /**
- * The bytes the engine receives: the client's own bytes when nothing needs rewriting, otherwise the
- * body with `model` renamed to the engine's name and Sigil's extension fields removed.
+ * The bytes the engine receives: the client's own bytes when nothing needs rewriting; otherwise the
+ * same bytes with only the `model` value replaced by the engine's name and Sigil's extension fields
+ * cut out, so every other byte (numbers above 2^53, 1e999, -0.0, whitespace) reaches the engine as sent.
  */
 export function upstreamBody(raw: Buffer, request: ChatRequest): Buffer {
   const rename = request.model.upstream_model !== request.model.id;
-  if (!rename && !('region' in request.body)) return raw;
-  const { region: _region, ...rest } = request.body;
-  try {
-    return Buffer.from(JSON.stringify({ ...rest, model: request.model.upstream_model }));
-  } catch {
-    // JSON.stringify recurses: a body nested thousands deep parses but cannot be written again.
-    throw httpError('invalid_value', 'The request body is nested too deeply to forward.');
-  }
+  const extensions = EXTENSION_FIELDS.filter((name) => name in request.body);
+  if (!rename && extensions.length === 0) return raw;
+  return editJsonObject(raw, request.scan, { set: rename ? { model: JSON.stringify(request.model.upstream_model) } : {}, remove: extensions });
 }

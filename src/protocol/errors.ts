@@ -11,6 +11,7 @@ const CATALOGUE = {
   invalid_nonce: { status: 400, type: 'invalid_request_error' },
   region_unavailable: { status: 400, type: 'invalid_request_error' },
   duplicate_header: { status: 400, type: 'invalid_request_error' },
+  duplicate_key: { status: 400, type: 'invalid_request_error' },
   bad_request: { status: 400, type: 'invalid_request_error' },
   body_read_failed: { status: 400, type: 'invalid_request_error' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error' },

@@ -23,6 +23,8 @@ export interface ModelReceiptInput {
 export interface MessageReceiptInput extends ModelReceiptInput {
   completionId: string;
   requestHash: string;
+  /** The SHA-256 of the bytes the engine got, when they differ from the client's. */
+  forwardedRequestHash?: string;
   responseHash: string;
 }
 
@@ -51,6 +53,7 @@ export function messageReceiptClaims(ctx: ReceiptContext, input: MessageReceiptI
   const claims = baseClaims(ctx, input, 'message');
   claims.completion_id = input.completionId;
   claims.request_hash = input.requestHash;
+  if (input.forwardedRequestHash !== undefined) claims.forwarded_request_hash = input.forwardedRequestHash;
   claims.response_hash = input.responseHash;
   return claims;
 }

@@ -1,5 +1,6 @@
 /** SPEC 3, as the client reads it. Re-declared here so the verifier depends on nothing server-side. */
-export const RECEIPT_SCHEMA_VERSION = '1.0.0';
+/** 1.1.0 adds `forwarded_request_hash` (docs/receipts.md): readers of 1.0.0 ignore it. */
+export const RECEIPT_SCHEMA_VERSION = '1.1.0';
 
 export type Tee = 'sev-snp' | 'tdx' | 'none';
 
@@ -23,6 +24,8 @@ export interface ReceiptClaims {
   attestation_hash?: string;
   completion_id?: string;
   request_hash?: string;
+  /** Present when the engine got other bytes than the client sent (model renamed, extension fields removed): their SHA-256. */
+  forwarded_request_hash?: string;
   response_hash?: string;
 }
 
@@ -61,6 +64,9 @@ export function receiptShapeProblems(payload: unknown): string[] {
     str('completion_id');
     for (const name of ['request_hash', 'response_hash']) {
       if (typeof c[name] !== 'string' || !SHA256_TAG.test(c[name] as string)) problems.push(`${name} is not "sha256:" + 64 hex`);
+    }
+    if (c.forwarded_request_hash !== undefined && (typeof c.forwarded_request_hash !== 'string' || !SHA256_TAG.test(c.forwarded_request_hash))) {
+      problems.push('forwarded_request_hash is not "sha256:" + 64 hex');
     }
   }
   return problems;

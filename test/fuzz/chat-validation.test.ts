@@ -253,7 +253,7 @@ describe('request validation never crashes and never answers 5xx for client garb
   it('deep nesting within the body limit: refused where Sigil checks, forwarded where it does not', async () => {
     // Up to 120 000 levels: 840 KB for objects, under the 1 MiB body limit.
     const depth = fc.oneof(fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1000, max: 120_000 }));
-    const place = fc.constantFrom('body', 'model', 'messages', 'message', 'tool-content', 'extra', 'temperature');
+    const place = fc.constantFrom('body', 'model', 'messages', 'message', 'tool-content', 'extra', 'extra-renamed', 'extra-region', 'temperature');
     const shape = fc.constantFrom('array', 'object');
     await fc.assert(
       fc.asyncProperty(depth, place, shape, async (n, where, kind) => {
@@ -265,12 +265,15 @@ describe('request validation never crashes and never answers 5xx for client garb
           messages: `{"model":"same","messages":${nested}}`,
           message: `{"model":"same","messages":[${user},${nested}]}`,
           'tool-content': `{"model":"same","messages":[${user},{"role":"tool","content":${nested}}]}`,
-          // Known defect, see the report: an extra nested field with `region` or a renamed model answers 500.
           extra: `{"model":"same","messages":[${user}],"metadata":${nested}}`,
+          // Edited in place (issue 11): a renamed model or a removed region no longer re-serialises the body.
+          'extra-renamed': `{"model":"renamed","messages":[${user}],"metadata":${nested}}`,
+          'extra-region': `{"model":"same","messages":[${user}],"metadata":${nested},"region":"eu-west"}`,
           temperature: `{"model":"same","messages":[${user}],"temperature":${nested}}`,
         }[where];
         const answer = await post(text);
-        if (where === 'tool-content' || where === 'extra') expectServed(answer, 'same', false);
+        if (where === 'tool-content' || where === 'extra' || where === 'extra-region') expectServed(answer, 'same', false);
+        else if (where === 'extra-renamed') expectServed(answer, 'renamed', false);
         else expectClientError(answer);
         if (where === 'body') expect(JSON.parse(answer.text).error.code).toBe(kind === 'array' ? 'invalid_json' : 'missing_required_parameter');
       }),

@@ -63,7 +63,7 @@ describe('message receipt on a JSON response', () => {
     const claims = await verifyAsClient(jws);
     const completion = JSON.parse(responseBytes.toString());
     expect(claims).toEqual({
-      schema_version: '1.0.0',
+      schema_version: '1.1.0',
       receipt_type: 'message',
       receipt_id: res.headers.get('x-acme-receipt-id'),
       enclave_measurement: '0'.repeat(96),

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError } from '../../protocol/errors.ts';
+import { editJsonObject, scanJsonObject } from '../../protocol/json-edit.ts';
 import { parseJsonBody, upstreamBody, validateChatRequest, type ChatRequest } from '../chat-request.ts';
 import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
@@ -30,6 +31,8 @@ interface Exchange {
   selected: SelectedModel;
   /** The catalogue id to write back into responses when the engine's name differs. */
   rewriteModel: string | undefined;
+  /** The bytes the engine gets: `raw` itself, or `raw` with only the model value and extension fields edited. */
+  forwarded: Buffer;
 }
 
 /** POST /v1/chat/completions: authenticate, validate, forward, relay, and sign on request. */
@@ -71,6 +74,7 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
     receiptId: receipt.wanted ? randomUUID() : '',
     selected: { provider: chat.model.provider, model_id: chat.model.id, model_hash: chat.model.model_hash },
     rewriteModel: chat.model.upstream_model === chat.model.id ? undefined : chat.model.id,
+    forwarded: upstreamBody(raw, chat),
   };
   // SPEC 3: the model receipt exists before generation starts.
   const modelReceipt = receipt.wanted && chat.stream ? signModelReceipt(exchange) : undefined;
@@ -81,7 +85,7 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   };
   res.on('close', onClose);
   try {
-    const engine = await postChatCompletion(upstream, upstreamBody(raw, chat), req.headers, abort);
+    const engine = await postChatCompletion(upstream, exchange.forwarded, req.headers, abort);
     if (engine.statusCode >= 300) {
       const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
       const retryAfter = engine.headers['retry-after'];
@@ -110,6 +114,7 @@ async function signMessageReceipt(x: Exchange, completionId: string, responseHas
       now: new Date(),
       completionId,
       requestHash: sha256(x.raw),
+      ...(x.forwarded === x.raw ? {} : { forwardedRequestHash: sha256(x.forwarded) }),
       responseHash,
     }),
   );
@@ -163,12 +168,10 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   }
   let out = bytes;
   if (x.rewriteModel !== undefined && 'model' in completion) {
-    completion.model = x.rewriteModel;
-    try {
-      out = Buffer.from(JSON.stringify(completion));
-    } catch {
-      throw new HttpError('upstream_bad_response', 'The engine sent a response nested too deeply to relay.');
-    }
+    const scan = scanJsonObject(bytes);
+    if (scan.duplicate !== undefined) throw new HttpError('upstream_bad_response', 'The engine sent a response with a key twice in one object.');
+    // Only the model value changes: the engine's other bytes (its numbers above all) reach the client as sent.
+    out = editJsonObject(bytes, scan, { set: { model: JSON.stringify(x.rewriteModel) } });
   }
   const usage = completion.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
   if (typeof usage?.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
