@@ -62,6 +62,8 @@ export const configSchema = z.strictObject({
   limits: z
     .strictObject({
       max_body_bytes: positiveInt.default(4 * 1024 * 1024),
+      /** One engine stream event larger than this ends the stream with an error event (issue 11). */
+      max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
       max_concurrent: positiveInt.default(1024),

@@ -2,6 +2,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
+import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
 import { engineFailure } from './engine-request.ts';
 
 export interface TokenUsage {
@@ -9,159 +10,147 @@ export interface TokenUsage {
   completion_tokens: number;
 }
 
+/**
+ * How a stream says it is finished: chat and completions streams with a `data: [DONE]` line, the
+ * responses API with a `response.completed` event (and no `[DONE]`).
+ */
+export type StreamCompletion = 'done-line' | 'response-completed';
+
 export interface SseRelayOptions {
   source: Readable;
   sink: ServerResponse;
-  /** When set, every chunk's `model` is rewritten to this catalogue id (names differ); else bytes pass as they are. */
+  /** When set, every event's `model` value is replaced by this catalogue id (names differ); else bytes pass as they are. */
   rewriteModel: string | undefined;
   /** Hash the bytes sent and capture the completion id, for a message receipt. */
   forReceipt: boolean;
+  /** Default `done-line`. */
+  completion?: StreamCompletion;
+  /** One event larger than this ends the stream with an error event and cancels the engine request. */
+  maxEventBytes: number;
+  /** Reads the token counts from an event's JSON (endpoints name them differently). Default: chat's usage. */
+  readUsage?: (event: Record<string, unknown>) => TokenUsage | undefined;
 }
 
 export interface SseRelayResult {
-  /** The engine finished with `data: [DONE]` and the client got every byte. */
+  /** The engine finished the stream by the completion rule and the client got every byte. */
   complete: boolean;
   /** The client went away before the end. */
   clientGone: boolean;
-  /** `sha256:` hex of every byte written, through `data: [DONE]\n\n` (when forReceipt). */
+  /** `sha256:` hex of every byte written, through the completing event (when forReceipt). */
   responseHash?: string;
   completionId?: string;
   usage?: TokenUsage;
+  /** `: receipt` comment lines the engine sent, which were not relayed (only Sigil writes receipts). */
+  droppedReceiptComments: number;
   /** Why the stream failed, when it did (already sent to the client as an error event). */
   error?: HttpError;
 }
 
 const LF = 0x0a;
 const CR = 0x0d;
-const DONE_TAIL = /data: ?\[DONE\][ \t]*(\r\n|\r|\n)?(\r\n|\r|\n)?$/;
-const PROMPT_TOKENS = /"prompt_tokens"\s*:\s*(\d+)/;
-const COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/;
+const COLON = 0x3a;
+const DATA = Buffer.from('data:');
+const RECEIPT_COMMENT = /^: ?receipt(?:[ \t]|$)/;
+const DONE_PAYLOAD = '[DONE]';
+const ignore = () => undefined;
 
-/** Splits a byte stream into lines, keeping each line's own terminator; CR and LF never occur inside UTF-8 sequences. */
-class LineSplitter {
-  #pending: Buffer = Buffer.alloc(0);
-
-  push(chunk: Buffer): Array<{ line: Buffer; eol: Buffer }> {
-    const data = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
-    const out: Array<{ line: Buffer; eol: Buffer }> = [];
-    let start = 0;
-    for (let i = 0; i < data.length; i++) {
-      const byte = data[i];
-      if (byte !== LF && byte !== CR) continue;
-      // A CRLF split across chunks comes out as CR, then an empty line ending in LF: the same bytes, never held back.
-      const eolLength = byte === CR && data[i + 1] === LF ? 2 : 1;
-      out.push({ line: data.subarray(start, i), eol: data.subarray(i, i + eolLength) });
-      i += eolLength - 1;
-      start = i + 1;
-    }
-    this.#pending = Buffer.from(data.subarray(start));
-    return out;
-  }
-
-  /** What is left when the source ends: a last line without terminator. */
-  rest(): Buffer {
-    return this.#pending;
-  }
-}
-
-function rewriteDataLine(line: Buffer, model: string, seen: (chunk: Record<string, unknown>) => void): Buffer {
-  if (line.length < 5 || line.toString('latin1', 0, 5) !== 'data:') return line;
-  const payload = line.toString('utf8', line[5] === 0x20 ? 6 : 5);
-  if (payload === '[DONE]') return line;
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(payload);
-  } catch {
-    return line;
-  }
-  if (chunk === null || typeof chunk !== 'object' || Array.isArray(chunk)) return line;
-  const record = chunk as Record<string, unknown>;
-  seen(record);
-  if (!('model' in record)) return line;
-  record.model = model;
-  return Buffer.from(`data: ${JSON.stringify(record)}`);
-}
-
-function usageFrom(value: unknown): TokenUsage | undefined {
+/** Chat's and completions' usage object. */
+export function chatUsage(event: Record<string, unknown>): TokenUsage | undefined {
+  const value = event.usage;
   if (value === null || typeof value !== 'object') return undefined;
   const { prompt_tokens, completion_tokens } = value as Record<string, unknown>;
   if (typeof prompt_tokens !== 'number' || typeof completion_tokens !== 'number') return undefined;
   return { prompt_tokens, completion_tokens };
 }
 
+/** The payload of a `data:` line (one optional space after the colon, as SSE says), or undefined. */
+function dataPayload(line: Buffer): Buffer | undefined {
+  if (line.length < 5 || line.compare(DATA, 0, 5, 0, 5) !== 0) return undefined;
+  return line.subarray(line[5] === 0x20 ? 6 : 5);
+}
+
 /**
- * Relays an engine's SSE stream to the client as it arrives: each engine chunk is written as soon as
- * it is read (no buffering, no re-chunking), with backpressure. Optionally hashes what was written
- * and rewrites `model` per event. A stream that fails ends with one error event and no `[DONE]`.
+ * Relays an engine's SSE stream to the client as it arrives, line by line: each complete line is
+ * written as soon as it is read, with backpressure; only the unfinished last line of a chunk waits for
+ * its end. Work is linear in the bytes (a pending line is kept as pieces, never re-copied or
+ * re-scanned), one event is capped at `maxEventBytes`, engine `: receipt` comments are dropped, the
+ * completing line is recognised only whole, and nothing after it is relayed. Optionally hashes what
+ * was written and replaces `model` per event, editing that value alone. A stream that fails ends
+ * with one error event and no completion.
  */
 export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> {
-  const { source, sink, rewriteModel, forReceipt } = options;
+  const { source, sink, rewriteModel, forReceipt, maxEventBytes } = options;
+  const completion = options.completion ?? 'done-line';
+  const readUsage = options.readUsage ?? chatUsage;
   const hash: Hash | undefined = forReceipt ? createHash('sha256') : undefined;
-  const splitter = rewriteModel === undefined ? undefined : new LineSplitter();
-  let tail = '';
+  const modelJson = rewriteModel === undefined ? undefined : JSON.stringify(rewriteModel);
+  /** Pieces of the line not finished yet, and their total length. */
+  let pending: Buffer[] = [];
+  let pendingLength = 0;
+  let eventBytes = 0;
+  /** The last chunk ended in CR: an LF at the start of the next one finishes that CRLF. */
+  let afterCr = false;
+  /**
+   * `open` until the completing line (`data: [DONE]`, or the data of the `response.completed` event)
+   * is relayed; `closing` until its blank line is; then `closed`, and everything after is dropped.
+   */
+  let state: 'open' | 'closing' | 'closed' = 'open';
+  /** The completing line's terminator, to end its event when the engine does not. */
+  let closingEol: Buffer = Buffer.from('\n');
+  let lastEventType = '';
   let completionId: string | undefined;
   let usage: TokenUsage | undefined;
-  let idProbe: Buffer | undefined = forReceipt && splitter === undefined ? Buffer.alloc(0) : undefined;
+  let dropped = 0;
 
-  const seen = (chunk: Record<string, unknown>) => {
-    if (completionId === undefined && typeof chunk.id === 'string') completionId = chunk.id;
-    const u = usageFrom(chunk.usage);
-    if (u) usage = u;
-  };
-
-  const write = (bytes: Buffer): boolean => {
-    if (bytes.length === 0) return true;
-    hash?.update(bytes);
-    tail = (tail + bytes.toString('latin1', Math.max(0, bytes.length - 32))).slice(-32);
-    return sink.write(bytes);
-  };
-
-  // Pass-through mode reads nothing of the events but the first one's id (for a receipt) and the usage numbers (for the log).
-  const observe = (chunk: Buffer) => {
-    if (idProbe !== undefined) {
-      idProbe = Buffer.concat([idProbe, chunk]);
-      const match = /"id"\s*:\s*"([^"\\]{1,256})"/.exec(idProbe.toString('utf8'));
-      if (match) {
-        completionId = match[1];
-        idProbe = undefined;
-      } else if (idProbe.length > 65_536) idProbe = undefined;
+  /** Reads what Sigil needs of one data payload; returns the bytes to send (edited when renaming). */
+  const onData = (line: Buffer, payload: Buffer): Buffer => {
+    if (payload.length === DONE_PAYLOAD.length && payload.toString('latin1') === DONE_PAYLOAD) {
+      if (completion === 'done-line') state = 'closing';
+      return line;
     }
-    if (chunk.includes('"prompt_tokens"')) {
-      const text = chunk.toString('utf8');
-      const p = PROMPT_TOKENS.exec(text);
-      const c = COMPLETION_TOKENS.exec(text);
-      if (p && c) usage = { prompt_tokens: Number(p[1]), completion_tokens: Number(c[1]) };
+    const wantId = forReceipt && completionId === undefined;
+    // Only events that can matter are parsed: the first (its id), those with usage, or all when renaming.
+    if (modelJson === undefined && !wantId && !payload.includes('"usage"') && !(completion === 'response-completed' && payload.includes('response.completed'))) return line;
+    let event: unknown;
+    try {
+      event = JSON.parse(payload.toString('utf8'));
+    } catch {
+      return line;
     }
+    if (event === null || typeof event !== 'object' || Array.isArray(event)) return line;
+    const record = event as Record<string, unknown>;
+    const nested = completion === 'response-completed' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
+    const id = typeof record.id === 'string' ? record.id : typeof nested?.id === 'string' ? nested.id : undefined;
+    if (completionId === undefined && id !== undefined) completionId = id;
+    const u = readUsage(record) ?? (nested === undefined ? undefined : readUsage(nested));
+    if (u !== undefined) usage = u;
+    if (completion === 'response-completed' && (record.type === 'response.completed' || lastEventType === 'response.completed')) state = 'closing';
+    if (modelJson === undefined || !('model' in record)) return line;
+    const scan = scanJsonObject(payload);
+    if (scan.duplicate !== undefined) return line;
+    return Buffer.concat([line.subarray(0, line.length - payload.length), editJsonObject(payload, scan, { set: { model: modelJson } })]);
   };
 
   return new Promise((resolve) => {
     let settled = false;
-    const finish = (result: SseRelayResult) => {
+    let ended = false;
+    const finish = (result: Omit<SseRelayResult, 'droppedReceiptComments'>) => {
       if (settled) return;
       settled = true;
-      source.off('data', onData);
+      source.off('data', onChunk);
       source.off('end', onEnd);
       source.off('error', onError);
       sink.off('drain', onDrain);
       sink.off('close', onClose);
-      if (result.clientGone || result.error) source.destroy();
-      if (usage) result.usage = usage;
-      if (completionId !== undefined) result.completionId = completionId;
-      resolve(result);
-    };
-
-    const onData = (chunk: Buffer) => {
-      let ok: boolean;
-      if (splitter) {
-        const parts = splitter.push(chunk);
-        const pieces: Buffer[] = [];
-        for (const { line, eol } of parts) pieces.push(rewriteDataLine(line, rewriteModel!, seen), eol);
-        ok = write(Buffer.concat(pieces));
-      } else {
-        observe(chunk);
-        ok = write(chunk);
+      if (result.clientGone || result.error) {
+        // Cancels the engine request; the abort error it raises has nobody left to tell.
+        source.on('error', ignore);
+        source.destroy();
       }
-      if (!ok) source.pause();
+      const out: SseRelayResult = { ...result, droppedReceiptComments: dropped };
+      if (usage) out.usage = usage;
+      if (completionId !== undefined) out.completionId = completionId;
+      resolve(out);
     };
 
     const fail = (error: HttpError) => {
@@ -169,19 +158,104 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       finish({ complete: false, clientGone: false, error });
     };
 
-    const onEnd = () => {
-      if (splitter) {
-        const rest = splitter.rest();
-        if (rest.length > 0) write(rewriteDataLine(rest, rewriteModel!, seen));
+    const tooLarge = () =>
+      fail(new HttpError('upstream_bad_response', `The engine sent a stream event larger than ${maxEventBytes} bytes (limits.max_sse_event_bytes).`));
+
+    /** Handles one complete line with its terminator, adding what to send to `out`; true when its terminator was sent as is. */
+    const handleLine = (line: Buffer, eol: Buffer, out: Buffer[]): boolean => {
+      if (state === 'closed') return false;
+      if (state === 'closing') {
+        // The blank line after the completing line; anything else is the engine going on past the end.
+        state = 'closed';
+        out.push(line.length === 0 ? eol : closingEol);
+        return line.length === 0;
       }
-      const done = DONE_TAIL.exec(tail);
-      if (!done) {
+      if (line.length === 0) {
+        eventBytes = 0;
+        out.push(eol);
+        return true;
+      }
+      if (line[0] === COLON && RECEIPT_COMMENT.test(line.toString('latin1', 0, Math.min(line.length, 16)))) {
+        dropped++;
+        return false;
+      }
+      const payload = dataPayload(line);
+      if (payload !== undefined) {
+        out.push(onData(line, payload), eol);
+        // onData may have moved the state on (TypeScript cannot see that through the call).
+        if ((state as string) === 'closing') closingEol = eol.length === 0 ? Buffer.from('\n\n') : eol;
+        return true;
+      }
+      if (completion === 'response-completed' && line.toString('latin1', 0, 6) === 'event:') lastEventType = line.toString('utf8', line[6] === 0x20 ? 7 : 6).trim();
+      out.push(line, eol);
+      return true;
+    };
+
+    const onChunk = (chunk: Buffer) => {
+      const out: Buffer[] = [];
+      let start = 0;
+      if (afterCr && chunk[0] === LF) {
+        // The second half of a CRLF whose CR ended the previous chunk and was sent: the same bytes, no new line.
+        out.push(chunk.subarray(0, 1));
+        start = 1;
+      }
+      afterCr = false;
+      let nextLf = chunk.indexOf(LF, start);
+      let nextCr = chunk.indexOf(CR, start);
+      while (!settled && (nextLf !== -1 || nextCr !== -1)) {
+        const at = nextCr === -1 ? nextLf : nextLf === -1 ? nextCr : Math.min(nextLf, nextCr);
+        const crlf = chunk[at] === CR && chunk[at + 1] === LF;
+        const eolEnd = at + (crlf ? 2 : 1);
+        const piece = chunk.subarray(start, at);
+        const line = pendingLength === 0 ? piece : Buffer.concat([...pending, piece], pendingLength + piece.length);
+        pending = [];
+        pendingLength = 0;
+        eventBytes += line.length + (eolEnd - at);
+        if (eventBytes > maxEventBytes) return tooLarge();
+        const sentEol = handleLine(line, chunk.subarray(at, eolEnd), out);
+        if (sentEol && chunk[at] === CR && !crlf && at === chunk.length - 1) afterCr = true;
+        start = eolEnd;
+        if (nextLf !== -1 && nextLf < start) nextLf = chunk.indexOf(LF, start);
+        if (nextCr !== -1 && nextCr < start) nextCr = chunk.indexOf(CR, start);
+      }
+      if (settled) return;
+      if (start < chunk.length) {
+        pending.push(chunk.subarray(start));
+        pendingLength += chunk.length - start;
+        if (eventBytes + pendingLength > maxEventBytes) return tooLarge();
+      }
+      if (out.length === 0) return;
+      const bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
+      if (bytes.length === 0) return;
+      hash?.update(bytes);
+      if (!sink.write(bytes)) source.pause();
+    };
+
+    const onEnd = () => {
+      ended = true;
+      const out: Buffer[] = [];
+      if (pendingLength > 0) {
+        // A last line without its terminator: relayed as sent.
+        const line = Buffer.concat(pending, pendingLength);
+        pending = [];
+        pendingLength = 0;
+        handleLine(line, Buffer.alloc(0), out);
+      }
+      // An engine that ends right after the completing line still gives a well-formed last event.
+      if (state === 'closing') {
+        out.push(closingEol);
+        state = 'closed';
+      }
+      const bytes = Buffer.concat(out);
+      if (bytes.length > 0) {
+        hash?.update(bytes);
+        sink.write(bytes);
+      }
+      if (state !== 'closed') {
         fail(new HttpError('upstream_bad_response', 'The engine ended the stream before it finished.'));
         return;
       }
-      // An engine that ends `data: [DONE]` without its blank line still gets a well-formed last event.
-      if (done[2] === undefined) write(Buffer.from(done[1] === undefined ? '\n\n' : done[1]));
-      const result: SseRelayResult = { complete: true, clientGone: false };
+      const result: Omit<SseRelayResult, 'droppedReceiptComments'> = { complete: true, clientGone: false };
       if (hash) result.responseHash = 'sha256:' + hash.digest('hex');
       finish(result);
     };
@@ -192,10 +266,10 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     };
     const onDrain = () => source.resume();
     const onClose = () => {
-      if (!sink.writableFinished) finish({ complete: false, clientGone: true });
+      if (!sink.writableFinished && !ended) finish({ complete: false, clientGone: true });
     };
 
-    source.on('data', onData);
+    source.on('data', onChunk);
     source.on('end', onEnd);
     source.on('error', onError);
     sink.on('drain', onDrain);

@@ -8,7 +8,13 @@ export interface SplitStream {
   receipt: string;
 }
 
-const DONE_EVENT = /data: ?\[DONE\][ \t]*(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
+/** `data: [DONE]` as a whole line (at the start of the body or after a line end), then its blank line. */
+const DONE_EVENT = /(?:^|\r\n|\r|\n)data: ?\[DONE\](?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
+
+/** The end of a body, long enough to hold the line end before `data: [DONE]`, or all of a short body. */
+function tailOf(body: Buffer): string {
+  return body.length <= 40 ? body.toString('latin1') : body.toString('latin1', body.length - 40).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
+}
 const RECEIPT_COMMENT = /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:\r\n|\r|\n)?$/;
 const MARKER = Buffer.from(': receipt ');
 
@@ -27,7 +33,7 @@ export function splitReceiptStream(bytes: Uint8Array): SplitStream {
   const comment = RECEIPT_COMMENT.exec(buffer.toString('latin1', start));
   if (comment === null) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream does not end with one ": receipt <JWS>" comment and a blank line');
   const body = buffer.subarray(0, start);
-  if (!DONE_EVENT.test(body.toString('latin1', Math.max(0, body.length - 32)))) {
+  if (!DONE_EVENT.test(tailOf(body))) {
     throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow a "data: [DONE]" event');
   }
   return { body: new Uint8Array(body), receipt: comment[1]! };
@@ -36,5 +42,5 @@ export function splitReceiptStream(bytes: Uint8Array): SplitStream {
 /** Whether a complete event-stream body ends with `data: [DONE]` (no receipt comment after it). */
 export function endsWithDone(bytes: Uint8Array): boolean {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return DONE_EVENT.test(buffer.toString('latin1', Math.max(0, buffer.length - 32)));
+  return DONE_EVENT.test(tailOf(buffer));
 }

@@ -149,7 +149,7 @@ describe('teeSseStream on a real ServerResponse, fed exact chunk splits', () => 
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.flushHeaders();
       const source = new Readable({ read() {} });
-      const relayed = teeSseStream({ source, sink: res, rewriteModel: job.rewriteModel, forReceipt: true });
+      const relayed = teeSseStream({ source, sink: res, rewriteModel: job.rewriteModel, forReceipt: true, maxEventBytes: 1024 * 1024 });
       void (async () => {
         for (const piece of job.pieces) {
           source.push(piece);

@@ -13,7 +13,7 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.flushHeaders();
     source = new Readable({ read() {} });
-    void teeSseStream({ source, sink: res, rewriteModel: 'catalogue-id', forReceipt: true }).then(() => res.end());
+    void teeSseStream({ source, sink: res, rewriteModel: 'catalogue-id', forReceipt: true, maxEventBytes: 1024 * 1024 }).then(() => res.end());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;

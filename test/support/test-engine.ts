@@ -27,6 +27,8 @@ export interface Misbehaviour {
   invalidJson?: boolean;
   /** Never answer. */
   hang?: boolean;
+  /** Stream exactly these bytes, one write each (with chunkDelayMs between), instead of the generated events. */
+  rawStream?: Array<string | Buffer>;
 }
 
 export interface RecordedRequest {
@@ -180,6 +182,15 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
 
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     res.flushHeaders();
+    if (b.rawStream !== undefined) {
+      for (const piece of b.rawStream) {
+        if (res.destroyed) return;
+        if (!res.write(piece)) await new Promise((r) => res.once('drain', r));
+        if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+      }
+      res.end();
+      return;
+    }
     let sent = 0;
     for (const event of events) {
       if (res.destroyed) return;

@@ -27,6 +27,12 @@ describe('splitReceiptStream', () => {
     expect(Buffer.from(split.body).toString()).toBe(events);
   });
 
+  it('takes [DONE] only as a whole line: "xdata: [DONE]" inside a comment does not end a stream (issue 11)', () => {
+    expect(codeOf(`data: {"id":"c1"}\n\n: not really xdata: [DONE]\n\n: receipt ${JWS}\n\n`)).toBe('ERR_VERIFY_STREAM');
+    expect(codeOf(`data: {"id":"c1"}\n\n${'y'.repeat(80)}xdata: [DONE]\n\n: receipt ${JWS}\n\n`)).toBe('ERR_VERIFY_STREAM');
+    expect(codeOf(`data: [DONE]\n\n: receipt ${JWS}\n\n`)).toBe('ok');
+  });
+
   it('refuses a stream without the comment, with a comment not after [DONE], or with bytes after the comment', () => {
     expect(codeOf(EVENTS)).toBe('ERR_VERIFY_STREAM');
     expect(codeOf(`data: {"id":"c1"}\n\n: receipt ${JWS}\n\n`)).toBe('ERR_VERIFY_STREAM');

@@ -140,10 +140,11 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
   x.log.status = 200;
 
   ctx.metrics.activeStreams.inc();
-  const relay = teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted });
+  const relay = teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted, maxEventBytes: ctx.config.limits.max_sse_event_bytes });
   // Attached after the relay's own listener, so it fires once the first chunk has been written.
   engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));
   const result = await relay.finally(() => ctx.metrics.activeStreams.dec());
+  if (result.droppedReceiptComments > 0) ctx.metrics.engineReceiptComments.inc(result.droppedReceiptComments);
   if (result.usage) x.log.usage = result.usage;
   if (result.error) x.log.error_code = result.error.code;
   if (result.clientGone) x.log.error_code = 'client_closed';
