@@ -57,6 +57,8 @@ export const configSchema = z.strictObject({
       key_file: z.string().min(1).optional(),
       retention_s: positiveInt.default(3600),
       max_stored: positiveInt.default(100_000),
+      /** At most this many per API key, so one key cannot evict the others' receipts. */
+      max_stored_per_key: positiveInt.default(10_000),
     })
     .prefault({}),
   limits: z

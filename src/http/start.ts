@@ -101,7 +101,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
       metrics.receiptsSigned.inc({ type: claims.receipt_type });
       return sign(claims);
     },
-    receiptStore: fleet?.receiptStore ?? new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    receiptStore: fleet?.receiptStore ?? new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, maxPerKey: config.receipts.max_stored_per_key }),
     receiptContext,
     jwks: fleet?.jwks ?? jwks,
     documents: {

@@ -12,18 +12,23 @@ interface Entry {
 }
 
 /**
- * In-memory store, bounded in time and count. Retention is the same for every entry, so insertion
- * order is expiry order: expired and surplus entries are always at the front of the Map.
+ * In-memory store, bounded in time, in count, and in count per API key (one key's traffic cannot
+ * evict every other key's receipts). Retention is the same for every entry, so insertion order is
+ * expiry order: expired and surplus entries are always at the front of the Map and of their key's queue.
  */
 export class MemoryReceiptStore implements ReceiptStore {
   readonly #entries = new Map<string, Entry>();
+  /** Each key's receipt ids, oldest first. */
+  readonly #byOwner = new Map<string, string[]>();
   readonly #retentionMs: number;
   readonly #maxEntries: number;
+  readonly #maxPerKey: number;
   readonly #now: () => number;
 
-  constructor(options: { retentionS: number; maxEntries: number; now?: () => number }) {
+  constructor(options: { retentionS: number; maxEntries: number; maxPerKey?: number; now?: () => number }) {
     this.#retentionMs = options.retentionS * 1000;
     this.#maxEntries = options.maxEntries;
+    this.#maxPerKey = options.maxPerKey ?? options.maxEntries;
     this.#now = options.now ?? Date.now;
   }
 
@@ -34,18 +39,22 @@ export class MemoryReceiptStore implements ReceiptStore {
   async put(receiptId: string, ownerKeyHash: string, jws: string): Promise<void> {
     const now = this.#now();
     this.#evict(now);
+    const mine = this.#byOwner.get(ownerKeyHash) ?? [];
+    if (mine.length >= this.#maxPerKey) this.#delete(mine[0]!);
     if (this.#entries.size >= this.#maxEntries) {
       const oldest = this.#entries.keys().next();
-      if (!oldest.done) this.#entries.delete(oldest.value);
+      if (!oldest.done) this.#delete(oldest.value);
     }
     this.#entries.set(receiptId, { owner: ownerKeyHash, jws, expiresAt: now + this.#retentionMs });
+    mine.push(receiptId);
+    this.#byOwner.set(ownerKeyHash, mine);
   }
 
   async get(receiptId: string, ownerKeyHash: string): Promise<string | undefined> {
     const entry = this.#entries.get(receiptId);
     if (entry === undefined || entry.owner !== ownerKeyHash) return undefined;
     if (entry.expiresAt <= this.#now()) {
-      this.#entries.delete(receiptId);
+      this.#delete(receiptId);
       return undefined;
     }
     return entry.jws;
@@ -54,7 +63,18 @@ export class MemoryReceiptStore implements ReceiptStore {
   #evict(now: number): void {
     for (const [id, entry] of this.#entries) {
       if (entry.expiresAt > now) return;
-      this.#entries.delete(id);
+      this.#delete(id);
     }
+  }
+
+  #delete(receiptId: string): void {
+    const entry = this.#entries.get(receiptId);
+    if (entry === undefined) return;
+    this.#entries.delete(receiptId);
+    const queue = this.#byOwner.get(entry.owner)!;
+    // Deletions come oldest first, so this is nearly always the front of the queue.
+    const at = queue[0] === receiptId ? 0 : queue.indexOf(receiptId);
+    queue.splice(at, 1);
+    if (queue.length === 0) this.#byOwner.delete(entry.owner);
   }
 }
