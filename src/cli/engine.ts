@@ -4,11 +4,7 @@ import { measureEngine } from '../engine/bench/measure-engine.ts';
 import { makeModel } from '../engine/model/make-model.ts';
 import { startEngine } from '../engine/server/start-engine.ts';
 
-const USAGE = `usage:
-  sigil engine --model FILE.gguf [--host 127.0.0.1] [--port 8000] [--parallel 2] [--threads 1] [--context 2048] [--queue 16]
-  sigil engine make-model --out FILE.gguf [--vocab FILE.gguf] [--scripted "text"] [--seed N]
-  sigil engine bench --model FILE.gguf [--threads 1] [--parallel 2] [--requests 5] [--max-tokens 256]
-`;
+import { ENGINE_USAGE as USAGE } from './engine-usage.ts';
 
 /** `sigil engine`: the built-in llama.cpp engine, or `make-model` to write a tiny GGUF for it. */
 export async function run(argv: string[]): Promise<number> {

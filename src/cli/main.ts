@@ -1,17 +1,39 @@
+import { ENGINE_USAGE } from './engine-usage.ts';
+
 /** The `sigil` command: each subcommand lives in its own module and is loaded only when used. */
 export type Command = (argv: string[]) => Promise<number>;
 
-const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run: Command }> }> = {
-  serve: { summary: 'run the proxy (sigil serve [--config FILE])', load: () => import('./serve.ts') },
-  keys: { summary: 'manage API keys (sigil keys add|list|revoke PREFIX)', load: () => import('./keys.ts') },
+interface CommandEntry {
+  summary: string;
+  /** The command's own --help text; absent when the command prints its own. */
+  help?: string;
+  load: () => Promise<{ run: Command }>;
+}
+
+const COMMANDS: Record<string, CommandEntry> = {
+  serve: {
+    summary: 'run the proxy (sigil serve [--config FILE])',
+    help: 'usage: sigil serve [--config FILE]\n\nRuns the proxy. The config is FILE, else $SIGIL_CONFIG, else config/sigil.yaml.\nWith no upstream configured, starts the built-in engine with a generated demo model.\nSIGHUP reloads the keys file and the catalogue; SIGTERM drains and exits.\n',
+    load: () => import('./serve.ts'),
+  },
+  keys: {
+    summary: 'manage API keys (sigil keys add|list|revoke PREFIX)',
+    help: 'usage: sigil keys add [--label TEXT] [--config FILE]\n       sigil keys list [--config FILE]\n       sigil keys revoke ID-PREFIX [--config FILE]\n\nadd prints a new key once and stores only its SHA-256 in auth.keys_file.\n',
+    load: () => import('./keys.ts'),
+  },
   engine: {
     summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)',
+    help: ENGINE_USAGE,
     load: async () => {
       (await import('../engine/installed.ts')).assertEngineInstalled();
       return import('./engine.ts');
     },
   },
-  'hash-model': { summary: 'print the model_hash of a model file or directory', load: () => import('./hash-model.ts') },
+  'hash-model': {
+    summary: 'print the model_hash of a model file or directory',
+    help: 'usage: sigil hash-model PATH [--manifest]\n\nPrints the catalogue model_hash of a weights file or directory; --manifest prints the per-file list it hashes.\n',
+    load: () => import('./hash-model.ts'),
+  },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
 };
 
@@ -30,6 +52,12 @@ export async function main(argv: string[]): Promise<number> {
   if (!command) {
     process.stderr.write(`sigil: unknown command '${name}'\n\n${usage()}`);
     return 2;
+  }
+  const dashDash = rest.indexOf('--');
+  const options = dashDash === -1 ? rest : rest.slice(0, dashDash);
+  if (command.help !== undefined && (options.includes('--help') || options.includes('-h'))) {
+    process.stdout.write(command.help);
+    return 0;
   }
   let run: Command;
   try {

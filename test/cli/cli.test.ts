@@ -47,6 +47,23 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     expect(result.stderr).toContain('sev-snp');
   });
 
+  it('refuses provider auto without a TEE on an address the network reaches, unless none is explicit', () => {
+    const models =
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n';
+    const dir = configDir('listen: {host: 0.0.0.0, port: 0}\nauth: {keys_file: k}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\nattestation: {provider: auto, tsm_path: /nonexistent/tsm}\n');
+    writeFileSync(join(dir, 'models.yaml'), models);
+    const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('listen.host 0.0.0.0 is reachable from the network');
+    expect(result.stderr).toContain('attestation.provider: none');
+  });
+
+  it.each(['serve', 'keys', 'engine', 'hash-model', 'verify'])('sigil %s --help prints its usage and exits 0', (command) => {
+    const result = sigil([command, '--help']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^usage:/);
+  });
+
   it('reads the config path from SIGIL_CONFIG', () => {
     const dir = configDir('auth: {keys_file: k}\nbogus: 1\n');
     const result = sigil(['serve'], { SIGIL_CONFIG: join(dir, 'sigil.yaml') });
