@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 
 let engine: TestEngine;
 let sigil: TestSigil;
@@ -31,8 +31,7 @@ describe('the request log', () => {
   it('writes one line per request with id, route, status, latency, model and token usage', async () => {
     const before = sigil.logs.length;
     await chat(false);
-    await new Promise((r) => setTimeout(r, 20));
-    const lines = sigil.logs.slice(before).map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    const lines = await requestLines(sigil, before);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
       level: 30,
@@ -52,16 +51,16 @@ describe('the request log', () => {
   it('records the usage of a stream from its usage chunk', async () => {
     const before = sigil.logs.length;
     await chat(true);
-    await new Promise((r) => setTimeout(r, 20));
-    const line = sigil.logs.slice(before).map((l) => JSON.parse(l)).find((l) => l.msg === 'request');
+    const [line] = await requestLines(sigil, before);
     expect(line).toMatchObject({ status: 200, stream: true, usage: { prompt_tokens: 5, completion_tokens: 6 } });
   });
 
   it('never contains prompts, completions, nonces or API keys', async () => {
+    const before = sigil.logs.length;
     await chat(false);
     await chat(true);
     await chat(false, 'sk-sigil-WRONG-KEY-SECRET');
-    await new Promise((r) => setTimeout(r, 20));
+    expect(await requestLines(sigil, before, 3)).toHaveLength(3);
     const all = sigil.logs.join('\n');
     expect(all).toContain('"route":"/v1/chat/completions"');
     for (const secret of ['PROMPT-SECRET', 'COMPLETION-SECRET', 'NONCE-SECRET', 'WRONG-KEY-SECRET', sigil.key, sigil.key.slice(9, 30)]) {

@@ -81,3 +81,17 @@ export async function startTestSigil(options: {
   const sigil = await startSigil(loaded, { ...options.start, logger: createLogger(loaded.log.level, sink) });
   return { ...sigil, dir, key, otherKey, logs };
 }
+
+/**
+ * The request log lines written since `from` once `count` of them are there: the line is written when
+ * the response's socket closes, a moment after the client has the body, so a test waits for it
+ * (polling the in-memory sink) instead of sleeping a fixed time and hoping.
+ */
+export async function requestLines(sigil: Pick<TestSigil, 'logs'>, from: number, count = 1, timeoutMs = 5000): Promise<Array<Record<string, unknown>>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const lines = sigil.logs.slice(from).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    if (lines.length >= count || Date.now() > deadline) return lines;
+    await new Promise((r) => setImmediate(r));
+  }
+}
