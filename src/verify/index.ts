@@ -12,7 +12,7 @@ export type { EcPublicJwk, ImportedJwks, SkippedKey, VerificationKey } from './j
 export { verifyCompactJws } from './jws.ts';
 export type { ProtectedHeader, VerifiedJws } from './jws.ts';
 export { NO_TEE_DETAIL, verifyReceipt } from './receipt.ts';
-export type { ReceiptExpectations, ReceiptVerification, VerifyReceiptOptions } from './receipt.ts';
+export type { ReceiptExpectations, ReceiptVerification, RequiredExpectation, VerifyReceiptOptions } from './receipt.ts';
 export { evidenceBytes, verifyJwksBinding } from './binding.ts';
 export { policyModelCheck } from './policy-model.ts';
 export { endsWithDone, splitReceiptStream } from './stream-receipt.ts';

@@ -9,7 +9,12 @@ import type { ImportedJwks } from './jwks.ts';
 import { verifyCompactJws } from './jws.ts';
 import type { VerifiedJws } from './jws.ts';
 
-/** What the client knows independently of the receipt; each given value becomes one check. */
+/**
+ * What the client knows independently of the receipt; each given value becomes one check. The
+ * measurement and the policy hash (and for a message receipt the request and response bytes) are
+ * required: one that is neither given nor waived (VerifyReceiptOptions.waive) is a FAIL, never a
+ * silent pass. The others are checked when given.
+ */
 export interface ReceiptExpectations {
   /** The X-Service-Nonce the client sent; omitted means it sent none, so the receipt must say "". */
   nonce?: string;
@@ -29,9 +34,17 @@ export interface ReceiptExpectations {
   completionId?: string;
 }
 
+/** The expectations a verification must have, unless the caller waives them with a reason. */
+export type RequiredExpectation = 'measurement' | 'policyHash' | 'requestBytes' | 'responseBytes';
+
 export interface VerifyReceiptOptions {
   jwks: { keys: unknown[] };
   expected?: ReceiptExpectations;
+  /**
+   * Required expectations the caller chooses not to check, each with the reason shown in the report
+   * (e.g. `{ requestBytes: 'the request was not kept' }`): reported as waived, not as passed.
+   */
+  waive?: Partial<Record<RequiredExpectation, string>>;
   /** Make `receipt.tee` pass for tee "none" (development only). Default false. */
   allowNoTee?: boolean;
   /** Clock for the issued_at check; default now. */
@@ -108,16 +121,28 @@ function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[]
       ? pass('receipt.nonce', nonce === '' ? 'nonce is "", as no nonce was sent' : `nonce is the one sent (${JSON.stringify(nonce)})`)
       : fail('receipt.nonce', `nonce is ${JSON.stringify(claims.nonce)}; expected ${JSON.stringify(nonce)}`),
   );
-  if (expected.measurement !== undefined) {
-    checks.push(compare('receipt.measurement', 'enclave_measurement', claims.enclave_measurement, expected.measurement.toLowerCase()));
-  }
-  if (expected.policyHash !== undefined) checks.push(compare('receipt.policy_hash', 'policy_hash', claims.policy_hash, expected.policyHash));
+  const waive = opts.waive ?? {};
+  /** A required expectation that is missing: waived with the caller's reason, else a failure that says what to give. */
+  const missing = (name: string, key: RequiredExpectation, what: string): Check =>
+    waive[key] !== undefined ? pass(name, `not checked, waived by the caller: ${waive[key]}`) : fail(name, `not checked: no expected ${what} was given (expected.${key}), nor waived`);
+  checks.push(
+    expected.measurement !== undefined
+      ? compare('receipt.measurement', 'enclave_measurement', claims.enclave_measurement, expected.measurement.toLowerCase())
+      : missing('receipt.measurement', 'measurement', 'launch measurement'),
+  );
+  checks.push(
+    expected.policyHash !== undefined
+      ? compare('receipt.policy_hash', 'policy_hash', claims.policy_hash, expected.policyHash)
+      : missing('receipt.policy_hash', 'policyHash', 'policy hash'),
+  );
   if (expected.modelId !== undefined) checks.push(compare('receipt.model', 'selected_model.model_id', claims.selected_model.model_id, expected.modelId));
   if (expected.completionId !== undefined) {
     checks.push(compare('receipt.completion_id', 'completion_id', claims.completion_id ?? '(absent)', expected.completionId));
   }
   if (expected.requestBytes !== undefined) checks.push(bytesCheck('receipt.request_hash', 'request_hash', claims, expected.requestBytes));
+  else if (claims.receipt_type === 'message') checks.push(missing('receipt.request_hash', 'requestBytes', 'request body'));
   if (expected.responseBytes !== undefined) checks.push(bytesCheck('receipt.response_hash', 'response_hash', claims, expected.responseBytes));
+  else if (claims.receipt_type === 'message') checks.push(missing('receipt.response_hash', 'responseBytes', 'response body'));
   if (expected.attestationHash !== undefined && claims.tee !== 'none') {
     checks.push(compare('receipt.attestation_hash', 'attestation_hash', claims.attestation_hash ?? '(absent)', expected.attestationHash));
   }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyReceipt } from '../../src/verify/index.ts';
+import { canonicalPolicyHash, verifyReceipt } from '../../src/verify/index.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -75,7 +75,9 @@ describe('the bytes the engine receives', () => {
     expect(claims.request_hash).toBe(sha256(body));
     expect(claims.forwarded_request_hash).toBe(sha256(got));
     const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();
-    const { checks } = await verifyReceipt(jws, { jwks, allowNoTee: true, expected: { nonce: 'n-1', requestBytes: Buffer.from(body), responseBytes: Buffer.from(await res.arrayBuffer()) } });
+    const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
+    const expected = { nonce: 'n-1', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(body), responseBytes: Buffer.from(await res.arrayBuffer()) };
+    const { checks } = await verifyReceipt(jws, { jwks, allowNoTee: true, expected });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
   });
 

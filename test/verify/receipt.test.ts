@@ -189,3 +189,27 @@ describe('canonicalPolicyHash', () => {
     expect(a).toBe(sha256Tagged('{"a":[1,2,{"c":1e+21,"d":"x"}],"b":1}'));
   });
 });
+
+describe('a library caller that gives only the JWKS (issue 10)', () => {
+  it('gets each required expectation as a failure saying what to give, or as waived with the reason given', async () => {
+    const signer = await makeSigner();
+    const jwks = { keys: [signer.publicJwk] };
+    const jws = signer.sign(messageClaims());
+    const nonce = (JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString()) as { nonce: string }).nonce;
+    const bare = await verifyReceipt(jws, { jwks, expected: { nonce } });
+    // Before: every check that ran passed, and these four were simply left out.
+    expect(bare.checks.filter((c) => !c.ok).map((c) => [c.name, c.detail])).toEqual([
+      ['receipt.measurement', 'not checked: no expected launch measurement was given (expected.measurement), nor waived'],
+      ['receipt.policy_hash', 'not checked: no expected policy hash was given (expected.policyHash), nor waived'],
+      ['receipt.request_hash', 'not checked: no expected request body was given (expected.requestBytes), nor waived'],
+      ['receipt.response_hash', 'not checked: no expected response body was given (expected.responseBytes), nor waived'],
+    ]);
+    const waived = await verifyReceipt(jws, {
+      jwks,
+      expected: { nonce, measurement: MEASUREMENT, policyHash: POLICY_HASH },
+      waive: { requestBytes: 'the request was not kept', responseBytes: 'the response was not kept' },
+    });
+    expect(waived.checks.filter((c) => !c.ok)).toEqual([]);
+    expect(waived.checks.find((c) => c.name === 'receipt.request_hash')?.detail).toBe('not checked, waived by the caller: the request was not kept');
+  });
+});
