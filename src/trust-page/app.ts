@@ -24,7 +24,7 @@ const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 
   verified: {
     text: 'Verified: genuine confidential hardware, running the code your reference values name.',
     tone: 'pass',
-    detail: 'Every check below passed. Chats from this page are encrypted to a key only that enclave holds.',
+    detail: 'Every check below passed. The chat below says whether it is encrypted to a key only that enclave holds.',
   },
   unpinned: {
     text: 'Genuine confidential hardware, but its code was not compared with reference values.',
@@ -118,7 +118,7 @@ function render(r: ServiceReport): void {
     byId('chat-note').textContent =
       r.hpkeKeyConfig !== undefined
         ? 'Messages are encrypted in this page to the attested key; a load balancer in front of the service sees only ciphertext.'
-        : 'This service offers no attested encryption key: messages travel in the clear inside TLS.';
+        : 'This service offers no attested encryption key: messages are not encrypted end to end (only by TLS, if this page came over TLS).';
     show('chat-panel');
   }
 }
