@@ -1,4 +1,5 @@
 import type { Catalogue, CatalogueModel } from '../catalogue/catalogue.ts';
+import type { Endpoint } from '../catalogue/schema.ts';
 import { httpError } from '../protocol/errors.ts';
 import { editJsonObject, scanJsonObject, type ObjectScan } from '../protocol/json-edit.ts';
 
@@ -84,18 +85,46 @@ function checkOptional(body: Record<string, unknown>, model: CatalogueModel): vo
   }
 }
 
-/** SPEC 2: checks the fields Sigil owns; other fields are the engine's business. */
-export function validateChatRequest({ body, scan }: JsonBody, catalogue: Catalogue): ChatRequest {
+/** SPEC 2: what a chat request must hold besides its model: messages, and the fields Sigil checks. */
+export function checkChatFields(body: Record<string, unknown>, model: CatalogueModel): void {
+  checkMessages(body.messages);
+  checkOptional(body, model);
+}
+
+/** The fields every endpoint's request shares: `stream` and Sigil's own `region`. */
+function checkCommonFields(body: Record<string, unknown>): void {
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
+    throw httpError('invalid_value', "'stream' must be a boolean.", 'stream');
+  }
+  if (body.region !== undefined && (typeof body.region !== 'string' || body.region === '')) {
+    throw httpError('invalid_value', "'region' must be a non-empty string.", 'region');
+  }
+}
+
+/**
+ * SPEC 2 and 2b: checks the fields Sigil owns (the model, known and serving this endpoint; for chat
+ * its messages and limits); other fields are the engine's business.
+ */
+export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, endpoint: { kind: Endpoint; path: string; checkFields(body: Record<string, unknown>, model: CatalogueModel): void }): ChatRequest {
   const id = body.model;
   if (id === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'model'.", 'model');
   if (typeof id !== 'string') throw httpError('invalid_value', "'model' must be a string.", 'model');
-  checkMessages(body.messages);
+  if (endpoint.kind === 'chat') checkMessages(body.messages);
   const model = catalogue.byId.get(id);
   if (model === undefined) {
     throw httpError('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
   }
-  checkOptional(body, model);
+  if (!model.endpoints.includes(endpoint.kind)) {
+    throw httpError('model_not_supported', `The model '${id}' is not served on ${endpoint.path}; it serves: ${model.endpoints.join(', ')}.`, 'model');
+  }
+  checkCommonFields(body);
+  endpoint.checkFields(body, model);
   return { body, scan, model, stream: body.stream === true, region: body.region as string | undefined };
+}
+
+/** SPEC 2: a chat completions request. */
+export function validateChatRequest(json: JsonBody, catalogue: Catalogue): ChatRequest {
+  return validateRequest(json, catalogue, { kind: 'chat', path: '/v1/chat/completions', checkFields: checkChatFields });
 }
 
 /** Fields of Sigil's own (SPEC 2) that the engine never sees. */

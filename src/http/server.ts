@@ -6,7 +6,8 @@ import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
 import { sendError } from './respond.ts';
 import type { RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
-import { handleChatCompletions } from './routes/chat.ts';
+import { createExchangeHandler } from './routes/exchange.ts';
+import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
@@ -37,7 +38,6 @@ export interface AppState {
 function buildRoutes(state: AppState) {
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>([
-    ['/v1/chat/completions', { name: '/v1/chat/completions', methods: { POST: (req, res, ctx, _url, log) => handleChatCompletions(req, res, ctx, log) } }],
     ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
     ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
     ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
@@ -45,6 +45,10 @@ function buildRoutes(state: AppState) {
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
   ]);
+  for (const endpoint of RELAYED_ENDPOINTS) {
+    const handler = createExchangeHandler(endpoint);
+    exact.set(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
+  }
   const trustPage = createTrustPageHandler(state.ctx.config.trust_page?.dir ?? defaultTrustPageDir());
   for (const path of TRUST_PAGE_PATHS) exact.set(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;

@@ -12,6 +12,7 @@ const CATALOGUE = {
   region_unavailable: { status: 400, type: 'invalid_request_error' },
   duplicate_header: { status: 400, type: 'invalid_request_error' },
   duplicate_key: { status: 400, type: 'invalid_request_error' },
+  model_not_supported: { status: 400, type: 'invalid_request_error' },
   bad_request: { status: 400, type: 'invalid_request_error' },
   body_read_failed: { status: 400, type: 'invalid_request_error' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error' },

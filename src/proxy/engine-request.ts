@@ -46,12 +46,12 @@ function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHea
   return { ...headers, ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) };
 }
 
-/** POSTs the chat body to the engine; resolves when its status and headers have arrived. */
-export async function postChatCompletion(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
+/** POSTs a body to the engine at `enginePath` (e.g. `/chat/completions`); resolves when its status and headers have arrived. */
+export async function postToEngine(upstream: Upstream, enginePath: string, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
   try {
     return await upstream.pool.request({
       method: 'POST',
-      path: `${upstream.basePath}/chat/completions`,
+      path: `${upstream.basePath}${enginePath}`,
       headers: engineHeaders(upstream, body, client),
       body,
       signal,

@@ -25,15 +25,25 @@ function lastCommentStart(bytes: Buffer): number {
   return at;
 }
 
-/** Splits a complete event-stream body; throws ERR_VERIFY_STREAM when it does not end `data: [DONE]`, then the receipt comment. */
-export function splitReceiptStream(bytes: Uint8Array): SplitStream {
+/** The end of an event: a line end, then the blank line. */
+const EVENT_END = /(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
+
+/**
+ * Splits a complete event-stream body; throws ERR_VERIFY_STREAM unless it ends with the receipt
+ * comment right after the stream's end: `data: [DONE]` and its blank line for chat and completions
+ * (the default), the end of the last event for `/v1/responses` streams (`ending: 'event'`), which
+ * have no [DONE] (SPEC 2b).
+ */
+export function splitReceiptStream(bytes: Uint8Array, options: { ending?: 'done' | 'event' } = {}): SplitStream {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const start = lastCommentStart(buffer);
   if (start < 0) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream carries no ": receipt <JWS>" comment');
   const comment = RECEIPT_COMMENT.exec(buffer.toString('latin1', start));
   if (comment === null) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream does not end with one ": receipt <JWS>" comment and a blank line');
   const body = buffer.subarray(0, start);
-  if (!DONE_EVENT.test(tailOf(body))) {
+  if (options.ending === 'event') {
+    if (!EVENT_END.test(body.toString('latin1', Math.max(0, body.length - 4)))) throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow the end of an event');
+  } else if (!DONE_EVENT.test(tailOf(body))) {
     throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow a "data: [DONE]" event');
   }
   return { body: new Uint8Array(body), receipt: comment[1]! };

@@ -65,7 +65,7 @@ describe('every error is OpenAI-shaped, with a fitting status, and nothing reach
     ['an unknown API key', { headers: { authorization: 'Bearer sk-sigil-not-a-real-key' } }, 401, error('authentication_error', 'invalid_api_key', 'Incorrect API key provided.')],
     ['a Basic Authorization header', { headers: { authorization: 'Basic dXNlcjpwYXNz' } }, 401, error('authentication_error', 'invalid_api_key', "The Authorization header must be 'Bearer <key>'.")],
     ['an unknown model', { body: { ...ok, model: 'gpt-9' } }, 404, error('invalid_request_error', 'model_not_found', "The model 'gpt-9' does not exist or you do not have access to it.", 'model')],
-    ['an unknown route', { path: '/v1/embeddings' }, 404, error('invalid_request_error', 'not_found', 'No route for POST /v1/embeddings.')],
+    ['an unknown route', { path: '/v1/audio/speech' }, 404, error('invalid_request_error', 'not_found', 'No route for POST /v1/audio/speech.')],
     ['a body over max_body_bytes', { body: { ...ok, messages: [{ role: 'user', content: 'x'.repeat(3000) }] } }, 413, error('invalid_request_error', 'request_too_large', 'The request body is larger than 2048 bytes.')],
     ['a body that is not declared JSON', { headers: { 'content-type': 'text/plain' } }, 415, error('invalid_request_error', 'unsupported_media_type', "The request body must be JSON, sent with 'Content-Type: application/json'.")],
   ];

@@ -2,12 +2,13 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError } from '../../protocol/errors.ts';
 import { editJsonObject, scanJsonObject } from '../../protocol/json-edit.ts';
-import { parseJsonBody, upstreamBody, validateChatRequest, type ChatRequest } from '../chat-request.ts';
+import { parseJsonBody, upstreamBody, validateRequest, type ChatRequest } from '../chat-request.ts';
+import type { EndpointDescription } from '../endpoints.ts';
 import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestLog } from '../request-log.ts';
 import type { Caller } from '../../auth/bearer.ts';
-import { EngineAbort, engineErrorToHttp, postChatCompletion, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
+import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
 import { selectUpstream } from '../../proxy/select-upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
@@ -19,6 +20,7 @@ const ENGINE_JSON_LIMIT = 64 * 1024 * 1024;
 const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
 
 interface Exchange {
+  endpoint: EndpointDescription;
   started: number;
   ctx: AppContext;
   res: ServerResponse;
@@ -35,8 +37,16 @@ interface Exchange {
   forwarded: Buffer;
 }
 
-/** POST /v1/chat/completions: authenticate, validate, forward, relay, and sign on request. */
-export async function handleChatCompletions(req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
+/**
+ * POST on a relayed endpoint (chat completions, completions, embeddings, responses): authenticate,
+ * admit, validate, forward, relay, and sign on request. One pipeline; the endpoint's description
+ * says what differs.
+ */
+export function createExchangeHandler(endpoint: EndpointDescription) {
+  return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) => handleExchange(endpoint, req, res, ctx, log);
+}
+
+async function handleExchange(endpoint: EndpointDescription, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
   const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
   // Listening before admit resolves: a client that leaves while a shared counter answers still frees its slot.
@@ -56,13 +66,14 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   const receipt = readReceiptRequest(req.headers, ctx.headers);
   requireJson(req);
   const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms);
-  const chat = validateChatRequest(parseJsonBody(raw), ctx.catalogue);
+  const chat = validateRequest(parseJsonBody(raw), ctx.catalogue, endpoint);
   log.model = chat.model.id;
   log.stream = chat.stream;
   log.receipt = receipt.wanted;
   const upstream = selectUpstream(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
 
   const exchange: Exchange = {
+    endpoint,
     started,
     ctx,
     res,
@@ -85,7 +96,7 @@ export async function handleChatCompletions(req: IncomingMessage, res: ServerRes
   };
   res.on('close', onClose);
   try {
-    const engine = await postChatCompletion(upstream, exchange.forwarded, req.headers, abort);
+    const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
     if (engine.statusCode >= 300) {
       const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
       const retryAfter = engine.headers['retry-after'];
@@ -140,7 +151,15 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
   x.log.status = 200;
 
   ctx.metrics.activeStreams.inc();
-  const relay = teeSseStream({ source: engine.body, sink: res, rewriteModel: x.rewriteModel, forReceipt: x.receipt.wanted, maxEventBytes: ctx.config.limits.max_sse_event_bytes });
+  const relay = teeSseStream({
+    source: engine.body,
+    sink: res,
+    rewriteModel: x.rewriteModel,
+    forReceipt: x.receipt.wanted,
+    maxEventBytes: ctx.config.limits.max_sse_event_bytes,
+    completion: x.endpoint.completion,
+    readUsage: x.endpoint.readUsage,
+  });
   // Attached after the relay's own listener, so it fires once the first chunk has been written.
   engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));
   const result = await relay.finally(() => ctx.metrics.activeStreams.dec());
@@ -174,10 +193,8 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
     // Only the model value changes: the engine's other bytes (its numbers above all) reach the client as sent.
     out = editJsonObject(bytes, scan, { set: { model: JSON.stringify(x.rewriteModel) } });
   }
-  const usage = completion.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
-  if (typeof usage?.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
-    x.log.usage = { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
-  }
+  const usage = x.endpoint.readUsage(completion);
+  if (usage !== undefined) x.log.usage = usage;
   const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': out.length };
   if (x.receipt.wanted) {
     const completionId = typeof completion.id === 'string' ? completion.id : '';
