@@ -49,11 +49,15 @@ export function createExchangeHandler(endpoint: EndpointDescription) {
 async function handleExchange(endpoint: EndpointDescription, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
   const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
-  // Listening before admit resolves: a client that leaves while a shared counter answers still frees its slot.
+  // The exchange's one close listener, attached before admit resolves (a client that leaves while a
+  // shared counter answers still frees its slot): it cancels the engine request if the response did
+  // not finish, and releases the slots with the tokens the engine reported.
+  const abort = new EngineAbort();
   let release: ((tokensUsed: number) => void) | undefined;
   let closed = false;
   res.once('close', () => {
     closed = true;
+    if (!res.writableFinished) abort.abort();
     release?.(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0);
   });
   const admission = await ctx.limits.admit(caller);
@@ -87,27 +91,21 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     rewriteModel: chat.model.upstream_model === chat.model.id ? undefined : chat.model.id,
     forwarded: upstreamBody(raw, chat),
   };
-  // SPEC 3: the model receipt exists before generation starts.
-  const modelReceipt = receipt.wanted && chat.stream ? signModelReceipt(exchange) : undefined;
+  // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
+  // only if the engine streams anyway.
+  let modelReceipt: string | undefined;
+  const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));
+  if (receipt.wanted && chat.stream) modelReceiptOnce();
 
-  const abort = new EngineAbort();
-  const onClose = () => {
-    if (!res.writableFinished) abort.abort();
-  };
-  res.on('close', onClose);
-  try {
-    const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
-    if (engine.statusCode >= 300) {
-      const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
-      const retryAfter = engine.headers['retry-after'];
-      throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
-    }
-    const type = String(engine.headers['content-type'] ?? '');
-    if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, modelReceipt ?? (receipt.wanted ? signModelReceipt(exchange) : undefined));
-    else await relayJson(exchange, engine);
-  } finally {
-    res.off('close', onClose);
+  const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
+  if (engine.statusCode >= 300) {
+    const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
+    const retryAfter = engine.headers['retry-after'];
+    throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
   }
+  const type = String(engine.headers['content-type'] ?? '');
+  if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted ? modelReceiptOnce() : undefined);
+  else await relayJson(exchange, engine);
 }
 
 function signModelReceipt(x: Exchange): string {
