@@ -71,11 +71,11 @@ describe('GET /v1/models', () => {
     ]);
   });
 
-  it('refuses a detail value that is not true or false', async () => {
-    expect(await get('/v1/models?detail=yes')).toEqual({
-      status: 400,
-      body: { error: { message: "'detail' must be true or false.", type: 'invalid_request_error', param: 'detail', code: 'invalid_value' } },
-    });
+  it('refuses a detail value that is not true or false, on the list and on one model alike', async () => {
+    const refusal = { status: 400, body: { error: { message: "'detail' must be true or false.", type: 'invalid_request_error', param: 'detail', code: 'invalid_value' } } };
+    expect(await get('/v1/models?detail=yes')).toEqual(refusal);
+    // Before: one model's detail=yes was read as false and answered 200.
+    expect(await get('/v1/models/org/gamma?detail=yes')).toEqual(refusal);
   });
 });
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryLimitCounters, type LimitCounters } from '../../src/limits/counters.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -118,6 +118,38 @@ describe('concurrency', () => {
     expect(b.status).toBe(429);
     expect((await b.json()).error.message).toBe('This server is at its limit of concurrent requests; retry shortly.');
     await a.text();
+  });
+});
+
+describe('limits that hold however the timing falls (issue 10)', () => {
+  it('max_concurrent cannot be exceeded by two requests that both wait on a slow shared counter', async () => {
+    // Before: the overall cap was checked before the await on the counter and counted after it, so both passed.
+    class SlowCounters extends MemoryLimitCounters {
+      override async acquire(name: string, max: number): Promise<boolean> {
+        await new Promise((r) => setTimeout(r, 200));
+        return super.acquire(name, max);
+      }
+    }
+    const { engine, sigil } = await setup({ max_concurrent: 1 }, new SlowCounters());
+    engine.behaviour = { chunkDelayMs: 30 };
+    const [a, b] = await Promise.all([chat(sigil, sigil.key, true), chat(sigil, sigil.otherKey, true)]);
+    expect([a.status, b.status].sort()).toEqual([200, 429]);
+    await Promise.all([a.text(), b.text()]);
+  });
+
+  it('charges a stream\'s usage to tokens_per_minute even when the usage event arrives split across two reads', async () => {
+    const { engine, sigil } = await setup({ tokens_per_minute: 50 });
+    const usage = 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":40,"total_tokens":60,"completion_tokens":20}}\n\n';
+    const cut = usage.indexOf('"completion_tokens"') + 5;
+    // Before: the pass-through relay looked for usage with a regex per chunk, and a split event was never charged.
+    engine.behaviour = { rawStream: [usage.slice(0, cut), usage.slice(cut), 'data: [DONE]\n\n'], chunkDelayMs: 30 };
+    const from = sigil.logs.length;
+    expect(await (await chat(sigil, sigil.key, true)).text()).toContain('[DONE]');
+    // The tokens are charged when the exchange closes, as its log line is written.
+    expect((await requestLines(sigil, from))[0]).toMatchObject({ usage: { prompt_tokens: 40, completion_tokens: 20 } });
+    const refused = await chat(sigil);
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).error.message).toBe('Rate limit reached: 50 tokens per minute for this API key.');
   });
 });
 

@@ -5,13 +5,18 @@ import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 
-/** Reads `detail`, `region` and `provider` from the query; other parameters are ignored. */
-function parseListFilter(query: URLSearchParams): ListFilter {
+/** `detail=true|false` (absent: false), checked the same way on the list and on one model. */
+function readDetail(query: URLSearchParams): boolean {
   const detail = query.get('detail');
   if (detail !== null && detail !== 'true' && detail !== 'false') {
     throw httpError('invalid_value', "'detail' must be true or false.", 'detail');
   }
-  const filter: ListFilter = { detail: detail === 'true' };
+  return detail === 'true';
+}
+
+/** Reads `detail`, `region` and `provider` from the query; other parameters are ignored. */
+function parseListFilter(query: URLSearchParams): ListFilter {
+  const filter: ListFilter = { detail: readDetail(query) };
   const region = query.get('region');
   const provider = query.get('provider');
   if (region !== null) filter.region = region;
@@ -34,6 +39,5 @@ export function handleRetrieveModel(_req: IncomingMessage, res: ServerResponse, 
   }
   const model = ctx.catalogue.byId.get(id);
   if (model === undefined) throw httpError('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
-  const detail = url.searchParams.get('detail') === 'true';
-  sendJson(res, 200, JSON.stringify(modelItem(model, detail)));
+  sendJson(res, 200, JSON.stringify(modelItem(model, readDetail(url.searchParams))));
 }
