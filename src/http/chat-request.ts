@@ -122,10 +122,6 @@ export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, 
   return { body, scan, model, stream: body.stream === true, region: body.region as string | undefined };
 }
 
-/** SPEC 2: a chat completions request. */
-export function validateChatRequest(json: JsonBody, catalogue: Catalogue): ChatRequest {
-  return validateRequest(json, catalogue, { kind: 'chat', path: '/v1/chat/completions', checkFields: checkChatFields });
-}
 
 /** Fields of Sigil's own (SPEC 2) that the engine never sees. */
 const EXTENSION_FIELDS = ['region'] as const;
