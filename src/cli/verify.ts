@@ -16,6 +16,8 @@ import { policyModelCheck } from '../verify/policy-model.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
 import type { ReceiptExpectations } from '../verify/receipt.ts';
 import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
+import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+import type { Dispatcher } from 'undici';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -229,9 +231,9 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
 /** `attestation_hash` names the evidence made at start; only hardware evidence has one. */
 const START_NONCE_HEX = Buffer.from(START_NONCE).toString('hex');
 
-async function startEvidenceHash(base: string, doc: unknown): Promise<string | undefined> {
+async function startEvidenceHash(base: string, doc: unknown, dispatcher?: Dispatcher): Promise<string | undefined> {
   if (field(doc, 'tee') === 'none') return undefined;
-  const bytes = evidenceBytes(await fetchStartAttestation(base));
+  const bytes = evidenceBytes(await fetchStartAttestation(base, dispatcher));
   return bytes === undefined ? undefined : sha256Tagged(bytes);
 }
 
@@ -244,14 +246,14 @@ function documentNonce(doc: unknown): Uint8Array {
   return new Uint8Array(Buffer.from(nonce, 'hex'));
 }
 
-async function expectationsFrom(doc: unknown, policy: unknown, o: Options): Promise<ReceiptExpectations> {
+async function expectationsFrom(doc: unknown, policy: unknown, o: Options, dispatcher?: Dispatcher): Promise<ReceiptExpectations> {
   const expected: ReceiptExpectations = {};
   const measured = field(doc, 'measurement');
   const measurement = o.measurement ?? (typeof measured === 'string' ? measured : undefined);
   if (measurement !== undefined) expected.measurement = measurement;
   if (policy !== undefined) expected.policyHash = canonicalPolicyHash(policy);
   if (o.url !== undefined && doc !== undefined) {
-    const hash = await startEvidenceHash(o.url, doc);
+    const hash = await startEvidenceHash(o.url, doc, dispatcher);
     if (hash !== undefined) expected.attestationHash = hash;
   } else if (field(doc, 'nonce') === START_NONCE_HEX && field(doc, 'tee') !== 'none') {
     const bytes = evidenceBytes(doc);
@@ -290,21 +292,66 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   return report('file', checks, result);
 }
 
+/**
+ * The TLS key check of a live verification: the key the pinned connection presented against the attested
+ * one. A development service (tee "none") over plain HTTP passes only with --allow-no-tee.
+ */
+function tlsKeyCheck(base: string, pin: SpkiPin, doc: unknown, o: Options): Check {
+  const url = new URL(base);
+  const check = tlsBindingCheck(url, pin.accepted, readBindingTlsKey(doc));
+  if (!check.ok && url.protocol === 'http:' && field(doc, 'tee') === 'none' && o.allowNoTee) {
+    return pass(check.name, `plain HTTP to a development service (tee "none"; accepted because of --allow-no-tee): ${check.detail}`);
+  }
+  return check;
+}
+
+function readBindingTlsKey(doc: unknown): string | null {
+  const key = field(field(doc, 'binding'), 'tls_spki_sha256');
+  return typeof key === 'string' ? key : null;
+}
+
 async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const base = o.url!;
   const nonce = randomBytes(32);
   const nonceText = nonce.toString('hex');
-  const model = o.model ?? (await firstListedModel(base));
-  const exchange = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonceText, brand: o.brand });
-  const material = await fetchVerificationMaterial(base, nonce);
+  // Attest first, over a connection pinned to the key it presents; the prompt goes only to that key.
+  const pin = new SpkiPin();
+  const dispatcher = pinnedAgent(pin);
+  try {
+    const material = await fetchVerificationMaterial(base, nonce, dispatcher);
+    const tlsKey = tlsKeyCheck(base, pin, material.attestation, o);
+    // A service that claims hardware, or any https one, gets no prompt over a connection the enclave does not
+    // vouch for. A development service (tee "none") over plain HTTP is verified on, and fails on its lack of TEE.
+    const development = field(material.attestation, 'tee') === 'none' && new URL(base).protocol === 'http:';
+    if (!tlsKey.ok && !development) return report('live', [tlsKey, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
+    return await exchangeAndVerify(o, io, { base, nonce, nonceText, material, dispatcher, tlsKey });
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+interface LiveContext {
+  base: string;
+  nonce: Buffer;
+  nonceText: string;
+  material: Awaited<ReturnType<typeof fetchVerificationMaterial>>;
+  dispatcher: Dispatcher;
+  tlsKey: Check;
+}
+
+async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): Promise<VerifyReport> {
+  const { base, nonce, nonceText, material, dispatcher } = live;
+  const model = o.model ?? (await firstListedModel(base, dispatcher));
+  const exchange = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonceText, brand: o.brand, dispatcher });
   const checks: Check[] = [
+    live.tlsKey,
     pass(
       'live.request',
       `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${exchange.requestBytes.length} request bytes, ` +
         `${exchange.responseBytes.length} response bytes, message receipt from the ${exchange.receiptSource}`,
     ),
   ];
-  const expected = await expectationsFrom(material.attestation, material.policy, o);
+  const expected = await expectationsFrom(material.attestation, material.policy, o, dispatcher);
   expected.nonce = nonceText;
   expected.modelId = model;
   const message: ReceiptExpectations = { ...expected, receiptType: 'message', requestBytes: exchange.requestBytes, responseBytes: exchange.responseBytes };

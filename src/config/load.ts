@@ -48,6 +48,12 @@ export function parseConfig(text: string, source: string): LoadedConfig {
     auth: { keys_file: at(config.auth.keys_file) },
     receipts: { ...config.receipts, key_file: config.receipts.key_file === undefined ? undefined : at(config.receipts.key_file) },
     engine: { ...config.engine, model: config.engine.model === undefined ? undefined : at(config.engine.model) },
+    tls: {
+      ...config.tls,
+      cert_file: config.tls.cert_file === undefined ? undefined : at(config.tls.cert_file),
+      key_file: config.tls.key_file === undefined ? undefined : at(config.tls.key_file),
+      acme: config.tls.acme === undefined ? undefined : { ...config.tls.acme, ca_file: config.tls.acme.ca_file === undefined ? undefined : at(config.tls.acme.ca_file) },
+    },
     trust_page: config.trust_page?.dir === undefined ? config.trust_page : { dir: at(config.trust_page.dir) },
   };
 }

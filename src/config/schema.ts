@@ -77,6 +77,41 @@ export const configSchema = z.strictObject({
       shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
     })
     .prefault({}),
+  /** TLS that ends inside the enclave (SPEC 8); its key's SPKI hash is bound in the attestation. */
+  tls: z
+    .strictObject({
+      mode: z.enum(['off', 'self-signed', 'acme', 'files']).default('off'),
+      /** With a hardware TEE, `off` refuses to start unless this is set (e.g. behind an in-enclave terminator). */
+      allow_plaintext: z.boolean().default(false),
+      /** The certificate's DNS names (self-signed and acme); the first is its common name. */
+      hostnames: z.array(z.string().regex(/^(?=.{1,253}$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/, 'must be a DNS name')).default([]),
+      /** `files` mode: PEM certificate chain (leaf first) and its private key. */
+      cert_file: z.string().min(1).optional(),
+      key_file: z.string().min(1).optional(),
+      acme: z
+        .strictObject({
+          directory_url: z.url({ protocol: /^https?$/ }),
+          email: z.email().optional(),
+          /** PEM of the CA that signs a private ACME server's own HTTPS certificate. */
+          ca_file: z.string().min(1).optional(),
+          /** Where Sigil answers http-01 challenges in plain HTTP (the ACME server connects to port 80 of each hostname). */
+          http_host: z.string().min(1).default('0.0.0.0'),
+          http_port: port.default(80),
+          /** Renew when the certificate has less than this many seconds left. */
+          renew_before_s: positiveInt.default(30 * 24 * 3600),
+          /** How often the certificate's remaining life is checked; failed renewals retry sooner, backing off up to this. */
+          check_interval_s: positiveInt.default(12 * 3600),
+        })
+        .optional(),
+    })
+    .prefault({})
+    .superRefine((tls, ctx) => {
+      const need = (key: string, why: string) => ctx.addIssue({ code: 'custom', path: key.split('.'), message: why });
+      if (tls.mode === 'files' && tls.cert_file === undefined) need('cert_file', 'tls.mode files needs tls.cert_file (PEM certificate chain)');
+      if (tls.mode === 'files' && tls.key_file === undefined) need('key_file', 'tls.mode files needs tls.key_file (PEM private key)');
+      if (tls.mode === 'acme' && tls.acme === undefined) need('acme', 'tls.mode acme needs tls.acme.directory_url');
+      if (tls.mode === 'acme' && tls.hostnames.length === 0) need('hostnames', 'tls.mode acme needs at least one hostname to ask a certificate for');
+    }),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
   /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { AppContext } from './context.ts';
 import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
@@ -15,6 +16,8 @@ import { createAttestationHandler, handleJwks, handlePolicy } from './routes/ver
 import { createMetricsHandler } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
 import { createCors } from './cors.ts';
+import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
+import type { ServedTls } from '../tls/provision.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
 
@@ -190,18 +193,33 @@ export function handleClientError(state: AppState) {
   };
 }
 
-export function createHttpServer(state: AppState): Server {
+/**
+ * Plain HTTP, or HTTPS ending here in the enclave (SPEC 8). A TLS handshake gets the same time as the
+ * request headers: a client that stalls mid-handshake is dropped like one that stalls mid-headers.
+ */
+export function createHttpServer(state: AppState, tls?: ServedTls): Server {
   const { limits } = state.ctx.config;
-  const server = createServer(
-    {
-      requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms,
-      headersTimeout: limits.headers_timeout_ms,
-      // Node checks those timeouts on a sweep, every 30 s by default: often enough to keep them near their values.
-      connectionsCheckingInterval: Math.min(1000, limits.headers_timeout_ms),
-      keepAliveTimeout: 65_000,
-    },
-    createRequestHandler(state),
-  );
+  const options: ServerOptions = {
+    requestTimeout: limits.body_timeout_ms + limits.headers_timeout_ms,
+    headersTimeout: limits.headers_timeout_ms,
+    // Node checks those timeouts on a sweep, every 30 s by default: often enough to keep them near their values.
+    connectionsCheckingInterval: Math.min(1000, limits.headers_timeout_ms),
+    keepAliveTimeout: 65_000,
+  };
+  const handler = createRequestHandler(state);
+  if (tls === undefined) {
+    const server = createServer(options, handler);
+    server.on('clientError', handleClientError(state));
+    return server;
+  }
+  const server = createTlsServer({ ...options, ...tlsServerOptions(tls.current, limits.headers_timeout_ms) }, handler);
   server.on('clientError', handleClientError(state));
+  // Scanners and half handshakes are routine on a public port: counted, logged at debug only.
+  server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    state.ctx.metrics.httpRejections.inc({ reason: 'tls_handshake' });
+    if (state.ctx.logger.isLevelEnabled('debug')) state.ctx.logger.debug({ reason: err.code ?? 'tls_handshake' }, 'tls handshake failed');
+    socket.destroy();
+  });
+  tls.onRenewed((credentials) => server.setSecureContext(secureContextOptions(credentials)));
   return server;
 }

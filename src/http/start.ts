@@ -21,6 +21,7 @@ import { createMetrics } from '../metrics/registry.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
+import { provisionTls, type ServedTls } from '../tls/provision.ts';
 
 export interface RunningSigil {
   url: string;
@@ -85,9 +86,37 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const signingKey = await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
+  if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
+    throw new ConfigError(
+      `tls.mode is off on a ${provider.tee} machine: prompts would cross the host's network in plaintext before reaching the enclave. ` +
+        'Set tls.mode (self-signed, acme or files), or tls.allow_plaintext: true when a terminator inside the enclave fronts Sigil.',
+    );
+  }
+  const tls = await provisionTls(config, logger);
+  try {
+    return await serve(config, logger, options, builtin, { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls });
+  } catch (err) {
+    await tls?.close();
+    throw err;
+  }
+}
+
+interface Prepared {
+  catalogue: Catalogue;
+  served: Awaited<ReturnType<typeof buildServedCatalogue>>;
+  upstreams: UpstreamSet;
+  keyRing: KeyRing;
+  signingKey: Awaited<ReturnType<typeof loadSigningKey>>;
+  jwks: Jwks;
+  provider: AttestationProvider;
+  tls: ServedTls | undefined;
+}
+
+async function serve(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined, prepared: Prepared): Promise<RunningSigil> {
+  const { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
   const { policy, policyHash } = served;
   const sources: EvidenceSources = { provider, collectGpuEvidence: NO_GPUS, eventLog: null };
-  const bound = { tlsSpkiSha256: null, hpkeKeyConfig: null };
+  const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
   const receiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash } as AppContext['receiptContext'];
   const evidenceHash = attestationHash(startDocument);
@@ -123,7 +152,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     fleet: fleet?.status,
   };
   const state: AppState = { ctx, inFlight: 0, draining: false };
-  const server = createHttpServer(state);
+  const server = createHttpServer(state, tls);
   const unwatch = watchFiles(state);
   fleet?.onJwks((view) => {
     state.ctx = { ...state.ctx, jwks: view, documents: { ...state.ctx.documents, jwks: JSON.stringify(view) } };
@@ -134,8 +163,8 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   });
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
-  const url = `http://${host}:${port}`;
-  logger.info({ url, kid: signingKey.kid, key_origin: signingKey.origin, tee: startDocument.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
+  const url = `${tls === undefined ? 'http' : 'https'}://${host}:${port}`;
+  logger.info({ url, tls: tls?.mode ?? 'off', tls_spki_sha256: bound.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: startDocument.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
 
   let closing: Promise<void> | undefined;
   const shutdown = async (graceMs: number) => {
@@ -149,6 +178,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
     server.closeAllConnections();
     await closed;
     await closeUpstreams(upstreams);
+    await tls?.close();
     await fleet?.close();
     await builtin?.stop();
   };

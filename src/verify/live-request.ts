@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { VerifyError } from './errors.ts';
 import { errorSummary, fetchJson, serviceUrl } from './service.ts';
 import { splitReceiptStream } from './stream-receipt.ts';
@@ -14,6 +14,8 @@ export interface LiveRequestOptions {
   brand?: string;
   prompt?: string;
   maxTokens?: number;
+  /** The connection pool to send through (a TLS-pinned one for https). */
+  dispatcher?: Dispatcher;
 }
 
 /** One chat completion, with the exact bytes each way and the receipts it carried. */
@@ -62,8 +64,8 @@ function jsonId(body: Uint8Array): string | undefined {
 }
 
 /** The first model the service lists (GET /v1/models), for when the user names none. */
-export async function firstListedModel(baseUrl: string): Promise<string> {
-  const list = (await fetchJson(serviceUrl(baseUrl, 'v1/models'))) as { data?: Array<{ id?: unknown }> };
+export async function firstListedModel(baseUrl: string, dispatcher?: Dispatcher): Promise<string> {
+  const list = (await fetchJson(serviceUrl(baseUrl, 'v1/models'), {}, dispatcher)) as { data?: Array<{ id?: unknown }> };
   const id = list.data?.[0]?.id;
   if (typeof id !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', 'GET /v1/models lists no model; pass --model');
   return id;
@@ -101,6 +103,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
       body: requestBytes,
       headersTimeout: TIMEOUT_MS,
       bodyTimeout: TIMEOUT_MS,
+      ...(opts.dispatcher === undefined ? {} : { dispatcher: opts.dispatcher }),
     });
     status = response.statusCode;
     headers = response.headers;
@@ -135,7 +138,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
     try {
       stored = (await fetchJson(serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`), {
         authorization: `Bearer ${opts.apiKey}`,
-      })) as { receipt?: unknown };
+      }, opts.dispatcher)) as { receipt?: unknown };
     } catch (fetchErr) {
       throw new VerifyError('ERR_VERIFY_STREAM', `${(err as Error).message}, and the receipts endpoint has none (${(fetchErr as Error).message})`);
     }

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { VerifyError } from './errors.ts';
 
 /** The JSON documents a Sigil service publishes for verifiers (SPEC 1, 5). */
@@ -28,11 +28,11 @@ export function errorSummary(status: number, text: string): string {
   return `HTTP ${status}: ${text.slice(0, 200)}`;
 }
 
-export async function fetchJson(url: URL, headers: Record<string, string> = {}): Promise<unknown> {
+export async function fetchJson(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<unknown> {
   let status: number;
   let text: string;
   try {
-    const response = await request(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS });
+    const response = await request(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, ...(dispatcher === undefined ? {} : { dispatcher }) });
     status = response.statusCode;
     text = await response.body.text();
   } catch (err) {
@@ -53,23 +53,26 @@ function asJwks(value: unknown, where: string): { keys: unknown[] } {
   return value as { keys: unknown[] };
 }
 
-export async function fetchJwks(source: URL): Promise<{ keys: unknown[] }> {
-  return asJwks(await fetchJson(source), source.href);
+export async function fetchJwks(source: URL, dispatcher?: Dispatcher): Promise<{ keys: unknown[] }> {
+  return asJwks(await fetchJson(source, {}, dispatcher), source.href);
 }
 
-/** Fetches the JWKS, the policy document and fresh attestation evidence for `nonce` (32 bytes). */
-export async function fetchVerificationMaterial(base: string, nonce: Uint8Array): Promise<VerificationMaterial> {
+/**
+ * Fetches the JWKS, the policy document and fresh attestation evidence for `nonce` (32 bytes), through
+ * `dispatcher` when given (a pinned one, so all three come from the server holding the attested TLS key).
+ */
+export async function fetchVerificationMaterial(base: string, nonce: Uint8Array, dispatcher?: Dispatcher): Promise<VerificationMaterial> {
   const attestationUrl = serviceUrl(base, 'v1/verify/attestation');
   attestationUrl.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
   const [jwks, policy, attestation] = await Promise.all([
-    fetchJwks(serviceUrl(base, 'v1/verify/jwks.json')),
-    fetchJson(serviceUrl(base, 'v1/verify/policy')),
-    fetchJson(attestationUrl),
+    fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
+    fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
+    fetchJson(attestationUrl, {}, dispatcher),
   ]);
   return { jwks, policy, attestation };
 }
 
 /** GET /v1/verify/attestation without a nonce: the evidence made at start, which `attestation_hash` names. */
-export async function fetchStartAttestation(base: string): Promise<unknown> {
-  return fetchJson(serviceUrl(base, 'v1/verify/attestation'));
+export async function fetchStartAttestation(base: string, dispatcher?: Dispatcher): Promise<unknown> {
+  return fetchJson(serviceUrl(base, 'v1/verify/attestation'), {}, dispatcher);
 }

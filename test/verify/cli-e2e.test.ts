@@ -43,7 +43,7 @@ describe.each(['vllm', 'llamacpp'] as const)('sigil verify against a running Sig
   it('reports every receipt check of a JSON completion and says plainly that there is no TEE', async () => {
     const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--brand', 'Acme', '--model', 'm']);
     expect(r.stderr).toBe('');
-    expect(failing(r.stdout)).toEqual(['receipt.tee', 'attestation.evidence']);
+    expect(failing(r.stdout)).toEqual(['attestation.tls_key', 'receipt.tee', 'attestation.evidence']);
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
     expect(r.stdout).toContain(`FAIL attestation.evidence — tee is "none": ${NO_TEE}\n`);
     for (const name of ['receipt.signature', 'receipt.nonce', 'receipt.measurement', 'receipt.policy_hash', 'receipt.request_hash', 'receipt.response_hash', 'receipt.completion_id', 'policy.model', 'binding.jwks', 'binding.report_data']) {

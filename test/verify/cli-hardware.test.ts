@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import type { TrustRoots } from '../../src/verify/attestation.ts';
@@ -19,6 +20,10 @@ async function sigilVerify(argv: string[], roots?: TrustRoots): Promise<{ code: 
   const code = await verifyCommand(argv, roots === undefined ? io : { ...io, roots });
   return { code, stdout, stderr };
 }
+
+/** The service's documents, fetched as an auditor saving them would (its self-signed TLS key is what the evidence binds). */
+const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+const text = async (url: string) => (await request(url, { dispatcher: insecure })).body.text();
 
 const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
@@ -100,9 +105,9 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     };
     const args = [
       save('receipt.jws', service.last!.receipt),
-      '--jwks', save('jwks.json', await (await fetch(`${service.url}/v1/verify/jwks.json`)).text()),
-      '--attestation', save('start.json', await (await fetch(`${service.url}/v1/verify/attestation`)).text()),
-      '--policy', save('policy.json', await (await fetch(`${service.url}/v1/verify/policy`)).text()),
+      '--jwks', save('jwks.json', await text(`${service.url}/v1/verify/jwks.json`)),
+      '--attestation', save('start.json', await text(`${service.url}/v1/verify/attestation`)),
+      '--policy', save('policy.json', await text(`${service.url}/v1/verify/policy`)),
       '--nonce', JSON.parse(Buffer.from(service.last!.receipt.split('.')[1]!, 'base64url').toString()).nonce,
       '--request', save('req', service.last!.requestBytes),
       '--response', save('res', service.last!.responseBytes),

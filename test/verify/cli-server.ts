@@ -1,5 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
+import { createServer, type RequestListener } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { makeSelfSignedCredentials } from '../../src/tls/self-signed.ts';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import canonicalizeModule from 'canonicalize';
@@ -53,23 +55,28 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 }
 
 const START_NONCE_HEX = '00'.repeat(32);
-const bindingFor = (jwks: { keys: object[] }): AttestationBinding => ({
+const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null): AttestationBinding => ({
   jwks: jwks as AttestationBinding['jwks'],
   policy_hash: sha256(canonicalize(POLICY)),
-  tls_spki_sha256: null,
+  tls_spki_sha256: tlsSpki,
   hpke_key_config: null,
   gpu_evidence_sha256: [],
 });
-const reportDataFor = (nonceHex: string, jwks: { keys: object[] }) => Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks)));
+const reportDataFor = (nonceHex: string, jwks: { keys: object[] }, tlsSpki: string | null) => Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks, tlsSpki)));
 /** The document's single `evidence` string: the SNP report followed by its certificate table, or the TDX quote. */
 const evidenceString = (e: ReturnType<FakeHardware['evidence']>) =>
   'report' in e ? Buffer.concat([Buffer.from(e.report, 'base64'), Buffer.from(e.certificates, 'base64')]).toString('base64') : e.quote;
 
-/** A stand-in Sigil, tee "none" unless given hardware: the verify endpoints and a chat endpoint that signs receipts with `signer`. */
+/**
+ * A stand-in Sigil, tee "none" over plain HTTP unless given hardware, then over TLS with its key bound as
+ * Sigil binds it: the verify endpoints and a chat endpoint that signs receipts with `signer`.
+ */
 export async function startFakeService(signer: TestSigner, hardware?: FakeHardware): Promise<FakeService> {
   const jwks = { keys: [signer.publicJwk] };
   const measurement = hardware?.measurement ?? NONE_MEASUREMENT;
-  const startHardware = hardware?.evidence(reportDataFor(START_NONCE_HEX, jwks));
+  const tls = hardware === undefined ? undefined : await makeSelfSignedCredentials(['localhost']);
+  const tlsSpki = tls?.spkiSha256 ?? null;
+  const startHardware = hardware?.evidence(reportDataFor(START_NONCE_HEX, jwks, tlsSpki));
   const startEvidence = startHardware === undefined ? undefined : evidenceString(startHardware);
   const startBytes = startEvidence === undefined ? undefined : Buffer.from(startEvidence, 'base64');
   const stored = new Map<string, string>();
@@ -91,7 +98,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
   };
 
   const service: FakeService = { url: '', faults: {}, close: async () => undefined };
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = (tls === undefined ? createServer : (handler: RequestListener) => createTlsServer({ key: tls.key, cert: tls.cert }, handler))(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const json = (status: number, value: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -103,10 +110,10 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
       const asked = url.searchParams.get('nonce') ?? '';
       const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
-      const reportData = reportDataFor(nonceHex, jwks);
+      const reportData = reportDataFor(nonceHex, jwks, tlsSpki);
       const fresh = hardware?.evidence(reportData);
       const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
-      const binding = bindingFor(jwks);
+      const binding = bindingFor(jwks, tlsSpki);
       return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: null, gpu_evidence: [] });
     }
     if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
@@ -158,7 +165,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     json(404, { error: { message: 'not found' } });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  service.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  service.url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   service.close = () =>
     new Promise<void>((resolve) => {
       server.close(() => resolve());

@@ -42,6 +42,7 @@ async function sigilVerify(argv: string[], opts: { stdin?: string; env?: Record<
 const failed = (r: Run) => r.lines.filter(([s]) => s === 'FAIL').map(([, n]) => n);
 
 const LIVE_JSON_CHECKS = [
+  'attestation.tls_key',
   'live.request',
   'receipt.jwks',
   'receipt.signature',
@@ -87,12 +88,14 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(r.stdout.endsWith(`verified: all ${LIVE_JSON_CHECKS.length} checks passed\n`)).toBe(true);
   });
 
-  it('fails without --allow-no-tee, exactly on the two no-TEE checks', async () => {
+  it('fails without --allow-no-tee, exactly on the three no-TEE checks', async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
     expect(r.code).toBe(1);
-    expect(failed(r)).toEqual(['receipt.tee', 'attestation.evidence']);
+    // Plain HTTP and no TEE: the TLS key, the receipt and the evidence all say there is nothing attested.
+    expect(failed(r)).toEqual(['attestation.tls_key', 'receipt.tee', 'attestation.evidence']);
+    expect(r.stdout).toContain('FAIL attestation.tls_key — the service was reached over plain HTTP');
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
-    expect(r.stdout).toContain(`NOT VERIFIED: 2 of ${LIVE_JSON_CHECKS.length} checks failed\n`);
+    expect(r.stdout).toContain(`NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed\n`);
   });
 
   it('fails response_hash when one response byte is changed in transit', async () => {
@@ -218,7 +221,7 @@ describe('sigil verify RECEIPT_FILE', () => {
     const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', files.response, '--allow-no-tee']);
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
-    expect(r.lines.map(([, n]) => n)).toEqual(LIVE_JSON_CHECKS.filter((n) => n !== 'live.request' && n !== 'receipt.model' && n !== 'receipt.completion_id'));
+    expect(r.lines.map(([, n]) => n)).toEqual(LIVE_JSON_CHECKS.filter((n) => n !== 'attestation.tls_key' && n !== 'live.request' && n !== 'receipt.model' && n !== 'receipt.completion_id'));
   });
 
   it('fails on a response file with one byte changed', async () => {

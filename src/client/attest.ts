@@ -1,0 +1,106 @@
+import { randomBytes } from 'node:crypto';
+import { verifyAttestationDocument, type TrustRoots } from '../verify/attestation.ts';
+import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
+import { fail, pass, type Check } from '../verify/check.ts';
+import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
+import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
+import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+
+/** What the client compares the service's evidence with, obtained independently (SPEC 10). */
+export interface ReferenceValues {
+  tdx?: { mrtd?: string | string[] };
+  snp?: { measurement?: string | string[] };
+}
+
+export interface AttestOptions {
+  baseURL: string;
+  reference?: ReferenceValues | undefined;
+  allowNoTee: boolean;
+  roots?: TrustRoots | undefined;
+  ca?: string | undefined;
+}
+
+/** A verified attestation: what every later request and receipt is held to. */
+export interface Attested {
+  tee: 'sev-snp' | 'tdx' | 'none';
+  measurement: string;
+  /** The TLS key the enclave attests; null over plain HTTP to a development service. */
+  tlsSpkiSha256: string | null;
+  jwks: { keys: unknown[] };
+  policyHash: string;
+  /** `"sha256:" + hex` of the start evidence, which receipts name; undefined without hardware. */
+  attestationHash: string | undefined;
+  checks: Check[];
+  at: Date;
+}
+
+function field(value: unknown, name: string): unknown {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[name] : undefined;
+}
+
+function list(value: string | string[] | undefined): string[] | undefined {
+  return value === undefined ? undefined : (Array.isArray(value) ? value : [value]).map((v) => v.toLowerCase());
+}
+
+/** The launch measurement compared with the caller's reference values; absent ones are said to be not compared. */
+function referenceCheck(tee: string, measurement: string, reference: ReferenceValues | undefined): Check {
+  const accepted = tee === 'tdx' ? list(reference?.tdx?.mrtd) : tee === 'sev-snp' ? list(reference?.snp?.measurement) : undefined;
+  const what = tee === 'tdx' ? 'MRTD' : 'MEASUREMENT';
+  if (accepted === undefined) return fail('reference.measurement', `not pinned: no reference ${what} was given, so the code the enclave runs was not compared with anything you trust`);
+  return accepted.includes(measurement.toLowerCase())
+    ? pass('reference.measurement', `the enclave's ${what} ${measurement} is one of the reference values you gave`)
+    : fail('reference.measurement', `the enclave's ${what} ${measurement} is not among the reference values you gave (${accepted.join(', ')}): it runs other code`);
+}
+
+/**
+ * Fetches the attestation with a fresh nonce over a connection pinned to the key it presents, and verifies
+ * it: the hardware evidence and its chain, the binding of our nonce, the JWKS and the TLS key, and the
+ * measurement against the caller's reference values. Every check is returned; `ok` only if all passed.
+ */
+export async function attest(options: AttestOptions): Promise<Attested & { ok: boolean }> {
+  const nonce = randomBytes(32);
+  const pin = new SpkiPin();
+  const dispatcher = pinnedAgent(pin, { ca: options.ca });
+  try {
+    const material = await fetchVerificationMaterial(options.baseURL, nonce, dispatcher);
+    const doc = material.attestation;
+    const tee = field(doc, 'tee');
+    const measurement = String(field(doc, 'measurement'));
+    const attestedKey = field(field(doc, 'binding'), 'tls_spki_sha256');
+    const url = new URL(options.baseURL);
+    const checks: Check[] = [];
+    const tlsKey = tlsBindingCheck(url, pin.accepted, typeof attestedKey === 'string' ? attestedKey : null);
+    const development = tee === 'none' && options.allowNoTee;
+    checks.push(!tlsKey.ok && development && url.protocol === 'http:' ? pass(tlsKey.name, `development service over plain HTTP (allowNoTee): ${tlsKey.detail}`) : tlsKey);
+    checks.push(...verifyJwksBinding(doc, { jwks: material.jwks, nonce }));
+    let attestationHash: string | undefined;
+    if (tee === 'none') {
+      checks.push(development ? pass('attestation.tee', 'tee is "none": a development service with no hardware evidence (accepted because allowNoTee)') : fail('attestation.tee', 'tee is "none": no hardware evidence exists, this service is not running in a TEE'));
+    } else {
+      checks.push(...(await verifyAttestationDocument(doc, { jwks: material.jwks as { keys: object[] }, nonce, ...(options.roots === undefined ? {} : { roots: options.roots }) })));
+      checks.push(referenceCheck(String(tee), measurement, options.reference));
+      const start = evidenceBytes(await fetchStartAttestation(options.baseURL, dispatcher));
+      attestationHash = start === undefined ? undefined : sha256Tagged(start);
+    }
+    const policyHash = canonicalPolicyHash(material.policy);
+    const bound = field(field(doc, 'binding'), 'policy_hash');
+    checks.push(
+      policyHash === bound
+        ? pass('attestation.policy', `the policy served is the one the enclave binds (${policyHash})`)
+        : fail('attestation.policy', `the policy served hashes to ${policyHash}, the enclave binds ${String(bound)}`),
+    );
+    return {
+      ok: checks.every((c) => c.ok),
+      tee: tee as Attested['tee'],
+      measurement,
+      tlsSpkiSha256: typeof attestedKey === 'string' ? attestedKey : null,
+      jwks: material.jwks,
+      policyHash,
+      attestationHash,
+      checks,
+      at: new Date(),
+    };
+  } finally {
+    await dispatcher.close();
+  }
+}

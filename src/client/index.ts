@@ -1,0 +1,194 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fetch as undiciFetch, type Agent } from 'undici';
+import type { TrustRoots } from '../verify/attestation.ts';
+import type { Check } from '../verify/check.ts';
+import { VerifyError } from '../verify/errors.ts';
+import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
+import { attest, type Attested, type ReferenceValues } from './attest.ts';
+import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
+
+export type { Attested, ReferenceValues } from './attest.ts';
+export type { ReceiptResult } from './receipts.ts';
+
+export interface AttestedFetchOptions {
+  /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
+  baseURL: string;
+  /** Reference values (SPEC 10) as an object, or the path of a JSON file holding them. */
+  reference?: ReferenceValues | string;
+  /** Accept a development service with `tee: "none"` (nothing is attested then). Default false. */
+  allowNoTee?: boolean;
+  /** The brand word in the service's header names (`X-<Brand>-Receipt`); default `Service`. */
+  brand?: string;
+  /** Called with each response's receipt verdict. */
+  onReceipt?: (result: ReceiptResult) => void;
+  /** `throw` (default): a response whose receipt fails is an error (for a stream, at its end). `report`: only recorded. */
+  onInvalidReceipt?: 'throw' | 'report';
+  /** AMD and Intel roots; the built-in ones unless a test brings its own. */
+  roots?: TrustRoots;
+}
+
+/** A `fetch` for one attested service; the OpenAI SDK takes it as is (`new OpenAI({ baseURL, apiKey, fetch })`). */
+export interface AttestedFetch {
+  (input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  /** The attestation currently trusted: its checks and what it vouches for. */
+  readonly attestation: Attested;
+  /** The most recent receipt verdicts, newest last (at most 100). */
+  readonly receipts: readonly ReceiptResult[];
+  /** Closes the pinned connections. */
+  close(): Promise<void>;
+}
+
+const KEPT_RECEIPTS = 100;
+
+/** The error a refused attestation or receipt raises: `checks` says which check failed and why. */
+export class AttestationError extends VerifyError {
+  constructor(
+    message: string,
+    readonly checks: readonly Check[],
+    code: 'ERR_VERIFY_ATTESTATION' | 'ERR_VERIFY_RECEIPT' = 'ERR_VERIFY_ATTESTATION',
+  ) {
+    super(code, message);
+  }
+}
+
+function failedSummary(checks: readonly Check[]): string {
+  return checks
+    .filter((c) => !c.ok)
+    .map((c) => `${c.name}: ${c.detail}`)
+    .join('; ');
+}
+
+function readReference(reference: AttestedFetchOptions['reference']): ReferenceValues | undefined {
+  if (typeof reference !== 'string') return reference;
+  try {
+    return JSON.parse(readFileSync(reference, 'utf8')) as ReferenceValues;
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read reference values from ${reference}: ${(err as Error).message}`);
+  }
+}
+
+async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Array | undefined> {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body === 'string') return new TextEncoder().encode(body);
+  if (body instanceof Uint8Array) return body;
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  return new Uint8Array(await new Response(body as BodyInit).arrayBuffer());
+}
+
+/**
+ * An attested `fetch` (SPEC 8): before the first request it fetches the attestation with a fresh nonce over
+ * a TLS connection pinned to the key it presents and verifies it (evidence, binding, TLS key, reference
+ * values); every request then goes only over connections presenting the attested key, and every receipt
+ * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
+ */
+export async function createAttestedFetch(options: AttestedFetchOptions): Promise<AttestedFetch> {
+  const reference = readReference(options.reference);
+  const allowNoTee = options.allowNoTee ?? false;
+  const base = new URL(options.baseURL);
+  const brand = options.brand ?? 'Service';
+  const headerNames = { receipt: `x-${brand.toLowerCase()}-receipt`, nonce: `x-${brand.toLowerCase()}-nonce` };
+  const onInvalid = options.onInvalidReceipt ?? 'throw';
+
+  const verifyService = async (): Promise<Attested> => {
+    const result = await attest({ baseURL: options.baseURL, reference, allowNoTee, roots: options.roots });
+    if (!result.ok) throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${failedSummary(result.checks)}`, result.checks);
+    return result;
+  };
+
+  let attested = await verifyService();
+  const pin = new SpkiPin(attested.tlsSpkiSha256 === null ? [] : [attested.tlsSpkiSha256]);
+  const agent: Agent = pinnedAgent(pin);
+  const receipts: ReceiptResult[] = [];
+  let reattesting: Promise<Attested> | undefined;
+  const reattest = () => (reattesting ??= verifyService().finally(() => (reattesting = undefined)));
+
+  const record = (result: ReceiptResult) => {
+    receipts.push(result);
+    if (receipts.length > KEPT_RECEIPTS) receipts.shift();
+    options.onReceipt?.(result);
+  };
+
+  const check = async (exchange: Parameters<typeof verifyExchangeReceipt>[0]): Promise<ReceiptResult> => {
+    let result = await verifyExchangeReceipt(exchange, attested);
+    // A key the attested JWKS does not hold: the service may have rotated it; re-attest once and look again.
+    if (!result.ok && result.checks.some((c) => c.name === 'receipt.signature' && !c.ok)) {
+      attested = await reattest();
+      result = await verifyExchangeReceipt(exchange, attested);
+    }
+    record(result);
+    return result;
+  };
+
+  const send = async (url: URL, init: RequestInit, body: Uint8Array | undefined) => {
+    const request = { ...init, ...(body === undefined ? {} : { body }), dispatcher: agent } as Parameters<typeof undiciFetch>[1];
+    try {
+      return await undiciFetch(url, request);
+    } catch (err) {
+      const pinError = tlsPinErrorOf(err);
+      if (pinError === undefined || pinError.presented === undefined) throw err;
+      // The connector refused an unknown key before sending anything: attest the server that holds it, then retry once.
+      const renewed = await reattest();
+      if (renewed.tlsSpkiSha256 !== pinError.presented) throw pinError;
+      attested = renewed;
+      pin.accept(renewed.tlsSpkiSha256);
+      return await undiciFetch(url, request);
+    }
+  };
+
+  const attestedFetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const request = input instanceof Request ? input : undefined;
+    const url = new URL(request?.url ?? String(input));
+    if (url.origin !== base.origin) throw new VerifyError('ERR_VERIFY_FETCH', `this attested fetch talks only to ${base.origin}, not ${url.origin}`);
+    const method = (init.method ?? request?.method ?? 'GET').toUpperCase();
+    const headers = new Headers(init.headers ?? request?.headers);
+    // Receipts hash the bytes on the wire: no compression between them and us.
+    headers.set('accept-encoding', 'identity');
+    const body = await bytesOf(init.body ?? (request === undefined ? undefined : await request.arrayBuffer()));
+    const wantsReceipt = method === 'POST';
+    const nonce = randomBytes(32).toString('hex');
+    if (wantsReceipt) {
+      headers.set(headerNames.receipt, 'true');
+      headers.set(headerNames.nonce, nonce);
+    }
+    const response = await send(url, { ...init, method, headers }, body);
+    if (!wantsReceipt || response.status !== 200 || response.body === null) return response as unknown as Response;
+
+    const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
+    const exchangeOf = (responseBytes: Uint8Array) => ({
+      path: url.pathname,
+      nonce,
+      requestBytes: body ?? new Uint8Array(),
+      responseBytes,
+      stream,
+      receiptHeader: response.headers.get(headerNames.receipt),
+    });
+    const init2 = { status: response.status, statusText: response.statusText, headers: response.headers as unknown as Headers };
+    if (!stream) {
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      const result = await check(exchangeOf(bytes));
+      if (!result.ok && onInvalid === 'throw') throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
+      return new Response(bytes, init2);
+    }
+    // Each chunk goes to the caller as it arrives; the receipt at the end is checked over all of them.
+    const chunks: Uint8Array[] = [];
+    const verified = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        chunks.push(chunk);
+        controller.enqueue(chunk);
+      },
+      async flush(controller) {
+        const result = await check(exchangeOf(Buffer.concat(chunks)));
+        if (!result.ok && onInvalid === 'throw') controller.error(new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'));
+      },
+    });
+    return new Response((response.body as unknown as ReadableStream<Uint8Array>).pipeThrough(verified), init2);
+  };
+
+  return Object.defineProperties(attestedFetch, {
+    attestation: { get: () => attested, enumerable: true },
+    receipts: { get: () => receipts, enumerable: true },
+    close: { value: () => agent.close(), enumerable: true },
+  }) as unknown as AttestedFetch;
+}

@@ -1,0 +1,45 @@
+import type { LoadedConfig } from '../config/load.ts';
+import type { Logger } from '../log/logger.ts';
+import { obtainAcmeCertificates } from './acme.ts';
+import { readCertificateFiles } from './cert-files.ts';
+import type { TlsCredentials } from './credentials.ts';
+import { makeSelfSignedCredentials } from './self-signed.ts';
+
+/** The TLS a listener serves: its credentials now, and how it learns of a renewed certificate (same key). */
+export interface ServedTls {
+  readonly mode: 'self-signed' | 'acme' | 'files';
+  readonly current: TlsCredentials;
+  onRenewed(listener: (credentials: TlsCredentials) => void): void;
+  /** The http-01 challenge listener's port in acme mode. */
+  readonly challengePort?: number;
+  close(): Promise<void>;
+}
+
+function fixed(mode: ServedTls['mode'], credentials: TlsCredentials): ServedTls {
+  return { mode, current: credentials, onRenewed: () => undefined, close: async () => undefined };
+}
+
+/** Makes or loads the TLS key and certificate `tls.mode` asks for (SPEC 8); undefined for `off`. */
+export async function provisionTls(config: LoadedConfig, logger: Logger): Promise<ServedTls | undefined> {
+  const { tls } = config;
+  switch (tls.mode) {
+    case 'off':
+      return undefined;
+    case 'self-signed':
+      return fixed('self-signed', await makeSelfSignedCredentials(tls.hostnames));
+    case 'files':
+      return fixed('files', readCertificateFiles(tls.cert_file!, tls.key_file!));
+    case 'acme': {
+      const certificates = await obtainAcmeCertificates(tls.acme!, tls.hostnames, logger);
+      return {
+        mode: 'acme',
+        get current() {
+          return certificates.current;
+        },
+        challengePort: certificates.challengePort,
+        onRenewed: (listener) => certificates.onRenewed(listener),
+        close: () => certificates.close(),
+      };
+    }
+  }
+}
