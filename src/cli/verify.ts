@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
-import { fail, pass } from '../verify/check.ts';
+import { checkMark, fail, isNotPinned, pass } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
@@ -381,11 +381,19 @@ function report(mode: VerifyReport['mode'], checks: Check[], result: { claims?: 
   return out;
 }
 
-export function formatReport(r: VerifyReport): string {
-  const lines = r.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name} — ${c.detail}`);
-  const failed = r.checks.filter((c) => !c.ok).length;
-  lines.push(failed === 0 ? `verified: all ${r.checks.length} checks passed` : `NOT VERIFIED: ${failed} of ${r.checks.length} checks failed`);
+/** One line per check (PASS, FAIL, or ---- NOT PINNED), then the verdict. */
+export function formatChecks(checks: Check[]): string {
+  const lines = checks.map((c) => `${checkMark(c)} ${c.name} — ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}`);
+  const failed = checks.filter((c) => !c.ok).length;
+  const unpinned = checks.filter(isNotPinned).length;
+  const compared = checks.length - unpinned;
+  const tail = unpinned === 0 ? '' : `; ${unpinned} value(s) not pinned, so not compared with anything`;
+  lines.push(failed === 0 ? `verified: all ${compared} checks passed${tail}` : `NOT VERIFIED: ${failed} of ${compared} checks failed${tail}`);
   return lines.join('\n') + '\n';
+}
+
+export function formatReport(r: VerifyReport): string {
+  return formatChecks(r.checks);
 }
 
 /** `sigil verify` with its input and output given, so tests run it in-process. */

@@ -7,6 +7,10 @@ import { expectedReportData, readBinding } from './binding.ts';
 import { verifySnpEvidence } from './evidence/snp-verify.ts';
 import { verifyTdxEvidence } from './evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
+import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
+import type { EventListing } from './evidence/event-log/measured-event.ts';
+import { snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
+import type { ReferenceValues } from './reference/reference-values.ts';
 
 export type { TrustRoots } from './evidence/trust-roots.ts';
 export { DEFAULT_TRUST_ROOTS } from './evidence/trust-roots.ts';
@@ -22,6 +26,10 @@ export interface VerifyAttestationOptions {
   roots?: TrustRoots;
   /** The time certificates must be valid at; now by default. */
   now?: Date;
+  /** The auditor's reference values (SPEC 10); without them every measured value is reported as not pinned. */
+  reference?: ReferenceValues;
+  /** Receives the replayed event log's events (TDX), for a report that lists them. */
+  onEvents?: (events: EventListing[]) => void;
 }
 
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
@@ -33,6 +41,37 @@ interface DocumentFields {
   nonce: string;
   binding: AttestationBinding;
   evidence: Uint8Array | null;
+  eventLog: TdxEventLogInput | string | null;
+}
+
+function base64Field(value: unknown, name: string): Uint8Array | undefined | string {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'string' || !BASE64.test(value)) return `event_log.${name} is neither null nor base64`;
+  return new Uint8Array(Buffer.from(value, 'base64'));
+}
+
+/** The document's `event_log` as replay input, or why it cannot be read. */
+function readEventLog(value: unknown): TdxEventLogInput | string | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value !== 'object' || Array.isArray(value)) return 'event_log is neither null nor an object';
+  const e = value as Record<string, unknown>;
+  const input: TdxEventLogInput = {};
+  const table = base64Field(e.ccel_table, 'ccel_table');
+  const data = base64Field(e.ccel_data, 'ccel_data');
+  if (typeof table === 'string') return table;
+  if (typeof data === 'string') return data;
+  if (table !== undefined) input.ccelTable = table;
+  if (data !== undefined) input.ccelData = data;
+  const runtime = e.runtime_events ?? [];
+  if (!Array.isArray(runtime)) return 'event_log.runtime_events is not an array';
+  for (const [i, r] of runtime.entries()) {
+    const ev = r as Record<string, unknown>;
+    if (typeof ev !== 'object' || ev === null || typeof ev.imr !== 'number' || typeof ev.event !== 'string' || typeof ev.digest !== 'string' || typeof ev.payload !== 'string') {
+      return `event_log.runtime_events[${i}] is not {imr, event, digest, payload}`;
+    }
+  }
+  input.runtimeEvents = runtime as TdxEventLogInput['runtimeEvents'] & object;
+  return input;
 }
 
 function readDocument(doc: unknown): DocumentFields | string {
@@ -46,7 +85,14 @@ function readDocument(doc: unknown): DocumentFields | string {
   if (typeof binding === 'string') return binding;
   const evidence = d.evidence ?? null;
   if (evidence !== null && (typeof evidence !== 'string' || !BASE64.test(evidence))) return 'evidence is neither null nor base64';
-  return { tee: d.tee, measurement: d.measurement, nonce: d.nonce, binding, evidence: evidence === null ? null : new Uint8Array(Buffer.from(evidence, 'base64')) };
+  return {
+    tee: d.tee,
+    measurement: d.measurement,
+    nonce: d.nonce,
+    binding,
+    evidence: evidence === null ? null : new Uint8Array(Buffer.from(evidence, 'base64')),
+    eventLog: readEventLog(d.event_log),
+  };
 }
 
 function reportDataCheck(actual: Uint8Array, expected: Uint8Array | undefined, nonceHex: string): Check {
@@ -107,6 +153,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
       reportDataCheck(result.report.reportData, expected, nonceHex),
       bound,
       measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement),
+      ...snpReferenceChecks({ measurement: toHex(result.report.measurement), host_data: toHex(result.report.hostData) }, opts.reference),
     ];
   }
 
@@ -117,5 +164,19 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
     reportDataCheck(result.quote.body.reportData, expected, nonceHex),
     bound,
     measurementCheck(result.quote.body.mrTd, 'MRTD', fields.measurement, opts.expectedMeasurement),
+    ...tdxReferenceChecks(tdxMeasurements(result.quote.body), opts.reference),
+    ...eventLogChecks(fields.eventLog, result.quote.body.rtmr, opts.onEvents),
   ];
+}
+
+export function tdxMeasurements(body: { mrTd: Uint8Array; rtmr: readonly Uint8Array[] }): TdxMeasurements {
+  return { mrtd: toHex(body.mrTd), rtmr0: toHex(body.rtmr[0]!), rtmr1: toHex(body.rtmr[1]!), rtmr2: toHex(body.rtmr[2]!), rtmr3: toHex(body.rtmr[3]!) };
+}
+
+function eventLogChecks(log: DocumentFields['eventLog'], rtmrs: readonly Uint8Array[], onEvents: VerifyAttestationOptions['onEvents']): Check[] {
+  if (typeof log === 'string') return [fail('eventlog.parse', log)];
+  const result = verifyTdxEventLog(log ?? {}, rtmrs);
+  onEvents?.(result.events);
+  if (log === null) return result.checks.map((c) => (c.name === 'eventlog.replay' ? { ...c, detail: c.detail.replace('no event log given', 'the document carries no event log') } : c));
+  return result.checks;
 }

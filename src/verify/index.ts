@@ -1,5 +1,5 @@
 /** The client-side verifier's public API: importable on its own, with nothing from the server side. */
-export { fail, pass } from './check.ts';
+export { checkMark, fail, isNotPinned, notPinned, pass } from './check.ts';
 export type { Check } from './check.ts';
 export { RECEIPT_SCHEMA_VERSION, receiptShapeProblems } from './claims.ts';
 export type { ReceiptClaims, SelectedModel, Tee } from './claims.ts';
@@ -23,3 +23,8 @@ export { firstListedModel, sendChatWithReceipt } from './live-request.ts';
 export type { LiveExchange, LiveRequestOptions } from './live-request.ts';
 export { DEFAULT_TRUST_ROOTS, verifyAttestationDocument } from './attestation.ts';
 export type { TrustRoots, VerifyAttestationOptions } from './attestation.ts';
+export { parseReferenceValues, ReferenceValuesError, TCB_STATUSES } from './reference/reference-values.ts';
+export type { GpuReferenceValues, ReferenceValues, SnpMinTcb, SnpReferenceValues, TcbStatus, TdxReferenceValues } from './reference/reference-values.ts';
+export { readReferenceValues } from './reference/load.ts';
+export { compareMeasured, referenceFileCheck, snpReferenceChecks, tdxReferenceChecks } from './reference/reference-checks.ts';
+export type { Measured, SnpMeasurements, TdxMeasurements } from './reference/reference-checks.ts';

@@ -196,6 +196,11 @@ export interface TdxQuoteFields {
   reportData: Uint8Array;
   mrTd: Uint8Array;
   tdAttributes?: Uint8Array;
+  /** RTMR0-3 (all zero by default). */
+  rtmrs?: Uint8Array[];
+  mrConfigId?: Uint8Array;
+  /** TEE_TCB_SVN (16 bytes; 04 01 07 00... by default). */
+  teeTcbSvn?: Uint8Array;
   /** Breaks the QE report's binding of the attestation key when set. */
   unboundQeReport?: boolean;
 }
@@ -219,6 +224,9 @@ export function buildTdxQuote(fields: TdxQuoteFields, chain: Pick<IntelTestChain
   Buffer.from(fields.tdAttributes ?? Buffer.alloc(8)).copy(body, 120);
   Buffer.from('e718060000000000', 'hex').copy(body, 128);
   Buffer.from(fields.mrTd).copy(body, 136);
+  if (fields.teeTcbSvn !== undefined) Buffer.from(fields.teeTcbSvn).copy(body, 0);
+  if (fields.mrConfigId !== undefined) Buffer.from(fields.mrConfigId).copy(body, 184);
+  (fields.rtmrs ?? []).forEach((rtmr, i) => Buffer.from(rtmr).copy(body, 328 + 48 * i));
   Buffer.from(fields.reportData).copy(body, 520);
 
   const ak = generateKeyPairSync('ec', { namedCurve: 'P-256' });

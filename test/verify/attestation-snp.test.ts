@@ -28,6 +28,9 @@ const ALL_SNP_CHECKS = [
   'attestation.report_data',
   'attestation.jwks',
   'attestation.measurement',
+  'reference.values',
+  'reference.measurement',
+  'reference.host_data',
 ];
 
 describe('SEV-SNP attestation document', () => {

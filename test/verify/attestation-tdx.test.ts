@@ -1,4 +1,9 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { readCcelEventLog } from '../../src/verify/evidence/event-log/ccel.ts';
+import { replayRtmrs } from '../../src/verify/evidence/event-log/replay.ts';
+import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
 import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain, expectedReportData } from '../support/evidence-fixtures.ts';
@@ -17,6 +22,13 @@ const ALL_TDX_CHECKS = [
   'attestation.report_data',
   'attestation.jwks',
   'attestation.measurement',
+  'reference.values',
+  'reference.mrtd',
+  'reference.rtmr0',
+  'reference.rtmr1',
+  'reference.rtmr2',
+  'reference.rtmr3',
+  'eventlog.replay',
 ];
 
 describe('TDX attestation document', () => {
@@ -106,5 +118,62 @@ describe('TDX attestation document', () => {
     expect(checks).toHaveLength(1);
     expect(checks[0]).toMatchObject({ name: 'tdx.quote', ok: false });
     expect(checks[0]!.detail).toMatch(/^ERR_TDX_QUOTE_TRUNCATED: /);
+  });
+});
+
+describe('a TDX document with an event log and reference values', () => {
+  let chain: IntelTestChain;
+  const jwks = testJwks();
+  const nonce = new Uint8Array(32).fill(0x22);
+  const mrTd = Buffer.alloc(48, 0x7d);
+  const reportData = expectedReportData(nonce, jwks);
+  const ccel = readFileSync(new URL('../vectors/tdx/dstack-ccel.bin', import.meta.url));
+  const payload = '{"sigil":"0.1.0"}';
+  const digest = createHash('sha384').update(payload).digest('hex');
+  const boot = replayRtmrs(readCcelEventLog(ccel));
+  const rtmrs = [boot[0], boot[1], boot[2], createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(digest, 'hex')).digest()];
+  const withLog = (quote: Uint8Array, runtimePayload = payload) => ({
+    ...tdxDocument(quote, nonce, jwks, mrTd.toString('hex'), reportData),
+    event_log: { ccel_table: null, ccel_data: ccel.toString('base64'), runtime_events: [{ imr: 3, event: 'sigil', digest, payload: runtimePayload }], self_measurement: { extended: true, reason: null } },
+  });
+
+  beforeAll(async () => {
+    chain = await createIntelTestChain();
+  });
+
+  it("replays the CCEL and Sigil's event into the quote's RTMRs and compares the pinned ones", async () => {
+    const quote = buildTdxQuote({ reportData, mrTd, rtmrs }, chain);
+    const reference = parseReferenceValues(`tdx:\n  mrtd: ${mrTd.toString('hex')}\n  rtmr3: ${Buffer.from(rtmrs[3]!).toString('hex')}\n`);
+    let listed = 0;
+    const checks = await verifyAttestationDocument(withLog(quote), { jwks, nonce, roots: chain.roots, reference, onEvents: (events) => (listed = events.length) });
+    expect(failing(checks)).toEqual([]);
+    expect(checks.filter((c) => c.name.startsWith('eventlog.') || c.name.startsWith('reference.')).map((c) => [c.name, c.pinned === false ? 'not pinned' : 'checked'])).toEqual([
+      ['reference.values', 'checked'],
+      ['reference.mrtd', 'checked'],
+      ['reference.rtmr0', 'not pinned'],
+      ['reference.rtmr1', 'not pinned'],
+      ['reference.rtmr2', 'not pinned'],
+      ['reference.rtmr3', 'checked'],
+      ['eventlog.parse', 'checked'],
+      ['eventlog.runtime_events', 'checked'],
+      ['eventlog.rtmr0', 'checked'],
+      ['eventlog.rtmr1', 'checked'],
+      ['eventlog.rtmr2', 'checked'],
+      ['eventlog.rtmr3', 'checked'],
+      ['eventlog.event_data', 'checked'],
+    ]);
+    expect(listed).toBe(19);
+  });
+
+  it('fails when the published runtime payload is not what RTMR3 measured', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd, rtmrs }, chain);
+    const checks = await verifyAttestationDocument(withLog(quote, '{"sigil":"0.1.1"}'), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['eventlog.runtime_events', 'eventlog.event_data']);
+  });
+
+  it('fails naming RTMR1 when the quote was made after a boot the log does not describe', async () => {
+    const quote = buildTdxQuote({ reportData, mrTd, rtmrs: [rtmrs[0]!, Buffer.alloc(48, 1), rtmrs[2]!, rtmrs[3]!] }, chain);
+    const checks = await verifyAttestationDocument(withLog(quote), { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['eventlog.rtmr1']);
   });
 });

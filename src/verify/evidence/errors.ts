@@ -7,7 +7,10 @@ export type EvidenceErrorCode =
   | 'ERR_TDX_QUOTE_TRUNCATED'
   | 'ERR_TDX_QUOTE_VERSION'
   | 'ERR_TDX_QUOTE_UNSUPPORTED'
-  | 'ERR_EVIDENCE_CERTIFICATE';
+  | 'ERR_EVIDENCE_CERTIFICATE'
+  | 'ERR_EVENT_LOG_TRUNCATED'
+  | 'ERR_EVENT_LOG_MALFORMED'
+  | 'ERR_CCEL_TABLE';
 
 export class EvidenceError extends Error {
   readonly code: EvidenceErrorCode;

@@ -1,0 +1,237 @@
+import { parse as parseYaml } from 'yaml';
+
+/**
+ * Reference values (SPEC 10): what an auditor expects the evidence to show, obtained independently of the
+ * service (a reproducible build, a vendor's published values). Every key is optional; an absent key is "not
+ * pinned" and reported as such. Byte values are lowercase hex; each pinned value is a list of accepted values.
+ */
+export interface TdxReferenceValues {
+  mrtd?: string[];
+  rtmr0?: string[];
+  rtmr1?: string[];
+  rtmr2?: string[];
+  rtmr3?: string[];
+  mr_config_id?: string[];
+  mr_owner?: string[];
+  mr_owner_config?: string[];
+  td_attributes?: string[];
+  xfam?: string[];
+  mrseam?: string[];
+  /** A floor: every one of the 16 TEE_TCB_SVN bytes must be at least this value's byte. */
+  min_tee_tcb_svn?: string;
+  /** Intel TCB statuses accepted for this platform (needs collateral); default: UpToDate only. */
+  tcb_status?: TcbStatus[];
+}
+
+export interface SnpMinTcb {
+  bootloader?: number;
+  tee?: number;
+  snp?: number;
+  microcode?: number;
+  /** Turin and later only. */
+  fmc?: number;
+}
+
+export interface SnpReferenceValues {
+  measurement?: string[];
+  host_data?: string[];
+  vmpl?: number[];
+  min_tcb?: SnpMinTcb;
+  policy?: { debug?: false[]; migrate_ma?: boolean[]; smt?: boolean[] };
+}
+
+export interface GpuReferenceValues {
+  /** RIM files, resolved against the reference file's folder. */
+  rims?: string[];
+}
+
+export interface ReferenceValues {
+  tdx?: TdxReferenceValues;
+  snp?: SnpReferenceValues;
+  gpu?: GpuReferenceValues;
+}
+
+export const TCB_STATUSES = [
+  'UpToDate',
+  'SWHardeningNeeded',
+  'ConfigurationNeeded',
+  'ConfigurationAndSWHardeningNeeded',
+  'OutOfDate',
+  'OutOfDateConfigurationNeeded',
+  'Revoked',
+] as const;
+export type TcbStatus = (typeof TCB_STATUSES)[number];
+
+/** A reference-values file that cannot be used; `key` names the offending key, e.g. `tdx.rtmr1[0]`. */
+export class ReferenceValuesError extends Error {
+  readonly code = 'ERR_REFERENCE_VALUES';
+  readonly key: string | null;
+
+  constructor(key: string | null, message: string) {
+    super(key === null ? message : `${key}: ${message}`);
+    this.name = 'ReferenceValuesError';
+    this.key = key;
+  }
+}
+
+/** Byte lengths of the hex-valued keys. */
+const TDX_HEX: Record<string, number> = {
+  mrtd: 48,
+  rtmr0: 48,
+  rtmr1: 48,
+  rtmr2: 48,
+  rtmr3: 48,
+  mr_config_id: 48,
+  mr_owner: 48,
+  mr_owner_config: 48,
+  td_attributes: 8,
+  xfam: 8,
+  mrseam: 48,
+};
+const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status'];
+const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy'];
+const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32 };
+const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
+const POLICY_KEYS = ['debug', 'migrate_ma', 'smt'] as const;
+
+type Node = string | Node[] | { [key: string]: Node };
+
+function isMap(node: Node): node is { [key: string]: Node } {
+  return typeof node === 'object' && !Array.isArray(node);
+}
+
+/** `key` null is the file's top level. */
+function mapAt(node: Node, key: string | null, allowed: readonly string[]): Record<string, Node> {
+  if (!isMap(node)) throw new ReferenceValuesError(key, 'must be a mapping of keys to values');
+  for (const name of Object.keys(node)) {
+    if (!allowed.includes(name)) {
+      const where = key === null ? 'at the top level' : `under ${key}`;
+      throw new ReferenceValuesError(key === null ? name : `${key}.${name}`, `unknown key (allowed ${where}: ${allowed.join(', ')})`);
+    }
+  }
+  return node;
+}
+
+/** A single value or a list, as a non-empty list of scalars. */
+function scalarList(node: Node, key: string): string[] {
+  const list = Array.isArray(node) ? node : [node];
+  if (list.length === 0) throw new ReferenceValuesError(key, 'an empty list accepts nothing; leave the key out to not pin it');
+  return list.map((item, i) => {
+    const at = Array.isArray(node) ? `${key}[${i}]` : key;
+    if (typeof item !== 'string') throw new ReferenceValuesError(at, 'must be a single value, not a list or mapping');
+    if (item === '') throw new ReferenceValuesError(at, 'has no value');
+    return item.trim();
+  });
+}
+
+function hexList(node: Node, key: string, bytes: number): string[] {
+  return scalarList(node, key).map((value, i) => {
+    const hex = value.toLowerCase();
+    const at = Array.isArray(node) ? `${key}[${i}]` : key;
+    if (!/^[0-9a-f]*$/.test(hex) || hex.length !== bytes * 2) {
+      throw new ReferenceValuesError(at, `must be ${bytes * 2} hex digits (${bytes} bytes), got ${JSON.stringify(value)}`);
+    }
+    return hex;
+  });
+}
+
+function single(node: Node, key: string): string {
+  const list = scalarList(node, key);
+  if (list.length !== 1) throw new ReferenceValuesError(key, 'is a minimum: give one value, not a list');
+  return list[0]!;
+}
+
+function integer(value: string, key: string, max: number): number {
+  if (!/^\d+$/.test(value) || Number(value) > max) throw new ReferenceValuesError(key, `must be an integer from 0 to ${max}, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+function booleanValue(value: string, key: string): boolean {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw new ReferenceValuesError(key, `must be true or false, got ${JSON.stringify(value)}`);
+}
+
+function readTdx(node: Node): TdxReferenceValues {
+  const map = mapAt(node, 'tdx', TDX_KEYS);
+  const out: TdxReferenceValues = {};
+  for (const [name, value] of Object.entries(map)) {
+    const key = `tdx.${name}`;
+    const bytes = TDX_HEX[name];
+    if (bytes !== undefined) {
+      out[name as keyof typeof TDX_HEX & keyof TdxReferenceValues] = hexList(value, key, bytes) as never;
+    } else if (name === 'min_tee_tcb_svn') {
+      out.min_tee_tcb_svn = hexList(single(value, key), key, 16)[0]!;
+    } else {
+      out.tcb_status = scalarList(value, key).map((status, i) => {
+        if (!(TCB_STATUSES as readonly string[]).includes(status)) {
+          throw new ReferenceValuesError(Array.isArray(value) ? `${key}[${i}]` : key, `unknown TCB status ${JSON.stringify(status)} (known: ${TCB_STATUSES.join(', ')})`);
+        }
+        return status as TcbStatus;
+      });
+    }
+  }
+  return out;
+}
+
+function readSnp(node: Node): SnpReferenceValues {
+  const map = mapAt(node, 'snp', SNP_KEYS);
+  const out: SnpReferenceValues = {};
+  for (const [name, value] of Object.entries(map)) {
+    const key = `snp.${name}`;
+    const bytes = SNP_HEX[name];
+    if (bytes !== undefined) {
+      out[name as 'measurement' | 'host_data'] = hexList(value, key, bytes);
+    } else if (name === 'vmpl') {
+      out.vmpl = scalarList(value, key).map((v, i) => integer(v, Array.isArray(value) ? `${key}[${i}]` : key, 3));
+    } else if (name === 'min_tcb') {
+      const tcb = mapAt(value, key, MIN_TCB_KEYS);
+      const min: SnpMinTcb = {};
+      for (const [part, v] of Object.entries(tcb)) min[part as keyof SnpMinTcb] = integer(single(v, `${key}.${part}`), `${key}.${part}`, 255);
+      out.min_tcb = min;
+    } else {
+      const policy = mapAt(value, key, POLICY_KEYS);
+      const p: NonNullable<SnpReferenceValues['policy']> = {};
+      for (const [flag, v] of Object.entries(policy)) {
+        const at = `${key}.${flag}`;
+        const values = scalarList(v, at).map((text) => booleanValue(text, at));
+        if (flag === 'debug') {
+          if (values.some((b) => b)) throw new ReferenceValuesError(at, 'may only be false: a guest the host can debug has no confidential memory');
+          p.debug = values as false[];
+        } else {
+          p[flag as 'migrate_ma' | 'smt'] = values;
+        }
+      }
+      out.policy = p;
+    }
+  }
+  return out;
+}
+
+function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenceValues {
+  const map = mapAt(node, 'gpu', ['rims']);
+  const out: GpuReferenceValues = {};
+  if (map.rims !== undefined) out.rims = scalarList(map.rims, 'gpu.rims').map(resolvePath);
+  return out;
+}
+
+/**
+ * Parses a reference-values file (YAML, or JSON, which is YAML). Every scalar is read as text first, so a hex
+ * value such as `000000...` is never taken for a number. Unknown keys, malformed values and empty lists throw
+ * a ReferenceValuesError naming the key. `resolvePath` turns a RIM path (relative to the file) into a usable one.
+ */
+export function parseReferenceValues(text: string, resolvePath: (path: string) => string = (p) => p): ReferenceValues {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { schema: 'failsafe' }) as unknown;
+  } catch (err) {
+    throw new ReferenceValuesError(null, `not YAML or JSON: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === undefined || doc === null || doc === '') throw new ReferenceValuesError(null, 'the file is empty');
+  const root = mapAt(doc as Node, null, ['tdx', 'snp', 'gpu']);
+  const out: ReferenceValues = {};
+  if (root.tdx !== undefined) out.tdx = readTdx(root.tdx);
+  if (root.snp !== undefined) out.snp = readSnp(root.snp);
+  if (root.gpu !== undefined) out.gpu = readGpu(root.gpu, resolvePath);
+  return out;
+}
