@@ -1,16 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { verifyAttestationDocument, type TrustRoots } from '../verify/attestation.ts';
+import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptions } from '../verify/attestation.ts';
+import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
 import { fail, pass, type Check } from '../verify/check.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
 import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
-
-/** What the client compares the service's evidence with, obtained independently (SPEC 10). */
-export interface ReferenceValues {
-  tdx?: { mrtd?: string | string[] };
-  snp?: { measurement?: string | string[] };
-}
 
 export interface AttestOptions {
   baseURL: string;
@@ -38,20 +33,6 @@ function field(value: unknown, name: string): unknown {
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[name] : undefined;
 }
 
-function list(value: string | string[] | undefined): string[] | undefined {
-  return value === undefined ? undefined : (Array.isArray(value) ? value : [value]).map((v) => v.toLowerCase());
-}
-
-/** The launch measurement compared with the caller's reference values; absent ones are said to be not compared. */
-function referenceCheck(tee: string, measurement: string, reference: ReferenceValues | undefined): Check {
-  const accepted = tee === 'tdx' ? list(reference?.tdx?.mrtd) : tee === 'sev-snp' ? list(reference?.snp?.measurement) : undefined;
-  const what = tee === 'tdx' ? 'MRTD' : 'MEASUREMENT';
-  if (accepted === undefined) return fail('reference.measurement', `not pinned: no reference ${what} was given, so the code the enclave runs was not compared with anything you trust`);
-  return accepted.includes(measurement.toLowerCase())
-    ? pass('reference.measurement', `the enclave's ${what} ${measurement} is one of the reference values you gave`)
-    : fail('reference.measurement', `the enclave's ${what} ${measurement} is not among the reference values you gave (${accepted.join(', ')}): it runs other code`);
-}
-
 /**
  * Fetches the attestation with a fresh nonce over a connection pinned to the key it presents, and verifies
  * it: the hardware evidence and its chain, the binding of our nonce, the JWKS and the TLS key, and the
@@ -77,8 +58,10 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
     if (tee === 'none') {
       checks.push(development ? pass('attestation.tee', 'tee is "none": a development service with no hardware evidence (accepted because allowNoTee)') : fail('attestation.tee', 'tee is "none": no hardware evidence exists, this service is not running in a TEE'));
     } else {
-      checks.push(...(await verifyAttestationDocument(doc, { jwks: material.jwks as { keys: object[] }, nonce, ...(options.roots === undefined ? {} : { roots: options.roots }) })));
-      checks.push(referenceCheck(String(tee), measurement, options.reference));
+      const verifyOptions: VerifyAttestationOptions = { jwks: material.jwks as { keys: object[] }, nonce };
+      if (options.roots !== undefined) verifyOptions.roots = options.roots;
+      if (options.reference !== undefined) verifyOptions.reference = options.reference;
+      checks.push(...(await verifyAttestationDocument(doc, verifyOptions)));
       const start = evidenceBytes(await fetchStartAttestation(options.baseURL, dispatcher));
       attestationHash = start === undefined ? undefined : sha256Tagged(start);
     }

@@ -1,20 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { fetch as undiciFetch, type Agent } from 'undici';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { Check } from '../verify/check.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
-import { attest, type Attested, type ReferenceValues } from './attest.ts';
+import { attest, type Attested } from './attest.ts';
+import { readReferenceValues } from '../verify/reference/load.ts';
+import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
 
-export type { Attested, ReferenceValues } from './attest.ts';
+export type { Attested } from './attest.ts';
+export type { ReferenceValues } from '../verify/reference/reference-values.ts';
 export type { ReceiptResult } from './receipts.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
   baseURL: string;
-  /** Reference values (SPEC 10) as an object, or the path of a JSON file holding them. */
+  /** Reference values (SPEC 10) as an object, or the path of a YAML or JSON file holding them. */
   reference?: ReferenceValues | string;
   /** Accept a development service with `tee: "none"` (nothing is attested then). Default false. */
   allowNoTee?: boolean;
@@ -59,15 +61,6 @@ function failedSummary(checks: readonly Check[]): string {
     .join('; ');
 }
 
-function readReference(reference: AttestedFetchOptions['reference']): ReferenceValues | undefined {
-  if (typeof reference !== 'string') return reference;
-  try {
-    return JSON.parse(readFileSync(reference, 'utf8')) as ReferenceValues;
-  } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read reference values from ${reference}: ${(err as Error).message}`);
-  }
-}
-
 async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Array | undefined> {
   if (body === undefined || body === null) return undefined;
   if (typeof body === 'string') return new TextEncoder().encode(body);
@@ -84,7 +77,7 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
  */
 export async function createAttestedFetch(options: AttestedFetchOptions): Promise<AttestedFetch> {
-  const reference = readReference(options.reference);
+  const reference = typeof options.reference === 'string' ? await readReferenceValues(options.reference) : options.reference;
   const allowNoTee = options.allowNoTee ?? false;
   const base = new URL(options.baseURL);
   const brand = options.brand ?? 'Service';

@@ -81,6 +81,13 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
     expect(seen).toContain('node-llama-cpp');
   });
 
+  it('exports the attested client and the verifier as sigil/client and sigil/verify, compiled', () => {
+    const script = "const c = await import('sigil/client'); const v = await import('sigil/verify'); console.log(typeof c.createAttestedFetch, typeof v.verifyReceipt)";
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: app, encoding: 'utf8', timeout: 20_000 });
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe('function function\n');
+  });
+
   it('keeps no .ts import specifier: every relative import was rewritten to .js', () => {
     const left = compiledFiles(join(app, 'dist')).filter((file) => /(?:from\s*|import\s*\(\s*)["']\.{1,2}\/[^"']*\.ts["']/.test(readFileSync(file, 'utf8')));
     expect(left).toEqual([]);
