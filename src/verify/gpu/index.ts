@@ -1,0 +1,14 @@
+/** GPU evidence (NVIDIA SPDM reports and RIMs): kept out of the verifier's main entry so the trust page does not bundle an XML signature stack. */
+export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu-verify.ts';
+export type { GpuEvidenceVerification, GpuReportSummary, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu-verify.ts';
+export { compareWithRims } from './measurements.ts';
+export type { MeasurementComparison, MeasurementMismatch } from './measurements.ts';
+export { verifyRim } from './rim.ts';
+export type { Rim, RimMeasurement, RimVerification } from './rim.ts';
+export { readSpdmMeasurementReport } from './spdm-measurements.ts';
+export type { SpdmMeasurementBlock, SpdmMeasurementReport } from './spdm-measurements.ts';
+export { certificateFwid, readDeviceCertificates } from './device-certificates.ts';
+export { formatVbiosVersion, readOpaqueFields } from './opaque-data.ts';
+export type { GpuFirmwareInfo, OpaqueField } from './opaque-data.ts';
+export { GpuEvidenceError } from './errors.ts';
+export type { GpuEvidenceErrorCode } from './errors.ts';
