@@ -3,6 +3,7 @@ import { Agent } from 'node:https';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import acme from 'acme-client';
+import { Pool } from 'undici';
 import type { Logger } from '../log/logger.ts';
 import { TlsError, tlsCredentials, type TlsCredentials } from './credentials.ts';
 
@@ -57,8 +58,8 @@ export interface AcmeCertificates {
  * stays true. A failed renewal keeps the current certificate and retries with back-off.
  */
 export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: readonly string[], logger: Logger): Promise<AcmeCertificates> {
+  let ca: string | undefined;
   if (settings.ca_file !== undefined) {
-    let ca: string;
     try {
       ca = readFileSync(settings.ca_file, 'utf8');
     } catch (err) {
@@ -66,16 +67,31 @@ export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: 
     }
     acme.axios.defaults.httpsAgent = new Agent({ ca });
   }
-  // Fail a start in seconds, not minutes, when the ACME server is down; renewals retry on their own schedule.
-  (acme.axios.defaults as unknown as { acmeSettings: { retryMaxAttempts: number } }).acmeSettings.retryMaxAttempts = 1;
+  // Renewals retry on their own schedule; acme-client's own retries of a refused connection end in a TypeError
+  // of its own, so an unreachable server is found by `reachDirectory` and said plainly instead.
+  (acme.axios.defaults as unknown as { acmeSettings: { retryMaxAttempts: number } }).acmeSettings.retryMaxAttempts = 0;
+  const directory = new Pool(new URL(settings.directory_url).origin, { connect: ca === undefined ? {} : { ca }, connections: 1 });
+  const reachDirectory = async () => {
+    try {
+      const response = await directory.request({ method: 'GET', path: new URL(settings.directory_url).pathname, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      await response.body.dump();
+      if (response.statusCode !== 200) throw new TlsError(`the ACME directory answered HTTP ${response.statusCode}`);
+    } catch (err) {
+      if (err instanceof TlsError) throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new TlsError(`cannot reach the ACME directory (${code ?? (err as Error).message})`);
+    }
+  };
 
   const answers = new Map<string, string>();
   const challengeServer = await listenForChallenges(settings, answers);
   const [accountKey, certificateKey] = await Promise.all([acme.crypto.createPrivateEcdsaKey('P-256'), acme.crypto.createPrivateEcdsaKey('P-256')]);
-  const client = new acme.Client({ directoryUrl: settings.directory_url, accountKey, backoffAttempts: 10, backoffMin: 200, backoffMax: 2000 });
+  const newClient = () => new acme.Client({ directoryUrl: settings.directory_url, accountKey, backoffAttempts: 10, backoffMin: 200, backoffMax: 2000 });
+  let client = newClient();
   const [, csr] = await acme.crypto.createCsr({ commonName: hostnames[0]!, altNames: [...hostnames] }, certificateKey);
 
   const order = async (): Promise<TlsCredentials> => {
+    await reachDirectory();
     const chain = await client.auto({
       csr,
       ...(settings.email === undefined ? {} : { email: settings.email }),
@@ -94,7 +110,7 @@ export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: 
     current = await order();
   } catch (err) {
     await new Promise((resolve) => challengeServer.close(resolve));
-    if (err instanceof TlsError) throw err;
+    await directory.close();
     throw new TlsError(`tls.acme: no certificate from ${settings.directory_url} for ${hostnames.join(', ')}: ${(err as Error).message}`);
   }
   logger.info({ serial: current.serial, not_after: current.notAfter.toISOString(), hostnames }, 'tls certificate obtained by acme');
@@ -121,6 +137,8 @@ export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: 
       schedule(checkMs);
     } catch (err) {
       failures++;
+      // The next attempt starts a fresh session (directory, nonce, account lookup by key): the server may have moved on.
+      client = newClient();
       const retryMs = Math.min(checkMs, Math.min(60_000, checkMs) * 2 ** (failures - 1));
       logger.warn({ failures, retry_in_s: retryMs / 1000, error: (err as Error).message, not_after: current.notAfter.toISOString() }, 'tls certificate renewal failed: keeping the current certificate');
       schedule(retryMs);
@@ -138,6 +156,7 @@ export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: 
       closed = true;
       clearTimeout(timer);
       await new Promise((resolve) => challengeServer.close(resolve));
+      await directory.close();
     },
   };
 }
