@@ -112,6 +112,8 @@ export const configSchema = z.strictObject({
       if (tls.mode === 'acme' && tls.acme === undefined) need('acme', 'tls.mode acme needs tls.acme.directory_url');
       if (tls.mode === 'acme' && tls.hostnames.length === 0) need('hostnames', 'tls.mode acme needs at least one hostname to ask a certificate for');
     }),
+  /** End-to-end encrypted bodies (SPEC 9, EHBP): on by default; `required` refuses POSTs sent in the clear. */
+  ehbp: z.strictObject({ enabled: z.boolean().default(true), required: z.boolean().default(false) }).prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
   /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */

@@ -12,6 +12,7 @@ import type { Jwks } from '../protocol/attestation.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
+import type { EhbpSettings } from './ehbp.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
 export interface BrandHeaders {
@@ -44,6 +45,8 @@ export interface AppContext {
   documents: { jwks: string; policy: string; startEvidence: string };
   /** What fresh attestation documents are made from; `start` is the document made at start (SPEC 5). */
   attestation: { sources: EvidenceSources; tlsSpkiSha256: string | null; hpkeKeyConfig: string | null; start: AttestationDocumentV2 };
+  /** Encrypted bodies (SPEC 9): the enclave's HPKE key and the key config served at /.well-known/hpke-keys; absent when off. */
+  ehbp?: EhbpSettings & { keyConfig: Buffer };
   /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
 }

@@ -1,11 +1,31 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpError, httpError } from '../protocol/errors.ts';
 
+/** A request whose body arrives sealed (EHBP): how much ciphertext to accept, and how to open it. */
+export interface BodyOpener {
+  maxSealedBytes: number;
+  open(sealed: Buffer): Promise<Buffer>;
+}
+
+const openers = new WeakMap<IncomingMessage, BodyOpener>();
+
+/** Marks `req` as carrying a sealed body: `readBody` then returns the opened plaintext. */
+export function sealedBody(req: IncomingMessage, opener: BodyOpener): void {
+  openers.set(req, opener);
+}
+
 /**
  * Reads the request body, refusing more than `limit` bytes (413) before reading further, and a body
- * that takes longer than `timeoutMs` to arrive (408: a slow client must not hold a slot).
+ * that takes longer than `timeoutMs` to arrive (408: a slow client must not hold a slot). A sealed
+ * (EHBP) body is read up to its own bound and returned opened; `limit` then applies to the plaintext.
  */
-export function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
+  const opener = openers.get(req);
+  if (opener === undefined) return readRawBody(req, limit, timeoutMs);
+  return opener.open(await readRawBody(req, opener.maxSealedBytes, timeoutMs));
+}
+
+function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));

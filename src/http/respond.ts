@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import type { HttpError } from '../protocol/errors.ts';
 
-export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}, contentType = 'application/json'): void {
+  res.writeHead(status, { ...headers, 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 
@@ -12,5 +12,5 @@ export function sendError(res: ServerResponse, err: HttpError, extraHeaders?: Re
     res.destroy();
     return;
   }
-  sendJson(res, err.status, JSON.stringify(err.toJSON()), { ...extraHeaders, ...err.headers });
+  sendJson(res, err.status, JSON.stringify(err.toJSON()), { ...extraHeaders, ...err.headers }, err.problemType === undefined ? 'application/json' : 'application/problem+json');
 }

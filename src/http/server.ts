@@ -16,6 +16,8 @@ import { createAttestationHandler, handleJwks, handlePolicy } from './routes/ver
 import { createMetricsHandler } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
 import { createCors } from './cors.ts';
+import { acceptEhbp } from './ehbp.ts';
+import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
 import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
 
@@ -46,6 +48,7 @@ function buildRoutes(state: AppState) {
     ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
     ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()), public: true }],
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
+    [KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
   ]);
   for (const endpoint of RELAYED_ENDPOINTS) {
@@ -64,6 +67,13 @@ function buildRoutes(state: AppState) {
     ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
+}
+
+/** GET /.well-known/hpke-keys (SPEC 9): the exact key config bytes the attestation binds; 404 with EHBP off. */
+function handleHpkeKeys(req: IncomingMessage, res: ServerResponse, ctx: AppContext): void {
+  if (ctx.ehbp === undefined) throw httpError('not_found', 'Encrypted bodies (EHBP) are off on this service.');
+  res.writeHead(200, { 'content-type': KEYS_MEDIA_TYPE, 'content-length': ctx.ehbp.keyConfig.length, 'cache-control': 'no-cache' });
+  res.end(req.method === 'HEAD' ? undefined : ctx.ehbp.keyConfig);
 }
 
 function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void {
@@ -127,6 +137,7 @@ export function createRequestHandler(state: AppState) {
         const allow = Object.keys(matched.methods).join(', ');
         throw new HttpError('method_not_allowed', `Method ${req.method} is not allowed on ${matched.name}; use ${allow}.`, { headers: { allow } });
       }
+      if (req.method === 'POST' && ctx.ehbp !== undefined) acceptEhbp(req, res, ctx.ehbp);
       await handler(req, res, ctx, url, log);
       if (log.status === undefined && res.headersSent) log.status = res.statusCode;
     } catch (err) {

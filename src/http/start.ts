@@ -22,6 +22,7 @@ import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
+import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 
 export interface RunningSigil {
   url: string;
@@ -116,7 +117,9 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
   const { policy, policyHash } = served;
   const sources: EvidenceSources = { provider, collectGpuEvidence: NO_GPUS, eventLog: null };
-  const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: null };
+  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey() : undefined;
+  const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
+  const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
   const receiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash } as AppContext['receiptContext'];
   const evidenceHash = attestationHash(startDocument);
@@ -151,6 +154,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     attestation: { sources, ...bound, start: startDocument },
     fleet: fleet?.status,
   };
+  if (ehbpKey !== undefined) ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
   const state: AppState = { ctx, inFlight: 0, draining: false };
   const server = createHttpServer(state, tls);
   const unwatch = watchFiles(state);

@@ -16,6 +16,9 @@ const CATALOGUE = {
   bad_request: { status: 400, type: 'invalid_request_error' },
   body_read_failed: { status: 400, type: 'invalid_request_error' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error' },
+  ehbp_required: { status: 400, type: 'invalid_request_error' },
+  ehbp_invalid_encapsulated_key: { status: 400, type: 'invalid_request_error' },
+  ehbp_invalid_body: { status: 400, type: 'invalid_request_error' },
   missing_api_key: { status: 401, type: 'authentication_error' },
   invalid_api_key: { status: 401, type: 'authentication_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
@@ -28,6 +31,7 @@ const CATALOGUE = {
   upstream_request_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   upstream_unprocessable: { status: 422, type: 'invalid_request_error' },
+  ehbp_key_config_mismatch: { status: 422, type: 'invalid_request_error' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_exceeded' },
   upstream_rate_limited: { status: 429, type: 'rate_limit_exceeded' },
   request_header_fields_too_large: { status: 431, type: 'invalid_request_error' },
@@ -52,8 +56,12 @@ export class HttpError extends Error {
   readonly param: string | null;
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(code: ErrorCode, message: string, options: { param?: string | null; headers?: Record<string, string> } = {}) {
+  /** An RFC 9457 problem type the body also carries (EHBP's key-configuration mismatch), sent as application/problem+json. */
+  readonly problemType: string | undefined;
+
+  constructor(code: ErrorCode, message: string, options: { param?: string | null; headers?: Record<string, string>; problemType?: string } = {}) {
     super(message);
+    this.problemType = options.problemType;
     this.code = code;
     this.status = CATALOGUE[code].status;
     this.type = CATALOGUE[code].type;
@@ -61,8 +69,10 @@ export class HttpError extends Error {
     this.headers = options.headers ?? {};
   }
 
-  toJSON(): OpenAiErrorBody {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  toJSON(): OpenAiErrorBody & { type?: string; title?: string } {
+    const body = { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+    // One body both an EHBP client (problem type and title) and an OpenAI client (error object) can read.
+    return this.problemType === undefined ? body : { type: this.problemType, title: this.message, ...body };
   }
 }
 

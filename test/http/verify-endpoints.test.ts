@@ -76,11 +76,13 @@ describe('GET /v1/verify/attestation', () => {
     const jwks = (await getJson('/v1/verify/jwks.json')).body;
     const policy = (await getJson('/v1/verify/policy')).body;
     const { body } = await getJson('/v1/verify/attestation');
+    // EHBP is on by default: the binding carries the exact key config bytes served (SPEC 9).
+    const keyConfig = Buffer.from(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer()).toString('base64');
     const binding = {
       jwks,
       policy_hash: 'sha256:' + createHash('sha256').update(canonicalize(policy)).digest('hex'),
       tls_spki_sha256: null,
-      hpke_key_config: null,
+      hpke_key_config: keyConfig,
       gpu_evidence_sha256: [],
     };
     expect(body).toEqual({

@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import type { RecipientContext } from 'hpke';
+import { HttpError } from '../protocol/errors.ts';
+import { deriveResponseKeys, ResponseSealer } from './response-seal.ts';
+import type { EhbpServerKey } from './server-key.ts';
+import { ENC_BYTES, KEY_CONFIG_PROBLEM_TYPE, REQUEST_INFO, RESPONSE_EXPORT_LABEL, RESPONSE_NONCE_BYTES } from './suite.ts';
+
+/** What went wrong, for errors that must not say more (EHBP SPEC 5.4.4: no fine-grained oracle). */
+const INVALID_BODY = 'The encrypted request body could not be opened.';
+
+/** The encapsulated key of `Ehbp-Encapsulated-Key`: 32 bytes of hex, once. */
+export function readEncapsulatedKey(values: readonly string[] | undefined): Uint8Array {
+  if (values === undefined || values.length !== 1 || !/^[0-9a-fA-F]{64}$/.test(values[0]!)) {
+    throw new HttpError('ehbp_invalid_encapsulated_key', `The Ehbp-Encapsulated-Key header must be sent once, as ${ENC_BYTES * 2} hex digits.`, { param: 'Ehbp-Encapsulated-Key' });
+  }
+  return Buffer.from(values[0]!, 'hex');
+}
+
+/**
+ * One encrypted exchange (EHBP SPEC 4, 5.2): the request's HPKE context, and the response's nonce and
+ * sealer derived from it. Errors are sealed too once a frame has opened (the client holds the context).
+ */
+export class EhbpExchange {
+  /** Whether a request frame has opened under this context: from then on errors are sealed too. */
+  authenticated = false;
+
+  private constructor(
+    private readonly context: RecipientContext,
+    /** Lowercase hex of a fresh 32-byte response nonce, for `Ehbp-Response-Nonce`. */
+    readonly responseNonce: string,
+    readonly sealer: ResponseSealer,
+  ) {}
+
+  static async setup(serverKey: EhbpServerKey, enc: Uint8Array): Promise<EhbpExchange> {
+    let context: RecipientContext;
+    let secret: Uint8Array;
+    try {
+      context = await serverKey.suite.SetupRecipient(serverKey.keyPair, enc, { info: REQUEST_INFO });
+      secret = await context.Export(RESPONSE_EXPORT_LABEL, 32);
+    } catch {
+      throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', { param: 'Ehbp-Encapsulated-Key' });
+    }
+    const nonce = randomBytes(RESPONSE_NONCE_BYTES);
+    return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)));
+  }
+
+  /**
+   * Opens the request body (EHBP SPEC 4.3): LEN (4 bytes, big-endian) || ciphertext, repeated, each opened
+   * in order; empty frames are skipped. A first frame that does not open is a key-configuration mismatch
+   * (422: the client may hold a stale key); any later failure, or framing cut short, is a 400 that says no
+   * more. The plaintext may not exceed `maxPlaintext` (413).
+   */
+  async open(body: Buffer, maxPlaintext: number): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    let size = 0;
+    for (let at = 0; at < body.length; ) {
+      if (body.length - at < 4) throw new HttpError('ehbp_invalid_body', INVALID_BODY);
+      const length = body.readUInt32BE(at);
+      at += 4;
+      if (length > body.length - at) throw new HttpError('ehbp_invalid_body', INVALID_BODY);
+      if (length === 0) continue;
+      let plaintext: Uint8Array;
+      try {
+        plaintext = await this.context.Open(body.subarray(at, at + length));
+      } catch {
+        if (!this.authenticated) {
+          throw new HttpError('ehbp_key_config_mismatch', "The request was not encrypted to this server's current key: fetch /.well-known/hpke-keys again.", { problemType: KEY_CONFIG_PROBLEM_TYPE });
+        }
+        throw new HttpError('ehbp_invalid_body', INVALID_BODY);
+      }
+      this.authenticated = true;
+      at += length;
+      size += plaintext.length;
+      if (size > maxPlaintext) throw new HttpError('request_too_large', `The request body is larger than ${maxPlaintext} bytes.`);
+      parts.push(Buffer.from(plaintext.buffer, plaintext.byteOffset, plaintext.byteLength));
+    }
+    if (!this.authenticated) throw new HttpError('ehbp_invalid_body', 'An encrypted request must carry a body.');
+    return Buffer.concat(parts, size);
+  }
+}

@@ -1,0 +1,47 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { EhbpExchange } from './request-open.ts';
+import { RESPONSE_NONCE_HEADER } from './suite.ts';
+
+type Headers = OutgoingHttpHeaders | Array<string | string[]> | undefined;
+
+function withoutLength(headers: Headers): Headers {
+  if (headers === undefined || Array.isArray(headers)) return headers;
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) if (name.toLowerCase() !== 'content-length') out[name] = value;
+  return out;
+}
+
+/**
+ * Seals everything written to `res` from now on (EHBP SPEC 5.2): each write becomes one frame, sealed and
+ * written at once (an SSE event leaves as it arrives, never held back); the status and the headers stay
+ * readable (receipts, rate limits), Content-Length goes (the framing changes the length) and
+ * `Ehbp-Response-Nonce` is added. The route code above keeps writing plaintext, so receipts hash the
+ * plaintext (SPEC 9).
+ */
+export function sealResponse(res: ServerResponse, exchange: EhbpExchange): void {
+  res.setHeader(RESPONSE_NONCE_HEADER, exchange.responseNonce);
+  const writeHead = res.writeHead.bind(res) as (status: number, ...rest: unknown[]) => ServerResponse;
+  const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+  const end = res.end.bind(res) as (...rest: unknown[]) => ServerResponse;
+  const setHeader = res.setHeader.bind(res);
+  const seal = (chunk: unknown, encoding?: unknown): Buffer =>
+    exchange.sealer.seal(typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8') : (chunk as Uint8Array));
+
+  res.setHeader = (name: string, value: number | string | readonly string[]) => (name.toLowerCase() === 'content-length' ? res : setHeader(name, value));
+  res.writeHead = ((status: number, ...rest: unknown[]) => {
+    const headers = rest.find((r) => typeof r === 'object') as Headers;
+    const reason = rest.find((r) => typeof r === 'string');
+    res.removeHeader('content-length');
+    return reason === undefined ? writeHead(status, withoutLength(headers)) : writeHead(status, reason, withoutLength(headers));
+  }) as ServerResponse['writeHead'];
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    const callback = rest.find((r) => typeof r === 'function');
+    if (chunk === undefined || chunk === null || (chunk as { length: number }).length === 0) return write(Buffer.alloc(0), callback);
+    return write(seal(chunk, rest[0]), callback);
+  }) as ServerResponse['write'];
+  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+    const callback = [chunk, ...rest].find((r) => typeof r === 'function');
+    if (chunk === undefined || typeof chunk === 'function' || (chunk as { length: number }).length === 0) return end(callback);
+    return end(seal(chunk, rest[0]), callback);
+  }) as ServerResponse['end'];
+}

@@ -1,0 +1,43 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { EhbpExchange, readEncapsulatedKey } from '../ehbp/request-open.ts';
+import { sealResponse } from '../ehbp/sealed-response.ts';
+import type { EhbpServerKey } from '../ehbp/server-key.ts';
+import { ENCAPSULATED_KEY_HEADER } from '../ehbp/suite.ts';
+import { httpError } from '../protocol/errors.ts';
+import { sealedBody } from './read-body.ts';
+
+export interface EhbpSettings {
+  key: EhbpServerKey;
+  required: boolean;
+  maxBodyBytes: number;
+}
+
+/**
+ * EHBP on a POST (SPEC 9): with `Ehbp-Encapsulated-Key`, the body is opened when the route reads it (after
+ * authentication and admission, like any body) and the response is sealed from then on; errors before
+ * that are in the clear, as no context exists yet. Without the header the request is served in the clear,
+ * unless `ehbp.required`.
+ */
+export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: EhbpSettings): void {
+  const header = req.headersDistinct[ENCAPSULATED_KEY_HEADER];
+  if (header === undefined) {
+    if (settings.required) throw httpError('ehbp_required', 'This service accepts only encrypted bodies (EHBP): encrypt the request to the key at /.well-known/hpke-keys.', 'Ehbp-Encapsulated-Key');
+    return;
+  }
+  const enc = readEncapsulatedKey(header);
+  sealedBody(req, {
+    // Framing costs 20 bytes a frame; twice the plaintext bound leaves room for any sane chunking.
+    maxSealedBytes: settings.maxBodyBytes * 2 + 65_536,
+    open: async (sealed) => {
+      const exchange = await EhbpExchange.setup(settings.key, enc);
+      try {
+        const plaintext = await exchange.open(sealed, settings.maxBodyBytes);
+        sealResponse(res, exchange);
+        return plaintext;
+      } catch (err) {
+        if (exchange.authenticated) sealResponse(res, exchange);
+        throw err;
+      }
+    },
+  });
+}
