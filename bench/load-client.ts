@@ -4,6 +4,7 @@
  * own process (forked by run.ts, talking over IPC) so it never shares an event loop with a proxy.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { summarize, type Summary } from './stats.ts';
 
 export interface Target {
@@ -11,6 +12,13 @@ export interface Target {
   port: number;
   path: string;
   headers: Record<string, string>;
+  /** HTTPS (bench/tls.ts): the CA to trust (the bench's self-signed certificate) and the name it is for. */
+  tls?: { ca: string; servername: string };
+}
+
+/** A keep-alive agent for the target's scheme; HTTPS connections check the bench certificate. */
+function newAgent(target: Target, options: { keepAlive: boolean; maxSockets: number; maxFreeSockets?: number }): Agent {
+  return target.tls === undefined ? new Agent(options) : new HttpsAgent({ ...options, ca: target.tls.ca, servername: target.tls.servername });
 }
 
 export interface LoadJob {
@@ -127,7 +135,8 @@ interface Tally {
 function once(job: { mode: 'json' | 'stream'; target: Target; body: string; tokens: number }, agent: Agent, tally: Tally, onFirstByte?: () => void): Promise<void> {
   return new Promise((resolve) => {
     const start = nowUs();
-    const req = request({ host: job.target.host, port: job.target.port, path: job.target.path, method: 'POST', headers: job.target.headers, agent }, (res: IncomingMessage) => {
+    const send = job.target.tls === undefined ? request : httpsRequest;
+    const req = send({ host: job.target.host, port: job.target.port, path: job.target.path, method: 'POST', headers: job.target.headers, agent }, (res: IncomingMessage) => {
       if (res.statusCode !== 200) {
         tally.non200++;
         if (tally.firstProblem === undefined) tally.firstProblem = `status ${res.statusCode}`;
@@ -203,7 +212,7 @@ function toResult(job: { mode: 'json' | 'stream' }, tally: Tally, seconds: numbe
 }
 
 export async function runLoad(job: LoadJob): Promise<LoadResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: job.concurrency, maxFreeSockets: job.concurrency });
+  const agent = newAgent(job.target, { keepAlive: true, maxSockets: job.concurrency, maxFreeSockets: job.concurrency });
   const tally = newTally();
   const started = performance.now();
   const deadline = started + job.durationMs;
@@ -217,7 +226,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
 }
 
 export async function runHold(job: HoldJob, opened: (n: number) => void): Promise<LoadResult> {
-  const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
+  const agent = newAgent(job.target, { keepAlive: false, maxSockets: Infinity });
   const tally = newTally();
   let firstBytes = 0;
   const started = performance.now();

@@ -58,7 +58,7 @@ function run(command: string, args: string[]): Promise<string> {
 const pinned = (core: number, command: string, args: string[]): [string, string[]] => (hasTaskset ? ['taskset', ['-c', String(core), command, ...args]] : [command, args]);
 
 export async function saturate(dir: string, target: Target, body: string, connections: number, seconds: number, core: number, useWrk: boolean): Promise<SaturationResult> {
-  const url = `http://${target.host}:${target.port}${target.path}`;
+  const url = `${target.tls === undefined ? 'http' : 'https'}://${target.host}:${target.port}${target.path}`;
   if (useWrk) {
     const script = join(dir, `wrk-${target.port}.lua`);
     writeFileSync(script, wrkScript(target, body));

@@ -4,6 +4,10 @@ import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
+import { verifyGpuEvidence, type GpuTrustRoots } from '../verify/gpu/index.ts';
+import { readReferenceValues } from '../verify/reference/load.ts';
+import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import type { GpuEvidence } from '../protocol/attestation.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
 import { checkMark, fail, isNotPinned, pass } from '../verify/check.ts';
@@ -25,8 +29,8 @@ export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--allow-no-tee] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--allow-no-tee] [--json]
+               [--reference FILE] [--allow-no-tee] [--json]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--allow-no-tee] [--json]
 
 Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
@@ -44,6 +48,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names
   --request FILE      the exact request body you sent
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
+  --reference FILE    reference values (SPEC 10): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
+                      measurements must match
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
   --allow-no-tee      accept tee "none" (a development server without hardware evidence)
   --json              print a machine-readable report
@@ -58,6 +64,10 @@ export interface VerifyIo {
   env: Record<string, string | undefined>;
   /** The AMD and Intel roots to trust; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
+  /** Trusted NVIDIA roots for GPU evidence; the built-in ones unless a test brings its own. */
+  gpuRoots?: GpuTrustRoots;
+  /** The time certificates must be valid at; now by default. */
+  now?: Date;
 }
 
 interface Options {
@@ -73,6 +83,7 @@ interface Options {
   attestation?: string;
   request?: string;
   response?: string;
+  reference?: string;
   brand: string;
   allowNoTee: boolean;
   json: boolean;
@@ -109,6 +120,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         attestation: { type: 'string' },
         request: { type: 'string' },
         response: { type: 'string' },
+        reference: { type: 'string' },
         brand: { type: 'string', default: 'Service' },
         'allow-no-tee': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
@@ -136,6 +148,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   set('attestation', v.attestation);
   set('request', v.request);
   set('response', v.response);
+  set('reference', v.reference);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
   if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
   if (o.receipt === undefined) {
@@ -200,8 +213,42 @@ function notChecked(name: string, how: string): Check {
   return fail(name, `not checked: ${how}`);
 }
 
+interface LoadedReference {
+  values: ReferenceValues;
+  /** The text of each RIM the reference file names (gpu.rims). */
+  rims?: string[];
+}
+
+async function loadReference(path: string | undefined): Promise<LoadedReference | undefined> {
+  if (path === undefined) return undefined;
+  let values: ReferenceValues;
+  try {
+    values = await readReferenceValues(path);
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${path}: ${(err as Error).message}`);
+  }
+  const loaded: LoadedReference = { values };
+  if (values.gpu?.rims !== undefined) loaded.rims = await Promise.all(values.gpu.rims.map(async (rim) => (await readBytes(rim, 'RIM')).toString('utf8')));
+  return loaded;
+}
+
+/** The document's GPU evidence against the nonce this verification used and the RIMs of the reference file. */
+function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference | undefined, io: VerifyIo): Check[] {
+  const entries = field(doc, 'gpu_evidence');
+  if (!Array.isArray(entries)) return [fail('gpu.evidence', 'the document has no gpu_evidence list')];
+  if (entries.length === 0 && reference?.rims === undefined) return [];
+  const bound = field(field(doc, 'binding'), 'gpu_evidence_sha256');
+  const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce, boundSha256: Array.isArray(bound) ? (bound as string[]) : [] };
+  if (reference?.rims !== undefined) options.rims = reference.rims;
+  if (io.gpuRoots !== undefined) options.roots = io.gpuRoots;
+  if (io.now !== undefined) options.at = io.now;
+  return verifyGpuEvidence(entries as GpuEvidence[], options).checks;
+}
+
 /** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
-async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined, roots: TrustRoots | undefined): Promise<Check[]> {
+async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined, io: VerifyIo): Promise<Check[]> {
+  const roots = io.roots;
+  const reference = await loadReference(o.reference);
   const checks = verifyJwksBinding(doc, { jwks, nonce });
   if (field(doc, 'tee') !== 'none') {
     // The hardware verifier compares the evidence's measurement with the document's and with this one.
@@ -209,7 +256,9 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
     const opts: Parameters<typeof verifyAttestationDocument>[1] = { jwks: jwks as { keys: object[] }, nonce };
     if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
     if (roots !== undefined) opts.roots = roots;
+    if (reference !== undefined) opts.reference = reference.values;
     checks.push(...(await verifyAttestationDocument(doc, opts)));
+    checks.push(...gpuChecks(doc, nonce, reference, io));
     return checks;
   }
   checks.push(
@@ -225,6 +274,7 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
         : fail('attestation.measurement', `the document's measurement is ${String(measured)}; expected ${o.measurement}`),
     );
   }
+  checks.push(...gpuChecks(doc, nonce, reference, io));
   return checks;
 }
 
@@ -288,7 +338,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
     if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
     if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
-  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement, io.roots)));
+  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement, io)));
   return report('file', checks, result);
 }
 
@@ -370,7 +420,7 @@ async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): P
     );
   }
   if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
-  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement, io.roots)));
+  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement, io)));
   return report('live', checks, result);
 }
 

@@ -50,6 +50,10 @@ export const configSchema = z.strictObject({
     .strictObject({
       provider: z.enum(['auto', 'none', 'sev-snp', 'tdx']).default('none'),
       tsm_path: z.string().min(1).default('/sys/kernel/config/tsm/report'),
+      /** NVIDIA GPU evidence (SPEC 10): auto = when the GPUs run in confidential-computing mode; required = refuse to start otherwise. */
+      gpu: z.enum(['auto', 'required', 'off']).default('auto'),
+      /** The NVML library to load (a name the dynamic loader resolves, or a path). */
+      nvml_library: z.string().min(1).default('libnvidia-ml.so.1'),
     })
     .prefault({}),
   receipts: z

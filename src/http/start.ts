@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
-import { attestationHash, makeAttestationDocument, NO_GPUS, type EvidenceSources } from '../attestation/document.ts';
+import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
+import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
 import { START_NONCE, type Jwks } from '../protocol/attestation.ts';
 import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
@@ -116,7 +117,8 @@ interface Prepared {
 async function serve(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined, prepared: Prepared): Promise<RunningSigil> {
   const { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
   const { policy, policyHash } = served;
-  const sources: EvidenceSources = { provider, collectGpuEvidence: NO_GPUS, eventLog: null };
+  const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
+  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: null };
   const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey() : undefined;
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };

@@ -6,6 +6,7 @@ import { canonicalJson } from '../protocol/jcs.ts';
 import { expectedReportData, readBinding } from './binding.ts';
 import { verifySnpEvidence } from './evidence/snp-verify.ts';
 import { verifyTdxEvidence } from './evidence/tdx-verify.ts';
+import type { TdxTcbVerdict } from './evidence/tdx-policy.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
 import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
@@ -28,6 +29,8 @@ export interface VerifyAttestationOptions {
   now?: Date;
   /** The auditor's reference values (SPEC 10); without them every measured value is reported as not pinned. */
   reference?: ReferenceValues;
+  /** Intel's verdict on the platform's TCB, from collateral the caller verified (collateral/); absent: not checked. */
+  tdxTcbVerdict?: TdxTcbVerdict;
   /** Receives the replayed event log's events (TDX), for a report that lists them. */
   onEvents?: (events: EventListing[]) => void;
 }
@@ -146,7 +149,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
 
   if (fields.tee === 'sev-snp') {
     const { report, certificates } = splitSnpEvidence(fields.evidence);
-    const result = verifySnpEvidence(report, certificates, roots, now);
+    const result = verifySnpEvidence(report, certificates, roots, now, opts.reference?.snp);
     if (result.report === undefined) return result.checks;
     return [
       ...result.checks,
@@ -157,7 +160,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
     ];
   }
 
-  const result = verifyTdxEvidence(fields.evidence, roots, now);
+  const result = verifyTdxEvidence(fields.evidence, roots, now, opts.reference?.tdx, opts.tdxTcbVerdict);
   if (result.quote === undefined) return result.checks;
   return [
     ...result.checks,

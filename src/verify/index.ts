@@ -28,3 +28,5 @@ export type { GpuReferenceValues, ReferenceValues, SnpMinTcb, SnpReferenceValues
 export { readReferenceValues } from './reference/load.ts';
 export { compareMeasured, referenceFileCheck, snpReferenceChecks, tdxReferenceChecks } from './reference/reference-checks.ts';
 export type { Measured, SnpMeasurements, TdxMeasurements } from './reference/reference-checks.ts';
+export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu/index.ts';
+export type { GpuEvidenceVerification, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu/index.ts';

@@ -47,6 +47,19 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     expect(result.stderr).toContain('sev-snp');
   });
 
+  it('refuses attestation.gpu required when no GPU can be attested, naming the setting', () => {
+    const dir = configDir(
+      'auth: {keys_file: k}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\nattestation: {provider: none, gpu: required, nvml_library: /nonexistent/libnvidia-ml.so.1}\n',
+    );
+    writeFileSync(
+      join(dir, 'models.yaml'),
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n',
+    );
+    const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('attestation.gpu is required but NVML (/nonexistent/libnvidia-ml.so.1) cannot be loaded');
+  });
+
   it('refuses provider auto without a TEE on an address the network reaches, unless none is explicit', () => {
     const models =
       'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n';

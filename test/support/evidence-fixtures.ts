@@ -81,6 +81,7 @@ export async function createAmdTestChain(product = 'Test'): Promise<AmdTestChain
     publicKey: vcekKeys.publicKey,
     signingKey: askKeys.privateKey,
     signingAlgorithm: PSS_SIGN,
+    extensions: vcekExtensions(),
   });
   return {
     ark,
@@ -89,6 +90,21 @@ export async function createAmdTestChain(product = 'Test'): Promise<AmdTestChain
     vcekKey: KeyObject.from(vcekKeys.privateKey),
     roots: { amdArks: [ark.toString('pem')], amdIntermediates: [ask.toString('pem')], intelRoots: [] },
   };
+}
+
+/**
+ * AMD's VCEK extensions as KDS issues them: each SPL a DER INTEGER, hwID the 64 raw bytes of CHIP_ID. The values
+ * match what buildSnpReport writes by default (TCB bootloader 4, tee 0, snp 24, microcode 219; CHIP_ID 0xc1 x 64).
+ */
+function vcekExtensions(): x509.Extension[] {
+  const int = (oid: string, value: number[]) => new x509.Extension(oid, false, Uint8Array.from([0x02, value.length, ...value]));
+  return [
+    int('1.3.6.1.4.1.3704.1.3.1', [4]),
+    int('1.3.6.1.4.1.3704.1.3.2', [0]),
+    int('1.3.6.1.4.1.3704.1.3.3', [24]),
+    int('1.3.6.1.4.1.3704.1.3.8', [0, 219]),
+    new x509.Extension('1.3.6.1.4.1.3704.1.4', false, new Uint8Array(64).fill(0xc1)),
+  ];
 }
 
 export interface SnpReportFields {

@@ -23,8 +23,14 @@ const ALL_SNP_CHECKS = [
   'snp.report_signature',
   'snp.vcek_chain',
   'snp.root',
-  'snp.policy',
-  'snp.tcb',
+  'snp.debug',
+  'snp.migrate_ma',
+  'snp.smt',
+  'snp.vmpl',
+  'snp.reported_tcb',
+  'snp.launch_tcb',
+  'snp.vcek_tcb',
+  'snp.vcek_hwid',
   'attestation.report_data',
   'attestation.jwks',
   'attestation.measurement',
@@ -47,9 +53,9 @@ describe('SEV-SNP attestation document', () => {
     foreign = await createAmdTestChain('Foreign');
   });
 
-  function validDocument(overrides: { measurement?: Uint8Array; reportData?: Uint8Array; policy?: bigint } = {}) {
+  function validDocument(overrides: { measurement?: Uint8Array; reportData?: Uint8Array; policy?: bigint; chipId?: Uint8Array } = {}) {
     const report = buildSnpReport(
-      { reportData: overrides.reportData ?? reportData, measurement: overrides.measurement ?? measurement, policy: overrides.policy },
+      { reportData: overrides.reportData ?? reportData, measurement: overrides.measurement ?? measurement, policy: overrides.policy, chipId: overrides.chipId },
       chain.vcekKey,
     );
     return { report, doc: snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData) };
@@ -162,7 +168,7 @@ describe('SEV-SNP attestation document', () => {
     const { report } = validDocument();
     const doc = snpDocument(report, new Uint8Array(32), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root']);
+    expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root', 'snp.vcek_tcb', 'snp.vcek_hwid']);
   });
 
   it('a truncated certificate table fails the table check with its code', async () => {
@@ -172,11 +178,18 @@ describe('SEV-SNP attestation document', () => {
     expect(checks.find((c) => c.name === 'snp.cert_table')?.detail).toMatch(/^ERR_SNP_CERT_TABLE_TRUNCATED: /);
   });
 
-  it('a guest policy that allows debugging fails the policy check', async () => {
+  it('a guest policy that allows debugging fails the debug check', async () => {
     const { doc } = validDocument({ policy: 0x30000n | (1n << 19n) });
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['snp.policy']);
-    expect(checks.find((c) => c.name === 'snp.policy')?.detail).toContain('debug ALLOWED');
+    expect(failing(checks)).toEqual(['snp.debug']);
+    expect(checks.find((c) => c.name === 'snp.debug')?.detail).toBe("guest policy 0xb0000 has DEBUG set: the host can read and change the guest's memory, so nothing in it is confidential");
+  });
+
+  it('a report from another chip than the VCEK names fails the hwID check', async () => {
+    const { report } = validDocument({ chipId: new Uint8Array(64).fill(0xc2) });
+    const doc = snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData);
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    expect(failing(checks)).toEqual(['snp.vcek_hwid']);
   });
 });
 

@@ -17,8 +17,15 @@ const ALL_TDX_CHECKS = [
   'tdx.qe_binding',
   'tdx.pck_chain',
   'tdx.root',
+  'tdx.debug',
   'tdx.td_attributes',
-  'tdx.tcb',
+  'tdx.xfam',
+  'tdx.mr_config_id',
+  'tdx.mr_owner',
+  'tdx.mr_owner_config',
+  'tdx.mrseam',
+  'tdx.tee_tcb_svn',
+  'tdx.tcb_status',
   'attestation.report_data',
   'attestation.jwks',
   'attestation.measurement',
@@ -109,7 +116,7 @@ describe('TDX attestation document', () => {
   it('a TD in debug mode fails the TD attributes check', async () => {
     const quote = buildTdxQuote({ reportData, mrTd, tdAttributes: Buffer.from('0100000000000000', 'hex') }, chain);
     const checks = await verifyAttestationDocument(document(quote), { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['tdx.td_attributes']);
+    expect(failing(checks)).toEqual(['tdx.debug']);
   });
 
   it('a truncated quote fails the quote check with its code', async () => {

@@ -11,6 +11,8 @@ import type { FakeService } from './cli-server.ts';
 import { MEASUREMENT, makeSigner, messageClaims } from './receipt-fixtures.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { gpuEntry, rimText, VECTOR_NONCE, VECTOR_TIME } from '../support/gpu-fixtures.ts';
+import { gpuEvidenceSha256, reportDataV2, type AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 
 const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
 
@@ -268,6 +270,32 @@ describe('sigil verify RECEIPT_FILE', () => {
     expect(r.stdout).toContain('PASS binding.nonce — the document is the start evidence (all-zero nonce: not fresh)\n');
     expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: service.last!.receipt })).code).toBe(0);
     expect((await sigilVerify([files.receipt, '--url', service.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
+  });
+
+  it("verifies a document's GPU evidence against the RIMs of --reference", async () => {
+    const doc = JSON.parse(await (await fetch(`${service.url}/v1/verify/attestation`)).text()) as AttestationDocumentV2;
+    const entry = gpuEntry();
+    doc.nonce = VECTOR_NONCE;
+    doc.gpu_evidence = [entry];
+    doc.binding.gpu_evidence_sha256 = [gpuEvidenceSha256(entry)];
+    doc.report_data = Buffer.from(reportDataV2(Buffer.from(VECTOR_NONCE, 'hex'), doc.binding)).toString('hex');
+    writeFileSync(join(dir, 'gpu.json'), JSON.stringify(doc));
+    writeFileSync(join(dir, 'driver.swidtag'), rimText('driver-rim-test.swidtag'));
+    writeFileSync(join(dir, 'vbios.swidtag'), rimText('vbios-rim-test.swidtag'));
+    writeFileSync(join(dir, 'reference.yaml'), 'gpu:\n  rims: [driver.swidtag, vbios.swidtag]\n');
+    let stdout = '';
+    const code = await verifyCommand(
+      ['-', '--jwks', files.jwks, '--nonce', nonce, '--policy', files.policy, '--request', files.request, '--response', files.response, '--attestation', join(dir, 'gpu.json'), '--reference', join(dir, 'reference.yaml'), '--allow-no-tee'],
+      { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([Buffer.from(service.last!.receipt)]), env: {}, now: VECTOR_TIME },
+    );
+    expect(code).toBe(1);
+    const lines = stdout.split('\n').filter((l) => l.startsWith('PASS gpu') || l.startsWith('FAIL gpu') || l.startsWith('---- gpu')).map((l) => l.split(' — ')[0]);
+    expect(lines).toEqual([
+      'PASS gpu.binding', 'PASS gpu.rim[0].signature', 'PASS gpu.rim[0].chain', 'PASS gpu.rim[1].signature', 'PASS gpu.rim[1].chain',
+      'PASS gpu[0].report', 'PASS gpu[0].certificates', 'PASS gpu[0].signature', 'PASS gpu[0].chain', 'PASS gpu[0].root', 'PASS gpu[0].fwid', 'PASS gpu[0].nonce',
+      'FAIL gpu[0].driver_rim', 'FAIL gpu[0].vbios_rim', 'FAIL gpu[0].measurements', '---- gpu[0].revocation',
+    ]);
+    expect(stdout).toContain('FAIL gpu[0].driver_rim — no verified RIM describes driver 550.90.07 (verified driver RIMs: 545.00)\n');
   });
 
   it('reports hardware evidence as not checked for a TEE receipt verified offline without --attestation', async () => {

@@ -5,31 +5,16 @@ import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, sameCertificate } from './certificate-chain.ts';
 import { describeEvidenceError } from './errors.ts';
 import { readSnpCertTable, type SnpCertEntry } from './snp-cert-table.ts';
-import { readSnpReport, SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384, type SnpReport, type SnpTcb } from './snp-report.ts';
+import { readSnpReport, SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384, type SnpReport } from './snp-report.ts';
+import { readAmdCertificateTcb, type AmdCertificateTcb } from './amd-vcek-extensions.ts';
+import { reportCpuFamily, snpPlatformChecks } from './snp-policy.ts';
+import type { SnpReferenceValues } from '../reference/reference-values.ts';
 import type { TrustRoots } from './trust-roots.ts';
 
 export interface SnpEvidenceResult {
   checks: Check[];
   /** Present when the report could be read. */
   report?: SnpReport;
-}
-
-function tcbText(tcb: SnpTcb): string {
-  return `bootloader ${tcb.bootloader}, tee ${tcb.tee}, snp ${tcb.snp}, microcode ${tcb.microcode} (0x${tcb.raw.toString(16).padStart(16, '0')})`;
-}
-
-function policyCheck(report: SnpReport): Check {
-  const p = report.policy;
-  const text = `policy 0x${p.raw.toString(16)}: ABI ${p.abiMajor}.${p.abiMinor}, SMT ${p.smtAllowed ? 'allowed' : 'off'}, migration agent ${p.migrateMa ? 'allowed' : 'off'}, single socket ${p.singleSocket ? 'required' : 'not required'}, debug ${p.debug ? 'ALLOWED' : 'off'}`;
-  if (p.debug) return fail('snp.policy', `${text}: a debuggable guest's memory is readable by the host`);
-  return pass('snp.policy', text);
-}
-
-function tcbCheck(report: SnpReport): Check {
-  return pass(
-    'snp.tcb',
-    `reported TCB ${tcbText(report.reportedTcb)}; current ${tcbText(report.currentTcb)}; committed ${tcbText(report.committedTcb)}; launch ${tcbText(report.launchTcb)} (not compared with AMD's revocation list or a minimum TCB)`,
-  );
 }
 
 function signatureCheck(report: SnpReport, signer: X509Certificate, signerName: string): Check {
@@ -110,10 +95,10 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
 
 /**
  * Checks an SEV-SNP report and its certificate table: the report's own signature, the VCEK/VLEK -> ASK -> ARK chain,
- * that the ARK is a trusted AMD root, and the guest policy; TCB values are reported. REPORT_DATA and MEASUREMENT
+ * that the ARK is a trusted AMD root, and the platform policy (snp-policy.ts) against `reference`. REPORT_DATA and MEASUREMENT
  * are compared by the caller, who knows what they must be.
  */
-export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8Array, roots: TrustRoots, now: Date = new Date()): SnpEvidenceResult {
+export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8Array, roots: TrustRoots, now: Date = new Date(), reference?: SnpReferenceValues): SnpEvidenceResult {
   let report: SnpReport;
   try {
     report = readSnpReport(reportBytes);
@@ -123,23 +108,30 @@ export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8
   const checks: Check[] = [
     pass('snp.report', `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`),
   ];
-  checks.push(...signerChecks(report, certTableBytes, roots, now));
-  checks.push(policyCheck(report), tcbCheck(report));
+  const signer = signerChecks(report, certTableBytes, roots, now);
+  checks.push(...signer.checks);
+  let extensions: AmdCertificateTcb | undefined;
+  try {
+    extensions = signer.certificate === undefined ? undefined : readAmdCertificateTcb(new Uint8Array(signer.certificate.raw));
+  } catch {
+    extensions = undefined;
+  }
+  checks.push(...snpPlatformChecks(report, reportCpuFamily(reportBytes, report.version), extensions, reference));
   return { checks, report };
 }
 
-function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: TrustRoots, now: Date): Check[] {
+function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: TrustRoots, now: Date): { checks: Check[]; certificate?: X509Certificate } {
   const notChecked = (why: string): Check[] => [
     fail('snp.report_signature', `not checked: ${why}`),
     fail('snp.vcek_chain', `not checked: ${why}`),
     fail('snp.root', `not checked: ${why}`),
   ];
   if (report.signingKey !== 'vcek' && report.signingKey !== 'vlek') {
-    return [fail('snp.cert_table', `the report says it is signed by no endorsement key (${report.signingKey})`), ...notChecked('no signing key')];
+    return { checks: [fail('snp.cert_table', `the report says it is signed by no endorsement key (${report.signingKey})`), ...notChecked('no signing key')] };
   }
   const signerName = report.signingKey.toUpperCase();
   if (certTableBytes.length === 0) {
-    return [fail('snp.cert_table', `no certificate table: the evidence carries no ${signerName} certificate`), ...notChecked(`no ${signerName}`)];
+    return { checks: [fail('snp.cert_table', `no certificate table: the evidence carries no ${signerName} certificate`), ...notChecked(`no ${signerName}`)] };
   }
   let table: SnpCertEntry[];
   let signer: X509Certificate;
@@ -147,11 +139,11 @@ function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: Trus
     table = readSnpCertTable(certTableBytes);
     const entry = table.find((e) => e.kind === report.signingKey);
     if (entry === undefined) {
-      return [fail('snp.cert_table', `the certificate table has no ${signerName} entry (has: ${table.map((e) => e.kind).join(', ') || 'nothing'})`), ...notChecked(`no ${signerName}`)];
+      return { checks: [fail('snp.cert_table', `the certificate table has no ${signerName} entry (has: ${table.map((e) => e.kind).join(', ') || 'nothing'})`), ...notChecked(`no ${signerName}`)] };
     }
     signer = readCertificate(entry.data, `${signerName} from the certificate table`);
   } catch (err) {
-    return [fail('snp.cert_table', describeEvidenceError(err)), ...notChecked('unreadable certificate table')];
+    return { checks: [fail('snp.cert_table', describeEvidenceError(err)), ...notChecked('unreadable certificate table')] };
   }
   const checks: Check[] = [pass('snp.cert_table', `certificate table with ${table.map((e) => e.kind.toUpperCase()).join(', ')}`)];
   checks.push(signatureCheck(report, signer, signerName));
@@ -160,5 +152,5 @@ function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: Trus
   } catch (err) {
     checks.push(fail('snp.vcek_chain', describeEvidenceError(err)), fail('snp.root', 'not checked: unreadable certificate'));
   }
-  return checks;
+  return { checks, certificate: signer };
 }

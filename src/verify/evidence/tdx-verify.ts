@@ -4,7 +4,9 @@ import type { Check } from '../check.ts';
 import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
 import { describeEvidenceError } from './errors.ts';
-import { readTdxQuote, TDX_TD_ATTRIBUTES_DEBUG_BIT, type TdxQuote } from './tdx-quote.ts';
+import { readTdxQuote, type TdxQuote } from './tdx-quote.ts';
+import { tdxPlatformChecks, type TdxTcbVerdict } from './tdx-policy.ts';
+import type { TdxReferenceValues } from '../reference/reference-values.ts';
 import type { TrustRoots } from './trust-roots.ts';
 
 export interface TdxEvidenceResult {
@@ -93,28 +95,12 @@ function qeReportSignatureCheck(quote: TdxQuote, pck: X509Certificate | undefine
     : fail('tdx.qe_report_signature', 'the QE report signature does not verify with the PCK certificate key');
 }
 
-function tdAttributesCheck(quote: TdxQuote): Check {
-  const attrs = quote.body.tdAttributes;
-  const debug = ((attrs[0]! >> TDX_TD_ATTRIBUTES_DEBUG_BIT) & 1) === 1;
-  const text = `TDATTRIBUTES ${toHex(attrs)}, XFAM ${toHex(quote.body.xfam)}`;
-  return debug
-    ? fail('tdx.td_attributes', `${text}: the TD is in debug mode, its memory is readable by the host`)
-    : pass('tdx.td_attributes', `${text}: debug off`);
-}
-
-function tcbCheck(quote: TdxQuote): Check {
-  return pass(
-    'tdx.tcb',
-    `TEE_TCB_SVN ${toHex(quote.body.teeTcbSvn)}, QE SVN ${quote.header.qeSvn}, PCE SVN ${quote.header.pceSvn}, MRSEAM ${toHex(quote.body.mrSeam).slice(0, 16)}... (not compared with Intel's TCB info or revocation lists)`,
-  );
-}
-
 /**
  * Checks a TDX quote v4: its signature by the attestation key, the QE report's signature by the PCK key, the QE
- * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the TD attributes; TCB values
- * are reported. REPORTDATA and MRTD are compared by the caller.
+ * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the platform policy
+ * (tdx-policy.ts) against `reference` and, when collateral was verified, Intel's TCB `verdict`. REPORTDATA and MRTD are compared by the caller.
  */
-export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now: Date = new Date()): TdxEvidenceResult {
+export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now: Date = new Date(), reference?: TdxReferenceValues, verdict?: TdxTcbVerdict): TdxEvidenceResult {
   let quote: TdxQuote;
   try {
     quote = readTdxQuote(quoteBytes);
@@ -125,6 +111,6 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   checks.push(quoteSignatureCheck(quote));
   const chain = chainChecks(quote, roots, now);
   checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), ...chain.checks);
-  checks.push(tdAttributesCheck(quote), tcbCheck(quote));
+  checks.push(...tdxPlatformChecks(quote.body, reference, verdict));
   return { checks, quote };
 }

@@ -1,6 +1,6 @@
 import { verify as verifySignature, X509Certificate } from 'node:crypto';
 import { gpuEvidenceSha256, type GpuEvidence } from '../../protocol/attestation.ts';
-import { fail, pass, type Check } from '../check.ts';
+import { fail, notPinned, pass, type Check } from '../check.ts';
 import { commonName, issuanceProblem, sameCertificate } from '../evidence/certificate-chain.ts';
 import { certificateFwid, readDeviceCertificates } from './device-certificates.ts';
 import { describeGpuEvidenceError } from './errors.ts';
@@ -121,9 +121,8 @@ function nonceCheck(name: string, report: SpdmMeasurementReport, entry: GpuEvide
     : fail(name, `the signed request carries nonce ${requested}, not yours (${hex(expected)}): the report is replayed or made for someone else`);
 }
 
-function rimSelection(name: string, kind: 'driver' | 'vbios', version: string | null, rims: Rim[], given: boolean): { check: Check; rim?: Rim } {
+function rimSelection(name: string, kind: 'driver' | 'vbios', version: string | null, rims: Rim[]): { check: Check; rim?: Rim } {
   const what = kind === 'driver' ? 'driver' : 'VBIOS';
-  if (!given) return { check: fail(name, `not checked: no RIMs given (reference values gpu.rims), so the ${what} measurements are compared with nothing`) };
   if (version === null) return { check: fail(name, `the report states no ${what} version, so no RIM can be chosen for it`) };
   const candidates = rims.filter((r) => r.kind === kind);
   const rim = candidates.find((r) => r.version.toLowerCase() === version.toLowerCase());
@@ -143,6 +142,12 @@ function measurementCheck(name: string, report: SpdmMeasurementReport, selected:
     return fail(name, `${result.mismatches.length} of ${result.compared.length} measurements differ from every value the RIMs allow, at indexes ${result.mismatches.map((m) => m.index).join(', ')}; first: ${first.join('; ')}: the GPU runs firmware NVIDIA did not sign for`);
   }
   return pass(name, `all ${result.compared.length} measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published`);
+}
+
+function wellFormed(entry: unknown): entry is GpuEvidence {
+  if (typeof entry !== 'object' || entry === null) return false;
+  const e = entry as Record<string, unknown>;
+  return Number.isInteger(e.index) && ['arch', 'report', 'certificates', 'nonce'].every((k) => typeof e[k] === 'string');
 }
 
 function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expected: Uint8Array | null, roots: GpuTrustRoots, at: Date): { checks: Check[]; summary?: GpuReportSummary } {
@@ -169,10 +174,19 @@ function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expect
     for (const what of ['signature', 'chain', 'root', 'fwid']) checks.push(fail(`${prefix}.${what}`, 'not checked: no readable device certificate'));
   }
   checks.push(nonceCheck(`${prefix}.nonce`, report, entry, expected));
-  const driver = rimSelection(`${prefix}.driver_rim`, 'driver', report.firmware.driverVersion, rims, rimsGiven);
-  const vbios = rimSelection(`${prefix}.vbios_rim`, 'vbios', report.firmware.vbiosVersion, rims, rimsGiven);
-  checks.push(driver.check, vbios.check, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
-  checks.push(pass(`${prefix}.revocation`, 'not checked: the device and RIM certificates were not looked up in NVIDIA\'s OCSP service (offline verification)'));
+  if (rimsGiven) {
+    const driver = rimSelection(`${prefix}.driver_rim`, 'driver', report.firmware.driverVersion, rims);
+    const vbios = rimSelection(`${prefix}.vbios_rim`, 'vbios', report.firmware.vbiosVersion, rims);
+    checks.push(driver.check, vbios.check, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
+  } else {
+    checks.push(
+      notPinned(
+        `${prefix}.measurements`,
+        `no RIMs given (reference values gpu.rims): the measurements of driver ${report.firmware.driverVersion ?? '?'} and VBIOS ${report.firmware.vbiosVersion ?? '?'} were compared with nothing`,
+      ),
+    );
+  }
+  checks.push(notPinned(`${prefix}.revocation`, "not checked: the device and RIM certificates were not looked up in NVIDIA's OCSP service (offline verification)"));
   const measurements: Record<number, string> = {};
   for (const b of report.blocks) measurements[b.index - 1] = hex(b.value);
   return { checks, summary: { index: entry.index, arch: entry.arch, driverVersion: report.firmware.driverVersion, vbiosVersion: report.firmware.vbiosVersion, measurements } };
@@ -212,7 +226,11 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
   });
   const expected = expectedNonce(options.nonce);
   const gpus: GpuReportSummary[] = [];
-  for (const entry of entries) {
+  for (const [k, entry] of entries.entries()) {
+    if (!wellFormed(entry)) {
+      checks.push(fail(`gpu[${k}].report`, 'the GPU evidence entry lacks an integer index or a string arch, report, certificates or nonce'));
+      continue;
+    }
     const result = verifyEntry(entry, rims, options.rims !== undefined && options.rims.length > 0, expected, roots, at);
     checks.push(...result.checks);
     if (result.summary !== undefined) gpus.push(result.summary);

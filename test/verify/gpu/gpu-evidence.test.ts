@@ -90,7 +90,13 @@ describe('verifyGpuEvidence on the real report and chain', () => {
   it('fails the signature when one signature byte is flipped, and only the signature', () => {
     const { checks } = verifyGpuEvidence([gpuEntry(flipped(realReport(), 4117 - 10))], { nonce: VECTOR_NONCE, at: VECTOR_TIME });
     const failed = checks.filter((c) => !c.ok).map((c) => c.name);
-    expect(failed).toEqual(['gpu[0].signature', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
+    expect(failed).toEqual(['gpu[0].signature']);
+    expect(checks.find((c) => c.name === 'gpu[0].measurements')).toEqual({
+      name: 'gpu[0].measurements',
+      ok: true,
+      pinned: false,
+      detail: 'no RIMs given (reference values gpu.rims): the measurements of driver 550.90.07 and VBIOS 96.00.9F.00.01 were compared with nothing',
+    });
     expect(detail(checks, 'gpu[0].signature')).toContain('does not verify with the device certificate');
   });
 
@@ -141,6 +147,9 @@ describe('verifyGpuEvidence on the real report and chain', () => {
     expect(gpuEvidenceSha256(entry)).toBe(createHash('sha256').update(realReport()).digest('hex'));
     expect(byName(verifyGpuEvidence([entry], { boundSha256: [gpuEvidenceSha256(entry)], nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks)['gpu.binding']).toBe(true);
     expect(byName(verifyGpuEvidence([entry], { boundSha256: ['00'.repeat(32)], nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks)['gpu.binding']).toBe(false);
+    expect(verifyGpuEvidence([{ index: 0, arch: 'hopper' } as never], {}).checks).toEqual([
+      { name: 'gpu[0].report', ok: false, detail: 'the GPU evidence entry lacks an integer index or a string arch, report, certificates or nonce' },
+    ]);
     expect(verifyGpuEvidence([], {}).checks).toEqual([{ name: 'gpu.evidence', ok: true, detail: 'the evidence holds no GPU report: it says nothing about any GPU the model may run on' }]);
     expect(verifyGpuEvidence([], { rims: [rimText('driver-rim-test.swidtag')] }).checks.map((c) => [c.name, c.ok])).toEqual([['gpu.evidence', false]]);
   });

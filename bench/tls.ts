@@ -1,0 +1,621 @@
+/**
+ * TLS benchmarks (issue 12, item 6): what Sigil's own TLS costs, side by side in one run with
+ * interleaved repetitions, against nginx terminating TLS and a bare node:https pass-through (the floor),
+ * all in front of the same fake engine and all with the same P-256 key and self-signed certificate
+ * (made with openssl for the run).
+ *
+ *   npx tsx bench/tls.ts            full run (~5 min on 2 cores): 5 repetitions; writes bench/results/tls-latest.md
+ *                                   and the table in bench/README.md (section "TLS")
+ *   npx tsx bench/tls.ts --quick    ~1.5 min: 2 shorter repetitions; bench/results/tls-quick.md
+ *   other flags: --reps N, --peers node-https,nginx,sigil,sigil-receipts, --no-install
+ *
+ * Per peer and repetition: (a) full TLS handshakes per second (a new connection each, no resumption,
+ * handshake only) and the proxy's CPU per handshake; (b) JSON requests per second on kept-alive HTTPS
+ * connections (wrk, c=16) and the proxy's CPU per request; (c) streams (c=32, 64 token events each):
+ * the proxy's CPU per token event, and that every event arrives, in order, none held back.
+ * Sigil runs the compiled bin/sigil.js: `npm run build` first. Everything listens on 127.0.0.1, every
+ * load is bounded in time, and the run stops by itself.
+ */
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { TLS_1_2_CIPHERS, TLS_1_3_CIPHERSUITES } from '../src/tls/hardening.ts';
+import type { LoadJob, LoadResult, Target, WorkerMessage } from './load-client.ts';
+import { LOAD_CORE, nginxVersion, PROXY_CORE, ROOT, startEngine, writeSigilConfig, type Engine } from './peers.ts';
+import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
+import { spread, type Spread } from './stats.ts';
+import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
+import { saturate, wrkVersion } from './wrk.ts';
+
+type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts';
+const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts'];
+const FLOOR: TlsPeerName = 'node-https';
+const LABELS: Record<TlsPeerName, string> = {
+  'node-https': 'bare node:https proxy (floor)',
+  nginx: 'nginx (TLS)',
+  sigil: 'Sigil, TLS, no receipts',
+  'sigil-receipts': 'Sigil, TLS, receipt on every request',
+};
+const RESULTS = join(ROOT, 'bench', 'results');
+const CHAT_PATH = '/v1/chat/completions';
+const SERVERNAME = 'localhost';
+/** The issue's target: Sigil's CPU per request within this factor of the bare node:https floor. */
+const TARGET_RATIO = 1.25;
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    reps: { type: 'string' },
+    peers: { type: 'string' },
+    'no-install': { type: 'boolean', default: false },
+  },
+});
+const quick = args.quick;
+const plan = {
+  reps: Number(args.reps ?? (quick ? 2 : 5)),
+  handshakeMs: quick ? 1500 : 3000,
+  handshakeConcurrency: 16,
+  jsonS: quick ? 2 : 4,
+  jsonConcurrency: 16,
+  jsonTokens: 16,
+  streamMs: quick ? 2000 : 4000,
+  streamConcurrency: 32,
+  streamTokens: 64,
+  chunkMs: 5,
+  warmupMs: quick ? 500 : 1000,
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = (msg: string) => process.stderr.write(`[bench-tls ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+const body = (stream: boolean, tokens: number) =>
+  JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: tokens, ...(stream ? { stream: true } : {}) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Key and certificate: one P-256 key, one self-signed certificate, made with openssl, given to every peer.
+
+interface Credentials {
+  certFile: string;
+  keyFile: string;
+  certPem: string;
+  opensslVersion: string;
+}
+
+function makeCredentials(dir: string): Credentials {
+  const certFile = join(dir, 'cert.pem');
+  const keyFile = join(dir, 'key.pem');
+  const r = spawnSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '2', '-subj', `/CN=${SERVERNAME}`, '-addext', `subjectAltName=DNS:${SERVERNAME},IP:127.0.0.1`],
+    { encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(`openssl could not make the bench key and certificate: ${r.stderr}`);
+  const opensslVersion = spawnSync('openssl', ['version'], { encoding: 'utf8' }).stdout.trim();
+  return { certFile, keyFile, certPem: readFileSync(certFile, 'utf8'), opensslVersion };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Peers
+
+interface TlsPeer {
+  name: TlsPeerName;
+  target: Target;
+  pids(): number[];
+  stop(): Promise<void>;
+}
+
+const TSX = ['--import', 'tsx'];
+const jsonHeaders = { 'content-type': 'application/json' };
+
+async function pinned(name: TlsPeerName, spawned: Spawned, port: number, target: Target, extraPids: () => number[] = () => [], signal: NodeJS.Signals = 'SIGINT'): Promise<TlsPeer> {
+  try {
+    await waitForPort(port, 30_000, spawned.child);
+  } catch (err) {
+    await stopChild(spawned.child);
+    throw new Error(`${(err as Error).message}; see ${spawned.log}`);
+  }
+  const pids = () => [spawned.pid, ...extraPids()];
+  for (const pid of pids()) pin(pid, PROXY_CORE);
+  return { name, target, pids, stop: () => stopChild(spawned.child, signal) };
+}
+
+function tlsTarget(port: number, creds: Credentials, headers: Record<string, string> = jsonHeaders): Target {
+  return { host: '127.0.0.1', port, path: CHAT_PATH, headers, tls: { ca: creds.certPem, servername: SERVERNAME } };
+}
+
+async function startNodeHttps(dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
+  const port = await freePort();
+  const spawned = spawnLogged(
+    process.execPath,
+    [...TSX, join(ROOT, 'bench', 'minimal-tls-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`, '--cert', creds.certFile, '--key', creds.keyFile],
+    join(dir, 'node-https.log'),
+  );
+  return pinned('node-https', spawned, port, tlsTarget(port, creds));
+}
+
+async function startNginxTls(dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
+  if (nginxVersion() === undefined) throw new Error('nginx is not installed (as root: apt-get install -y nginx)');
+  const port = await freePort();
+  const home = join(dir, 'nginx-tls');
+  mkdirSync(home, { recursive: true });
+  const conf = readFileSync(join(ROOT, 'bench', 'nginx-tls.conf.template'), 'utf8')
+    .replaceAll('{{user}}', process.getuid?.() === 0 ? 'user root;' : '')
+    .replaceAll('{{dir}}', home)
+    .replaceAll('{{port}}', String(port))
+    .replaceAll('{{enginePort}}', String(engine.port))
+    .replaceAll('{{cert}}', creds.certFile)
+    .replaceAll('{{key}}', creds.keyFile)
+    .replaceAll('{{tls12Ciphers}}', TLS_1_2_CIPHERS)
+    .replaceAll('{{tls13Suites}}', TLS_1_3_CIPHERSUITES);
+  writeFileSync(join(home, 'nginx.conf'), conf);
+  const spawned = spawnLogged('nginx', ['-p', home, '-c', join(home, 'nginx.conf'), '-e', join(home, 'error.log')], join(dir, 'nginx-tls.log'));
+  return pinned('nginx', spawned, port, tlsTarget(port, creds), () => childPids(spawned.pid), 'SIGQUIT');
+}
+
+async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean): Promise<TlsPeer> {
+  const name: TlsPeerName = receipts ? 'sigil-receipts' : 'sigil';
+  const port = await freePort();
+  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } });
+  const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
+  const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
+  if (receipts) headers['x-service-receipt'] = 'true';
+  return pinned(name, spawned, port, tlsTarget(port, creds, headers));
+}
+
+function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
+  switch (name) {
+    case 'node-https':
+      return startNodeHttps(dir, engine, creds);
+    case 'nginx':
+      return startNginxTls(dir, engine, creds);
+    case 'sigil':
+      return startSigilTls(dir, engine, creds, false);
+    case 'sigil-receipts':
+      return startSigilTls(dir, engine, creds, true);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Load processes (both on the load core, one active at a time)
+
+class Worker<J, R> {
+  readonly child: ChildProcess;
+  constructor(file: string) {
+    this.child = fork(join(ROOT, 'bench', file), [], { execArgv: TSX, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    if (this.child.pid !== undefined) pin(this.child.pid, LOAD_CORE);
+  }
+
+  run(job: J): Promise<R> {
+    return new Promise((resolve, reject) => {
+      const onMessage = (m: { type: string; result?: R; message?: string }) => {
+        if (m.type === 'opened') return;
+        this.child.off('message', onMessage);
+        if (m.type === 'result') resolve(m.result!);
+        else reject(new Error(m.message));
+      };
+      this.child.on('message', onMessage);
+      this.child.send(job as object);
+    });
+  }
+
+  cpu(): number {
+    return this.child.pid === undefined ? 0 : cpuMicros([this.child.pid]);
+  }
+
+  stop(): Promise<void> {
+    return stopChild(this.child);
+  }
+}
+
+type LoadWorker = Worker<LoadJob, LoadResult>;
+type HandshakeWorker = Worker<HandshakeJob, HandshakeResult>;
+// Keep the message types in use: the workers answer with these shapes.
+export type { HandshakeMessage, WorkerMessage };
+
+// ---------------------------------------------------------------------------------------------------------------
+// Measurements
+
+type Scenario = 'handshake' | 'json' | 'stream';
+
+interface Sample {
+  rep: number;
+  peer: TlsPeerName;
+  scenario: Scenario;
+  /** Handshakes, requests or streams completed. */
+  count: number;
+  /** Per second over the measurement. */
+  rate: number;
+  errors: number;
+  /** µs of proxy CPU (user + system, all processes and threads) per handshake, request or token event. */
+  cpuUs: number;
+  /** Proxy CPU over wall time (1.0: the proxy's core was saturated). */
+  proxyBusy: number;
+  /** Load generator's CPU over wall time (handshakes: the Node client process). */
+  loadBusy?: number;
+  p50: number;
+  p99: number;
+  resumed?: number;
+  protocol?: string;
+  cipher?: string;
+  group?: string;
+  streamsOk?: number;
+  streamsBad?: number;
+  tokenEvents?: number;
+  mergedReads?: number;
+  reads?: number;
+  problem?: string;
+}
+
+async function measureHandshakes(hs: HandshakeWorker, peer: TlsPeer, rep: number, durationMs: number): Promise<Sample> {
+  const job: HandshakeJob = { kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: peer.target.tls!.ca, servername: SERVERNAME, concurrency: plan.handshakeConcurrency, durationMs };
+  const before = cpuMicros(peer.pids());
+  const loadBefore = hs.cpu();
+  const r = await hs.run(job);
+  const cpu = cpuMicros(peer.pids()) - before;
+  const loadCpu = hs.cpu() - loadBefore;
+  const s: Sample = {
+    rep,
+    peer: peer.name,
+    scenario: 'handshake',
+    count: r.handshakes,
+    rate: r.rate,
+    errors: r.errors,
+    cpuUs: r.handshakes > 0 ? cpu / r.handshakes : Number.NaN,
+    proxyBusy: cpu / 1e6 / r.seconds,
+    loadBusy: loadCpu / 1e6 / r.seconds,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    resumed: r.resumed,
+  };
+  if (r.protocol !== undefined) s.protocol = r.protocol;
+  if (r.cipher !== undefined) s.cipher = r.cipher;
+  if (r.group !== undefined) s.group = r.group;
+  if (r.firstProblem !== undefined) s.problem = r.firstProblem;
+  return s;
+}
+
+async function measureJson(dir: string, peer: TlsPeer, rep: number, seconds: number, useWrk: boolean): Promise<Sample> {
+  const before = cpuMicros(peer.pids());
+  const started = performance.now();
+  const r = await saturate(dir, peer.target, body(false, plan.jsonTokens), plan.jsonConcurrency, seconds, LOAD_CORE, useWrk);
+  const wall = (performance.now() - started) / 1000;
+  const cpu = cpuMicros(peer.pids()) - before;
+  return { rep, peer: peer.name, scenario: 'json', count: r.requests, rate: r.rps, errors: r.errors, cpuUs: r.requests > 0 ? cpu / r.requests : Number.NaN, proxyBusy: cpu / 1e6 / wall, p50: r.p50, p99: r.p99 };
+}
+
+async function measureStreams(worker: LoadWorker, peer: TlsPeer, rep: number, durationMs: number): Promise<Sample> {
+  const job: LoadJob = { kind: 'load', mode: 'stream', target: peer.target, body: body(true, plan.streamTokens), concurrency: plan.streamConcurrency, durationMs, tokens: plan.streamTokens };
+  const before = cpuMicros(peer.pids());
+  const started = performance.now();
+  const r = await worker.run(job);
+  const wall = (performance.now() - started) / 1000;
+  const cpu = cpuMicros(peer.pids()) - before;
+  const streamsOk = r.streamsOk ?? 0;
+  // Every stream that ended in order delivered all its token events; a bad one is reported, not counted.
+  const tokenEvents = streamsOk * plan.streamTokens;
+  const s: Sample = {
+    rep,
+    peer: peer.name,
+    scenario: 'stream',
+    count: r.requests,
+    rate: r.rps,
+    errors: r.errors + r.non200,
+    cpuUs: tokenEvents > 0 ? cpu / tokenEvents : Number.NaN,
+    proxyBusy: cpu / 1e6 / wall,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    streamsOk,
+    streamsBad: r.streamsBad ?? 0,
+    tokenEvents,
+    mergedReads: r.mergedReads ?? 0,
+    reads: r.reads ?? 0,
+  };
+  if (r.firstProblem !== undefined) s.problem = r.firstProblem;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+const fmt = (v: number, digits = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
+const cell = (s: Spread, digits = 0) => (Number.isFinite(s.median) ? `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})` : 'n/a');
+
+interface Summary {
+  peer: TlsPeerName;
+  values: Record<string, Spread>;
+  streamsOk: number;
+  streamsBad: number;
+  tokenEvents: number;
+  mergedReads: number;
+  reads: number;
+  errors: number;
+  resumed: number;
+  handshakeWith?: string;
+  rssMb?: number;
+}
+
+function summarise(peers: TlsPeerName[], samples: Sample[], rss: Map<TlsPeerName, number>): Summary[] {
+  const get = (peer: TlsPeerName, scenario: Scenario, rep: number) => samples.find((s) => s.peer === peer && s.scenario === scenario && s.rep === rep);
+  const reps = [...new Set(samples.map((s) => s.rep))];
+  return peers.map((peer) => {
+    const mine = samples.filter((s) => s.peer === peer);
+    const values: Record<string, Spread> = {};
+    for (const scenario of ['handshake', 'json', 'stream'] as Scenario[]) {
+      const of = mine.filter((s) => s.scenario === scenario);
+      values[`${scenario}.rate`] = spread(of.map((s) => s.rate));
+      values[`${scenario}.cpuUs`] = spread(of.map((s) => s.cpuUs));
+      values[`${scenario}.proxyBusy`] = spread(of.map((s) => s.proxyBusy));
+      values[`${scenario}.p50`] = spread(of.map((s) => s.p50));
+      values[`${scenario}.p99`] = spread(of.map((s) => s.p99));
+      if (scenario === 'handshake') values['handshake.loadBusy'] = spread(of.map((s) => s.loadBusy ?? Number.NaN));
+      // Ratios to the floor within the same repetition, then their spread.
+      for (const metric of ['rate', 'cpuUs'] as const) {
+        values[`${scenario}.${metric}.vsFloor`] = spread(
+          reps.map((rep) => {
+            const a = get(peer, scenario, rep);
+            const b = get(FLOOR, scenario, rep);
+            return a === undefined || b === undefined ? Number.NaN : a[metric] / b[metric];
+          }),
+        );
+      }
+    }
+    const hs = mine.find((s) => s.scenario === 'handshake' && s.protocol !== undefined);
+    const streams = mine.filter((s) => s.scenario === 'stream');
+    const summary: Summary = {
+      peer,
+      values,
+      streamsOk: streams.reduce((a, s) => a + (s.streamsOk ?? 0), 0),
+      streamsBad: streams.reduce((a, s) => a + (s.streamsBad ?? 0), 0),
+      tokenEvents: streams.reduce((a, s) => a + (s.tokenEvents ?? 0), 0),
+      mergedReads: streams.reduce((a, s) => a + (s.mergedReads ?? 0), 0),
+      reads: streams.reduce((a, s) => a + (s.reads ?? 0), 0),
+      errors: mine.reduce((a, s) => a + s.errors, 0),
+      resumed: mine.reduce((a, s) => a + (s.resumed ?? 0), 0),
+    };
+    if (hs !== undefined) summary.handshakeWith = `${hs.protocol} ${hs.cipher} ${hs.group ?? ''}`.trim();
+    const r = rss.get(peer);
+    if (r !== undefined) summary.rssMb = r;
+    return summary;
+  });
+}
+
+interface Meta {
+  date: string;
+  command: string;
+  mode: string;
+  machine: string;
+  node: string;
+  tools: Record<string, string>;
+  commit: string;
+  seconds: number;
+  loadAverage: { before: number[]; after: number[] };
+}
+
+function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[]): { table: string; full: string } {
+  const L: string[] = [];
+  const la = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ');
+  L.push(
+    `Run ${meta.date} (\`${meta.command}\`, ${meta.seconds} s) on ${meta.machine}; Node ${meta.node}; ${Object.entries(meta.tools)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}; Sigil at ${meta.commit}.`,
+  );
+  L.push(
+    `Mode \`${meta.mode}\`, ${plan.reps} interleaved repetitions; each cell is the median over repetitions with (min–max); ratios are taken to the node:https floor within each repetition. ${hasTaskset ? 'Proxies pinned to core 0; engine and load generators to core 1 (taskset).' : 'No CPU pinning (taskset missing).'} Load average (1 / 5 / 15 min): ${la(meta.loadAverage.before)} before, ${la(meta.loadAverage.after)} after.`,
+  );
+  L.push(
+    `One P-256 key and self-signed certificate (openssl) for every peer; TLS 1.2/1.3 with Sigil's suites and groups everywhere. Handshakes: ${plan.handshakeConcurrency} concurrent loops of connect + full handshake + close from one Node process, ${plan.handshakeMs / 1000} s. JSON: wrk, ${plan.jsonConcurrency} kept-alive HTTPS connections, ${plan.jsonS} s, ${plan.jsonTokens}-token answers. Streams: ${plan.streamConcurrency} concurrent kept-alive HTTPS streams of ${plan.streamTokens} token events (${plan.chunkMs} ms apart), ${plan.streamMs / 1000} s, from a node:https client process.`,
+  );
+  for (const u of unavailable) L.push(`- **${u.name}** not measured: ${u.note}`);
+  L.push('');
+  const table: string[] = [];
+  table.push('| peer | full handshakes/s | × floor | proxy CPU µs/handshake | × floor | JSON req/s (keep-alive, c=16) | × floor | proxy CPU µs/request | × floor | proxy CPU µs/stream event | × floor | streams complete, in order | reads with >1 token event |');
+  table.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const s of summaries) {
+    const v = s.values;
+    table.push(
+      `| ${LABELS[s.peer]} | ${cell(v['handshake.rate']!)} | ${cell(v['handshake.rate.vsFloor']!, 2)} | ${cell(v['handshake.cpuUs']!)} | ${cell(v['handshake.cpuUs.vsFloor']!, 2)} | ${cell(v['json.rate']!)} | ${cell(v['json.rate.vsFloor']!, 2)} | ${cell(v['json.cpuUs']!)} | ${cell(v['json.cpuUs.vsFloor']!, 2)} | ${cell(v['stream.cpuUs']!, 1)} | ${cell(v['stream.cpuUs.vsFloor']!, 2)} | ${fmt(s.streamsOk)} of ${fmt(s.streamsOk + s.streamsBad)} | ${fmt(s.mergedReads)} of ${fmt(s.reads)} |`,
+    );
+  }
+  L.push(...table, '');
+  L.push('**Saturation and latency** (proxy busy: its CPU time over wall time, 1.00 = its core is full; client busy: the handshake client process on the load core)');
+  L.push('');
+  L.push('| peer | handshake: proxy busy | handshake: client busy | handshake p50 / p99 µs | JSON: proxy busy | JSON p50 / p99 µs (wrk) | streams: proxy busy | stream TTFB p50 / p99 µs | negotiated | RSS at end (MB) |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|');
+  for (const s of summaries) {
+    const v = s.values;
+    L.push(
+      `| ${LABELS[s.peer]} | ${cell(v['handshake.proxyBusy']!, 2)} | ${cell(v['handshake.loadBusy']!, 2)} | ${fmt(v['handshake.p50']!.median)} / ${fmt(v['handshake.p99']!.median)} | ${cell(v['json.proxyBusy']!, 2)} | ${fmt(v['json.p50']!.median)} / ${fmt(v['json.p99']!.median)} | ${cell(v['stream.proxyBusy']!, 2)} | ${fmt(v['stream.p50']!.median)} / ${fmt(v['stream.p99']!.median)} | ${s.handshakeWith ?? 'n/a'} | ${s.rssMb === undefined ? 'n/a' : fmt(s.rssMb, 1)} |`,
+    );
+  }
+  L.push('');
+  // Targets
+  const targetLines: string[] = ['| target (issue 12) | measured | holds |', '|---|---|---|'];
+  for (const name of ['sigil', 'sigil-receipts'] as TlsPeerName[]) {
+    const s = summaries.find((x) => x.peer === name);
+    if (s === undefined) continue;
+    const ratio = s.values['json.cpuUs.vsFloor']!;
+    if (name === 'sigil' || Number.isFinite(ratio.median)) {
+      targetLines.push(
+        `| ${LABELS[name]}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor | ${fmt(ratio.median, 2)}× (${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)} over repetitions; ${fmt(s.values['json.cpuUs']!.median)} vs ${fmt(summaries.find((x) => x.peer === FLOOR)?.values['json.cpuUs']!.median ?? Number.NaN)} µs) | ${ratio.median <= TARGET_RATIO ? 'yes' : '**no**'}${name === 'sigil-receipts' ? ' (not part of the target: one ES256 signature per request)' : ''} |`,
+      );
+    }
+    const held = s.streamsBad === 0 && s.mergedReads === 0 && s.streamsOk > 0 && s.errors === 0;
+    targetLines.push(
+      `| ${LABELS[name]}: no stream event held back | ${fmt(s.streamsOk)} streams complete and in order, ${fmt(s.streamsBad)} bad, ${fmt(s.errors)} errors; ${fmt(s.mergedReads)} of ${fmt(s.reads)} reads carried >1 token event | ${held ? 'yes' : '**no**'} |`,
+    );
+  }
+  L.push(...targetLines, '');
+  const resumed = summaries.reduce((a, s) => a + s.resumed, 0);
+  L.push(`Handshakes resumed from a session: ${resumed} (must be 0: every handshake counted is a full one).`);
+  L.push('');
+  const full: string[] = ['# TLS benchmark: raw output', '', ...L, '## Every sample', ''];
+  full.push('| rep | peer | scenario | count | per s | errors | proxy CPU µs per unit | proxy busy | client busy | p50 µs | p99 µs | streams ok / bad | reads >1 event / reads | problem |');
+  full.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const s of samples) {
+    full.push(
+      `| ${s.rep} | ${s.peer} | ${s.scenario} | ${s.count} | ${fmt(s.rate)} | ${s.errors} | ${fmt(s.cpuUs, 1)} | ${fmt(s.proxyBusy, 2)} | ${s.loadBusy === undefined ? '' : fmt(s.loadBusy, 2)} | ${fmt(s.p50)} | ${fmt(s.p99)} | ${s.streamsOk === undefined ? '' : `${s.streamsOk} / ${s.streamsBad}`} | ${s.reads === undefined ? '' : `${s.mergedReads} / ${s.reads}`} | ${s.problem ?? ''} |`,
+    );
+  }
+  full.push('', 'Units: handshake = one full handshake; json = one request; stream = one token event (CPU) or one stream (count, per s, latency = time to first chunk).', '');
+  return { table: L.join('\n'), full: full.join('\n') };
+}
+
+function updateReadme(markdown: string): void {
+  const file = join(ROOT, 'bench', 'README.md');
+  if (!existsSync(file)) return;
+  const text = readFileSync(file, 'utf8');
+  const start = '<!-- bench:tls:start -->';
+  const end = '<!-- bench:tls:end -->';
+  const a = text.indexOf(start);
+  const b = text.indexOf(end);
+  if (a === -1 || b < a) return;
+  writeFileSync(file, text.slice(0, a + start.length) + '\n' + markdown + text.slice(b));
+}
+
+function sigilCommit(): string {
+  const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() || 'unknown';
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '';
+  return dirty ? `${head} (+ uncommitted changes in src/)` : head;
+}
+
+function ensureTools(): void {
+  const missing = [wrkVersion() === undefined ? 'wrk' : '', nginxVersion() === undefined ? 'nginx' : ''].filter(Boolean);
+  if (missing.length === 0 || args['no-install'] || process.getuid?.() !== 0) return;
+  log(`installing ${missing.join(' ')} from Debian (apt-get)…`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (spawnSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'ignore', timeout: 240_000, env }).status !== 0) log(`could not install ${missing.join(' ')}`);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const loadBefore = loadavg();
+  if (loadBefore[0]! > 1.5) log(`warning: load average ${loadBefore[0]!.toFixed(1)} before the run; other processes share these cores`);
+  const watchdog = setTimeout(() => {
+    log('time limit reached: stopping everything');
+    killAllStarted();
+    process.exit(1);
+  }, (quick ? 6 : 15) * 60_000);
+  watchdog.unref();
+  if (!existsSync(join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` first (Sigil runs as bin/sigil.js)');
+
+  mkdirSync(RESULTS, { recursive: true });
+  ensureTools();
+  const useWrk = wrkVersion() !== undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-bench-tls-'));
+  const creds = makeCredentials(dir);
+  const engine = await startEngine(dir, plan.chunkMs, 0);
+  const loadWorker: LoadWorker = new Worker<LoadJob, LoadResult>('load-client.ts');
+  const hsWorker: HandshakeWorker = new Worker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
+  const live: TlsPeer[] = [];
+  try {
+    const wanted = args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p));
+    if (!wanted.includes(FLOOR)) wanted.unshift(FLOOR);
+    const unavailable: { name: TlsPeerName; note: string }[] = [];
+    for (const name of wanted) {
+      try {
+        const peer = await startPeer(name, dir, engine, creds);
+        const json = await loadWorker.run({ kind: 'load', mode: 'json', target: peer.target, body: body(false, plan.jsonTokens), concurrency: 1, durationMs: 300, tokens: plan.jsonTokens });
+        const stream = await loadWorker.run({ kind: 'load', mode: 'stream', target: peer.target, body: body(true, 4), concurrency: 1, durationMs: 300, tokens: 4 });
+        const hs = await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
+        const problem =
+          json.requests === 0 || json.non200 > 0
+            ? `JSON over HTTPS failed (${json.firstProblem ?? 'no answer'})`
+            : stream.streamsOk === 0 || (stream.streamsBad ?? 0) > 0
+              ? `streams over HTTPS failed (${stream.firstProblem ?? 'no answer'})`
+              : hs.handshakes === 0 || hs.errors > 0
+                ? `handshakes failed (${hs.firstProblem ?? 'none completed'})`
+                : undefined;
+        if (problem !== undefined) {
+          await peer.stop();
+          throw new Error(problem);
+        }
+        live.push(peer);
+        log(`${name}: ready (${hs.protocol} ${hs.cipher} ${hs.group ?? ''})`);
+      } catch (err) {
+        unavailable.push({ name, note: (err as Error).message });
+        log(`${name}: skipped (${(err as Error).message})`);
+      }
+    }
+    if (!live.some((p) => p.name === FLOOR)) throw new Error('the node:https floor did not start: nothing to compare with');
+
+    log('warm-up…');
+    for (const peer of live) {
+      await measureHandshakes(hsWorker, peer, 0, plan.warmupMs / 2);
+      await saturate(dir, peer.target, body(false, plan.jsonTokens), plan.jsonConcurrency, 1, LOAD_CORE, useWrk);
+      await measureStreams(loadWorker, peer, 0, plan.warmupMs);
+    }
+
+    const samples: Sample[] = [];
+    for (let rep = 1; rep <= plan.reps; rep++) {
+      const order = live.map((_, i) => live[(i + rep - 1) % live.length]!);
+      log(`repetition ${rep}/${plan.reps}: ${order.map((p) => p.name).join(', ')}`);
+      for (const scenario of ['handshake', 'json', 'stream'] as Scenario[]) {
+        for (const peer of order) {
+          await sleep(200);
+          if (scenario === 'handshake') samples.push(await measureHandshakes(hsWorker, peer, rep, plan.handshakeMs));
+          else if (scenario === 'json') samples.push(await measureJson(dir, peer, rep, plan.jsonS, useWrk));
+          else samples.push(await measureStreams(loadWorker, peer, rep, plan.streamMs));
+        }
+      }
+    }
+    const rss = new Map<TlsPeerName, number>(live.map((p) => [p.name, rssMb(p.pids())]));
+    for (const peer of live) await peer.stop();
+    live.length = 0;
+
+    const tools: Record<string, string> = { openssl: creds.opensslVersion.replace(/^OpenSSL\s+/, '').split(' ')[0] ?? creds.opensslVersion };
+    const nv = nginxVersion();
+    if (nv) tools.nginx = nv;
+    const wv = wrkVersion();
+    tools[wv ? 'wrk' : 'autocannon'] = wv ?? 'from npm';
+    const cpu = cpus();
+    const meta: Meta = {
+      date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC',
+      command: `npx tsx bench/tls.ts${process.argv.slice(2).length > 0 ? ' ' + process.argv.slice(2).join(' ') : ''}`,
+      mode: quick ? '--quick' : 'full',
+      machine: `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}`,
+      node: process.version,
+      tools,
+      commit: sigilCommit(),
+      seconds: Math.round((Date.now() - started) / 1000),
+      loadAverage: { before: loadBefore, after: loadavg() },
+    };
+    const summaries = summarise(
+      ALL_PEERS.filter((p) => samples.some((s) => s.peer === p)),
+      samples,
+      rss,
+    );
+    const { table, full } = render(meta, summaries, samples, unavailable);
+    const stem = quick ? 'tls-quick' : 'tls-latest';
+    writeFileSync(join(RESULTS, `${stem}.md`), full);
+    writeFileSync(join(RESULTS, `${stem}.json`), JSON.stringify({ meta, plan, summaries, samples, unavailable }, null, 2) + '\n');
+    if (!quick && args.reps === undefined && args.peers === undefined) updateReadme(table);
+    process.stdout.write(full);
+    log(`done in ${Math.round((Date.now() - started) / 1000)} s; wrote bench/results/${stem}.md and .json`);
+    return 0;
+  } finally {
+    for (const peer of live) await peer.stop();
+    await loadWorker.stop();
+    await hsWorker.stop();
+    await stopChild(engine.spawned.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+process.on('SIGINT', () => {
+  killAllStarted();
+  process.exit(130);
+});
+process.on('exit', () => killAllStarted());
+
+main().then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    log(`failed: ${err.stack ?? err.message}`);
+    killAllStarted();
+    process.exit(1);
+  },
+);

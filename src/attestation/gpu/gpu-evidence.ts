@@ -1,0 +1,97 @@
+/**
+ * GPU evidence for the attestation document (SPEC 10): each confidential-computing GPU's SPDM report for the
+ * document's nonce and its certificate chain, through NVML. `attestation.gpu` says what a machine without them means.
+ */
+import type { Logger } from '../../log/logger.ts';
+import type { GpuEvidence } from '../../protocol/attestation.ts';
+import { DEFAULT_NVML_LIBRARY, NVML_CC_SYSTEM_DEVTOOLS_MODE_ON, NVML_CC_SYSTEM_FEATURE_ENABLED, openNvml, type Nvml } from './nvml.ts';
+
+export type GpuAttestationMode = 'auto' | 'required' | 'off';
+
+export interface GpuCollectorOptions {
+  mode: GpuAttestationMode;
+  /** libnvidia-ml.so.1 by default; a path for tests. */
+  nvmlLibrary?: string;
+  /** Told once at start why GPUs are left out (warn when NVML is there but unusable; info when there is none). */
+  logger: Pick<Logger, 'info' | 'warn'>;
+}
+
+export interface GpuCollector {
+  /** How many GPUs each document will carry evidence for. */
+  gpus: number;
+  collect(nonce: Uint8Array): Promise<GpuEvidence[]>;
+  close(): void;
+}
+
+/** Refusal to start: `attestation.gpu: required` on a machine that cannot produce GPU evidence. */
+export class GpuAttestationUnavailable extends Error {
+  constructor(reason: string) {
+    super(`attestation.gpu is required but ${reason}; set attestation.gpu to auto or off to serve without GPU evidence`);
+    this.name = 'GpuAttestationUnavailable';
+  }
+}
+
+const NONE: GpuCollector = { gpus: 0, collect: async () => [], close: () => {} };
+
+/** The request nonce of an SPDM GET_MEASUREMENTS report: bytes 4-35 (after version, code, param1, param2). */
+function requestNonce(report: Buffer): string {
+  return report.subarray(4, 36).toString('hex');
+}
+
+async function collectFrom(nvml: Nvml, gpus: { index: number; arch: string }[], nonce: Uint8Array): Promise<GpuEvidence[]> {
+  const wanted = Buffer.from(nonce).toString('hex');
+  return Promise.all(
+    gpus.map(async ({ index, arch }) => {
+      const { report, certificates } = await nvml.attest(index, nonce);
+      // A GPU that answers another nonce gives a report no verifier will accept: fail here, loudly, instead.
+      if (requestNonce(report) !== wanted) throw new Error(`GPU ${index} answered nonce ${requestNonce(report)} instead of ${wanted}`);
+      return { index, arch, report: report.toString('base64'), certificates: certificates.toString('base64'), nonce: wanted };
+    }),
+  );
+}
+
+/**
+ * Opens NVML at start and decides: `off` never looks; `auto` collects from every GPU when confidential computing is
+ * on and otherwise carries none (with a warning); `required` throws GpuAttestationUnavailable unless at least one
+ * GPU runs in confidential-computing mode.
+ */
+export function createGpuCollector(options: GpuCollectorOptions): GpuCollector {
+  if (options.mode === 'off') return NONE;
+  const library = options.nvmlLibrary ?? DEFAULT_NVML_LIBRARY;
+  const unavailable = (reason: string, level: 'info' | 'warn' = 'warn'): GpuCollector => {
+    if (options.mode === 'required') throw new GpuAttestationUnavailable(reason);
+    options.logger[level](`attestation.gpu auto: ${reason}; documents carry no GPU evidence`);
+    return NONE;
+  };
+  let nvml: Nvml;
+  try {
+    nvml = openNvml(library);
+  } catch (err) {
+    return unavailable(`NVML (${library}) cannot be loaded: ${(err as Error).message}`, 'info');
+  }
+  try {
+    const state = nvml.confComputeState();
+    if (state.ccFeature !== NVML_CC_SYSTEM_FEATURE_ENABLED) {
+      nvml.shutdown();
+      return unavailable('the GPUs are not in confidential-computing mode (NVML ccFeature off)');
+    }
+    const count = nvml.deviceCount();
+    if (count === 0) {
+      nvml.shutdown();
+      return unavailable('NVML lists no GPU');
+    }
+    if (state.devToolsMode === NVML_CC_SYSTEM_DEVTOOLS_MODE_ON) {
+      options.logger.warn('the GPUs run confidential computing in developer-tools mode: the host can read GPU memory; do not serve real prompts');
+    }
+    const gpus = Array.from({ length: count }, (_, index) => ({ index, arch: nvml.architecture(index) }));
+    return {
+      gpus: count,
+      collect: (nonce) => collectFrom(nvml, gpus, nonce),
+      close: () => nvml.shutdown(),
+    };
+  } catch (err) {
+    nvml.shutdown();
+    if (options.mode === 'required') throw new GpuAttestationUnavailable(`NVML failed: ${(err as Error).message}`);
+    throw err;
+  }
+}

@@ -1,0 +1,107 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import koffi from 'koffi';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { makeAttestationDocument } from '../../src/attestation/document.ts';
+import { createGpuCollector, GpuAttestationUnavailable, type GpuAttestationMode } from '../../src/attestation/gpu/gpu-evidence.ts';
+import { createNoneProvider } from '../../src/attestation/none.ts';
+import { verifyGpuEvidence } from '../../src/verify/gpu/index.ts';
+import { realChainPem, realReport, VECTOR_NONCE, VECTOR_TIME } from '../support/gpu-fixtures.ts';
+
+const SOURCE = join(import.meta.dirname, '..', 'support', 'fake-nvml', 'fake-nvml.c');
+let library: string;
+let configure: (gpus: number, cc: number) => void;
+let lastNonce: () => string;
+
+beforeAll(() => {
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-fake-nvml-'));
+  library = join(dir, 'libnvidia-ml.so.1');
+  execFileSync('gcc', ['-shared', '-fPIC', '-Wall', '-Werror', '-o', library, SOURCE]);
+  writeFileSync(join(dir, 'report.bin'), realReport());
+  writeFileSync(join(dir, 'chain.pem'), realChainPem());
+  const fake = koffi.load(library);
+  const configureFn = fake.func('int fakeNvmlConfigure(const char *report, const char *certs, uint32_t gpus, uint32_t cc)');
+  const lastNonceFn = fake.func('void fakeNvmlLastNonce(_Out_ uint8_t *out)');
+  configure = (gpus, cc) => expect(configureFn(join(dir, 'report.bin'), join(dir, 'chain.pem'), gpus, cc)).toBe(0);
+  lastNonce = () => {
+    const out = Buffer.alloc(32);
+    lastNonceFn(out);
+    return out.toString('hex');
+  };
+});
+
+function collector(mode: GpuAttestationMode, nvmlLibrary = library) {
+  const logged: string[] = [];
+  const logger = { info: (m: string) => logged.push(`info: ${m}`), warn: (m: string) => logged.push(`warn: ${m}`) } as never;
+  return { logged, make: () => createGpuCollector({ mode, nvmlLibrary, logger }) };
+}
+
+describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/support/fake-nvml)', () => {
+  it("collects every GPU's report and chain for the nonce, through the FFI, as the verifier accepts them", async () => {
+    configure(2, 1);
+    const { make, logged } = collector('required');
+    const gpus = make();
+    expect(gpus.gpus).toBe(2);
+    const entries = await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
+    expect(lastNonce()).toBe(VECTOR_NONCE);
+    expect(entries).toEqual([0, 1].map((index) => ({ index, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE })));
+    const { checks } = verifyGpuEvidence(entries, { nonce: VECTOR_NONCE, at: VECTOR_TIME });
+    for (const i of [0, 1]) {
+      for (const what of ['report', 'signature', 'chain', 'root', 'fwid', 'nonce']) expect(checks.find((c) => c.name === `gpu[${i}].${what}`)?.ok).toBe(true);
+    }
+    expect(logged).toEqual([]);
+    gpus.close();
+  });
+
+  it('passes the nonce it is given to the GPU and refuses a report for another one', async () => {
+    configure(1, 1);
+    const gpus = collector('auto').make();
+    const other = 'ab'.repeat(32);
+    await expect(gpus.collect(Buffer.from(other, 'hex'))).rejects.toThrow(`GPU 0 answered nonce ${VECTOR_NONCE} instead of ${other}`);
+    expect(lastNonce()).toBe(other);
+    gpus.close();
+  });
+
+  it('binds the hash of each report in the attestation document', async () => {
+    configure(1, 1);
+    const gpus = collector('required').make();
+    const { document } = await makeAttestationDocument(
+      { provider: createNoneProvider(), collectGpuEvidence: gpus.collect, eventLog: null },
+      { jwks: { keys: [] }, policyHash: 'sha256:' + '0'.repeat(64), tlsSpkiSha256: null, hpkeKeyConfig: null },
+      Buffer.from(VECTOR_NONCE, 'hex'),
+    );
+    expect(document.gpu_evidence).toHaveLength(1);
+    expect(document.binding.gpu_evidence_sha256).toEqual([createHash('sha256').update(realReport()).digest('hex')]);
+    gpus.close();
+  });
+
+  it('required refuses to start when confidential computing is off, or NVML is missing', () => {
+    configure(2, 0);
+    expect(() => collector('required').make()).toThrow(GpuAttestationUnavailable);
+    expect(() => collector('required').make()).toThrow(
+      'attestation.gpu is required but the GPUs are not in confidential-computing mode (NVML ccFeature off); set attestation.gpu to auto or off to serve without GPU evidence',
+    );
+    expect(() => collector('required', '/nonexistent/libnvidia-ml.so.1').make()).toThrow(/^attestation.gpu is required but NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; set attestation.gpu to auto or off/);
+    configure(0, 1);
+    expect(() => collector('required').make()).toThrow('attestation.gpu is required but NVML lists no GPU');
+  });
+
+  it('auto carries no GPU evidence without NVML (info) or without confidential computing (warning); off never looks', async () => {
+    const missing = collector('auto', '/nonexistent/libnvidia-ml.so.1');
+    const none = missing.make();
+    expect(none.gpus).toBe(0);
+    expect(await none.collect(Buffer.alloc(32))).toEqual([]);
+    expect(missing.logged).toHaveLength(1);
+    expect(missing.logged[0]).toMatch(/^info: attestation.gpu auto: NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; documents carry no GPU evidence$/);
+    configure(2, 0);
+    const off = collector('auto');
+    expect(off.make().gpus).toBe(0);
+    expect(off.logged).toEqual(['warn: attestation.gpu auto: the GPUs are not in confidential-computing mode (NVML ccFeature off); documents carry no GPU evidence']);
+    const never = collector('off', '/nonexistent/libnvidia-ml.so.1');
+    expect(never.make().gpus).toBe(0);
+    expect(never.logged).toEqual([]);
+  });
+});
