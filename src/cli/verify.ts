@@ -21,6 +21,7 @@ import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
 import type { ReceiptExpectations } from '../verify/receipt.ts';
 import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 import type { Dispatcher } from 'undici';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
@@ -374,7 +375,9 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
     // vouch for. A development service (tee "none") over plain HTTP is verified on, and fails on its lack of TEE.
     const development = field(material.attestation, 'tee') === 'none' && new URL(base).protocol === 'http:';
     if (!tlsKey.ok && !development) return report('live', [tlsKey, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
-    return await exchangeAndVerify(o, io, { base, nonce, nonceText, material, dispatcher, tlsKey });
+    const attestedHpke = field(field(material.attestation, 'binding'), 'hpke_key_config');
+    const hpkeKey = typeof attestedHpke === 'string' ? hpkeBindingCheck(await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err), attestedHpke) : undefined;
+    return await exchangeAndVerify(o, io, { base, nonce, nonceText, material, dispatcher, tlsKey, hpkeKey });
   } finally {
     await dispatcher.close();
   }
@@ -387,6 +390,8 @@ interface LiveContext {
   material: Awaited<ReturnType<typeof fetchVerificationMaterial>>;
   dispatcher: Dispatcher;
   tlsKey: Check;
+  /** Present when the service offers encrypted bodies: whether the key it serves is the attested one. */
+  hpkeKey: Check | undefined;
 }
 
 async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): Promise<VerifyReport> {
@@ -395,6 +400,7 @@ async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): P
   const exchange = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonceText, brand: o.brand, dispatcher });
   const checks: Check[] = [
     live.tlsKey,
+    ...(live.hpkeKey === undefined ? [] : [live.hpkeKey]),
     pass(
       'live.request',
       `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${exchange.requestBytes.length} request bytes, ` +

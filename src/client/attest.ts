@@ -6,6 +6,7 @@ import { fail, pass, type Check } from '../verify/check.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
 import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 
 export interface AttestOptions {
   baseURL: string;
@@ -19,8 +20,10 @@ export interface AttestOptions {
 export interface Attested {
   tee: 'sev-snp' | 'tdx' | 'none';
   measurement: string;
-  /** The TLS key the enclave attests; null over plain HTTP to a development service. */
+  /** The TLS key the enclave attests, when the connection presented it (TLS ends in the enclave); else null. */
   tlsSpkiSha256: string | null;
+  /** The attested HPKE key config (EHBP): bodies are sealed to it; null when the service offers none. */
+  hpkeKeyConfig: Uint8Array | null;
   jwks: { keys: unknown[] };
   policyHash: string;
   /** `"sha256:" + hex` of the start evidence, which receipts name; undefined without hardware. */
@@ -50,9 +53,17 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
     const attestedKey = field(field(doc, 'binding'), 'tls_spki_sha256');
     const url = new URL(options.baseURL);
     const checks: Check[] = [];
-    const tlsKey = tlsBindingCheck(url, pin.accepted, typeof attestedKey === 'string' ? attestedKey : null);
     const development = tee === 'none' && options.allowNoTee;
-    checks.push(!tlsKey.ok && development && url.protocol === 'http:' ? pass(tlsKey.name, `development service over plain HTTP (allowNoTee): ${tlsKey.detail}`) : tlsKey);
+    // Encrypted bodies when offered and attested: then TLS need not end in the enclave (a load balancer may end it).
+    const attestedHpke = field(field(doc, 'binding'), 'hpke_key_config');
+    const servedHpke = typeof attestedHpke === 'string' ? await fetchHpkeKeyConfig(options.baseURL, dispatcher).catch((err: Error) => err) : undefined;
+    const hpkeKey = hpkeBindingCheck(servedHpke, typeof attestedHpke === 'string' ? attestedHpke : null);
+    const tlsKey = tlsBindingCheck(url, pin.accepted, typeof attestedKey === 'string' ? attestedKey : null);
+    if (tlsKey.ok) checks.push(tlsKey);
+    else if (hpkeKey.ok) checks.push(pass(tlsKey.name, `not needed: ${tlsKey.detail}; every body is sealed to the attested HPKE key instead`));
+    else if (development && url.protocol === 'http:') checks.push(pass(tlsKey.name, `development service over plain HTTP (allowNoTee): ${tlsKey.detail}`));
+    else checks.push(tlsKey);
+    if (typeof attestedHpke === 'string') checks.push(hpkeKey);
     checks.push(...verifyJwksBinding(doc, { jwks: material.jwks, nonce }));
     let attestationHash: string | undefined;
     if (tee === 'none') {
@@ -76,7 +87,8 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
       ok: checks.every((c) => c.ok),
       tee: tee as Attested['tee'],
       measurement,
-      tlsSpkiSha256: typeof attestedKey === 'string' ? attestedKey : null,
+      tlsSpkiSha256: tlsKey.ok && typeof attestedKey === 'string' ? attestedKey : null,
+      hpkeKeyConfig: hpkeKey.ok && servedHpke instanceof Uint8Array ? servedHpke : null,
       jwks: material.jwks,
       policyHash,
       attestationHash,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { fetch as undiciFetch, type Agent } from 'undici';
+import { Identity } from 'ehbp';
+import { Agent, fetch as undiciFetch } from 'undici';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { Check } from '../verify/check.ts';
 import { VerifyError } from '../verify/errors.ts';
@@ -28,6 +29,11 @@ export interface AttestedFetchOptions {
   onInvalidReceipt?: 'throw' | 'report';
   /** AMD and Intel roots; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
+  /**
+   * Extra CA certificates (PEM) for TLS that does not end in the enclave (a load balancer in front of a
+   * service with encrypted bodies); TLS that ends in the enclave is pinned to the attested key instead.
+   */
+  ca?: string;
 }
 
 /** A `fetch` for one attested service; the OpenAI SDK takes it as is (`new OpenAI({ baseURL, apiKey, fetch })`). */
@@ -92,7 +98,10 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
 
   let attested = await verifyService();
   const pin = new SpkiPin(attested.tlsSpkiSha256 === null ? [] : [attested.tlsSpkiSha256]);
-  const agent: Agent = pinnedAgent(pin);
+  // TLS ending in the enclave is pinned; TLS ending before it (bodies sealed with EHBP) is checked as the web checks it.
+  const agent: Agent = attested.tlsSpkiSha256 !== null ? pinnedAgent(pin) : new Agent(options.ca === undefined ? {} : { connect: { ca: options.ca } });
+  let sealing: Promise<Identity> | undefined;
+  const identity = () => (sealing ??= Identity.unmarshalPublicConfig(attested.hpkeKeyConfig!));
   const receipts: ReceiptResult[] = [];
   let reattesting: Promise<Attested> | undefined;
   const reattest = () => (reattesting ??= verifyService().finally(() => (reattesting = undefined)));
@@ -145,8 +154,17 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       headers.set(headerNames.receipt, 'true');
       headers.set(headerNames.nonce, nonce);
     }
-    const response = await send(url, { ...init, method, headers }, body);
-    if (!wantsReceipt || response.status !== 200 || response.body === null) return response as unknown as Response;
+    let response: Response;
+    if (attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0) {
+      // EHBP: sealed to the attested key; the response is opened as it streams (a missing or bad nonce fails).
+      const sealed = await (await identity()).encryptRequestWithContext(new Request(url, { method, headers, body: body as unknown as BodyInit }));
+      const sealedBody = new Uint8Array(await sealed.request.arrayBuffer());
+      const raw = (await send(url, { ...init, method, headers: sealed.request.headers }, sealedBody)) as unknown as Response;
+      response = raw.headers.get('ehbp-response-nonce') === null && raw.status !== 200 ? raw : await (await identity()).decryptResponseWithContext(raw, sealed.context!);
+    } else {
+      response = (await send(url, { ...init, method, headers }, body)) as unknown as Response;
+    }
+    if (!wantsReceipt || response.status !== 200 || response.body === null) return response;
 
     const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
     const exchangeOf = (responseBytes: Uint8Array) => ({
@@ -176,7 +194,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         if (!result.ok && onInvalid === 'throw') controller.error(new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'));
       },
     });
-    return new Response((response.body as unknown as ReadableStream<Uint8Array>).pipeThrough(verified), init2);
+    return new Response(response.body.pipeThrough(verified), init2);
   };
 
   return Object.defineProperties(attestedFetch, {

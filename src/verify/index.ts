@@ -30,3 +30,5 @@ export { compareMeasured, referenceFileCheck, snpReferenceChecks, tdxReferenceCh
 export type { Measured, SnpMeasurements, TdxMeasurements } from './reference/reference-checks.ts';
 export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu/index.ts';
 export type { GpuEvidenceVerification, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu/index.ts';
+export { pinnedAgent, pinningConnector, presentedSpkiSha256, SpkiPin, tlsBindingCheck, TlsPinError } from './tls-pin.ts';
+export { fetchHpkeKeyConfig, hpkeBindingCheck } from './hpke-binding.ts';

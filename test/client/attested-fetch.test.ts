@@ -13,8 +13,11 @@ const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 
 /** SPEC 8 / issue 12: the attested client, with the official openai package, and a man in the middle it refuses. */
 let engine: TestEngine;
+/** TLS in the enclave and encrypted bodies (the defaults with TLS on); and TLS alone. */
 let sigil: TestSigil;
+let tlsOnly: TestSigil;
 let mitm: TlsMitm;
+let ehbpMitm: TlsMitm;
 const PROMPT = 'the secret prompt 7f3a9c';
 
 beforeAll(async () => {
@@ -24,12 +27,20 @@ beforeAll(async () => {
     models: [{ id: 'm' }],
     config: { tls: { mode: 'self-signed', hostnames: ['localhost'] } },
   });
-  mitm = await startTlsMitm({ host: '127.0.0.1', port: Number(new URL(sigil.url).port) });
+  tlsOnly = await startTestSigil({
+    upstreams: { e: { url: engine.baseUrl } },
+    models: [{ id: 'm' }],
+    config: { tls: { mode: 'self-signed', hostnames: ['localhost'] }, ehbp: { enabled: false } },
+  });
+  mitm = await startTlsMitm({ host: '127.0.0.1', port: Number(new URL(tlsOnly.url).port) });
+  ehbpMitm = await startTlsMitm({ host: '127.0.0.1', port: Number(new URL(sigil.url).port) });
 });
 
 afterAll(async () => {
   await mitm.close();
+  await ehbpMitm.close();
   await sigil.close(0);
+  await tlsOnly.close(0);
   await engine.close();
 });
 
@@ -47,7 +58,7 @@ describe('createAttestedFetch with the openai client', () => {
 
   it('attests before the first request: the TLS key, the binding, the policy, all named', () => {
     const names = attested.attestation.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name}`);
-    expect(names).toEqual(['PASS attestation.tls_key', 'PASS binding.nonce', 'PASS binding.jwks', 'PASS binding.report_data', 'PASS attestation.tee', 'PASS attestation.policy']);
+    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'PASS binding.nonce', 'PASS binding.jwks', 'PASS binding.report_data', 'PASS attestation.tee', 'PASS attestation.policy']);
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });
@@ -88,7 +99,38 @@ describe('createAttestedFetch with the openai client', () => {
   });
 });
 
-describe('a TLS man in the middle', () => {
+describe('a TLS man in the middle, with encrypted bodies (EHBP)', () => {
+  it('carries only ciphertext: the client accepts it as a mere TLS terminator, and neither prompt nor answer is readable to it', async () => {
+    ehbpMitm.setMode('intercept');
+    // Its certificate trusted as a load balancer's would be: the web's checks pass, the enclave's do not apply.
+    const attested = await createAttestedFetch({ baseURL: `${ehbpMitm.url}/v1`, allowNoTee: true, ca: ehbpMitm.certificate });
+    try {
+      const tlsKey = attested.attestation.checks.find((c) => c.name === 'attestation.tls_key')!;
+      expect(tlsKey.ok).toBe(true);
+      expect(tlsKey.detail).toMatch(/^not needed: the server presented TLS key sha256:[0-9a-f]{64} but the enclave attests .*; every body is sealed to the attested HPKE key instead$/);
+      const client = new OpenAI({ baseURL: `${ehbpMitm.url}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      const completion = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] });
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
+      const stream = await client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: PROMPT }] });
+      let streamed = '';
+      for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: true });
+      expect(mitm.seen().length + ehbpMitm.seen().length).toBeGreaterThan(0);
+      expect(ehbpMitm.seen()).toContain('POST /v1/chat/completions');
+      expect(ehbpMitm.seen()).toContain('ehbp-encapsulated-key');
+      expect(ehbpMitm.seen()).not.toContain(PROMPT);
+      const answer = completion.choices[0]!.message.content!;
+      expect(answer.length).toBeGreaterThan(0);
+      expect(ehbpMitm.seenFromServer()).not.toContain(answer);
+      expect(ehbpMitm.seenFromServer()).not.toContain('chat.completion');
+      expect(streamed.length).toBeGreaterThan(0);
+    } finally {
+      await attested.close();
+    }
+  });
+});
+
+describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
   it('is refused before the first request: the attestation names another key, and the prompt never leaves the client', async () => {
     mitm.setMode('intercept');
     const before = chatRequests();
@@ -103,7 +145,7 @@ describe('a TLS man in the middle', () => {
   it('appearing after attestation is cut during the handshake: no request byte reaches it', async () => {
     mitm.setMode('pass');
     const attested = await createAttestedFetch({ baseURL: `${mitm.url}/v1`, allowNoTee: true });
-    const client = new OpenAI({ baseURL: `${mitm.url}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+    const client = new OpenAI({ baseURL: `${mitm.url}/v1`, apiKey: tlsOnly.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
     try {
       await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'warm up' }] });
       expect(attested.receipts.at(-1)?.ok).toBe(true);
@@ -126,7 +168,7 @@ describe('a TLS man in the middle', () => {
     let stdout = '';
     const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: process.stdin, env: {} };
     const before = chatRequests();
-    const code = await verifyCommand(['--url', mitm.url, '--api-key', sigil.key, '--allow-no-tee'], io as never);
+    const code = await verifyCommand(['--url', mitm.url, '--api-key', tlsOnly.key, '--allow-no-tee'], io as never);
     expect(code).toBe(1);
     expect(stdout).toMatch(/^FAIL attestation\.tls_key — the server presented TLS key sha256:[0-9a-f]{64} but the enclave attests/m);
     expect(stdout).toContain('FAIL live.request — not sent: the connection does not end in the attested enclave');

@@ -15,8 +15,12 @@ export interface TlsMitm {
   setMode(mode: 'pass' | 'intercept'): void;
   /** The plaintext it read from clients while intercepting. */
   seen(): string;
+  /** The plaintext it read from the server while intercepting. */
+  seenFromServer(): string;
   /** The SPKI hash of its own key. */
   spkiSha256: string;
+  /** Its certificate (PEM): trusted as a CA, it plays a load balancer with a publicly valid certificate. */
+  certificate: string;
   close(): Promise<void>;
 }
 
@@ -25,6 +29,7 @@ export async function startTlsMitm(target: { host: string; port: number }): Prom
   const context = createSecureContext({ key: credentials.key, cert: credentials.cert });
   const sockets = new Set<Socket>();
   const plaintext: Buffer[] = [];
+  const fromServer: Buffer[] = [];
   let mode: TlsMitm['mode'] = 'intercept';
 
   const track = (socket: Socket) => {
@@ -50,7 +55,10 @@ export async function startTlsMitm(target: { host: string; port: number }): Prom
       plaintext.push(chunk);
       upstream.write(chunk);
     });
-    upstream.pipe(terminated);
+    upstream.on('data', (chunk: Buffer) => {
+      fromServer.push(chunk);
+      terminated.write(chunk);
+    });
     upstream.on('close', () => terminated.destroy());
     terminated.on('close', () => upstream.destroy());
   });
@@ -66,7 +74,9 @@ export async function startTlsMitm(target: { host: string; port: number }): Prom
       for (const socket of sockets) socket.destroy();
     },
     seen: () => Buffer.concat(plaintext).toString('latin1'),
+    seenFromServer: () => Buffer.concat(fromServer).toString('latin1'),
     spkiSha256: credentials.spkiSha256,
+    certificate: credentials.cert,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
