@@ -5,8 +5,8 @@ import { ATTESTATION_DOCUMENT_VERSION, splitSnpEvidence, type AttestationBinding
 import { canonicalJson } from '../protocol/jcs.ts';
 import { expectedReportData, readBinding } from './binding.ts';
 import { verifySnpEvidence } from './evidence/snp-verify.ts';
-import { verifyTdxEvidence } from './evidence/tdx-verify.ts';
-import type { TdxTcbVerdict } from './evidence/tdx-policy.ts';
+import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from './evidence/tdx-verify.ts';
+import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
 import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
@@ -29,8 +29,8 @@ export interface VerifyAttestationOptions {
   now?: Date;
   /** The auditor's reference values (SPEC 10); without them every measured value is reported as not pinned. */
   reference?: ReferenceValues;
-  /** Intel's verdict on the platform's TCB, from collateral the caller verified (collateral/); absent: not checked. */
-  tdxTcbVerdict?: TdxTcbVerdict;
+  /** Intel's collateral for TDX evidence (TCB info, QE identity, CRLs), verified at `now`; absent: TCB status not checked. */
+  intelCollateral?: IntelCollateral;
   /** Receives the replayed event log's events (TDX), for a report that lists them. */
   onEvents?: (events: EventListing[]) => void;
 }
@@ -160,7 +160,10 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
     ];
   }
 
-  const result = verifyTdxEvidence(fields.evidence, roots, now, opts.reference?.tdx, opts.tdxTcbVerdict);
+  const result =
+    opts.intelCollateral === undefined
+      ? verifyTdxEvidence(fields.evidence, roots, now, opts.reference?.tdx)
+      : await verifyTdxEvidenceWithCollateral(fields.evidence, roots, now, opts.reference?.tdx, opts.intelCollateral);
   if (result.quote === undefined) return result.checks;
   return [
     ...result.checks,

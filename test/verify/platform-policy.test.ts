@@ -5,6 +5,7 @@ import type { Check } from '../../src/verify/check.ts';
 import { readAmdCertificateTcb } from '../../src/verify/evidence/amd-vcek-extensions.ts';
 import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
 import { verifySnpEvidence } from '../../src/verify/evidence/snp-verify.ts';
+import { tcbStatusCheck } from '../../src/verify/evidence/tdx-policy.ts';
 import { verifyTdxEvidence } from '../../src/verify/evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS } from '../../src/verify/evidence/trust-roots.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
@@ -113,5 +114,22 @@ describe('TDX platform policy', () => {
     const { checks } = verifyTdxEvidence(sprQuote, DEFAULT_TRUST_ROOTS, new Date('2023-06-01T00:00:00Z'), parseReferenceValues('tdx:\n  tcb_status: UpToDate\n').tdx);
     expect(detail(checks, 'tdx.tcb_status')).toBe('not checked: the reference values accept TCB status UpToDate, but no collateral was given (--collateral DIR)');
     expect(state(checks, TDX_POLICY)).toEqual(['PASS', 'not pinned', 'not pinned', 'PASS', 'PASS', 'PASS', 'not pinned', 'not pinned', 'FAIL']);
+  });
+});
+
+describe("Intel's TCB status", () => {
+  const outOfDate = { status: 'OutOfDate' as const, advisoryIds: ['INTEL-SA-00106', 'INTEL-SA-00477'], source: "Intel's TCB info for FMSPC 50806f000000, TCB level of 2018-01-04" };
+
+  it('fails anything but UpToDate by default, naming the advisories', () => {
+    expect(tcbStatusCheck(outOfDate, undefined)).toEqual({
+      name: 'tdx.tcb_status',
+      ok: false,
+      detail: "Intel's TCB info for FMSPC 50806f000000, TCB level of 2018-01-04: status OutOfDate (the platform lacks security updates Intel published), advisories INTEL-SA-00106, INTEL-SA-00477; accepted are UpToDate (the default; pin tdx.tcb_status to accept more)",
+    });
+  });
+
+  it('passes a status the reference values accept, but never Revoked', () => {
+    expect(tcbStatusCheck(outOfDate, ['UpToDate', 'OutOfDate']).ok).toBe(true);
+    expect(tcbStatusCheck({ ...outOfDate, status: 'Revoked' }, ['Revoked']).ok).toBe(false);
   });
 });

@@ -10,7 +10,8 @@ export type EvidenceErrorCode =
   | 'ERR_EVIDENCE_CERTIFICATE'
   | 'ERR_EVENT_LOG_TRUNCATED'
   | 'ERR_EVENT_LOG_MALFORMED'
-  | 'ERR_CCEL_TABLE';
+  | 'ERR_CCEL_TABLE'
+  | 'ERR_COLLATERAL';
 
 export class EvidenceError extends Error {
   readonly code: EvidenceErrorCode;

@@ -48,7 +48,8 @@ function svnFloorCheck(svn: Uint8Array, floor: string | undefined): Check {
 
 /** Intel's verdict on this platform's TCB, from verified collateral (see collateral/). */
 export interface TdxTcbVerdict {
-  status: TcbStatus;
+  /** null when no status could be established from the collateral; `source` says why. */
+  status: TcbStatus | null;
   advisoryIds: string[];
   /** Where the verdict came from, e.g. "TCB info for FMSPC 50806f000000, level of 2023-02-15". */
   source: string;
@@ -71,6 +72,7 @@ export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: Tcb
       : fail('tdx.tcb_status', `not checked: the reference values accept TCB status ${accepted.join(' or ')}, but no collateral was given (--collateral DIR)`);
   }
   const allowed = accepted ?? ['UpToDate'];
+  if (verdict.status === null) return fail('tdx.tcb_status', `Intel's TCB status could not be established: ${verdict.source}`);
   const advisories = verdict.advisoryIds.length === 0 ? 'no advisories' : `advisories ${verdict.advisoryIds.join(', ')}`;
   const text = `${verdict.source}: status ${verdict.status} (${STATUS_MEANING[verdict.status]}), ${advisories}`;
   return allowed.includes(verdict.status) && verdict.status !== 'Revoked'

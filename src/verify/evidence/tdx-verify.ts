@@ -7,6 +7,7 @@ import { describeEvidenceError } from './errors.ts';
 import { readTdxQuote, type TdxQuote } from './tdx-quote.ts';
 import { tdxPlatformChecks, type TdxTcbVerdict } from './tdx-policy.ts';
 import type { TdxReferenceValues } from '../reference/reference-values.ts';
+import { verifyIntelCollateral, type IntelCollateral } from './collateral/intel-collateral.ts';
 import type { TrustRoots } from './trust-roots.ts';
 
 export interface TdxEvidenceResult {
@@ -113,4 +114,26 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), ...chain.checks);
   checks.push(...tdxPlatformChecks(quote.body, reference, verdict));
   return { checks, quote };
+}
+
+/**
+ * verifyTdxEvidence with Intel's collateral: the collateral is verified first (collateral/intel-collateral.ts), and
+ * the TCB status it yields decides `tdx.tcb_status`; the collateral checks follow the quote's.
+ */
+export async function verifyTdxEvidenceWithCollateral(
+  quoteBytes: Uint8Array,
+  roots: TrustRoots,
+  now: Date,
+  reference: TdxReferenceValues | undefined,
+  collateral: IntelCollateral,
+): Promise<TdxEvidenceResult> {
+  let quote: TdxQuote;
+  try {
+    quote = readTdxQuote(quoteBytes);
+  } catch {
+    return verifyTdxEvidence(quoteBytes, roots, now, reference);
+  }
+  const verified = await verifyIntelCollateral(quote, collateral, roots, now);
+  const result = verifyTdxEvidence(quoteBytes, roots, now, reference, verified.verdict);
+  return { ...result, checks: [...result.checks, ...verified.checks] };
 }
