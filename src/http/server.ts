@@ -223,7 +223,11 @@ export function createHttpServer(state: AppState, tls?: ServedTls): Server {
     server.on('clientError', handleClientError(state));
     return server;
   }
-  const server = createTlsServer({ ...options, ...tlsServerOptions(tls.current, limits.headers_timeout_ms) }, handler);
+  // HSTS: a browser that reached the service over TLS once does not fall back to plaintext for a year.
+  const server = createTlsServer({ ...options, ...tlsServerOptions(tls.current, limits.headers_timeout_ms) }, (req, res) => {
+    res.setHeader('strict-transport-security', 'max-age=31536000');
+    return handler(req, res);
+  });
   server.on('clientError', handleClientError(state));
   // Scanners and half handshakes are routine on a public port: counted, logged at debug only.
   server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: Duplex) => {

@@ -100,6 +100,7 @@ describe('tls.mode self-signed', () => {
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(response.statusCode).toBe(200);
+    expect(response.headers['strict-transport-security']).toBe('max-age=31536000');
     expect(((await response.body.json()) as { object: string }).object).toBe('chat.completion');
   });
 
