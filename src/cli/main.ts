@@ -35,10 +35,11 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./hash-model.ts'),
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
+  'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(11)} ${c.summary}`);
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(15)} ${c.summary}`);
   return `usage: sigil <command> [options]\n\ncommands:\n${lines.join('\n')}\n`;
 }
 

@@ -6,6 +6,8 @@ import { parseArgs } from 'node:util';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 import { verifyGpuEvidence, type GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
+import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import type { GpuEvidence } from '../protocol/attestation.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
@@ -30,8 +32,9 @@ export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--reference FILE] [--allow-no-tee] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--allow-no-tee] [--json]
+               [--reference FILE] [--collateral DIR] [--allow-no-tee] [--json]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--collateral DIR]
+               [--allow-no-tee] [--json]
 
 Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
@@ -51,6 +54,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
   --reference FILE    reference values (SPEC 10): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
                       measurements must match
+  --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
+                      docs/auditing.md), verified offline: gives Intel's TCB status of the platform
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
   --allow-no-tee      accept tee "none" (a development server without hardware evidence)
   --json              print a machine-readable report
@@ -85,6 +90,7 @@ interface Options {
   request?: string;
   response?: string;
   reference?: string;
+  collateral?: string;
   brand: string;
   allowNoTee: boolean;
   json: boolean;
@@ -122,6 +128,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         request: { type: 'string' },
         response: { type: 'string' },
         reference: { type: 'string' },
+        collateral: { type: 'string' },
         brand: { type: 'string', default: 'Service' },
         'allow-no-tee': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
@@ -150,6 +157,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   set('request', v.request);
   set('response', v.response);
   set('reference', v.reference);
+  set('collateral', v.collateral);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
   if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
   if (o.receipt === undefined) {
@@ -233,6 +241,14 @@ async function loadReference(path: string | undefined): Promise<LoadedReference 
   return loaded;
 }
 
+async function loadCollateral(dir: string): Promise<IntelCollateral> {
+  try {
+    return await readCollateralBundle(dir);
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 /** The document's GPU evidence against the nonce this verification used and the RIMs of the reference file. */
 function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference | undefined, io: VerifyIo): Check[] {
   const entries = field(doc, 'gpu_evidence');
@@ -258,6 +274,7 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
     if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
     if (roots !== undefined) opts.roots = roots;
     if (reference !== undefined) opts.reference = reference.values;
+    if (o.collateral !== undefined) opts.intelCollateral = await loadCollateral(o.collateral);
     checks.push(...(await verifyAttestationDocument(doc, opts)));
     checks.push(...gpuChecks(doc, nonce, reference, io));
     return checks;

@@ -147,4 +147,19 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
     expect(r.code).toBe(1);
     expect(failing(r.stdout)).toEqual(['tdx.root']);
   });
+
+  it('takes reference values and Intel collateral: a pinned MRTD passes, a test chain fails against Intel\'s real collateral', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-verify-ref-'));
+    const reference = join(dir, 'reference.yaml');
+    writeFileSync(reference, `tdx:\n  mrtd: ${mrTd.toString('hex')}\n  tcb_status: UpToDate\n`);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--reference', reference, '--collateral', new URL('../vectors/tdx/', import.meta.url).pathname], chain.roots);
+    expect(r.code).toBe(1);
+    expect(status(r.stdout)).toContain('PASS reference.mrtd');
+    expect(r.stdout).toMatch(/^---- reference\.rtmr0 — NOT PINNED: RTMR0 0{96} /m);
+    // The vectors folder is not a bundle (its files keep Intel's names), so each collateral check names its missing file; the test PCK has no SGX extension.
+    expect(failing(r.stdout)).toEqual(['tdx.tcb_status', 'collateral.pck_certificate', 'collateral.root_crl', 'collateral.tcb_signing_chain', 'collateral.tcb_info', 'collateral.qe_identity', 'collateral.pck_crl']);
+    const missing = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--collateral', join(dir, 'absent')], chain.roots);
+    expect(missing.code).toBe(3);
+    expect(missing.stderr).toBe(`sigil verify: could not verify: cannot read the collateral bundle ${join(dir, 'absent')}: ENOENT\n`);
+  });
 });

@@ -44,14 +44,14 @@ describe("SEV-SNP platform policy on dstack's Milan report", () => {
     expect(state(checks, SNP_POLICY)).toEqual(['PASS', 'PASS', 'not pinned', 'not pinned', 'not pinned', 'not pinned', 'PASS', 'PASS']);
     expect(detail(checks, 'snp.vcek_tcb')).toBe("the VCEK certificate's TCB extensions (bootloader 4, tee 0, snp 23, microcode 213) equal the report's REPORTED_TCB: the key belongs to the firmware level the report claims");
     expect(detail(checks, 'snp.vcek_hwid')).toBe("the VCEK's hwID equals the report's CHIP_ID 38d174589d2dff97...: the key is this chip's");
-    expect(detail(checks, 'snp.reported_tcb')).toBe('REPORTED_TCB TCB is bootloader 4, tee 0, snp 23, microcode 213; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass');
+    expect(detail(checks, 'snp.reported_tcb')).toBe('REPORTED_TCB is bootloader 4, tee 0, snp 23, microcode 213; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass');
   });
 
   it('fails the reported TCB against a floor above it, while the launch TCB (snp 24) meets it', () => {
     const ref = parseReferenceValues('snp:\n  vmpl: 0\n  min_tcb: { bootloader: 4, snp: 24, microcode: 213 }\n  policy: { smt: true }\n');
     const { checks } = verifySnpEvidence(milanReport, milanTable, DEFAULT_TRUST_ROOTS, AT, ref.snp);
     expect(failing(checks)).toEqual(['snp.reported_tcb']);
-    expect(detail(checks, 'snp.reported_tcb')).toBe('REPORTED_TCB TCB bootloader 4, tee 0, snp 23, microcode 213 is below the floor (bootloader 4, snp 24, microcode 213): snp 23 < 24; firmware this old lacks fixes the auditor requires');
+    expect(detail(checks, 'snp.reported_tcb')).toBe('REPORTED_TCB bootloader 4, tee 0, snp 23, microcode 213 is below the floor (bootloader 4, snp 24, microcode 213): snp 23 < 24; firmware this old lacks fixes the auditor requires');
     expect(state(checks, SNP_POLICY)).toEqual(['PASS', 'PASS', 'PASS', 'PASS', 'FAIL', 'PASS', 'PASS', 'PASS']);
   });
 

@@ -56,3 +56,18 @@ export function readSnpCertTable(bytes: Uint8Array): SnpCertEntry[] {
   }
   return entries;
 }
+
+/** Writes a certificate table (the inverse of readSnpCertTable): entries, a zero entry, then the DER blobs. */
+export function encodeSnpCertTable(entries: ReadonlyArray<{ guid: string; der: Uint8Array }>): Uint8Array {
+  const tableSize = (entries.length + 1) * SNP_CERT_TABLE_ENTRY_SIZE;
+  const out = Buffer.alloc(tableSize + entries.reduce((n, e) => n + e.der.length, 0));
+  let dataAt = tableSize;
+  entries.forEach((entry, i) => {
+    Buffer.from(entry.guid.replace(/-/g, ''), 'hex').copy(out, i * SNP_CERT_TABLE_ENTRY_SIZE);
+    out.writeUInt32LE(dataAt, i * SNP_CERT_TABLE_ENTRY_SIZE + 16);
+    out.writeUInt32LE(entry.der.length, i * SNP_CERT_TABLE_ENTRY_SIZE + 20);
+    Buffer.from(entry.der).copy(out, dataAt);
+    dataAt += entry.der.length;
+  });
+  return new Uint8Array(out);
+}

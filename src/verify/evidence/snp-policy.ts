@@ -28,7 +28,7 @@ function tcbText(t: TcbValues): string {
 }
 
 function floorCheck(name: string, which: string, why: string, tcb: TcbValues, floor: SnpMinTcb | undefined): Check {
-  if (floor === undefined) return notPinned(name, `${which} TCB is ${tcbText(tcb)}; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass`);
+  if (floor === undefined) return notPinned(name, `${which} is ${tcbText(tcb)}; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass`);
   const low: string[] = [];
   for (const part of TCB_PARTS) {
     const min = floor[part];
@@ -39,8 +39,8 @@ function floorCheck(name: string, which: string, why: string, tcb: TcbValues, fl
   }
   const floorText = TCB_PARTS.filter((p) => floor[p] !== undefined).map((p) => `${p} ${floor[p]}`).join(', ');
   return low.length === 0
-    ? pass(name, `${which} TCB ${tcbText(tcb)} is at or above the floor (${floorText}): ${why}`)
-    : fail(name, `${which} TCB ${tcbText(tcb)} is below the floor (${floorText}): ${low.join('; ')}; firmware this old lacks fixes the auditor requires`);
+    ? pass(name, `${which} ${tcbText(tcb)} is at or above the floor (${floorText}): ${why}`)
+    : fail(name, `${which} ${tcbText(tcb)} is below the floor (${floorText}): ${low.join('; ')}; firmware this old lacks fixes the auditor requires`);
 }
 
 function flagCheck(name: string, value: boolean, accepted: readonly boolean[], onText: string, offText: string): Check {

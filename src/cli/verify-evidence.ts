@@ -1,0 +1,371 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { fail, notPinned, pass } from '../verify/check.ts';
+import type { Check } from '../verify/check.ts';
+import { toHex } from '../verify/evidence/byte-reader.ts';
+import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
+import { readCertificate } from '../verify/evidence/certificate-chain.ts';
+import { formatEventListing, type EventListing } from '../verify/evidence/event-log/measured-event.ts';
+import { verifyTdxEventLog, type TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-log.ts';
+import { encodeSnpCertTable, SNP_CERT_GUID } from '../verify/evidence/snp-cert-table.ts';
+import { verifySnpEvidence } from '../verify/evidence/snp-verify.ts';
+import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from '../verify/evidence/tdx-verify.ts';
+import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-roots.ts';
+import { readReferenceValues } from '../verify/reference/load.ts';
+import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/reference-checks.ts';
+import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import { tdxMeasurements } from '../verify/attestation.ts';
+import { formatChecks } from './verify.ts';
+
+/** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
+export const EVIDENCE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
+
+/** What an extension's verification gets besides its own option values. */
+export interface EvidenceContext {
+  at: Date;
+  reference: ReferenceValues | undefined;
+  read: (path: string, what: string) => Promise<Buffer>;
+}
+
+/**
+ * More evidence `sigil verify-evidence` can check, with its own options (e.g. NVIDIA GPU reports: --gpu-report,
+ * --gpu-certs, --nonce). Its checks join the report; its measured values go under `measured[name]`.
+ */
+export interface EvidenceExtension {
+  name: string;
+  options: Record<string, { type: 'string' | 'boolean' }>;
+  /** Lines for the usage text, one per option. */
+  usage: string;
+  /** Whether the given option values ask for this evidence. */
+  wants(values: Record<string, string | boolean | undefined>): boolean;
+  verify(values: Record<string, string | boolean | undefined>, ctx: EvidenceContext): Promise<{ checks: Check[]; measured?: unknown }>;
+}
+
+/** The extensions `sigil verify-evidence` runs: the place for GPU evidence (src/verify/gpu). */
+export const EVIDENCE_EXTENSIONS: EvidenceExtension[] = [];
+
+function usage(extensions: readonly EvidenceExtension[]): string {
+  const more = extensions.map((e) => e.usage).join('');
+  return `usage:
+  sigil verify-evidence --tdx-quote FILE [--ccel-table FILE --ccel-data FILE | --event-log-json FILE]
+                        [--reference FILE] [--collateral DIR] [--report-data HEX] [--at RFC3339] [--json]
+  sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]]
+                        [--reference FILE] [--report-data HEX] [--at RFC3339] [--json]
+
+Verifies raw hardware evidence without a live service (SPEC 10): signatures and certificate chains up to
+the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
+values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.
+
+  --tdx-quote FILE      a TDX quote v4: raw bytes, hex or base64 text, or a JSON object with a hex "quote"
+                        (dstack's GetQuote response)
+  --ccel-table FILE     the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL)
+  --ccel-data FILE      the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)
+  --event-log-json FILE dstack's JSON event log, or its GetQuote response holding "event_log"
+  --snp-report FILE     an SEV-SNP attestation report (1184 bytes, raw)
+  --vcek FILE           the VCEK (or VLEK) certificate that signed it, PEM or DER
+  --ask FILE            the ASK (or ASVK) that signed the VCEK (default: the built-in ones)
+  --reference FILE      reference values (YAML or JSON, SPEC 10)
+  --collateral DIR      Intel collateral: tcbinfo.json, qeidentity.json, tcb-signing-chain.pem,
+                        pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der
+  --report-data HEX     the 64 bytes REPORT_DATA must hold (else it is shown, not compared)
+  --at RFC3339          the time certificates and collateral must be valid at (default: now)
+  --json                print {verified, tee, measured, checks, events} as JSON
+${more}
+Exit status: 0 every check passed, 1 a check failed, 2 bad usage, 3 an input could not be read.
+`;
+}
+
+class UsageError extends Error {}
+class UnreadableError extends Error {}
+
+interface Options {
+  values: Record<string, string | boolean | undefined>;
+  tdxQuote?: string;
+  ccelTable?: string;
+  ccelData?: string;
+  eventLogJson?: string;
+  snpReport?: string;
+  vcek?: string;
+  ask?: string;
+  reference?: string;
+  collateral?: string;
+  reportData?: string;
+  at: Date;
+  json: boolean;
+}
+
+const BASE_OPTIONS = {
+  'tdx-quote': { type: 'string' },
+  'ccel-table': { type: 'string' },
+  'ccel-data': { type: 'string' },
+  'event-log-json': { type: 'string' },
+  'snp-report': { type: 'string' },
+  vcek: { type: 'string' },
+  ask: { type: 'string' },
+  reference: { type: 'string' },
+  collateral: { type: 'string' },
+  'report-data': { type: 'string' },
+  at: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], now: Date): Options {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    const options = Object.assign({}, ...extensions.map((e) => e.options), BASE_OPTIONS) as typeof BASE_OPTIONS;
+    values = parseArgs({ args: argv, options, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (values.help === true) throw new UsageError('');
+  const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  const o: Options = { values, at: now, json: values.json === true };
+  const set = (key: keyof Options, name: string) => {
+    const v = text(name);
+    if (v !== undefined) (o as unknown as Record<string, unknown>)[key] = v;
+  };
+  set('tdxQuote', 'tdx-quote');
+  set('ccelTable', 'ccel-table');
+  set('ccelData', 'ccel-data');
+  set('eventLogJson', 'event-log-json');
+  set('snpReport', 'snp-report');
+  set('vcek', 'vcek');
+  set('ask', 'ask');
+  set('reference', 'reference');
+  set('collateral', 'collateral');
+  set('reportData', 'report-data');
+  const at = text('at');
+  if (at !== undefined) {
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(at) || Number.isNaN(Date.parse(at))) throw new UsageError('--at is an RFC 3339 time, e.g. 2023-06-20T00:00:00Z');
+    o.at = new Date(at);
+  }
+  const wanted = extensions.filter((e) => e.wants(values));
+  const kinds = [o.tdxQuote !== undefined, o.snpReport !== undefined].filter(Boolean).length;
+  if (kinds === 0 && wanted.length === 0) throw new UsageError('give --tdx-quote FILE or --snp-report FILE');
+  if (kinds > 1) throw new UsageError('give --tdx-quote or --snp-report, not both');
+  if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined || o.collateral !== undefined) && o.tdxQuote === undefined) {
+    throw new UsageError('--ccel-table, --ccel-data, --event-log-json and --collateral go with --tdx-quote');
+  }
+  if (o.ccelTable !== undefined && o.ccelData === undefined) throw new UsageError('--ccel-table needs --ccel-data (the log it describes)');
+  if (o.ccelData !== undefined && o.eventLogJson !== undefined) throw new UsageError('give --ccel-data or --event-log-json, not both');
+  if ((o.vcek !== undefined || o.ask !== undefined) && o.snpReport === undefined) throw new UsageError('--vcek and --ask go with --snp-report');
+  if (o.ask !== undefined && o.vcek === undefined) throw new UsageError('--ask needs --vcek');
+  if (o.reportData !== undefined && !/^[0-9a-fA-F]{128}$/.test(o.reportData)) throw new UsageError('--report-data is 64 bytes of hex (128 digits)');
+  return o;
+}
+
+async function read(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new UnreadableError(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/** A quote as raw bytes, hex or base64 text, or dstack's JSON with a hex "quote". */
+function quoteBytes(file: Buffer, path: string): Uint8Array {
+  const text = file.toString('latin1').trim();
+  if (text.startsWith('{')) {
+    let quote: unknown;
+    try {
+      quote = (JSON.parse(text) as { quote?: unknown }).quote;
+    } catch {
+      throw new UnreadableError(`${path} is JSON-like but not JSON`);
+    }
+    if (typeof quote !== 'string' || !/^(?:[0-9a-fA-F]{2})+$/.test(quote)) throw new UnreadableError(`${path} has no hex "quote"`);
+    return new Uint8Array(Buffer.from(quote, 'hex'));
+  }
+  if (/^(?:[0-9a-fA-F]{2})+$/.test(text)) return new Uint8Array(Buffer.from(text, 'hex'));
+  if (text.length > 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(text.replace(/\s/g, ''))) return new Uint8Array(Buffer.from(text, 'base64'));
+  return new Uint8Array(file);
+}
+
+function reportDataCheck(actual: Uint8Array, expected: string | undefined): Check {
+  const hex = toHex(actual);
+  if (expected === undefined) {
+    return notPinned('evidence.report_data', `REPORT_DATA ${hex} was compared with nothing (--report-data HEX): raw evidence proves neither freshness nor what key or nonce it is bound to`);
+  }
+  return hex === expected.toLowerCase()
+    ? pass('evidence.report_data', 'REPORT_DATA equals the expected 64 bytes: the evidence was made for this nonce or key')
+    : fail('evidence.report_data', `REPORT_DATA ${hex} is not the expected ${expected.toLowerCase()}: the evidence was made for something else`);
+}
+
+export interface EvidenceReport {
+  verified: boolean;
+  tee?: 'tdx' | 'sev-snp';
+  measured: Record<string, unknown>;
+  checks: Check[];
+  events?: EventListing[];
+}
+
+async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
+  const bytes = quoteBytes(await read(o.tdxQuote!, 'TDX quote'), o.tdxQuote!);
+  let collateral: IntelCollateral | undefined;
+  if (o.collateral !== undefined) {
+    try {
+      collateral = await readCollateralBundle(o.collateral);
+    } catch (err) {
+      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const result = collateral === undefined ? verifyTdxEvidence(bytes, roots, o.at, reference?.tdx) : await verifyTdxEvidenceWithCollateral(bytes, roots, o.at, reference?.tdx, collateral);
+  const quote = result.quote;
+  if (quote === undefined) return { verified: false, tee: 'tdx', measured: {}, checks: result.checks };
+  const measured = tdxMeasurements(quote.body);
+  const input: TdxEventLogInput = {};
+  if (o.ccelTable !== undefined) input.ccelTable = new Uint8Array(await read(o.ccelTable, 'CCEL table'));
+  if (o.ccelData !== undefined) input.ccelData = new Uint8Array(await read(o.ccelData, 'CCEL data'));
+  if (o.eventLogJson !== undefined) {
+    try {
+      input.dstackLog = JSON.parse((await read(o.eventLogJson, 'event log')).toString('utf8')) as unknown;
+    } catch (err) {
+      if (err instanceof UnreadableError) throw err;
+      throw new UnreadableError(`${o.eventLogJson} is not JSON`);
+    }
+  }
+  const log = verifyTdxEventLog(input, quote.body.rtmr);
+  const checks = [...result.checks, reportDataCheck(quote.body.reportData, o.reportData), ...tdxReferenceChecks(measured, reference), ...log.checks];
+  const b = quote.body;
+  return {
+    verified: false,
+    tee: 'tdx',
+    measured: {
+      ...measured,
+      mr_config_id: toHex(b.mrConfigId),
+      mr_owner: toHex(b.mrOwner),
+      mr_owner_config: toHex(b.mrOwnerConfig),
+      td_attributes: toHex(b.tdAttributes),
+      xfam: toHex(b.xfam),
+      mrseam: toHex(b.mrSeam),
+      tee_tcb_svn: toHex(b.teeTcbSvn),
+      report_data: toHex(b.reportData),
+    },
+    checks,
+    events: log.events,
+  };
+}
+
+async function verifySnp(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
+  const report = new Uint8Array(await read(o.snpReport!, 'SEV-SNP report'));
+  const entries: Array<{ guid: string; der: Uint8Array }> = [];
+  for (const [path, kind] of [
+    [o.vcek, 'vcek'],
+    [o.ask, 'ask'],
+  ] as const) {
+    if (path === undefined) continue;
+    const file = await read(path, kind.toUpperCase());
+    let der: Uint8Array;
+    try {
+      der = new Uint8Array(readCertificate(file.toString('latin1').includes('-----BEGIN') ? file.toString('latin1') : file, `${kind.toUpperCase()} ${path}`).raw);
+    } catch (err) {
+      throw new UnreadableError((err as Error).message);
+    }
+    entries.push({ guid: kind === 'vcek' && reportSignedByVlek(report) ? SNP_CERT_GUID.vlek : SNP_CERT_GUID[kind], der });
+  }
+  const table = entries.length === 0 ? new Uint8Array(0) : encodeSnpCertTable(entries);
+  const result = verifySnpEvidence(report, table, roots, o.at, reference?.snp);
+  const r = result.report;
+  if (r === undefined) return { verified: false, tee: 'sev-snp', measured: {}, checks: result.checks };
+  const measured = { measurement: toHex(r.measurement), host_data: toHex(r.hostData) };
+  const tcb = (t: typeof r.reportedTcb) => `0x${t.raw.toString(16).padStart(16, '0')}`;
+  return {
+    verified: false,
+    tee: 'sev-snp',
+    measured: {
+      ...measured,
+      report_data: toHex(r.reportData),
+      chip_id: toHex(r.chipId),
+      vmpl: r.vmpl,
+      policy: `0x${r.policy.raw.toString(16)}`,
+      reported_tcb: tcb(r.reportedTcb),
+      launch_tcb: tcb(r.launchTcb),
+      current_tcb: tcb(r.currentTcb),
+      committed_tcb: tcb(r.committedTcb),
+      family_id: toHex(r.familyId),
+      image_id: toHex(r.imageId),
+      guest_svn: r.guestSvn,
+    },
+    checks: [...result.checks, reportDataCheck(r.reportData, o.reportData), ...snpReferenceChecks(measured, reference)],
+  };
+}
+
+/** Bits 2-4 of the report's flags name the signing key; 1 is the VLEK. */
+function reportSignedByVlek(report: Uint8Array): boolean {
+  return report.length >= 0x4c && ((report[0x48]! >> 2) & 0b111) === 1;
+}
+
+export function formatEvidenceReport(r: EvidenceReport): string {
+  const lines: string[] = [];
+  const measured = Object.entries(r.measured);
+  if (measured.length > 0) {
+    lines.push(`measured (${r.tee === 'tdx' ? 'TDX' : r.tee === 'sev-snp' ? 'SEV-SNP' : 'evidence'}):`);
+    for (const [k, v] of measured) lines.push(`  ${k} ${typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v)}`);
+  }
+  if (r.events !== undefined && r.events.length > 0) {
+    lines.push(`event log (${r.events.length} events; "measured data" is exactly what the digest covers):`);
+    lines.push(...r.events.map(formatEventListing));
+  }
+  return (lines.length > 0 ? lines.join('\n') + '\n' : '') + formatChecks(r.checks);
+}
+
+export interface EvidenceIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  /** The AMD and Intel roots to trust; the built-in ones unless a test brings its own. */
+  roots?: TrustRoots;
+  /** The time used when --at is not given. */
+  now?: Date;
+  extensions?: readonly EvidenceExtension[];
+}
+
+/** `sigil verify-evidence` with its output given, so tests run it in-process. */
+export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Promise<number> {
+  const extensions = io.extensions ?? EVIDENCE_EXTENSIONS;
+  let o: Options;
+  try {
+    o = parseOptions(argv, extensions, io.now ?? new Date());
+  } catch (err) {
+    const message = (err as Error).message;
+    if (message === '') {
+      io.stdout.write(usage(extensions));
+      return EVIDENCE_EXIT.ok;
+    }
+    io.stderr.write(`sigil verify-evidence: ${message}\n\n${usage(extensions)}`);
+    return EVIDENCE_EXIT.usage;
+  }
+  let report: EvidenceReport;
+  try {
+    let reference: ReferenceValues | undefined;
+    if (o.reference !== undefined) {
+      await read(o.reference, 'reference values');
+      try {
+        reference = await readReferenceValues(o.reference);
+      } catch (err) {
+        throw new UnreadableError(`reference values ${o.reference}: ${(err as Error).message}`);
+      }
+    }
+    const roots = io.roots ?? DEFAULT_TRUST_ROOTS;
+    report = o.tdxQuote !== undefined ? await verifyTdx(o, reference, roots) : o.snpReport !== undefined ? await verifySnp(o, reference, roots) : { verified: false, measured: {}, checks: [] };
+    const ctx: EvidenceContext = { at: o.at, reference, read };
+    for (const extension of extensions.filter((e) => e.wants(o.values))) {
+      const extra = await extension.verify(o.values, ctx);
+      report.checks.push(...extra.checks);
+      if (extra.measured !== undefined) report.measured[extension.name] = extra.measured;
+    }
+  } catch (err) {
+    const message = (err as Error).message;
+    const code = err instanceof UnreadableError ? 'ERR_EVIDENCE_UNREADABLE' : 'ERR_EVIDENCE_INTERNAL';
+    if (o.json) io.stdout.write(JSON.stringify({ verified: false, error: { code, message } }, null, 2) + '\n');
+    else io.stderr.write(`sigil verify-evidence: could not verify: ${message}\n`);
+    return EVIDENCE_EXIT.unreadable;
+  }
+  report.verified = report.checks.length > 0 && report.checks.every((c) => c.ok);
+  io.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatEvidenceReport(report));
+  return report.verified ? EVIDENCE_EXIT.ok : EVIDENCE_EXIT.checkFailed;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  return verifyEvidenceCommand(argv, { stdout: process.stdout, stderr: process.stderr });
+}
