@@ -63,7 +63,8 @@ export interface PinnedTlsOptions {
  * Certificate issuers and names are not what is trusted: the hardware report vouches for the key itself.
  */
 export function pinningConnector(pin: SpkiPin, options: PinnedTlsOptions = {}): buildConnector.connector {
-  const connect = buildConnector({ rejectUnauthorized: false, ...(options.ca === undefined ? {} : { ca: options.ca }) });
+  // No session resumption: a resumed session shows no certificate, and every connection must show its key.
+  const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0, ...(options.ca === undefined ? {} : { ca: options.ca }) });
   return (opts, callback) =>
     connect(opts, (err, socket) => {
       if (err !== null) return callback(err, null);
