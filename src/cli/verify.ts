@@ -460,7 +460,8 @@ export function formatChecks(checks: Check[]): string {
   const failed = checks.filter((c) => !c.ok).length;
   const unpinned = checks.filter(isNotPinned).length;
   const compared = checks.length - unpinned;
-  const tail = unpinned === 0 ? '' : `; ${unpinned} value(s) not pinned, so not compared with anything`;
+  const uncompared = checks.some((c) => c.name === 'reference.values' && isNotPinned(c));
+  const tail = (unpinned === 0 ? '' : `; ${unpinned} value(s) not pinned, so not compared with anything`) + (uncompared ? '; the code was not compared with reference values' : '');
   lines.push(failed === 0 ? `verified: all ${compared} checks passed${tail}` : `NOT VERIFIED: ${failed} of ${compared} checks failed${tail}`);
   return lines.join('\n') + '\n';
 }

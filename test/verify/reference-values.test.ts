@@ -125,6 +125,11 @@ describe('reference checks on the dstack TDX quote', () => {
 
   it('fail when the file pins only another TEE', () => {
     const checks = snpReferenceChecks({ measurement: '00'.repeat(48), host_data: '00'.repeat(32) }, parseReferenceValues(`tdx:\n  mrtd: ${MRTD}\n`));
-    expect(checks[0]).toEqual({ name: 'reference.values', ok: false, detail: 'the reference values pin nothing for SEV-SNP, the TEE of this evidence: the auditor expected a different platform' });
+    expect(checks[0]).toEqual({ name: 'reference.values', ok: false, detail: 'the reference values pin TDX values but nothing for SEV-SNP, the TEE of this evidence: the auditor expected a different platform' });
+  });
+
+  it('say the code was not compared when the file pins only GPU values', () => {
+    const checks = tdxReferenceChecks(measured, parseReferenceValues('gpu:\n  rims: [driver.swidtag]\n'));
+    expect(checks[0]).toEqual({ name: 'reference.values', ok: true, pinned: false, detail: 'the reference values pin nothing for TDX (only GPU values): the code of this confidential VM was not compared with reference values' });
   });
 });

@@ -75,7 +75,11 @@ export function referenceFileCheck(ref: ReferenceValues | undefined, tee: 'tdx' 
     return notPinned('reference.values', 'no reference values given (--reference FILE): the code was not compared with reference values, so this proves genuine hardware but not which software runs on it');
   }
   if (section === undefined) {
-    return fail('reference.values', `the reference values pin nothing for ${teeName}, the TEE of this evidence: the auditor expected a different platform`);
+    const other = tee === 'tdx' ? ref.snp : ref.tdx;
+    if (other !== undefined) {
+      return fail('reference.values', `the reference values pin ${tee === 'tdx' ? 'SEV-SNP' : 'TDX'} values but nothing for ${teeName}, the TEE of this evidence: the auditor expected a different platform`);
+    }
+    return notPinned('reference.values', `the reference values pin nothing for ${teeName} (only GPU values): the code of this confidential VM was not compared with reference values`);
   }
   return pass('reference.values', `reference values for ${teeName} given: each pinned value below is compared, each unpinned one is listed as not pinned`);
 }
