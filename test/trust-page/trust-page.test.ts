@@ -136,6 +136,9 @@ describe.skipIf(!existsSync(CHROMIUM))('the trust page in chromium', () => {
       expect(await page.$eval('.message.assistant .content', (e) => e.textContent)).toBe(engine.reply);
       const receipt = await page.$eval('#receipts li', (li) => li.textContent ?? '');
       expect(receipt.startsWith('Receipt verified')).toBe(true);
+      // Sigil offers EHBP by default: the page sealed the message to the attested key and opened the answer.
+      expect(receipt).toContain('encrypted (EHBP)');
+      expect(engine.requests.at(-1)?.body.toString('utf8')).toContain('Hello there');
       const lines = await page.$$eval('#receipts li .checks li', (items) => items.map((li) => `${li.querySelector('.status')?.textContent} ${(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]}`));
       expect(lines).toEqual(expect.arrayContaining(['PASS receipt.signature', 'PASS receipt.request_hash', 'PASS receipt.response_hash', 'PASS receipt.nonce']));
       expect(lines.every((l) => l.startsWith('PASS'))).toBe(true);
