@@ -157,9 +157,21 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     let response: Response;
     if (attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0) {
       // EHBP: sealed to the attested key; the response is opened as it streams (a missing or bad nonce fails).
-      const sealed = await (await identity()).encryptRequestWithContext(new Request(url, { method, headers, body: body as unknown as BodyInit }));
-      const sealedBody = new Uint8Array(await sealed.request.arrayBuffer());
-      const raw = (await send(url, { ...init, method, headers: sealed.request.headers }, sealedBody)) as unknown as Response;
+      const sendSealed = async () => {
+        const sealed = await (await identity()).encryptRequestWithContext(new Request(url, { method, headers, body: body as unknown as BodyInit }));
+        const sealedBody = new Uint8Array(await sealed.request.arrayBuffer());
+        const raw = (await send(url, { ...init, method, headers: sealed.request.headers }, sealedBody)) as unknown as Response;
+        return { sealed, raw };
+      };
+      let { sealed, raw } = await sendSealed();
+      if (raw.status === 422 && (raw.headers.get('content-type') ?? '').startsWith('application/problem+json')) {
+        // Sealed to a key the service no longer holds (it restarted): nothing was processed; re-attest its new key, send once more.
+        await raw.arrayBuffer();
+        attested = await reattest();
+        sealing = undefined;
+        if (attested.hpkeKeyConfig === null) throw new AttestationError('the service no longer offers an attested HPKE key', attested.checks);
+        ({ sealed, raw } = await sendSealed());
+      }
       response = raw.headers.get('ehbp-response-nonce') === null && raw.status !== 200 ? raw : await (await identity()).decryptResponseWithContext(raw, sealed.context!);
     } else {
       response = (await send(url, { ...init, method, headers }, body)) as unknown as Response;

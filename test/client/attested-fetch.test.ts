@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch, type AttestedFetch } from '../../src/client/index.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTlsMitm, type TlsMitm } from '../support/tls-mitm.ts';
 import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
@@ -211,5 +211,33 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(/^the service's attestation did not verify, so nothing was sent: .*measurement/);
     expect(service.last).toBe(lastExchange);
+  });
+});
+
+describe('a service restarted with new keys', () => {
+  it('is re-attested: a body sealed to the old HPKE key is refused (422, nothing processed), the new key attested, the request sent once more', async () => {
+    const first = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
+    const port = Number(new URL(first.url).port);
+    const attested = await createAttestedFetch({ baseURL: `${first.url}/v1`, allowNoTee: true });
+    let second: TestSigil | undefined;
+    try {
+      const client = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: first.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'before' }] });
+      const before = attested.attestation;
+      await first.close(0);
+      // Same address, new process: new HPKE key, new signing key; the same API key file contents are not kept, so use the new key.
+      second = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { listen: { host: '127.0.0.1', port } } });
+      const again = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: second.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      const completion = await again.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'after' }] });
+      expect(completion.object).toBe('chat.completion');
+      expect(attested.attestation).not.toBe(before);
+      expect(Buffer.from(attested.attestation.hpkeKeyConfig!).equals(Buffer.from(before.hpkeKeyConfig!))).toBe(false);
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true });
+      const lines = (await requestLines(second, 0, 4)).filter((l) => l.route === '/v1/chat/completions');
+      expect(lines.map((l) => l.status)).toEqual([422, 200]);
+    } finally {
+      await attested.close();
+      await second?.close(0);
+    }
   });
 });
