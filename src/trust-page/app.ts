@@ -1,7 +1,7 @@
-import { parse as parseYaml } from 'yaml';
 import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
-import { verifyService, type PageCheck, type PageReference, type ServiceReport } from './verify-service.ts';
+import { verifyService, type PageCheck, type ServiceReport } from './verify-service.ts';
+import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 
 /** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
 
@@ -46,11 +46,10 @@ const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 
 let report: ServiceReport | undefined;
 const history: ChatMessage[] = [];
 
-function readReference(text: string): PageReference | undefined {
+/** The reference values file of SPEC 10, read by the verifier's own reader: an unknown key or a bad value is named. */
+function readReference(text: string): ReferenceValues | undefined {
   if (text.trim() === '') return undefined;
-  const value = parseYaml(text) as unknown;
-  if (typeof value !== 'object' || value === null) throw new Error('the reference values are not a YAML or JSON object');
-  return value as PageReference;
+  return parseReferenceValues(text);
 }
 
 function renderChecks(list: HTMLOListElement, checks: PageCheck[]): void {
@@ -129,7 +128,7 @@ async function verify(event: SubmitEvent): Promise<void> {
   button.disabled = true;
   try {
     const base = byId<HTMLInputElement>('service-url').value.trim();
-    let reference: PageReference | undefined;
+    let reference: ReferenceValues | undefined;
     try {
       reference = readReference(byId<HTMLTextAreaElement>('reference').value);
     } catch (err) {

@@ -2,7 +2,8 @@ import type { AttestationDocumentV2 } from '../protocol/attestation.ts';
 import { jcsSha256 } from '../protocol/jcs.ts';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 import { verifyJwksBinding } from '../verify/binding.ts';
-import type { Check } from '../verify/check.ts';
+import { isNotPinned, type Check } from '../verify/check.ts';
+import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 
 /** A check as the page shows it: passed, failed, or a note (not checkable here, or not pinned). */
 export interface PageCheck {
@@ -34,14 +35,9 @@ export interface ModelRow {
   endpoints?: string[];
 }
 
-/** Launch measurements an auditor accepts, per TEE; the full reference-values file of SPEC 10 is read by the verifier. */
-export interface PageReference {
-  snp?: { measurement?: string[] };
-  tdx?: { mrtd?: string[] };
-}
-
 const page = (name: string, status: PageCheck['status'], detail: string): PageCheck => ({ name, status, detail });
-const fromCheck = (c: Check): PageCheck => page(c.name, c.ok ? 'pass' : 'fail', c.detail);
+/** A value nobody pinned is a note, never a pass: nothing was compared. */
+const fromCheck = (c: Check): PageCheck => page(c.name, isNotPinned(c) ? 'note' : c.ok ? 'pass' : 'fail', c.detail);
 
 function serviceUrl(base: string, path: string): string {
   return `${base.replace(/\/+$/, '').replace(/\/v1$/, '')}/${path}`;
@@ -81,25 +77,12 @@ function hpkeCheck(doc: AttestationDocumentV2, served: Uint8Array | undefined): 
     : page('binding.hpke', 'fail', '/.well-known/hpke-keys serves another key than the attested one: the page will not encrypt to it');
 }
 
-function referenceChecks(doc: AttestationDocumentV2, reference: PageReference | undefined): PageCheck[] {
-  const accepted = doc.tee === 'sev-snp' ? reference?.snp?.measurement : doc.tee === 'tdx' ? reference?.tdx?.mrtd : undefined;
-  const field = doc.tee === 'tdx' ? 'MRTD' : 'MEASUREMENT';
-  if (accepted === undefined || accepted.length === 0) {
-    return [page('reference.measurement', 'note', `not pinned: no reference ${field} was given, so the code was not compared with what an auditor expects`)];
-  }
-  const measured = doc.measurement.toLowerCase();
-  return [
-    accepted.some((m) => m.toLowerCase() === measured)
-      ? page('reference.measurement', 'pass', `${field} ${measured} is one of the ${accepted.length} reference value(s)`)
-      : page('reference.measurement', 'fail', `${field} ${measured} is none of the reference values: this is not the code the auditor expects`),
-  ];
-}
 
 /** A failed check outranks everything; then a development service says so; then whether the code was compared. */
-function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined): Verdict {
+function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined, unpinned: ReadonlySet<PageCheck>): Verdict {
   if (checks.some((c) => c.status === 'fail' && c.name !== 'attestation.tee')) return 'failed';
   if (doc?.tee === 'none') return 'development';
-  return checks.some((c) => c.name.startsWith('reference.') && c.status === 'note') ? 'unpinned' : 'verified';
+  return checks.some((c) => c.status === 'note' && unpinned.has(c)) ? 'unpinned' : 'verified';
 }
 
 /**
@@ -107,7 +90,7 @@ function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined):
  * binding (JWKS, policy, HPKE key) recomputed here, the hardware evidence chain, and the reference values
  * the user gave. Nothing the service says about a check's outcome is taken on its word.
  */
-export async function verifyService(base: string, options: { reference?: PageReference } = {}): Promise<ServiceReport> {
+export async function verifyService(base: string, options: { reference?: ReferenceValues } = {}): Promise<ServiceReport> {
   const nonce = crypto.getRandomValues(new Uint8Array(32));
   let doc: AttestationDocumentV2;
   let jwks: { keys: unknown[] };
@@ -128,6 +111,7 @@ export async function verifyService(base: string, options: { reference?: PageRef
   const models = ((modelList as { data?: ModelRow[] }).data ?? []).map((m) => ({ ...m }));
 
   const checks: PageCheck[] = verifyJwksBinding(doc, { jwks, nonce }).map(fromCheck);
+  const unpinned = new Set<PageCheck>();
   const policyHash = jcsSha256(policy);
   checks.push(
     doc.binding?.policy_hash === policyHash
@@ -150,10 +134,15 @@ export async function verifyService(base: string, options: { reference?: PageRef
   if (doc.tee === 'none') {
     checks.push(page('attestation.tee', 'fail', 'tee is "none": no hardware evidence exists, so nothing stops the operator from reading prompts (a development service)'));
   } else {
-    checks.push(...(await verifyAttestationDocument(doc, { jwks: jwks as { keys: object[] }, nonce })).map(fromCheck));
-    checks.push(...referenceChecks(doc, options.reference));
+    // The same verifier as the CLI's: evidence, event-log replay, platform policy and the reference values given.
+    const verified = await verifyAttestationDocument(doc, { jwks: jwks as { keys: object[] }, nonce, ...(options.reference === undefined ? {} : { reference: options.reference }) });
+    for (const check of verified) {
+      const shown = fromCheck(check);
+      if (isNotPinned(check)) unpinned.add(shown);
+      checks.push(shown);
+    }
   }
-  const report: ServiceReport = { verdict: verdictOf(checks, doc), checks, document: doc, jwks, policyHash, models };
+  const report: ServiceReport = { verdict: verdictOf(checks, doc, unpinned), checks, document: doc, jwks, policyHash, models };
   if (hpkeLine.status === 'pass' && hpke !== undefined) report.hpkeKeyConfig = hpke;
   return report;
 }

@@ -98,6 +98,21 @@ describe.skipIf(!existsSync(CHROMIUM))('the trust page in chromium', () => {
     }
   });
 
+  it('reads pasted reference values with the verifier\'s own reader, naming a key it does not know', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
+      await page.$eval('#reference', (area) => ((area as HTMLTextAreaElement).value = 'tdx:\n  rtmr9: ["aa"]\n'));
+      await page.click('#verify-button');
+      await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 20_000 });
+      expect(await page.$eval('#verdict', (e) => e.textContent)).toBe('Not verified: at least one check failed.');
+      const details = await page.$$eval('#checks li .check-detail', (items) => items.map((i) => i.textContent ?? ''));
+      expect(details.join('\n')).toContain('tdx.rtmr9: unknown key');
+    } finally {
+      await page.close();
+    }
+  });
+
   it('shows a service whose JWKS does not match its attested binding as failed', async () => {
     // A hostile front: everything passes through, except the JWKS, which names another key.
     const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
