@@ -29,14 +29,21 @@ import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
-type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts';
-const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts'];
+type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts' | 'node-http' | 'sigil-plain';
+const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts', 'node-http', 'sigil-plain'];
 const FLOOR: TlsPeerName = 'node-https';
+/** Plain-HTTP references in the same run (JSON and streams only): what TLS itself adds, to the floor and to Sigil. */
+const PLAIN_FLOOR: TlsPeerName = 'node-http';
+const PLAIN = new Set<TlsPeerName>(['node-http', 'sigil-plain']);
+/** Each TLS peer's plain-HTTP twin, for "added by TLS". */
+const PLAIN_TWIN: Partial<Record<TlsPeerName, TlsPeerName>> = { 'node-https': 'node-http', sigil: 'sigil-plain' };
 const LABELS: Record<TlsPeerName, string> = {
   'node-https': 'bare node:https proxy (floor)',
   nginx: 'nginx (TLS)',
   sigil: 'Sigil, TLS, no receipts',
   'sigil-receipts': 'Sigil, TLS, receipt on every request',
+  'node-http': 'minimal node:http proxy (plain HTTP)',
+  'sigil-plain': 'Sigil, plain HTTP, no receipts',
 };
 const RESULTS = join(ROOT, 'bench', 'results');
 const CHAT_PATH = '/v1/chat/completions';
@@ -50,6 +57,7 @@ const { values: args } = parseArgs({
     reps: { type: 'string' },
     peers: { type: 'string' },
     'no-install': { type: 'boolean', default: false },
+    'no-plain': { type: 'boolean', default: false },
   },
 });
 const quick = args.quick;
@@ -154,14 +162,20 @@ async function startNginxTls(dir: string, engine: Engine, creds: Credentials): P
   return pinned('nginx', spawned, port, tlsTarget(port, creds), () => childPids(spawned.pid), 'SIGQUIT');
 }
 
-async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean): Promise<TlsPeer> {
-  const name: TlsPeerName = receipts ? 'sigil-receipts' : 'sigil';
+async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean, tls = true): Promise<TlsPeer> {
+  const name: TlsPeerName = !tls ? 'sigil-plain' : receipts ? 'sigil-receipts' : 'sigil';
   const port = await freePort();
-  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } });
+  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', tls ? { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } } : {});
   const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
-  return pinned(name, spawned, port, tlsTarget(port, creds, headers));
+  return pinned(name, spawned, port, tls ? tlsTarget(port, creds, headers) : { host: '127.0.0.1', port, path: CHAT_PATH, headers });
+}
+
+async function startNodeHttp(dir: string, engine: Engine): Promise<TlsPeer> {
+  const port = await freePort();
+  const spawned = spawnLogged(process.execPath, [...TSX, join(ROOT, 'bench', 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
+  return pinned('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
 }
 
 function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
@@ -174,6 +188,10 @@ function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Creden
       return startSigilTls(dir, engine, creds, false);
     case 'sigil-receipts':
       return startSigilTls(dir, engine, creds, true);
+    case 'node-http':
+      return startNodeHttp(dir, engine);
+    case 'sigil-plain':
+      return startSigilTls(dir, engine, creds, false, false);
   }
 }
 
@@ -350,13 +368,25 @@ function summarise(peers: TlsPeerName[], samples: Sample[], rss: Map<TlsPeerName
       values[`${scenario}.p50`] = spread(of.map((s) => s.p50));
       values[`${scenario}.p99`] = spread(of.map((s) => s.p99));
       if (scenario === 'handshake') values['handshake.loadBusy'] = spread(of.map((s) => s.loadBusy ?? Number.NaN));
-      // Ratios to the floor within the same repetition, then their spread.
+      // Ratios to the floor (plain references: to the plain floor) within the same repetition, then their spread.
+      const floor = PLAIN.has(peer) ? PLAIN_FLOOR : FLOOR;
       for (const metric of ['rate', 'cpuUs'] as const) {
         values[`${scenario}.${metric}.vsFloor`] = spread(
           reps.map((rep) => {
             const a = get(peer, scenario, rep);
-            const b = get(FLOOR, scenario, rep);
+            const b = get(floor, scenario, rep);
             return a === undefined || b === undefined ? Number.NaN : a[metric] / b[metric];
+          }),
+        );
+      }
+      // CPU that TLS adds: this peer minus its plain twin, in the same repetition.
+      const twin = PLAIN_TWIN[peer];
+      if (twin !== undefined && scenario !== 'handshake') {
+        values[`${scenario}.cpuUs.tlsAdded`] = spread(
+          reps.map((rep) => {
+            const a = get(peer, scenario, rep);
+            const b = get(twin, scenario, rep);
+            return a === undefined || b === undefined ? Number.NaN : a.cpuUs - b.cpuUs;
           }),
         );
       }
@@ -405,14 +435,15 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     `Mode \`${meta.mode}\`, ${plan.reps} interleaved repetitions; each cell is the median over repetitions with (min–max); ratios are taken to the node:https floor within each repetition. ${hasTaskset ? 'Proxies pinned to core 0; engine and load generators to core 1 (taskset).' : 'No CPU pinning (taskset missing).'} Load average (1 / 5 / 15 min): ${la(meta.loadAverage.before)} before, ${la(meta.loadAverage.after)} after.`,
   );
   L.push(
-    `One P-256 key and self-signed certificate (openssl) for every peer; TLS 1.2/1.3 with Sigil's suites and groups everywhere. Handshakes: ${plan.handshakeConcurrency} concurrent loops of connect + full handshake + close from one Node process, ${plan.handshakeMs / 1000} s. JSON: wrk, ${plan.jsonConcurrency} kept-alive HTTPS connections, ${plan.jsonS} s, ${plan.jsonTokens}-token answers. Streams: ${plan.streamConcurrency} concurrent kept-alive HTTPS streams of ${plan.streamTokens} token events (${plan.chunkMs} ms apart), ${plan.streamMs / 1000} s, from a node:https client process.`,
+    `One P-256 key and self-signed certificate (openssl) for every peer; TLS 1.2/1.3 with Sigil's suites and groups everywhere. Handshakes: ${plan.handshakeConcurrency} concurrent loops of connect + full handshake + close from one Node process, ${plan.handshakeMs / 1000} s. JSON: wrk, ${plan.jsonConcurrency} kept-alive HTTPS connections, ${plan.jsonS} s, ${plan.jsonTokens}-token answers. Streams: ${plan.streamConcurrency} concurrent kept-alive HTTPS streams of ${plan.streamTokens} token events (${plan.chunkMs} ms apart), ${plan.streamMs / 1000} s, from a node:https client process. For reference, the same JSON and stream loads also run over plain HTTP against a minimal node:http proxy and Sigil without TLS.`,
   );
   for (const u of unavailable) L.push(`- **${u.name}** not measured: ${u.note}`);
   L.push('');
   const table: string[] = [];
   table.push('| peer | full handshakes/s | × floor | proxy CPU µs/handshake | × floor | JSON req/s (keep-alive, c=16) | × floor | proxy CPU µs/request | × floor | proxy CPU µs/stream event | × floor | streams complete, in order | reads with >1 token event |');
   table.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
-  for (const s of summaries) {
+  const tlsPeers = summaries.filter((s) => !PLAIN.has(s.peer));
+  for (const s of tlsPeers) {
     const v = s.values;
     table.push(
       `| ${LABELS[s.peer]} | ${cell(v['handshake.rate']!)} | ${cell(v['handshake.rate.vsFloor']!, 2)} | ${cell(v['handshake.cpuUs']!)} | ${cell(v['handshake.cpuUs.vsFloor']!, 2)} | ${cell(v['json.rate']!)} | ${cell(v['json.rate.vsFloor']!, 2)} | ${cell(v['json.cpuUs']!)} | ${cell(v['json.cpuUs.vsFloor']!, 2)} | ${cell(v['stream.cpuUs']!, 1)} | ${cell(v['stream.cpuUs.vsFloor']!, 2)} | ${fmt(s.streamsOk)} of ${fmt(s.streamsOk + s.streamsBad)} | ${fmt(s.mergedReads)} of ${fmt(s.reads)} |`,
@@ -423,13 +454,34 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
   L.push('');
   L.push('| peer | handshake: proxy busy | handshake: client busy | handshake p50 / p99 µs | JSON: proxy busy | JSON p50 / p99 µs (wrk) | streams: proxy busy | stream TTFB p50 / p99 µs | negotiated | RSS at end (MB) |');
   L.push('|---|---|---|---|---|---|---|---|---|---|');
-  for (const s of summaries) {
+  for (const s of tlsPeers) {
     const v = s.values;
     L.push(
       `| ${LABELS[s.peer]} | ${cell(v['handshake.proxyBusy']!, 2)} | ${cell(v['handshake.loadBusy']!, 2)} | ${fmt(v['handshake.p50']!.median)} / ${fmt(v['handshake.p99']!.median)} | ${cell(v['json.proxyBusy']!, 2)} | ${fmt(v['json.p50']!.median)} / ${fmt(v['json.p99']!.median)} | ${cell(v['stream.proxyBusy']!, 2)} | ${fmt(v['stream.p50']!.median)} / ${fmt(v['stream.p99']!.median)} | ${s.handshakeWith ?? 'n/a'} | ${s.rssMb === undefined ? 'n/a' : fmt(s.rssMb, 1)} |`,
     );
   }
   L.push('');
+  const plain = summaries.filter((s) => PLAIN.has(s.peer));
+  if (plain.length > 0) {
+    L.push('**What TLS itself adds** (the plain-HTTP twins in the same run: `bench/minimal-proxy.ts` and Sigil without `tls`; "added by TLS" is the TLS peer minus its twin within each repetition)');
+    L.push('');
+    L.push('| peer | JSON req/s (c=16, wrk) | proxy CPU µs/request | × plain floor | proxy CPU µs/stream event | × plain floor | streams complete, in order | reads with >1 token event |');
+    L.push('|---|---|---|---|---|---|---|---|');
+    for (const s of plain) {
+      const v = s.values;
+      L.push(
+        `| ${LABELS[s.peer]} | ${cell(v['json.rate']!)} | ${cell(v['json.cpuUs']!)} | ${cell(v['json.cpuUs.vsFloor']!, 2)} | ${cell(v['stream.cpuUs']!, 1)} | ${cell(v['stream.cpuUs.vsFloor']!, 2)} | ${fmt(s.streamsOk)} of ${fmt(s.streamsOk + s.streamsBad)} | ${fmt(s.mergedReads)} of ${fmt(s.reads)} |`,
+      );
+    }
+    L.push('');
+    L.push('| CPU added by TLS | per JSON request (µs) | per stream event (µs) |');
+    L.push('|---|---|---|');
+    for (const s of tlsPeers) {
+      if (s.values['json.cpuUs.tlsAdded'] === undefined) continue;
+      L.push(`| ${LABELS[s.peer]} minus ${LABELS[PLAIN_TWIN[s.peer]!]} | ${cell(s.values['json.cpuUs.tlsAdded'])} | ${cell(s.values['stream.cpuUs.tlsAdded']!, 1)} |`);
+    }
+    L.push('');
+  }
   // Targets
   const targetLines: string[] = ['| target (issue 12) | measured | holds |', '|---|---|---|'];
   for (const name of ['sigil', 'sigil-receipts'] as TlsPeerName[]) {
@@ -512,7 +564,7 @@ async function main(): Promise<number> {
   const hsWorker: HandshakeWorker = new Worker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
   const live: TlsPeer[] = [];
   try {
-    const wanted = args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p));
+    const wanted = (args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p))).filter((p) => !(args['no-plain'] && PLAIN.has(p)));
     if (!wanted.includes(FLOOR)) wanted.unshift(FLOOR);
     const unavailable: { name: TlsPeerName; note: string }[] = [];
     for (const name of wanted) {
@@ -520,7 +572,9 @@ async function main(): Promise<number> {
         const peer = await startPeer(name, dir, engine, creds);
         const json = await loadWorker.run({ kind: 'load', mode: 'json', target: peer.target, body: body(false, plan.jsonTokens), concurrency: 1, durationMs: 300, tokens: plan.jsonTokens });
         const stream = await loadWorker.run({ kind: 'load', mode: 'stream', target: peer.target, body: body(true, 4), concurrency: 1, durationMs: 300, tokens: 4 });
-        const hs = await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
+        const hs = PLAIN.has(name)
+          ? { handshakes: 1, errors: 0, protocol: 'plain HTTP', cipher: '', group: '', firstProblem: undefined }
+          : await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
         const problem =
           json.requests === 0 || json.non200 > 0
             ? `JSON over HTTPS failed (${json.firstProblem ?? 'no answer'})`
@@ -544,7 +598,7 @@ async function main(): Promise<number> {
 
     log('warm-up…');
     for (const peer of live) {
-      await measureHandshakes(hsWorker, peer, 0, plan.warmupMs / 2);
+      if (!PLAIN.has(peer.name)) await measureHandshakes(hsWorker, peer, 0, plan.warmupMs / 2);
       await saturate(dir, peer.target, body(false, plan.jsonTokens), plan.jsonConcurrency, 1, LOAD_CORE, useWrk);
       await measureStreams(loadWorker, peer, 0, plan.warmupMs);
     }
@@ -555,6 +609,7 @@ async function main(): Promise<number> {
       log(`repetition ${rep}/${plan.reps}: ${order.map((p) => p.name).join(', ')}`);
       for (const scenario of ['handshake', 'json', 'stream'] as Scenario[]) {
         for (const peer of order) {
+          if (scenario === 'handshake' && PLAIN.has(peer.name)) continue;
           await sleep(200);
           if (scenario === 'handshake') samples.push(await measureHandshakes(hsWorker, peer, rep, plan.handshakeMs));
           else if (scenario === 'json') samples.push(await measureJson(dir, peer, rep, plan.jsonS, useWrk));
