@@ -73,6 +73,9 @@ const plan = {
   streamTokens: 64,
   chunkMs: 5,
   warmupMs: quick ? 500 : 1000,
+  /** The target's A/B: alternating short wrk runs against Sigil and the floor, back to back. */
+  abPairs: quick ? 4 : 12,
+  abS: 2,
 };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -334,6 +337,47 @@ async function measureStreams(worker: LoadWorker, peer: TlsPeer, rep: number, du
   return s;
 }
 
+/**
+ * The target's figure, measured so that a busy shared machine weighs on both sides alike: `pairs`
+ * pairs of short JSON runs (wrk, c=16) against the floor and Sigil back to back, the order alternating
+ * (ABBA), one CPU-per-request ratio per pair.
+ */
+interface AbResult {
+  a: TlsPeerName;
+  b: TlsPeerName;
+  ratios: number[];
+  aCpu: number[];
+  bCpu: number[];
+}
+
+async function abPairs(dir: string, a: TlsPeer, b: TlsPeer, pairs: number, useWrk: boolean): Promise<AbResult> {
+  const out: AbResult = { a: a.name, b: b.name, ratios: [], aCpu: [], bCpu: [] };
+  for (let i = 0; i < pairs; i++) {
+    const first = i % 2 === 0 ? a : b;
+    const second = first === a ? b : a;
+    const r1 = await measureJson(dir, first, i, plan.abS, useWrk);
+    const r2 = await measureJson(dir, second, i, plan.abS, useWrk);
+    const ra = first === a ? r1 : r2;
+    const rb = first === a ? r2 : r1;
+    out.aCpu.push(ra.cpuUs);
+    out.bCpu.push(rb.cpuUs);
+    out.ratios.push(rb.cpuUs / ra.cpuUs);
+  }
+  return out;
+}
+
+function quartiles(values: number[]): { min: number; q1: number; median: number; q3: number; max: number } {
+  const v = values.filter((x) => Number.isFinite(x)).sort((x, y) => x - y);
+  const at = (q: number) => {
+    if (v.length === 0) return Number.NaN;
+    const pos = (v.length - 1) * q;
+    const lo = Math.floor(pos);
+    const hi = Math.ceil(pos);
+    return v[lo]! + (v[hi]! - v[lo]!) * (pos - lo);
+  };
+  return { min: at(0), q1: at(0.25), median: at(0.5), q3: at(0.75), max: at(1) };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
@@ -423,7 +467,7 @@ interface Meta {
   loadAverage: { before: number[]; after: number[] };
 }
 
-function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[]): { table: string; full: string } {
+function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[], ab: AbResult[]): { table: string; full: string } {
   const L: string[] = [];
   const la = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ');
   L.push(
@@ -482,15 +526,37 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     }
     L.push('');
   }
+  const abRow = (r: AbResult) => {
+    const q = quartiles(r.ratios);
+    // q: the spread of the per-pair ratios
+    return { line: `| ${LABELS[r.b]} vs ${LABELS[r.a]} | ${r.ratios.length} | ${fmt(quartiles(r.aCpu).median)} | ${fmt(quartiles(r.bCpu).median)} | **${fmt(q.median, 2)}** | ${fmt(q.q1, 2)}–${fmt(q.q3, 2)} | ${fmt(q.min, 2)}–${fmt(q.max, 2)} |` };
+  };
+  if (ab.length > 0) {
+    L.push(
+      `**CPU per request, A/B** (the target's figure measured a second way: ${ab[0]!.ratios.length} pairs of ${plan.abS} s wrk runs, c=${plan.jsonConcurrency}, the two peers back to back in alternating order; one ratio per pair, so a burst of other work on the machine weighs on both sides of a ratio alike)`,
+    );
+    L.push('');
+    L.push('| pair | pairs | CPU µs/request, first (median) | CPU µs/request, second (median) | ratio, median | ratio, middle half | ratio, min–max |');
+    L.push('|---|---|---|---|---|---|---|');
+    for (const r of ab) L.push(abRow(r).line);
+    L.push('');
+  }
   // Targets
   const targetLines: string[] = ['| target (issue 12) | measured | holds |', '|---|---|---|'];
+  const abTarget = ab.find((r) => r.a === FLOOR && r.b === 'sigil');
+  if (abTarget !== undefined) {
+    const q = quartiles(abTarget.ratios);
+    targetLines.push(
+      `| ${LABELS.sigil}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor (A/B pairs) | ${fmt(q.median, 2)}× (middle half ${fmt(q.q1, 2)}–${fmt(q.q3, 2)}, ${abTarget.ratios.length} pairs) | ${q.median <= TARGET_RATIO ? 'yes' : '**no**'} |`,
+    );
+  }
   for (const name of ['sigil', 'sigil-receipts'] as TlsPeerName[]) {
     const s = summaries.find((x) => x.peer === name);
     if (s === undefined) continue;
     const ratio = s.values['json.cpuUs.vsFloor']!;
     if (name === 'sigil' || Number.isFinite(ratio.median)) {
       targetLines.push(
-        `| ${LABELS[name]}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor | ${fmt(ratio.median, 2)}× (${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)} over repetitions; ${fmt(s.values['json.cpuUs']!.median)} vs ${fmt(summaries.find((x) => x.peer === FLOOR)?.values['json.cpuUs']!.median ?? Number.NaN)} µs) | ${ratio.median <= TARGET_RATIO ? 'yes' : '**no**'}${name === 'sigil-receipts' ? ' (not part of the target: one ES256 signature per request)' : ''} |`,
+        `| ${LABELS[name]}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor (repetitions) | ${fmt(ratio.median, 2)}× (${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)} over repetitions; ${fmt(s.values['json.cpuUs']!.median)} vs ${fmt(summaries.find((x) => x.peer === FLOOR)?.values['json.cpuUs']!.median ?? Number.NaN)} µs) | ${ratio.median <= TARGET_RATIO ? 'yes' : '**no**'}${name === 'sigil-receipts' ? ' (not part of the target: one ES256 signature per request)' : ''} |`,
       );
     }
     const held = s.streamsBad === 0 && s.mergedReads === 0 && s.streamsOk > 0 && s.errors === 0;
@@ -509,6 +575,9 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     full.push(
       `| ${s.rep} | ${s.peer} | ${s.scenario} | ${s.count} | ${fmt(s.rate)} | ${s.errors} | ${fmt(s.cpuUs, 1)} | ${fmt(s.proxyBusy, 2)} | ${s.loadBusy === undefined ? '' : fmt(s.loadBusy, 2)} | ${fmt(s.p50)} | ${fmt(s.p99)} | ${s.streamsOk === undefined ? '' : `${s.streamsOk} / ${s.streamsBad}`} | ${s.reads === undefined ? '' : `${s.mergedReads} / ${s.reads}`} | ${s.problem ?? ''} |`,
     );
+  }
+  for (const r of ab) {
+    full.push('', `A/B ${r.b} / ${r.a}, per pair (CPU µs/request ${r.a}, ${r.b}, ratio): ${r.ratios.map((x, i) => `${fmt(r.aCpu[i]!)}, ${fmt(r.bCpu[i]!)}, ${fmt(x, 2)}`).join('; ')}`);
   }
   full.push('', 'Units: handshake = one full handshake; json = one request; stream = one token event (CPU) or one stream (count, per s, latency = time to first chunk).', '');
   return { table: L.join('\n'), full: full.join('\n') };
@@ -617,6 +686,18 @@ async function main(): Promise<number> {
         }
       }
     }
+    const ab: AbResult[] = [];
+    const byName = (n: TlsPeerName) => live.find((p) => p.name === n);
+    for (const [a, b] of [
+      [FLOOR, 'sigil'],
+      [PLAIN_FLOOR, 'sigil-plain'],
+    ] as [TlsPeerName, TlsPeerName][]) {
+      const pa = byName(a);
+      const pb = byName(b);
+      if (pa === undefined || pb === undefined) continue;
+      log(`A/B: ${plan.abPairs} pairs, ${a} and ${b}…`);
+      ab.push(await abPairs(dir, pa, pb, plan.abPairs, useWrk));
+    }
     const rss = new Map<TlsPeerName, number>(live.map((p) => [p.name, rssMb(p.pids())]));
     for (const peer of live) await peer.stop();
     live.length = 0;
@@ -643,10 +724,10 @@ async function main(): Promise<number> {
       samples,
       rss,
     );
-    const { table, full } = render(meta, summaries, samples, unavailable);
+    const { table, full } = render(meta, summaries, samples, unavailable, ab);
     const stem = quick ? 'tls-quick' : 'tls-latest';
     writeFileSync(join(RESULTS, `${stem}.md`), full);
-    writeFileSync(join(RESULTS, `${stem}.json`), JSON.stringify({ meta, plan, summaries, samples, unavailable }, null, 2) + '\n');
+    writeFileSync(join(RESULTS, `${stem}.json`), JSON.stringify({ meta, plan, summaries, samples, ab, unavailable }, null, 2) + '\n');
     if (!quick && args.reps === undefined && args.peers === undefined) updateReadme(table);
     process.stdout.write(full);
     log(`done in ${Math.round((Date.now() - started) / 1000)} s; wrote bench/results/${stem}.md and .json`);
