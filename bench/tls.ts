@@ -29,14 +29,21 @@ import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
-type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts';
-const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts'];
+type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts' | 'node-http' | 'sigil-plain';
+const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts', 'node-http', 'sigil-plain'];
 const FLOOR: TlsPeerName = 'node-https';
+/** Plain-HTTP references in the same run (JSON and streams only): what TLS itself adds, to the floor and to Sigil. */
+const PLAIN_FLOOR: TlsPeerName = 'node-http';
+const PLAIN = new Set<TlsPeerName>(['node-http', 'sigil-plain']);
+/** Each TLS peer's plain-HTTP twin, for "added by TLS". */
+const PLAIN_TWIN: Partial<Record<TlsPeerName, TlsPeerName>> = { 'node-https': 'node-http', sigil: 'sigil-plain' };
 const LABELS: Record<TlsPeerName, string> = {
   'node-https': 'bare node:https proxy (floor)',
   nginx: 'nginx (TLS)',
   sigil: 'Sigil, TLS, no receipts',
   'sigil-receipts': 'Sigil, TLS, receipt on every request',
+  'node-http': 'minimal node:http proxy (plain HTTP)',
+  'sigil-plain': 'Sigil, plain HTTP, no receipts',
 };
 const RESULTS = join(ROOT, 'bench', 'results');
 const CHAT_PATH = '/v1/chat/completions';
@@ -50,6 +57,7 @@ const { values: args } = parseArgs({
     reps: { type: 'string' },
     peers: { type: 'string' },
     'no-install': { type: 'boolean', default: false },
+    'no-plain': { type: 'boolean', default: false },
   },
 });
 const quick = args.quick;
@@ -65,6 +73,9 @@ const plan = {
   streamTokens: 64,
   chunkMs: 5,
   warmupMs: quick ? 500 : 1000,
+  /** The target's A/B: alternating short wrk runs against Sigil and the floor, back to back. */
+  abPairs: quick ? 4 : 12,
+  abS: 2,
 };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -154,14 +165,20 @@ async function startNginxTls(dir: string, engine: Engine, creds: Credentials): P
   return pinned('nginx', spawned, port, tlsTarget(port, creds), () => childPids(spawned.pid), 'SIGQUIT');
 }
 
-async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean): Promise<TlsPeer> {
-  const name: TlsPeerName = receipts ? 'sigil-receipts' : 'sigil';
+async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean, tls = true): Promise<TlsPeer> {
+  const name: TlsPeerName = !tls ? 'sigil-plain' : receipts ? 'sigil-receipts' : 'sigil';
   const port = await freePort();
-  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } });
+  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', tls ? { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } } : {});
   const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
-  return pinned(name, spawned, port, tlsTarget(port, creds, headers));
+  return pinned(name, spawned, port, tls ? tlsTarget(port, creds, headers) : { host: '127.0.0.1', port, path: CHAT_PATH, headers });
+}
+
+async function startNodeHttp(dir: string, engine: Engine): Promise<TlsPeer> {
+  const port = await freePort();
+  const spawned = spawnLogged(process.execPath, [...TSX, join(ROOT, 'bench', 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
+  return pinned('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
 }
 
 function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
@@ -174,6 +191,10 @@ function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Creden
       return startSigilTls(dir, engine, creds, false);
     case 'sigil-receipts':
       return startSigilTls(dir, engine, creds, true);
+    case 'node-http':
+      return startNodeHttp(dir, engine);
+    case 'sigil-plain':
+      return startSigilTls(dir, engine, creds, false, false);
   }
 }
 
@@ -316,6 +337,47 @@ async function measureStreams(worker: LoadWorker, peer: TlsPeer, rep: number, du
   return s;
 }
 
+/**
+ * The target's figure, measured so that a busy shared machine weighs on both sides alike: `pairs`
+ * pairs of short JSON runs (wrk, c=16) against the floor and Sigil back to back, the order alternating
+ * (ABBA), one CPU-per-request ratio per pair.
+ */
+interface AbResult {
+  a: TlsPeerName;
+  b: TlsPeerName;
+  ratios: number[];
+  aCpu: number[];
+  bCpu: number[];
+}
+
+async function abPairs(dir: string, a: TlsPeer, b: TlsPeer, pairs: number, useWrk: boolean): Promise<AbResult> {
+  const out: AbResult = { a: a.name, b: b.name, ratios: [], aCpu: [], bCpu: [] };
+  for (let i = 0; i < pairs; i++) {
+    const first = i % 2 === 0 ? a : b;
+    const second = first === a ? b : a;
+    const r1 = await measureJson(dir, first, i, plan.abS, useWrk);
+    const r2 = await measureJson(dir, second, i, plan.abS, useWrk);
+    const ra = first === a ? r1 : r2;
+    const rb = first === a ? r2 : r1;
+    out.aCpu.push(ra.cpuUs);
+    out.bCpu.push(rb.cpuUs);
+    out.ratios.push(rb.cpuUs / ra.cpuUs);
+  }
+  return out;
+}
+
+function quartiles(values: number[]): { min: number; q1: number; median: number; q3: number; max: number } {
+  const v = values.filter((x) => Number.isFinite(x)).sort((x, y) => x - y);
+  const at = (q: number) => {
+    if (v.length === 0) return Number.NaN;
+    const pos = (v.length - 1) * q;
+    const lo = Math.floor(pos);
+    const hi = Math.ceil(pos);
+    return v[lo]! + (v[hi]! - v[lo]!) * (pos - lo);
+  };
+  return { min: at(0), q1: at(0.25), median: at(0.5), q3: at(0.75), max: at(1) };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
@@ -350,13 +412,25 @@ function summarise(peers: TlsPeerName[], samples: Sample[], rss: Map<TlsPeerName
       values[`${scenario}.p50`] = spread(of.map((s) => s.p50));
       values[`${scenario}.p99`] = spread(of.map((s) => s.p99));
       if (scenario === 'handshake') values['handshake.loadBusy'] = spread(of.map((s) => s.loadBusy ?? Number.NaN));
-      // Ratios to the floor within the same repetition, then their spread.
+      // Ratios to the floor (plain references: to the plain floor) within the same repetition, then their spread.
+      const floor = PLAIN.has(peer) ? PLAIN_FLOOR : FLOOR;
       for (const metric of ['rate', 'cpuUs'] as const) {
         values[`${scenario}.${metric}.vsFloor`] = spread(
           reps.map((rep) => {
             const a = get(peer, scenario, rep);
-            const b = get(FLOOR, scenario, rep);
+            const b = get(floor, scenario, rep);
             return a === undefined || b === undefined ? Number.NaN : a[metric] / b[metric];
+          }),
+        );
+      }
+      // CPU that TLS adds: this peer minus its plain twin, in the same repetition.
+      const twin = PLAIN_TWIN[peer];
+      if (twin !== undefined && scenario !== 'handshake') {
+        values[`${scenario}.cpuUs.tlsAdded`] = spread(
+          reps.map((rep) => {
+            const a = get(peer, scenario, rep);
+            const b = get(twin, scenario, rep);
+            return a === undefined || b === undefined ? Number.NaN : a.cpuUs - b.cpuUs;
           }),
         );
       }
@@ -393,7 +467,7 @@ interface Meta {
   loadAverage: { before: number[]; after: number[] };
 }
 
-function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[]): { table: string; full: string } {
+function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[], ab: AbResult[]): { table: string; full: string } {
   const L: string[] = [];
   const la = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ');
   L.push(
@@ -405,14 +479,15 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     `Mode \`${meta.mode}\`, ${plan.reps} interleaved repetitions; each cell is the median over repetitions with (min–max); ratios are taken to the node:https floor within each repetition. ${hasTaskset ? 'Proxies pinned to core 0; engine and load generators to core 1 (taskset).' : 'No CPU pinning (taskset missing).'} Load average (1 / 5 / 15 min): ${la(meta.loadAverage.before)} before, ${la(meta.loadAverage.after)} after.`,
   );
   L.push(
-    `One P-256 key and self-signed certificate (openssl) for every peer; TLS 1.2/1.3 with Sigil's suites and groups everywhere. Handshakes: ${plan.handshakeConcurrency} concurrent loops of connect + full handshake + close from one Node process, ${plan.handshakeMs / 1000} s. JSON: wrk, ${plan.jsonConcurrency} kept-alive HTTPS connections, ${plan.jsonS} s, ${plan.jsonTokens}-token answers. Streams: ${plan.streamConcurrency} concurrent kept-alive HTTPS streams of ${plan.streamTokens} token events (${plan.chunkMs} ms apart), ${plan.streamMs / 1000} s, from a node:https client process.`,
+    `One P-256 key and self-signed certificate (openssl) for every peer; TLS 1.2/1.3 with Sigil's suites and groups everywhere. Handshakes: ${plan.handshakeConcurrency} concurrent loops of connect + full handshake + close from one Node process, ${plan.handshakeMs / 1000} s. JSON: wrk, ${plan.jsonConcurrency} kept-alive HTTPS connections, ${plan.jsonS} s, ${plan.jsonTokens}-token answers. Streams: ${plan.streamConcurrency} concurrent kept-alive HTTPS streams of ${plan.streamTokens} token events (${plan.chunkMs} ms apart), ${plan.streamMs / 1000} s, from a node:https client process. For reference, the same JSON and stream loads also run over plain HTTP against a minimal node:http proxy and Sigil without TLS.`,
   );
   for (const u of unavailable) L.push(`- **${u.name}** not measured: ${u.note}`);
   L.push('');
   const table: string[] = [];
   table.push('| peer | full handshakes/s | × floor | proxy CPU µs/handshake | × floor | JSON req/s (keep-alive, c=16) | × floor | proxy CPU µs/request | × floor | proxy CPU µs/stream event | × floor | streams complete, in order | reads with >1 token event |');
   table.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
-  for (const s of summaries) {
+  const tlsPeers = summaries.filter((s) => !PLAIN.has(s.peer));
+  for (const s of tlsPeers) {
     const v = s.values;
     table.push(
       `| ${LABELS[s.peer]} | ${cell(v['handshake.rate']!)} | ${cell(v['handshake.rate.vsFloor']!, 2)} | ${cell(v['handshake.cpuUs']!)} | ${cell(v['handshake.cpuUs.vsFloor']!, 2)} | ${cell(v['json.rate']!)} | ${cell(v['json.rate.vsFloor']!, 2)} | ${cell(v['json.cpuUs']!)} | ${cell(v['json.cpuUs.vsFloor']!, 2)} | ${cell(v['stream.cpuUs']!, 1)} | ${cell(v['stream.cpuUs.vsFloor']!, 2)} | ${fmt(s.streamsOk)} of ${fmt(s.streamsOk + s.streamsBad)} | ${fmt(s.mergedReads)} of ${fmt(s.reads)} |`,
@@ -423,22 +498,65 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
   L.push('');
   L.push('| peer | handshake: proxy busy | handshake: client busy | handshake p50 / p99 µs | JSON: proxy busy | JSON p50 / p99 µs (wrk) | streams: proxy busy | stream TTFB p50 / p99 µs | negotiated | RSS at end (MB) |');
   L.push('|---|---|---|---|---|---|---|---|---|---|');
-  for (const s of summaries) {
+  for (const s of tlsPeers) {
     const v = s.values;
     L.push(
       `| ${LABELS[s.peer]} | ${cell(v['handshake.proxyBusy']!, 2)} | ${cell(v['handshake.loadBusy']!, 2)} | ${fmt(v['handshake.p50']!.median)} / ${fmt(v['handshake.p99']!.median)} | ${cell(v['json.proxyBusy']!, 2)} | ${fmt(v['json.p50']!.median)} / ${fmt(v['json.p99']!.median)} | ${cell(v['stream.proxyBusy']!, 2)} | ${fmt(v['stream.p50']!.median)} / ${fmt(v['stream.p99']!.median)} | ${s.handshakeWith ?? 'n/a'} | ${s.rssMb === undefined ? 'n/a' : fmt(s.rssMb, 1)} |`,
     );
   }
   L.push('');
+  const plain = summaries.filter((s) => PLAIN.has(s.peer));
+  if (plain.length > 0) {
+    L.push('**What TLS itself adds** (the plain-HTTP twins in the same run: `bench/minimal-proxy.ts` and Sigil without `tls`; "added by TLS" is the TLS peer minus its twin within each repetition)');
+    L.push('');
+    L.push('| peer | JSON req/s (c=16, wrk) | proxy CPU µs/request | × plain floor | proxy CPU µs/stream event | × plain floor | streams complete, in order | reads with >1 token event |');
+    L.push('|---|---|---|---|---|---|---|---|');
+    for (const s of plain) {
+      const v = s.values;
+      L.push(
+        `| ${LABELS[s.peer]} | ${cell(v['json.rate']!)} | ${cell(v['json.cpuUs']!)} | ${cell(v['json.cpuUs.vsFloor']!, 2)} | ${cell(v['stream.cpuUs']!, 1)} | ${cell(v['stream.cpuUs.vsFloor']!, 2)} | ${fmt(s.streamsOk)} of ${fmt(s.streamsOk + s.streamsBad)} | ${fmt(s.mergedReads)} of ${fmt(s.reads)} |`,
+      );
+    }
+    L.push('');
+    L.push('| CPU added by TLS | per JSON request (µs) | per stream event (µs) |');
+    L.push('|---|---|---|');
+    for (const s of tlsPeers) {
+      if (s.values['json.cpuUs.tlsAdded'] === undefined) continue;
+      L.push(`| ${LABELS[s.peer]} minus ${LABELS[PLAIN_TWIN[s.peer]!]} | ${cell(s.values['json.cpuUs.tlsAdded'])} | ${cell(s.values['stream.cpuUs.tlsAdded']!, 1)} |`);
+    }
+    L.push('');
+  }
+  const abRow = (r: AbResult) => {
+    const q = quartiles(r.ratios);
+    // q: the spread of the per-pair ratios
+    return { line: `| ${LABELS[r.b]} vs ${LABELS[r.a]} | ${r.ratios.length} | ${fmt(quartiles(r.aCpu).median)} | ${fmt(quartiles(r.bCpu).median)} | **${fmt(q.median, 2)}** | ${fmt(q.q1, 2)}–${fmt(q.q3, 2)} | ${fmt(q.min, 2)}–${fmt(q.max, 2)} |` };
+  };
+  if (ab.length > 0) {
+    L.push(
+      `**CPU per request, A/B** (the target's figure measured a second way: ${ab[0]!.ratios.length} pairs of ${plan.abS} s wrk runs, c=${plan.jsonConcurrency}, the two peers back to back in alternating order; one ratio per pair, so a burst of other work on the machine weighs on both sides of a ratio alike)`,
+    );
+    L.push('');
+    L.push('| pair | pairs | CPU µs/request, first (median) | CPU µs/request, second (median) | ratio, median | ratio, middle half | ratio, min–max |');
+    L.push('|---|---|---|---|---|---|---|');
+    for (const r of ab) L.push(abRow(r).line);
+    L.push('');
+  }
   // Targets
   const targetLines: string[] = ['| target (issue 12) | measured | holds |', '|---|---|---|'];
+  const abTarget = ab.find((r) => r.a === FLOOR && r.b === 'sigil');
+  if (abTarget !== undefined) {
+    const q = quartiles(abTarget.ratios);
+    targetLines.push(
+      `| ${LABELS.sigil}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor (A/B pairs) | ${fmt(q.median, 2)}× (middle half ${fmt(q.q1, 2)}–${fmt(q.q3, 2)}, ${abTarget.ratios.length} pairs) | ${q.median <= TARGET_RATIO ? 'yes' : '**no**'} |`,
+    );
+  }
   for (const name of ['sigil', 'sigil-receipts'] as TlsPeerName[]) {
     const s = summaries.find((x) => x.peer === name);
     if (s === undefined) continue;
     const ratio = s.values['json.cpuUs.vsFloor']!;
     if (name === 'sigil' || Number.isFinite(ratio.median)) {
       targetLines.push(
-        `| ${LABELS[name]}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor | ${fmt(ratio.median, 2)}× (${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)} over repetitions; ${fmt(s.values['json.cpuUs']!.median)} vs ${fmt(summaries.find((x) => x.peer === FLOOR)?.values['json.cpuUs']!.median ?? Number.NaN)} µs) | ${ratio.median <= TARGET_RATIO ? 'yes' : '**no**'}${name === 'sigil-receipts' ? ' (not part of the target: one ES256 signature per request)' : ''} |`,
+        `| ${LABELS[name]}: CPU per JSON request ≤ ${TARGET_RATIO}× the bare node:https floor (repetitions) | ${fmt(ratio.median, 2)}× (${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)} over repetitions; ${fmt(s.values['json.cpuUs']!.median)} vs ${fmt(summaries.find((x) => x.peer === FLOOR)?.values['json.cpuUs']!.median ?? Number.NaN)} µs) | ${ratio.median <= TARGET_RATIO ? 'yes' : '**no**'}${name === 'sigil-receipts' ? ' (not part of the target: one ES256 signature per request)' : ''} |`,
       );
     }
     const held = s.streamsBad === 0 && s.mergedReads === 0 && s.streamsOk > 0 && s.errors === 0;
@@ -457,6 +575,9 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     full.push(
       `| ${s.rep} | ${s.peer} | ${s.scenario} | ${s.count} | ${fmt(s.rate)} | ${s.errors} | ${fmt(s.cpuUs, 1)} | ${fmt(s.proxyBusy, 2)} | ${s.loadBusy === undefined ? '' : fmt(s.loadBusy, 2)} | ${fmt(s.p50)} | ${fmt(s.p99)} | ${s.streamsOk === undefined ? '' : `${s.streamsOk} / ${s.streamsBad}`} | ${s.reads === undefined ? '' : `${s.mergedReads} / ${s.reads}`} | ${s.problem ?? ''} |`,
     );
+  }
+  for (const r of ab) {
+    full.push('', `A/B ${r.b} / ${r.a}, per pair (CPU µs/request ${r.a}, ${r.b}, ratio): ${r.ratios.map((x, i) => `${fmt(r.aCpu[i]!)}, ${fmt(r.bCpu[i]!)}, ${fmt(x, 2)}`).join('; ')}`);
   }
   full.push('', 'Units: handshake = one full handshake; json = one request; stream = one token event (CPU) or one stream (count, per s, latency = time to first chunk).', '');
   return { table: L.join('\n'), full: full.join('\n') };
@@ -512,7 +633,7 @@ async function main(): Promise<number> {
   const hsWorker: HandshakeWorker = new Worker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
   const live: TlsPeer[] = [];
   try {
-    const wanted = args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p));
+    const wanted = (args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p))).filter((p) => !(args['no-plain'] && PLAIN.has(p)));
     if (!wanted.includes(FLOOR)) wanted.unshift(FLOOR);
     const unavailable: { name: TlsPeerName; note: string }[] = [];
     for (const name of wanted) {
@@ -520,7 +641,9 @@ async function main(): Promise<number> {
         const peer = await startPeer(name, dir, engine, creds);
         const json = await loadWorker.run({ kind: 'load', mode: 'json', target: peer.target, body: body(false, plan.jsonTokens), concurrency: 1, durationMs: 300, tokens: plan.jsonTokens });
         const stream = await loadWorker.run({ kind: 'load', mode: 'stream', target: peer.target, body: body(true, 4), concurrency: 1, durationMs: 300, tokens: 4 });
-        const hs = await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
+        const hs = PLAIN.has(name)
+          ? { handshakes: 1, errors: 0, protocol: 'plain HTTP', cipher: '', group: '', firstProblem: undefined }
+          : await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
         const problem =
           json.requests === 0 || json.non200 > 0
             ? `JSON over HTTPS failed (${json.firstProblem ?? 'no answer'})`
@@ -544,7 +667,7 @@ async function main(): Promise<number> {
 
     log('warm-up…');
     for (const peer of live) {
-      await measureHandshakes(hsWorker, peer, 0, plan.warmupMs / 2);
+      if (!PLAIN.has(peer.name)) await measureHandshakes(hsWorker, peer, 0, plan.warmupMs / 2);
       await saturate(dir, peer.target, body(false, plan.jsonTokens), plan.jsonConcurrency, 1, LOAD_CORE, useWrk);
       await measureStreams(loadWorker, peer, 0, plan.warmupMs);
     }
@@ -555,12 +678,25 @@ async function main(): Promise<number> {
       log(`repetition ${rep}/${plan.reps}: ${order.map((p) => p.name).join(', ')}`);
       for (const scenario of ['handshake', 'json', 'stream'] as Scenario[]) {
         for (const peer of order) {
+          if (scenario === 'handshake' && PLAIN.has(peer.name)) continue;
           await sleep(200);
           if (scenario === 'handshake') samples.push(await measureHandshakes(hsWorker, peer, rep, plan.handshakeMs));
           else if (scenario === 'json') samples.push(await measureJson(dir, peer, rep, plan.jsonS, useWrk));
           else samples.push(await measureStreams(loadWorker, peer, rep, plan.streamMs));
         }
       }
+    }
+    const ab: AbResult[] = [];
+    const byName = (n: TlsPeerName) => live.find((p) => p.name === n);
+    for (const [a, b] of [
+      [FLOOR, 'sigil'],
+      [PLAIN_FLOOR, 'sigil-plain'],
+    ] as [TlsPeerName, TlsPeerName][]) {
+      const pa = byName(a);
+      const pb = byName(b);
+      if (pa === undefined || pb === undefined) continue;
+      log(`A/B: ${plan.abPairs} pairs, ${a} and ${b}…`);
+      ab.push(await abPairs(dir, pa, pb, plan.abPairs, useWrk));
     }
     const rss = new Map<TlsPeerName, number>(live.map((p) => [p.name, rssMb(p.pids())]));
     for (const peer of live) await peer.stop();
@@ -588,10 +724,10 @@ async function main(): Promise<number> {
       samples,
       rss,
     );
-    const { table, full } = render(meta, summaries, samples, unavailable);
+    const { table, full } = render(meta, summaries, samples, unavailable, ab);
     const stem = quick ? 'tls-quick' : 'tls-latest';
     writeFileSync(join(RESULTS, `${stem}.md`), full);
-    writeFileSync(join(RESULTS, `${stem}.json`), JSON.stringify({ meta, plan, summaries, samples, unavailable }, null, 2) + '\n');
+    writeFileSync(join(RESULTS, `${stem}.json`), JSON.stringify({ meta, plan, summaries, samples, ab, unavailable }, null, 2) + '\n');
     if (!quick && args.reps === undefined && args.peers === undefined) updateReadme(table);
     process.stdout.write(full);
     log(`done in ${Math.round((Date.now() - started) / 1000)} s; wrote bench/results/${stem}.md and .json`);
