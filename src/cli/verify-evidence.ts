@@ -17,33 +17,16 @@ import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/refe
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { tdxMeasurements } from '../verify/attestation.ts';
 import { formatChecks } from './verify.ts';
+import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
+import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
 export const EVIDENCE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
 
-/** What an extension's verification gets besides its own option values. */
-export interface EvidenceContext {
-  at: Date;
-  reference: ReferenceValues | undefined;
-  read: (path: string, what: string) => Promise<Buffer>;
-}
-
-/**
- * More evidence `sigil verify-evidence` can check, with its own options (e.g. NVIDIA GPU reports: --gpu-report,
- * --gpu-certs, --nonce). Its checks join the report; its measured values go under `measured[name]`.
- */
-export interface EvidenceExtension {
-  name: string;
-  options: Record<string, { type: 'string' | 'boolean' }>;
-  /** Lines for the usage text, one per option. */
-  usage: string;
-  /** Whether the given option values ask for this evidence. */
-  wants(values: Record<string, string | boolean | undefined>): boolean;
-  verify(values: Record<string, string | boolean | undefined>, ctx: EvidenceContext): Promise<{ checks: Check[]; measured?: unknown }>;
-}
+export type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 
 /** The extensions `sigil verify-evidence` runs: the place for GPU evidence (src/verify/gpu). */
-export const EVIDENCE_EXTENSIONS: EvidenceExtension[] = [];
+export const EVIDENCE_EXTENSIONS: EvidenceExtension[] = [GPU_EVIDENCE];
 
 function usage(extensions: readonly EvidenceExtension[]): string {
   const more = extensions.map((e) => e.usage).join('');
@@ -143,7 +126,11 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   }
   const wanted = extensions.filter((e) => e.wants(values));
   const kinds = [o.tdxQuote !== undefined, o.snpReport !== undefined].filter(Boolean).length;
-  if (kinds === 0 && wanted.length === 0) throw new UsageError('give --tdx-quote FILE or --snp-report FILE');
+  if (kinds === 0 && wanted.length === 0) throw new UsageError(extensions.some((e) => e.name === 'gpu') ? 'give --tdx-quote FILE, --snp-report FILE or --gpu-report FILE' : 'give --tdx-quote FILE or --snp-report FILE');
+  for (const extension of wanted) {
+    const problem = extension.usageProblem?.(values);
+    if (problem !== undefined) throw new UsageError(problem);
+  }
   if (kinds > 1) throw new UsageError('give --tdx-quote or --snp-report, not both');
   if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined || o.collateral !== undefined) && o.tdxQuote === undefined) {
     throw new UsageError('--ccel-table, --ccel-data, --event-log-json and --collateral go with --tdx-quote');
@@ -301,7 +288,11 @@ export function formatEvidenceReport(r: EvidenceReport): string {
   const measured = Object.entries(r.measured);
   if (measured.length > 0) {
     lines.push(`measured (${r.tee === 'tdx' ? 'TDX' : r.tee === 'sev-snp' ? 'SEV-SNP' : 'evidence'}):`);
-    for (const [k, v] of measured) lines.push(`  ${k} ${typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v)}`);
+    const line = (k: string, v: unknown): void => {
+      if (typeof v === 'object' && v !== null && !Array.isArray(v)) for (const [k2, v2] of Object.entries(v)) line(`${k}.${k2}`, v2);
+      else lines.push(`  ${k} ${typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v)}`);
+    };
+    for (const [k, v] of measured) line(k, v);
   }
   if (r.events !== undefined && r.events.length > 0) {
     lines.push(`event log (${r.events.length} events; "measured data" is exactly what the digest covers):`);

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { GpuEvidence } from '../protocol/attestation.ts';
+import { verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from '../verify/gpu/index.ts';
 import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptions } from '../verify/attestation.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
@@ -13,7 +16,11 @@ export interface AttestOptions {
   reference?: ReferenceValues | undefined;
   allowNoTee: boolean;
   roots?: TrustRoots | undefined;
+  /** NVIDIA's device identity and RIM roots; the built-in ones unless a test brings its own. */
+  gpuRoots?: GpuTrustRoots | undefined;
   ca?: string | undefined;
+  /** The nonce to send; default 32 fresh random bytes. A nonce the caller chose proves freshness only if nobody else knew it. */
+  nonce?: Uint8Array | undefined;
 }
 
 /** A verified attestation: what every later request and receipt is held to. */
@@ -28,6 +35,8 @@ export interface Attested {
   policyHash: string;
   /** `"sha256:" + hex` of the start evidence, which receipts name; undefined without hardware. */
   attestationHash: string | undefined;
+  /** Each GPU whose report the document carries and could be read: its driver and VBIOS versions and measurements (`checks` say whether they verified). */
+  gpus: GpuReportSummary[];
   checks: Check[];
   at: Date;
 }
@@ -42,7 +51,7 @@ function field(value: unknown, name: string): unknown {
  * measurement against the caller's reference values. Every check is returned; `ok` only if all passed.
  */
 export async function attest(options: AttestOptions): Promise<Attested & { ok: boolean }> {
-  const nonce = randomBytes(32);
+  const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
   try {
@@ -76,6 +85,8 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
       const start = evidenceBytes(await fetchStartAttestation(options.baseURL, dispatcher));
       attestationHash = start === undefined ? undefined : sha256Tagged(start);
     }
+    const gpu = await gpuAttestationChecks(doc, nonce, options.reference, options.gpuRoots);
+    checks.push(...gpu.checks);
     const policyHash = canonicalPolicyHash(material.policy);
     const bound = field(field(doc, 'binding'), 'policy_hash');
     checks.push(
@@ -92,10 +103,43 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
       jwks: material.jwks,
       policyHash,
       attestationHash,
+      gpus: gpu.gpus,
       checks,
       at: new Date(),
     };
   } finally {
     await dispatcher.close();
   }
+}
+
+/**
+ * The document's GPU evidence (SPEC 10): each entry's SPDM report verified for the nonce we sent, against the hashes
+ * the binding lists and the RIMs of `reference.gpu.rims`. No GPU evidence is one check saying so, a failure only
+ * when the reference values pin RIMs. A RIM file that cannot be read fails `gpu.rims`.
+ */
+export async function gpuAttestationChecks(
+  doc: unknown,
+  nonce: Uint8Array,
+  reference: ReferenceValues | undefined,
+  roots: GpuTrustRoots | undefined,
+  at: Date = new Date(),
+): Promise<{ checks: Check[]; gpus: GpuReportSummary[] }> {
+  const entries = field(doc, 'gpu_evidence');
+  if (!Array.isArray(entries)) return { checks: [fail('gpu.evidence', 'the attestation document has no gpu_evidence list, so nothing says which GPUs it covers')], gpus: [] };
+  const checks: Check[] = [];
+  const rims: string[] = [];
+  for (const path of reference?.gpu?.rims ?? []) {
+    try {
+      rims.push(await readFile(path, 'utf8'));
+    } catch (err) {
+      checks.push(fail('gpu.rims', `the RIM ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the GPU measurements cannot be compared with it`));
+    }
+  }
+  const bound = field(field(doc, 'binding'), 'gpu_evidence_sha256');
+  const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce, at };
+  if (entries.length > 0 || !Array.isArray(bound) || bound.length > 0) options.boundSha256 = Array.isArray(bound) ? bound.map(String) : [];
+  if (rims.length > 0 || (reference?.gpu?.rims?.length ?? 0) > 0) options.rims = rims;
+  if (roots !== undefined) options.roots = roots;
+  const result = verifyGpuEvidence(entries as GpuEvidence[], options);
+  return { checks: [...checks, ...result.checks], gpus: result.gpus };
 }

@@ -3,6 +3,7 @@ import { Identity } from 'ehbp';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { Check } from '../verify/check.ts';
+import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
 import { attest, type Attested } from './attest.ts';
@@ -29,6 +30,8 @@ export interface AttestedFetchOptions {
   onInvalidReceipt?: 'throw' | 'report';
   /** AMD and Intel roots; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
+  /** NVIDIA's device identity and RIM roots for GPU evidence; the built-in ones unless a test brings its own. */
+  gpuRoots?: GpuTrustRoots;
   /**
    * Extra CA certificates (PEM) for TLS that does not end in the enclave (a load balancer in front of a
    * service with encrypted bodies); TLS that ends in the enclave is pinned to the attested key instead.
@@ -78,7 +81,7 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
 
 /**
  * An attested `fetch` (SPEC 8): before the first request it fetches the attestation with a fresh nonce over
- * a TLS connection pinned to the key it presents and verifies it (evidence, binding, TLS key, reference
+ * a TLS connection pinned to the key it presents and verifies it (evidence, binding, TLS key, GPU evidence, reference
  * values); every request then goes only over connections presenting the attested key, and every receipt
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
  */
@@ -91,7 +94,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const onInvalid = options.onInvalidReceipt ?? 'throw';
 
   const verifyService = async (): Promise<Attested> => {
-    const result = await attest({ baseURL: options.baseURL, reference, allowNoTee, roots: options.roots });
+    const result = await attest({ baseURL: options.baseURL, reference, allowNoTee, roots: options.roots, gpuRoots: options.gpuRoots });
     if (!result.ok) throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${failedSummary(result.checks)}`, result.checks);
     return result;
   };

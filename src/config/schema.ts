@@ -50,6 +50,13 @@ export const configSchema = z.strictObject({
     .strictObject({
       provider: z.enum(['auto', 'none', 'sev-snp', 'tdx']).default('none'),
       tsm_path: z.string().min(1).default('/sys/kernel/config/tsm/report'),
+      /** TDX: the register Sigil extends with its own event at start (the TDX guest driver's sysfs attribute, Linux 6.16+). */
+      rtmr_path: z.string().min(1).default('/sys/class/misc/tdx_guest/measurements/rtmr3:sha384'),
+      /** TDX: the CCEL ACPI table and its event log, published for the verifier's replay. */
+      ccel_table_path: z.string().min(1).default('/sys/firmware/acpi/tables/CCEL'),
+      ccel_data_path: z.string().min(1).default('/sys/firmware/acpi/tables/data/CCEL'),
+      /** TDX: where the RTMR3 events of earlier starts in this VM are kept (tmpfs: it must be cleared when the VM is). */
+      runtime_log_path: z.string().min(1).default('/run/sigil/rtmr-events.json'),
       /** NVIDIA GPU evidence (SPEC 10): auto = when the GPUs run in confidential-computing mode; required = refuse to start otherwise. */
       gpu: z.enum(['auto', 'required', 'off']).default('auto'),
       /** The NVML library to load (a name the dynamic loader resolves, or a path). */

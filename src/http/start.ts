@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
-import { START_NONCE, type Jwks } from '../protocol/attestation.ts';
+import { measureSelfIntoRtmr3, type RtmrFs } from '../attestation/self-measurement.ts';
+import { START_NONCE, type EventLog, type Jwks } from '../protocol/attestation.ts';
 import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
@@ -43,6 +44,8 @@ export interface StartOptions {
   attestationProvider?: AttestationProvider;
   /** The counters behind per-key limits, when not in fleet mode; the default keeps them in memory. */
   limitCounters?: LimitCounters;
+  /** For tests: a stand-in for the TDX guest driver's measurement registers. */
+  rtmrFs?: RtmrFs;
 }
 
 const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
@@ -103,6 +106,26 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   }
 }
 
+async function measureSelf(config: LoadedConfig, policyHash: string, logger: Logger, fs: RtmrFs | undefined): Promise<EventLog> {
+  const a = config.attestation;
+  const log = await measureSelfIntoRtmr3({
+    configPath: config.source,
+    policyHash,
+    rtmrPath: a.rtmr_path,
+    ccelTablePath: a.ccel_table_path,
+    ccelDataPath: a.ccel_data_path,
+    runtimeLogPath: a.runtime_log_path,
+    ...(fs === undefined ? {} : { fs }),
+  });
+  const { extended, reason } = log.self_measurement;
+  const digest = extended ? log.runtime_events.at(-1)?.digest : undefined;
+  if (!extended) logger.warn({ reason }, 'Sigil could not measure itself into RTMR3');
+  else if (reason !== null) logger.warn({ digest, reason }, 'Sigil measured itself into RTMR3, with a problem');
+  else logger.info({ digest, rtmr_path: a.rtmr_path }, 'Sigil measured itself into RTMR3');
+  if (log.ccel_data === null) logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
+  return log;
+}
+
 interface Prepared {
   catalogue: Catalogue;
   served: Awaited<ReturnType<typeof buildServedCatalogue>>;
@@ -118,7 +141,9 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
-  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: null };
+  // On TDX, Sigil extends RTMR3 with its own event before the start evidence is made, so that quote covers it (SPEC 10).
+  const eventLog = provider.tee === 'tdx' ? await measureSelf(config, policyHash, logger, options.rtmrFs) : null;
+  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog };
   const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey() : undefined;
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };

@@ -58,7 +58,7 @@ describe('createAttestedFetch with the openai client', () => {
 
   it('attests before the first request: the TLS key, the binding, the policy, all named', () => {
     const names = attested.attestation.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name}`);
-    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'PASS binding.nonce', 'PASS binding.jwks', 'PASS binding.report_data', 'PASS attestation.tee', 'PASS attestation.policy']);
+    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'PASS binding.nonce', 'PASS binding.jwks', 'PASS binding.report_data', 'PASS attestation.tee', 'PASS gpu.evidence', 'PASS attestation.policy']);
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });

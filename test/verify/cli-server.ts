@@ -5,7 +5,7 @@ import { makeSelfSignedCredentials } from '../../src/tls/self-signed.ts';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import canonicalizeModule from 'canonicalize';
-import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
+import { gpuEvidenceSha256, reportDataV2, type AttestationBinding, type GpuEvidence } from '../../src/protocol/attestation.ts';
 import type { ReceiptClaims } from '../../src/verify/claims.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
@@ -43,6 +43,11 @@ export interface Faults {
 export interface FakeService {
   url: string;
   faults: Faults;
+  /** GPU evidence the fresh documents carry (default none), its hashes bound unless `gpuBound` says otherwise. */
+  gpu?: GpuEvidence[];
+  gpuBound?: string[];
+  /** Every nonce a fresh attestation was asked for, oldest first. */
+  attestationNonces: string[];
   /** The last exchange, as the server saw it. */
   last?: { requestBytes: Buffer; responseBytes: Buffer; receipt: string };
   close(): Promise<void>;
@@ -55,14 +60,15 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 }
 
 const START_NONCE_HEX = '00'.repeat(32);
-const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null): AttestationBinding => ({
+const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []): AttestationBinding => ({
   jwks: jwks as AttestationBinding['jwks'],
   policy_hash: sha256(canonicalize(POLICY)),
   tls_spki_sha256: tlsSpki,
   hpke_key_config: null,
-  gpu_evidence_sha256: [],
+  gpu_evidence_sha256: gpuSha256,
 });
-const reportDataFor = (nonceHex: string, jwks: { keys: object[] }, tlsSpki: string | null) => Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks, tlsSpki)));
+const reportDataFor = (nonceHex: string, jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []) =>
+  Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks, tlsSpki, gpuSha256)));
 /** The document's single `evidence` string: the SNP report followed by its certificate table, or the TDX quote. */
 const evidenceString = (e: ReturnType<FakeHardware['evidence']>) =>
   'report' in e ? Buffer.concat([Buffer.from(e.report, 'base64'), Buffer.from(e.certificates, 'base64')]).toString('base64') : e.quote;
@@ -97,7 +103,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     };
   };
 
-  const service: FakeService = { url: '', faults: {}, close: async () => undefined };
+  const service: FakeService = { url: '', faults: {}, attestationNonces: [], close: async () => undefined };
   const server: Server = (tls === undefined ? createServer : (handler: RequestListener) => createTlsServer({ key: tls.key, cert: tls.cert }, handler))(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const json = (status: number, value: unknown) => {
@@ -110,11 +116,14 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
       const asked = url.searchParams.get('nonce') ?? '';
       const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
-      const reportData = reportDataFor(nonceHex, jwks, tlsSpki);
+      if (asked !== '') service.attestationNonces.push(asked);
+      const gpu = asked === '' ? [] : (service.gpu ?? []);
+      const gpuSha256 = asked === '' ? [] : (service.gpuBound ?? gpu.map(gpuEvidenceSha256));
+      const reportData = reportDataFor(nonceHex, jwks, tlsSpki, gpuSha256);
       const fresh = hardware?.evidence(reportData);
       const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
-      const binding = bindingFor(jwks, tlsSpki);
-      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: null, gpu_evidence: [] });
+      const binding = bindingFor(jwks, tlsSpki, gpuSha256);
+      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: null, gpu_evidence: gpu });
     }
     if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
       const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));

@@ -130,7 +130,7 @@ describe('sigil verify-evidence on TDX evidence', () => {
 
 describe('sigil verify-evidence usage and inputs', () => {
   it('exits 2 on bad usage, naming the problem', async () => {
-    expect((await sigil([])).stderr).toMatch(/^sigil verify-evidence: give --tdx-quote FILE or --snp-report FILE\n/);
+    expect((await sigil([])).stderr).toMatch(/^sigil verify-evidence: give --tdx-quote FILE, --snp-report FILE or --gpu-report FILE\n/);
     expect((await sigil(['--tdx-quote', dstackJson, '--ccel-table', milan])).stderr).toMatch(/--ccel-table needs --ccel-data/);
     expect((await sigil(['--tdx-quote', dstackJson, '--at', 'yesterday'])).code).toBe(2);
     expect((await sigil(['--snp-report', milan, '--tdx-quote', dstackJson])).code).toBe(2);

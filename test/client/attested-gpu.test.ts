@@ -1,0 +1,138 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { attest } from '../../src/client/attest.ts';
+import { AttestationError, createAttestedFetch } from '../../src/client/index.ts';
+import type { Check } from '../../src/verify/check.ts';
+import { DEFAULT_GPU_TRUST_ROOTS, type GpuTrustRoots } from '../../src/verify/gpu/index.ts';
+import { createRimTestChain, gpuEntry, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, type RimTestChain } from '../support/gpu-fixtures.ts';
+import { startFakeService, type FakeService } from '../verify/cli-server.ts';
+import { makeSigner } from '../verify/receipt-fixtures.ts';
+
+/** Issue 15: the attested client verifies the GPU evidence of the fresh document, with the real H100 report of nvtrust. */
+const work = mkdtempSync(join(tmpdir(), 'sigil-attested-gpu-'));
+const file = (name: string, content: string) => {
+  writeFileSync(join(work, name), content);
+  return join(work, name);
+};
+const marks = (checks: Check[]) => Object.fromEntries(checks.filter((c) => c.name.startsWith('gpu')).map((c) => [c.name, c.ok ? (c.pinned === false ? '----' : 'PASS') : 'FAIL']));
+const failed = (checks: readonly Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
+const detail = (checks: readonly Check[], name: string) => checks.find((c) => c.name === name)?.detail ?? `no check ${name}`;
+
+let service: FakeService;
+let chain: RimTestChain;
+let gpuRoots: GpuTrustRoots;
+/** The nonce the real report answers: the one a client must send for the report to be fresh for it. */
+const vectorNonce = new Uint8Array(Buffer.from(VECTOR_NONCE, 'hex'));
+
+beforeAll(async () => {
+  service = await startFakeService(await makeSigner());
+  chain = await createRimTestChain();
+  gpuRoots = { deviceIdentity: DEFAULT_GPU_TRUST_ROOTS.deviceIdentity, rim: [chain.rootPem] };
+});
+afterAll(async () => {
+  await service.close();
+  rmSync(work, { recursive: true, force: true });
+});
+afterEach(() => {
+  delete service.gpu;
+  delete service.gpuBound;
+});
+
+const matchingRims = (change?: (index: number, value: string) => string) => ({
+  gpu: {
+    rims: [
+      file(`driver-${change === undefined ? 'ok' : 'bad'}.swidtag`, signRim(rimMatchingReport(rimText('driver-rim-test.swidtag'), '550.90.07', change), chain)),
+      file('vbios.swidtag', signRim(rimMatchingReport(rimText('vbios-rim-test.swidtag'), '96.00.9F.00.01'), chain)),
+    ],
+  },
+});
+
+describe('attest() on a document carrying the real H100 report', () => {
+  it('verifies it for the nonce sent: binding, signature, chain, FWID, nonce; measurements not pinned without RIMs', async () => {
+    service.gpu = [gpuEntry()];
+    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    expect(service.attestationNonces.at(-1)).toBe(VECTOR_NONCE);
+    expect(failed(result.checks)).toEqual([]);
+    expect(result.ok).toBe(true);
+    expect(marks(result.checks)).toEqual({
+      'gpu.binding': 'PASS',
+      'gpu[0].report': 'PASS',
+      'gpu[0].certificates': 'PASS',
+      'gpu[0].signature': 'PASS',
+      'gpu[0].chain': 'PASS',
+      'gpu[0].root': 'PASS',
+      'gpu[0].fwid': 'PASS',
+      'gpu[0].nonce': 'PASS',
+      'gpu[0].measurements': '----',
+      'gpu[0].revocation': '----',
+    });
+    expect(result.gpus.map((g) => [g.index, g.arch, g.driverVersion, g.vbiosVersion, Object.keys(g.measurements).length])).toEqual([[0, 'hopper', '550.90.07', '96.00.9F.00.01', 64]]);
+  });
+
+  it('compares the measurements with the RIMs of reference.gpu.rims, and fails one pinned differently', async () => {
+    service.gpu = [gpuEntry()];
+    const good = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
+    expect(failed(good.checks)).toEqual([]);
+    expect(marks(good.checks)).toMatchObject({ 'gpu.rim[0].chain': 'PASS', 'gpu.rim[1].chain': 'PASS', 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS' });
+    const bad = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
+    expect(bad.ok).toBe(false);
+    expect(failed(bad.checks)).toEqual(['gpu[0].measurements']);
+  });
+
+  it("does not use RIMs signed by a root other than NVIDIA's", async () => {
+    service.gpu = [gpuEntry()];
+    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims() });
+    expect(result.ok).toBe(false);
+    expect(failed(result.checks)).toEqual(['gpu.rim[0].chain', 'gpu.rim[1].chain', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
+  });
+
+  it('fails a report with a measurement byte changed, and hashes the binding does not list', async () => {
+    const tampered = realReport();
+    tampered[52] = tampered[52]! ^ 0x01;
+    service.gpu = [gpuEntry(tampered)];
+    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    expect(failed(result.checks)).toEqual(['gpu[0].signature']);
+    service.gpu = [gpuEntry()];
+    service.gpuBound = ['00'.repeat(32)];
+    const unbound = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    expect(failed(unbound.checks)).toEqual(['gpu.binding']);
+  });
+
+  it('fails gpu.rims when a RIM file cannot be read', async () => {
+    service.gpu = [gpuEntry()];
+    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
+    expect(result.ok).toBe(false);
+    expect(failed(result.checks)).toContain('gpu.rims');
+    expect(detail(result.checks, 'gpu.rims')).toContain('absent.swidtag named by the reference values cannot be read (ENOENT)');
+  });
+});
+
+describe('createAttestedFetch and GPU evidence', () => {
+  it('refuses a service whose GPU report was made for another nonce than the fresh one it sent, and sends nothing', async () => {
+    service.gpu = [gpuEntry()];
+    const before = service.last;
+    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(AttestationError);
+    const checks = (error as AttestationError).checks;
+    expect(failed(checks)).toEqual(['gpu[0].nonce']);
+    const sent = service.attestationNonces.at(-1)!;
+    expect(sent).toMatch(/^[0-9a-f]{64}$/);
+    expect(sent).not.toBe(VECTOR_NONCE);
+    expect(detail(checks, 'gpu[0].nonce')).toBe(`the signed request carries nonce ${VECTOR_NONCE}, not yours (${sent}): the report is replayed or made for someone else`);
+    expect((error as Error).message).toContain('gpu[0].nonce');
+    expect(service.last).toBe(before);
+  });
+
+  it('accepts a service with no GPU evidence with a check saying so, unless reference values pin RIMs', async () => {
+    const attested = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true });
+    await attested.close();
+    expect(marks(attested.attestation.checks)).toEqual({ 'gpu.evidence': 'PASS' });
+    expect(detail(attested.attestation.checks, 'gpu.evidence')).toBe('the evidence holds no GPU report: it says nothing about any GPU the model may run on');
+    expect(attested.attestation.gpus).toEqual([]);
+    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, reference: matchingRims(), gpuRoots }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(AttestationError);
+    expect(failed((error as AttestationError).checks)).toEqual(['gpu.evidence']);
+  });
+});
