@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
-import { freePort } from '../support/pebble.ts';
+import { freePort } from '../support/free-port.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 

@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
+import { freePort } from '../support/free-port.ts';
 
 /** A real `redis-server` on a free loopback port, without persistence, for fleet tests. */
 export interface TestRedis {
@@ -19,13 +20,6 @@ export function redisServerInstalled(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 async function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -2,7 +2,8 @@ import { X509Certificate } from 'node:crypto';
 import { connect as tlsConnect } from 'node:tls';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startTestPebble, type TestPebble } from '../support/pebble.ts';
+import { freePort } from '../support/free-port.ts';
+import { startTestPebble, type TestPebble } from '../support/pebble.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
