@@ -22,7 +22,7 @@ import { policyModelCheck } from '../verify/policy-model.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
 import type { ReceiptExpectations } from '../verify/receipt.ts';
 import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
-import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 import type { Dispatcher } from 'undici';
 
@@ -366,11 +366,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
  */
 function tlsKeyCheck(base: string, pin: SpkiPin, doc: unknown, o: Options): Check {
   const url = new URL(base);
-  const check = tlsBindingCheck(url, pin.accepted, readBindingTlsKey(doc));
-  if (!check.ok && url.protocol === 'http:' && field(doc, 'tee') === 'none' && o.allowNoTee) {
-    return pass(check.name, `plain HTTP to a development service (tee "none"; accepted because of --allow-no-tee): ${check.detail}`);
-  }
-  return check;
+  return acceptDevelopmentPlaintext(tlsBindingCheck(url, pin.accepted, readBindingTlsKey(doc)), url, field(doc, 'tee'), o.allowNoTee ? '--allow-no-tee' : undefined);
 }
 
 function readBindingTlsKey(doc: unknown): string | null {

@@ -8,7 +8,7 @@ import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
 import { fail, pass, type Check } from '../verify/check.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
 import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
-import { pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
+import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 
 export interface AttestOptions {
@@ -70,8 +70,7 @@ export async function attest(options: AttestOptions): Promise<Attested & { ok: b
     const tlsKey = tlsBindingCheck(url, pin.accepted, typeof attestedKey === 'string' ? attestedKey : null);
     if (tlsKey.ok) checks.push(tlsKey);
     else if (hpkeKey.ok) checks.push(pass(tlsKey.name, `not needed: ${tlsKey.detail}; every body is sealed to the attested HPKE key instead`));
-    else if (development && url.protocol === 'http:') checks.push(pass(tlsKey.name, `development service over plain HTTP (allowNoTee): ${tlsKey.detail}`));
-    else checks.push(tlsKey);
+    else checks.push(acceptDevelopmentPlaintext(tlsKey, url, tee, options.allowNoTee ? 'allowNoTee' : undefined));
     if (typeof attestedHpke === 'string') checks.push(hpkeKey);
     checks.push(...verifyJwksBinding(doc, { jwks: material.jwks, nonce }));
     let attestationHash: string | undefined;

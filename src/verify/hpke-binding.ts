@@ -1,20 +1,10 @@
 import type { Dispatcher } from 'undici';
-import { request } from 'undici';
 import { fail, pass, type Check } from './check.ts';
-import { VerifyError } from './errors.ts';
-import { serviceUrl } from './service.ts';
+import { fetchBytes, serviceUrl } from './service.ts';
 
 /** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (SPEC 9). */
 export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher): Promise<Uint8Array> {
-  const url = serviceUrl(base, '.well-known/hpke-keys');
-  try {
-    const response = await request(url, { method: 'GET', headersTimeout: 30_000, bodyTimeout: 30_000, ...(dispatcher === undefined ? {} : { dispatcher }) });
-    const bytes = new Uint8Array(await response.body.arrayBuffer());
-    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
-    return bytes;
-  } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${(err as Error).message}`);
-  }
+  return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher));
 }
 
 /**

@@ -28,17 +28,23 @@ export function errorSummary(status: number, text: string): string {
   return `HTTP ${status}: ${text.slice(0, 200)}`;
 }
 
-export async function fetchJson(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<unknown> {
+/** GET `url` through `dispatcher` (a pinned one, when given): the body's bytes of a 200, else an ERR_VERIFY_FETCH naming the URL. */
+export async function fetchBytes(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<Buffer> {
   let status: number;
-  let text: string;
+  let bytes: Buffer;
   try {
-    const response = await request(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, ...(dispatcher === undefined ? {} : { dispatcher }) });
+    const response = await request(url, { method: 'GET', headers, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, ...(dispatcher === undefined ? {} : { dispatcher }) });
     status = response.statusCode;
-    text = await response.body.text();
+    bytes = Buffer.from(await response.body.arrayBuffer());
   } catch (err) {
     throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${(err as Error).message}`);
   }
-  if (status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(status, text)}`);
+  if (status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(status, bytes.toString('utf8'))}`);
+  return bytes;
+}
+
+export async function fetchJson(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<unknown> {
+  const text = (await fetchBytes(url, { accept: 'application/json', ...headers }, dispatcher)).toString('utf8');
   try {
     return JSON.parse(text) as unknown;
   } catch {

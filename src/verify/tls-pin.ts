@@ -107,3 +107,12 @@ export function tlsBindingCheck(url: URL, presented: readonly string[], attested
   }
   return pass('attestation.tls_key', `the TLS connection presented sha256:${attested}, the key the enclave attests: TLS ends inside the enclave`);
 }
+
+/**
+ * A failed `attestation.tls_key` of a development service (tee "none") reached over plain HTTP, passed when
+ * the caller accepts such a service (`acceptedBy` names the option that says so); any other check as it is.
+ */
+export function acceptDevelopmentPlaintext(check: Check, url: URL, tee: unknown, acceptedBy: string | undefined): Check {
+  if (check.ok || url.protocol !== 'http:' || tee !== 'none' || acceptedBy === undefined) return check;
+  return pass(check.name, `plain HTTP to a development service (tee "none"; accepted because of ${acceptedBy}): ${check.detail}`);
+}
