@@ -1,4 +1,5 @@
-import type { FinishReason, GenerationResult } from './generate.ts';
+import type { AssistantMessage, ChatFinishReason, Delta } from './chat-answer.ts';
+import type { GenerationResult } from './generate.ts';
 
 /** The response and stream-chunk bodies, field for field as vLLM's OpenAI server writes them. */
 export interface CompletionIdentity {
@@ -15,18 +16,18 @@ export function usageOf(result: GenerationResult): { prompt_tokens: number; tota
   };
 }
 
-export function completionBody(identity: CompletionIdentity, content: string, result: GenerationResult): object {
+export function completionBody(identity: CompletionIdentity, message: AssistantMessage, finishReason: ChatFinishReason, result: GenerationResult): object {
   return {
     id: identity.id,
     object: 'chat.completion',
     created: identity.created,
     model: identity.model,
-    choices: [{ index: 0, message: { role: 'assistant', content }, logprobs: null, finish_reason: result.finishReason }],
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }],
     usage: usageOf(result),
   };
 }
 
-export function chunkBody(identity: CompletionIdentity, delta: { role?: 'assistant'; content?: string }, finishReason: FinishReason | null = null): object {
+export function chunkBody(identity: CompletionIdentity, delta: Delta, finishReason: ChatFinishReason | null = null): object {
   return {
     id: identity.id,
     object: 'chat.completion.chunk',

@@ -1,5 +1,16 @@
 import { basename, extname } from 'node:path';
-import { resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
+import {
+  resolveChatWrapper,
+  type ChatHistoryItem,
+  type ChatModelFunctions,
+  type ChatWrapper,
+  type GbnfJsonSchema,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Token,
+} from 'node-llama-cpp';
 import { loadLlama } from '../llama-runtime.ts';
 import type { ChatMessage } from './chat-request.ts';
 
@@ -21,8 +32,14 @@ export interface EngineModel {
   contextSize: number;
   /** CPU threads the model decodes with (embedding contexts use as many). */
   threads: number;
-  /** Prompt tokens for a conversation, through the model's own chat template, ending where the answer starts. */
-  renderPrompt(messages: readonly ChatMessage[]): Token[];
+  /**
+   * Prompt tokens for a conversation, through the model's own chat template, ending where the answer
+   * starts; `functions` are the tools the template shows the model (node-llama-cpp writes them in
+   * the template's tool syntax, or as a system-prompt section for templates without one).
+   */
+  renderPrompt(messages: readonly ChatMessage[], functions?: ChatModelFunctions): Token[];
+  /** The grammar that keeps sampled text valid JSON: any JSON, or JSON of this schema. */
+  jsonGrammar(schema: GbnfJsonSchema | undefined): Promise<LlamaGrammar>;
   /** Tokens that end an answer besides llama.cpp's end-of-generation set (from the chat template). */
   stopTokens: ReadonlySet<Token>;
   /** Texts that end an answer (from the chat template). */
@@ -48,10 +65,13 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
     sequences,
     contextSize: context.contextSize,
     threads: options.threads,
-    renderPrompt: (messages) => {
-      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages) });
+    renderPrompt: (messages, functions) => {
+      const hasFunctions = functions !== undefined && Object.keys(functions).length > 0;
+      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages), ...(hasFunctions ? { availableFunctions: functions } : {}) });
       return contextText.tokenize(model.tokenizer);
     },
+    // The schema is known only at run time; the cast stops the compiler inferring an output type from it.
+    jsonGrammar: (schema) => (schema === undefined ? llama.getGrammarFor('json') : llama.createGrammarForJsonSchema(schema as { type: 'string' })),
     stopTokens,
     stopTexts,
     dispose: async () => {
@@ -64,11 +84,23 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
 /** The conversation in node-llama-cpp's shape; an open model turn at the end is where the answer goes (or continues). */
 function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = messages.map((m) => {
-    if (m.role === 'assistant') return { type: 'model', response: [m.content] };
+    if (m.role === 'assistant') {
+      const calls = m.toolCalls.map((call) => ({ type: 'functionCall' as const, name: call.name, params: jsonOrText(call.arguments), result: jsonOrText(call.result) }));
+      return { type: 'model', response: m.content === '' && calls.length > 0 ? calls : [m.content, ...calls] };
+    }
     return m.role === 'system' ? { type: 'system', text: m.content } : { type: 'user', text: m.content };
   });
   if (messages.at(-1)?.role !== 'assistant') history.push({ type: 'model', response: [] });
   return history;
+}
+
+/** Arguments and results are shown to the model as the JSON they hold, or as the text they are. */
+function jsonOrText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }
 
 function templateStops(wrapper: ChatWrapper, model: LlamaModel): { stopTokens: Set<Token>; stopTexts: string[] } {

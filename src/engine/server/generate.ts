@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import { LlamaGrammarEvaluationState, type LlamaContextSequence, type LlamaGrammar, type Token } from 'node-llama-cpp';
 import type { EngineModel } from './engine-model.ts';
 import { StopTextFilter } from './stop-text.ts';
 import { TokenTextDecoder } from './token-text.ts';
@@ -28,6 +28,8 @@ export interface GenerationJob<R extends SamplingRequest = SamplingRequest> {
   prompt: Token[];
   request: R;
   maxTokens: number;
+  /** Sampling keeps to this grammar when given: every token keeps the text a prefix of what it accepts. */
+  grammar?: LlamaGrammar | undefined;
   signal: AbortSignal;
   onText(text: string): void;
 }
@@ -47,6 +49,7 @@ export async function generate(job: GenerationJob): Promise<GenerationResult> {
     // node-llama-cpp's default seed is the clock, which would repeat answers to requests in the same second.
     seed: request.seed ?? randomInt(2 ** 31),
     yieldEogToken: true,
+    ...(job.grammar === undefined ? {} : { grammarEvaluationState: new LlamaGrammarEvaluationState({ model: engine.model, grammar: job.grammar }) }),
   });
   for await (const token of tokens) {
     result.completionTokens++;

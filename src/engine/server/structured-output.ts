@@ -1,0 +1,118 @@
+import type { ChatModelFunctions, GbnfJsonSchema } from 'node-llama-cpp';
+import { invalidRequest } from './errors.ts';
+import { toGrammarSchema } from './json-schema.ts';
+import { isObject, optionalBoolean } from './request-fields.ts';
+
+/**
+ * What shape a chat answer must take, from `response_format`, `tools` and `tool_choice`, as vLLM
+ * decides it: a named or "required" tool choice constrains the output to the tool's arguments
+ * (and wins over `response_format`), `response_format` constrains it to JSON, else it is free text.
+ * "auto" needs a parser for the model's own tool-call syntax, which this engine does not have, so it
+ * is refused as vLLM refuses it without `--enable-auto-tool-choice`.
+ */
+export type AnswerShape =
+  | { kind: 'text' }
+  | { kind: 'json'; schema: GbnfJsonSchema | undefined }
+  | { kind: 'named-tool'; name: string; schema: GbnfJsonSchema }
+  | { kind: 'required-tools'; schema: GbnfJsonSchema };
+
+export interface ToolsAndShape {
+  shape: AnswerShape;
+  /** The tools the chat template shows the model; empty when tool_choice is "none". */
+  functions: ChatModelFunctions;
+}
+
+interface Tool {
+  name: string;
+  description: string | undefined;
+  parameters: GbnfJsonSchema;
+}
+
+const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+/** A function declared without parameters takes an empty object, as in vLLM. */
+const NO_PARAMETERS: GbnfJsonSchema = { type: 'object', properties: {} };
+
+export function parseToolsAndShape(body: Record<string, unknown>): ToolsAndShape {
+  const tools = parseTools(body.tools);
+  const choice = parseToolChoice(body.tool_choice, tools);
+  const parallel = optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true;
+  const responseFormat = parseResponseFormat(body.response_format);
+  if (choice === 'none' || tools.length === 0) return { shape: responseFormat, functions: {} };
+  const functions: ChatModelFunctions = Object.fromEntries(tools.map((t) => [t.name, { description: t.description, params: t.parameters }]));
+  if (choice === 'required') return { shape: { kind: 'required-tools', schema: requiredToolsSchema(tools, parallel) }, functions };
+  const tool = tools.find((t) => t.name === choice.name)!;
+  return { shape: { kind: 'named-tool', name: tool.name, schema: tool.parameters }, functions };
+}
+
+function parseTools(value: unknown): Tool[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw invalidRequest('tools must be an array of {"type":"function","function":{...}} objects.', 'tools');
+  const names = new Set<string>();
+  return value.map((tool, i) => {
+    const param = `tools[${i}]`;
+    if (!isObject(tool) || tool.type !== 'function' || !isObject(tool.function)) {
+      throw invalidRequest(`${param} must be {"type":"function","function":{"name",...}}; this engine calls functions only.`, param);
+    }
+    const { name, description, parameters } = tool.function;
+    if (typeof name !== 'string' || !NAME.test(name)) {
+      throw invalidRequest(`${param}.function.name must be 1 to 64 letters, digits, underscores or dashes.`, `${param}.function.name`);
+    }
+    if (names.has(name)) throw invalidRequest(`${param}.function.name "${name}" is declared twice.`, `${param}.function.name`);
+    names.add(name);
+    if (description !== undefined && typeof description !== 'string') throw invalidRequest(`${param}.function.description must be a string.`, `${param}.function.description`);
+    return {
+      name,
+      description,
+      parameters: parameters === undefined || parameters === null ? NO_PARAMETERS : toGrammarSchema(parameters, `${param}.function.parameters`),
+    };
+  });
+}
+
+function parseToolChoice(value: unknown, tools: readonly Tool[]): 'none' | 'required' | { name: string } {
+  // With tools and no tool_choice, vLLM (like OpenAI) reads "auto".
+  const choice = value ?? (tools.length > 0 ? 'auto' : 'none');
+  if (choice === 'none') return 'none';
+  if (choice === 'auto') {
+    throw invalidRequest(
+      'tool_choice "auto" needs a parser for the model\'s own tool-call syntax, which the built-in engine does not have; ' +
+        'send tool_choice "required" or {"type":"function","function":{"name":...}} to have a tool called, or "none".',
+      'tool_choice',
+    );
+  }
+  if (choice === 'required') {
+    if (tools.length === 0) throw invalidRequest('tool_choice "required" needs at least one tool in tools.', 'tool_choice');
+    return 'required';
+  }
+  if (isObject(choice) && choice.type === 'function' && isObject(choice.function) && typeof choice.function.name === 'string') {
+    const name = choice.function.name;
+    if (!tools.some((t) => t.name === name)) throw invalidRequest(`tool_choice names the function "${name}", which tools does not declare.`, 'tool_choice');
+    return { name };
+  }
+  throw invalidRequest('tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":...}}.', 'tool_choice');
+}
+
+function parseResponseFormat(value: unknown): AnswerShape {
+  if (value === undefined || value === null) return { kind: 'text' };
+  if (!isObject(value)) throw invalidRequest('response_format must be an object.', 'response_format');
+  if (value.type === 'text') return { kind: 'text' };
+  if (value.type === 'json_object') return { kind: 'json', schema: undefined };
+  if (value.type === 'json_schema') {
+    const spec = value.json_schema;
+    if (!isObject(spec) || spec.schema === undefined) {
+      throw invalidRequest('response_format.json_schema must be {"name":...,"schema":{...}}.', 'response_format.json_schema');
+    }
+    return { kind: 'json', schema: toGrammarSchema(spec.schema, 'response_format.json_schema.schema') };
+  }
+  throw invalidRequest('response_format.type must be "text", "json_object" or "json_schema".', 'response_format.type');
+}
+
+/** vLLM's schema for "required": a list of {name, parameters}, each a declared tool; one only without parallel calls. */
+function requiredToolsSchema(tools: readonly Tool[], parallel: boolean): GbnfJsonSchema {
+  const call = (t: Tool): GbnfJsonSchema => ({ type: 'object', properties: { name: { const: t.name }, parameters: t.parameters } });
+  return {
+    type: 'array',
+    items: tools.length === 1 ? call(tools[0]!) : { oneOf: tools.map(call) },
+    minItems: 1,
+    ...(parallel ? {} : { maxItems: 1 }),
+  } as GbnfJsonSchema;
+}
