@@ -178,6 +178,11 @@ describe('tools and tool_choice', () => {
     // The call and its result are part of the prompt.
     const withoutResult = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, max_tokens: 1 });
     expect(answer.usage!.prompt_tokens).toBeGreaterThan(withoutResult.usage!.prompt_tokens + 10);
+    // Clients that send the assistant's calls without a content field, or with null, are read the same.
+    for (const content of [undefined, null]) {
+      const res = await post({ messages: [...messages, { role: 'assistant', content, tool_calls: [call] }, followUp[2]], tools: [weather], tool_choice: 'none', max_tokens: 1 });
+      expect(res.status).toBe(200);
+    }
   });
 
   it.each([

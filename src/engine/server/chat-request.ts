@@ -104,10 +104,10 @@ function parseToolCalls(value: unknown, param: string): Array<Omit<ToolCall, 're
   });
 }
 
-/** A string, or an array of `{type: "text", text}` parts joined; an assistant message may have null content. */
+/** A string, or an array of `{type: "text", text}` parts joined; an assistant message may have null or no content (tool calls). */
 function parseContent(value: unknown, role: string, param: string): string {
   if (typeof value === 'string') return value;
-  if (value === null && role === 'assistant') return '';
+  if ((value === null || value === undefined) && role === 'assistant') return '';
   if (Array.isArray(value)) {
     return value
       .map((part) => {
