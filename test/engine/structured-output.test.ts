@@ -86,6 +86,9 @@ describe('response_format', () => {
     ['a property that allows anything', { type: 'object', properties: { x: {} } }, 'response_format.json_schema.schema.properties.x'],
     ['a reference to nothing', { type: 'object', properties: { x: { $ref: '#/$defs/missing' } } }, 'response_format.json_schema.schema.properties.x.$ref'],
     ['an allOf of two schemas', { allOf: [{ type: 'string' }, { type: 'string' }] }, 'response_format.json_schema.schema.allOf'],
+    ['a required property it does not describe', { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] }, 'response_format.json_schema.schema.required'],
+    ['a bound beside an enum', { type: 'string', enum: ['ab', 'cd'], maxLength: 1 }, 'response_format.json_schema.schema.maxLength'],
+    ['a bound beside a type list', { type: ['string', 'null'], maxLength: 3 }, 'response_format.json_schema.schema.maxLength'],
   ])('refuses a schema with %s, a 400 naming where it is', async (_name, schema, param) => {
     const res = await post({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } });
     expect(res.status).toBe(400);

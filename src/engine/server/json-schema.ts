@@ -22,6 +22,7 @@ const KEYWORDS: Record<string, ReadonlySet<string>> = {
   simple: new Set(['type']),
 };
 const DEFINITIONS = ['$defs', 'definitions'] as const;
+const COMBINATORS = ['$ref', 'const', 'enum', 'anyOf', 'oneOf', 'allOf'] as const;
 
 export function toGrammarSchema(schema: unknown, param: string): GbnfJsonSchema {
   if (!isObject(schema)) throw invalidRequest(`${param} must be a JSON Schema object.`, param);
@@ -51,24 +52,29 @@ function convert(schema: unknown, param: string, names: ReadonlySet<string>): Gb
     throw invalidRequest(`${param} allows any value; the engine can only constrain output to a schema with a type, enum, const or anyOf.`, param);
   }
   if (!isObject(schema)) throw invalidRequest(`${param} must be a JSON Schema object.`, param);
-  if (typeof schema.$ref === 'string') return { $ref: refName(schema.$ref, param, names) } as GbnfJsonSchema;
-  if (schema.const !== undefined) return { const: scalar(schema.const, `${param}.const`) };
-  if (schema.enum !== undefined) {
-    if (!Array.isArray(schema.enum) || schema.enum.length === 0) throw invalidRequest(`${param}.enum must be a non-empty array.`, `${param}.enum`);
-    return { enum: schema.enum.map((value, i) => scalar(value, `${param}.enum[${i}]`)) };
+  const combinator = COMBINATORS.find((key) => schema[key] !== undefined);
+  if (combinator === undefined) return typed(schema, param, names);
+  // Beside a reference, a value list or alternatives, only annotations and `type` may stand: anything else would be dropped.
+  checkKeywords(schema, new Set([combinator, 'type']), param);
+  const value = schema[combinator];
+  switch (combinator) {
+    case '$ref':
+      if (typeof value !== 'string') throw invalidRequest(`${param}.$ref must be a string.`, `${param}.$ref`);
+      return { $ref: refName(value, param, names) } as GbnfJsonSchema;
+    case 'const':
+      return { const: scalar(value, `${param}.const`) };
+    case 'enum':
+      if (!Array.isArray(value) || value.length === 0) throw invalidRequest(`${param}.enum must be a non-empty array.`, `${param}.enum`);
+      return { enum: value.map((v, i) => scalar(v, `${param}.enum[${i}]`)) };
+    case 'anyOf':
+    case 'oneOf':
+      if (!Array.isArray(value) || value.length === 0) throw invalidRequest(`${param}.${combinator} must be a non-empty array of schemas.`, `${param}.${combinator}`);
+      return { oneOf: value.map((option, i) => convert(option, `${param}.${combinator}[${i}]`, names)) };
+    case 'allOf':
+      // pydantic writes a described reference as {"allOf": [{"$ref": ...}], "description": ...}.
+      if (!Array.isArray(value) || value.length !== 1) throw unsupported('allOf with more than one schema', `${param}.allOf`);
+      return convert(value[0], `${param}.allOf[0]`, names);
   }
-  for (const key of ['anyOf', 'oneOf'] as const) {
-    if (schema[key] === undefined) continue;
-    const options = schema[key];
-    if (!Array.isArray(options) || options.length === 0) throw invalidRequest(`${param}.${key} must be a non-empty array of schemas.`, `${param}.${key}`);
-    return { oneOf: options.map((option, i) => convert(option, `${param}.${key}[${i}]`, names)) };
-  }
-  // pydantic writes a described reference as {"allOf": [{"$ref": ...}], "description": ...}.
-  if (schema.allOf !== undefined) {
-    if (!Array.isArray(schema.allOf) || schema.allOf.length !== 1) throw unsupported('allOf with more than one schema', `${param}.allOf`);
-    return convert(schema.allOf[0], `${param}.allOf[0]`, names);
-  }
-  return typed(schema, param, names);
 }
 
 function typed(schema: Record<string, unknown>, param: string, names: ReadonlySet<string>): GbnfJsonSchema {
@@ -77,13 +83,14 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
     if (type.length === 0 || !type.every((t) => typeof t === 'string' && SIMPLE_TYPES.has(t))) {
       throw unsupported('a type list with object, array or unknown types (use anyOf)', `${param}.type`);
     }
-    checkKeywords(schema, type.includes('string') ? KEYWORDS.string! : KEYWORDS.simple!, param);
+    checkKeywords(schema, KEYWORDS.simple!, param);
     return { type: type as Array<'string' | 'number' | 'integer' | 'boolean' | 'null'> };
   }
   if (type === 'string') {
     checkKeywords(schema, KEYWORDS.string!, param);
     if (schema.format !== undefined) {
       if (typeof schema.format !== 'string' || !STRING_FORMATS.has(schema.format)) throw unsupported(`format ${JSON.stringify(schema.format)} (date-time, date and time are)`, `${param}.format`);
+      if (schema.minLength !== undefined || schema.maxLength !== undefined) throw unsupported('a length bound beside format', `${param}.format`);
       return { type: 'string', format: schema.format as 'date-time' | 'date' | 'time' };
     }
     return { type: 'string', ...bound(schema, 'minLength', param), ...bound(schema, 'maxLength', param) };
@@ -94,6 +101,10 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
     if (schema.properties !== undefined) {
       if (!isObject(schema.properties)) throw invalidRequest(`${param}.properties must be an object of schemas.`, `${param}.properties`);
       for (const [name, property] of Object.entries(schema.properties)) properties[name] = convert(property, `${param}.properties.${name}`, names);
+    }
+    const required = schema.required;
+    if (required !== undefined && (!Array.isArray(required) || required.some((name) => typeof name !== 'string' || !Object.hasOwn(properties, name)))) {
+      throw unsupported('required properties that properties does not describe', `${param}.required`);
     }
     const extra = schema.additionalProperties;
     const additionalProperties = extra === undefined || typeof extra === 'boolean' ? extra : convert(extra, `${param}.additionalProperties`, names);
