@@ -97,6 +97,20 @@ describe('response_format', () => {
     expect(error.message).toMatch(/schema|needs|allows|defin/);
   });
 
+  it('on /v1/completions too: the text is JSON of the schema', async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' } } };
+    const completion = await client.completions.create({
+      model: 'scripted',
+      prompt: '<|user|>Is it raining?<|end|><|assistant|>',
+      temperature: 0,
+      max_tokens: 32,
+      // Not in the openai types for completions; vLLM accepts it there.
+      ...({ response_format: { type: 'json_schema', json_schema: { name: 'rain', schema } } } as object),
+    });
+    expect(completion.choices[0]!.finish_reason).toBe('stop');
+    expect(typeof (JSON.parse(completion.choices[0]!.text) as { ok: unknown }).ok).toBe('boolean');
+  });
+
   it('refuses an unknown response_format type', async () => {
     const res = await post({ response_format: { type: 'yaml' } });
     expect(res.status).toBe(400);

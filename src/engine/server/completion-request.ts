@@ -1,6 +1,7 @@
 import { invalidRequest } from './errors.ts';
 import type { SamplingRequest } from './generate.ts';
 import { isObject, optionalBoolean, optionalInteger, optionalNumber, parseMaxTokens, parseStop, parseStreamOptions } from './request-fields.ts';
+import { parseResponseFormat, type AnswerShape } from './structured-output.ts';
 
 /** The parts of a (legacy) completions request the engine acts on, validated. */
 export interface CompletionRequest extends SamplingRequest {
@@ -9,6 +10,8 @@ export interface CompletionRequest extends SamplingRequest {
   includeUsage: boolean;
   /** OpenAI's and vLLM's default for /v1/completions is 16 tokens. */
   maxTokens: number;
+  /** Free text, or JSON (of a schema) under a grammar, from `response_format`. */
+  format: Extract<AnswerShape, { kind: 'text' | 'json' }>;
 }
 
 const DEFAULT_MAX_TOKENS = 16;
@@ -29,6 +32,7 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
     topP: optionalNumber(body.top_p, 'top_p', 0, 1) ?? 1,
     seed: optionalInteger(body.seed, 'seed'),
     stop: parseStop(body.stop),
+    format: parseResponseFormat(body.response_format),
   };
 }
 

@@ -31,7 +31,7 @@ function promptTokens(deps: ChatCompletionsDeps, prompt: string): Token[] {
   return bos !== null && tokens[0] !== bos ? [bos, ...tokens] : tokens;
 }
 
-/** POST /v1/completions: plain text in, text out, as JSON or SSE; no chat template. */
+/** POST /v1/completions: plain text in, text (or JSON, with `response_format`) out, as JSON or SSE; no chat template. */
 export async function handleCompletions(body: unknown, res: ServerResponse, deps: ChatCompletionsDeps): Promise<void> {
   const { engine, pool } = deps;
   const request = parseCompletionRequest(body);
@@ -44,6 +44,8 @@ export async function handleCompletions(body: unknown, res: ServerResponse, deps
     );
   }
 
+  const grammar = request.format.kind === 'json' ? await engine.jsonGrammar(request.format.schema) : undefined;
+
   const aborter = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) aborter.abort();
@@ -51,7 +53,7 @@ export async function handleCompletions(body: unknown, res: ServerResponse, deps
   const sequence = await pool.acquire(aborter.signal);
   try {
     const identity: CompletionIdentity = { id: `cmpl-${randomBytes(16).toString('hex')}`, created: Math.floor(Date.now() / 1000), model: engine.name };
-    const job = { engine, sequence, prompt, request, maxTokens: request.maxTokens, signal: aborter.signal };
+    const job = { engine, sequence, prompt, request, maxTokens: request.maxTokens, grammar, signal: aborter.signal };
     if (!request.stream) {
       let text = '';
       const result = await generate({ ...job, onText: (t) => (text += t) });

@@ -91,7 +91,8 @@ function parseToolChoice(value: unknown, tools: readonly Tool[]): 'none' | 'requ
   throw invalidRequest('tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":...}}.', 'tool_choice');
 }
 
-function parseResponseFormat(value: unknown): AnswerShape {
+/** `response_format`, on chat and plain completions alike. */
+export function parseResponseFormat(value: unknown): Extract<AnswerShape, { kind: 'text' | 'json' }> {
   if (value === undefined || value === null) return { kind: 'text' };
   if (!isObject(value)) throw invalidRequest('response_format must be an object.', 'response_format');
   if (value.type === 'text') return { kind: 'text' };
