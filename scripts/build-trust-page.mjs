@@ -21,7 +21,13 @@ await build({
   minify: true,
   sourcemap: false,
   legalComments: 'linked',
-  alias: { 'node:crypto': join(source, 'browser/node-crypto.ts'), 'node:buffer': join(source, 'browser/buffer-global.ts') },
+  // xml-crypto (RIM signatures) asks for `crypto` and `util` without the node: prefix.
+  alias: {
+    'node:crypto': join(source, 'browser/node-crypto.ts'),
+    crypto: join(source, 'browser/node-crypto.ts'),
+    'node:buffer': join(source, 'browser/buffer-global.ts'),
+    util: join(source, 'browser/node-util.ts'),
+  },
   inject: [join(source, 'browser/buffer-global.ts')],
   logLevel: 'warning',
 });

@@ -1,6 +1,6 @@
 import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
-import { verifyService, type PageCheck, type ServiceReport } from './verify-service.ts';
+import { verifyService, type PageCheck, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 
 /** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
@@ -136,7 +136,8 @@ async function verify(event: SubmitEvent): Promise<void> {
       render(report);
       return;
     }
-    report = await verifyService(base, reference === undefined ? {} : { reference });
+    const rims: RimFile[] = await Promise.all(Array.from(byId<HTMLInputElement>('rim-files').files ?? [], async (file) => ({ name: file.name, text: await file.text() })));
+    report = await verifyService(base, { ...(reference === undefined ? {} : { reference }), ...(rims.length === 0 ? {} : { rims }) });
     render(report);
   } finally {
     button.disabled = false;

@@ -2,7 +2,8 @@ import type { AttestationDocumentV2 } from '../protocol/attestation.ts';
 import { jcsSha256 } from '../protocol/jcs.ts';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 import { verifyJwksBinding } from '../verify/binding.ts';
-import { isNotPinned, type Check } from '../verify/check.ts';
+import { fail, isNotPinned, type Check } from '../verify/check.ts';
+import { verifyGpuEvidence } from '../verify/gpu/index.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 
 /** A check as the page shows it: passed, failed, or a note (not checkable here, or not pinned). */
@@ -78,6 +79,42 @@ function hpkeCheck(doc: AttestationDocumentV2, served: Uint8Array | undefined): 
 }
 
 
+/** A RIM file the user loaded into the page: its name (for messages) and its text. */
+export interface RimFile {
+  name: string;
+  text: string;
+}
+
+export interface VerifyServiceOptions {
+  reference?: ReferenceValues;
+  /** RIMs (NVIDIA SWID tags) loaded by the user: what `gpu.rims` of a reference file names for `sigil verify`. */
+  rims?: RimFile[];
+}
+
+/**
+ * The document's GPU evidence through the verifier `sigil verify` and the attested client use, with this page's nonce,
+ * the NVIDIA roots compiled into the bundle and the RIMs the user loaded. Reference values that name RIMs the page
+ * was not given fail `gpu.rims`: the page cannot read paths, and comparing with nothing is not a pass.
+ */
+function gpuChecks(doc: AttestationDocumentV2, nonce: Uint8Array, options: VerifyServiceOptions): Check[] | null {
+  const entries: unknown = doc.gpu_evidence;
+  if (!Array.isArray(entries)) return [fail('gpu.evidence', 'the attestation document has no gpu_evidence list, so nothing says which GPUs it covers')];
+  const named = options.reference?.gpu?.rims ?? [];
+  const loaded = options.rims ?? [];
+  if (entries.length === 0 && named.length === 0 && loaded.length === 0) return null;
+  const checks: Check[] = [];
+  if (named.length > 0 && loaded.length === 0) {
+    checks.push(fail('gpu.rims', `the reference values name ${named.length} RIM file(s) (${named.join(', ')}) but none was loaded into this page, so the GPU measurements cannot be compared with them`));
+  }
+  const bound: unknown = doc.binding.gpu_evidence_sha256;
+  const result = verifyGpuEvidence(entries as AttestationDocumentV2['gpu_evidence'], {
+    nonce,
+    boundSha256: Array.isArray(bound) ? bound.map(String) : [],
+    ...(loaded.length > 0 ? { rims: loaded.map((r) => r.text) } : {}),
+  });
+  return [...checks, ...result.checks];
+}
+
 /** A failed check outranks everything; then a development service says so; then whether the code was compared. */
 function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined, unpinned: ReadonlySet<PageCheck>): Verdict {
   if (checks.some((c) => c.status === 'fail' && c.name !== 'attestation.tee')) return 'failed';
@@ -90,7 +127,7 @@ function verdictOf(checks: PageCheck[], doc: AttestationDocumentV2 | undefined, 
  * binding (JWKS, policy, HPKE key) recomputed here, the hardware evidence chain, and the reference values
  * the user gave. Nothing the service says about a check's outcome is taken on its word.
  */
-export async function verifyService(base: string, options: { reference?: ReferenceValues } = {}): Promise<ServiceReport> {
+export async function verifyService(base: string, options: VerifyServiceOptions = {}): Promise<ServiceReport> {
   const nonce = crypto.getRandomValues(new Uint8Array(32));
   let doc: AttestationDocumentV2;
   let jwks: { keys: unknown[] };
@@ -126,11 +163,17 @@ export async function verifyService(base: string, options: { reference?: Referen
       ? page('binding.tls', 'note', 'the service terminates no TLS itself: whatever serves this page\'s HTTPS sits outside the enclave')
       : page('binding.tls', 'note', `the enclave serves TLS key ${doc.binding.tls_spki_sha256}; a browser cannot show the page which key its connection used`),
   );
-  checks.push(
-    doc.gpu_evidence.length === 0
-      ? page('binding.gpu', 'note', 'no GPU evidence: the service attests no GPU')
-      : page('binding.gpu', 'note', `${doc.gpu_evidence.length} GPU report(s) bound; their verification needs NVIDIA's reference values`),
-  );
+  const gpu = gpuChecks(doc, nonce, options);
+  if (gpu === null) checks.push(page('binding.gpu', 'note', 'no GPU evidence: the service attests no GPU'));
+  if (options.rims !== undefined && options.rims.length > 0) {
+    checks.push(page('gpu.rims', 'note', `${options.rims.length} RIM file(s) loaded into this page: ${options.rims.map((r, k) => `${r.name} (gpu.rim[${k}])`).join(', ')}`));
+  }
+  for (const check of gpu ?? []) {
+    const shown = fromCheck(check);
+    // Revocation is never looked up offline (nor by `sigil verify`): a standing note, not a value left unpinned.
+    if (isNotPinned(check) && !check.name.endsWith('.revocation')) unpinned.add(shown);
+    checks.push(shown);
+  }
   if (doc.tee === 'none') {
     checks.push(page('attestation.tee', 'fail', 'tee is "none": no hardware evidence exists, so nothing stops the operator from reading prompts (a development service)'));
   } else {

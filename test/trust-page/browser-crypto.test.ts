@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 
 // The trust page runs the same verifier in the browser, with node:crypto replaced by the adapter the bundle uses.
@@ -16,6 +19,7 @@ const { readTdxQuote } = await import('../../src/verify/evidence/tdx-quote.ts');
 const { ARK_MILAN, ASK_MILAN } = await import('../../src/verify/evidence/roots/amd-milan.ts');
 const { buildSnpCertTable, snpDocument, tdxDocument } = await import('../support/evidence-fixtures.ts');
 const { verifyReceipt } = await import('../../src/verify/receipt.ts');
+const { verifyGpuEvidence } = await import('../../src/verify/gpu/index.ts');
 
 type Checks = Array<{ name: string; ok: boolean; detail: string }>;
 const fixture = (name: string) => readFileSync(new URL(`../attestation/fixtures/${name}`, import.meta.url), 'utf8');
@@ -95,5 +99,46 @@ describe('the browser crypto adapter', () => {
     const flipped = `${h}.${p}.${s!.slice(0, -2)}${s!.endsWith('A') ? 'B' : 'A'}A`;
     const bad = await verifyReceipt(flipped, { jwks: keys, allowNoTee: true, expected: { nonce: 'n-1' } });
     expect(bad.checks.find((c) => c.name === 'receipt.signature')?.ok).toBe(false);
+  });
+
+  describe('the GPU verifier (NVIDIA SPDM report, device chain, RIMs) through the adapter', () => {
+    // Node's own verdicts come from a child process, where node:crypto is not replaced; the same inputs go through the adapter here.
+    type Case = { label: string; entries: never[]; options: { at: string } & Record<string, unknown>; checks: Checks };
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+    const script = fileURLToPath(new URL('./gpu-verdicts-node.ts', import.meta.url));
+    const cases = JSON.parse(execFileSync(process.execPath, ['--import', tsx, script], { encoding: 'utf8', maxBuffer: 16 << 20 })) as Case[];
+    const through = (c: Case) => verifyGpuEvidence(c.entries, { ...c.options, at: new Date(c.options.at) }).checks as Checks;
+    const byLabel = (label: string) => cases.find((c) => c.label === label)!;
+
+    it('gives every check, word for word, the verdict node:crypto gives', () => {
+      expect(cases.map((c) => c.label)).toHaveLength(7);
+      for (const c of cases) expect({ label: c.label, checks: through(c) }).toEqual({ label: c.label, checks: c.checks });
+    });
+
+    it("passes the real H100 report's signature, chain to NVIDIA's root, FWID and nonce, and says the measurements were not pinned", () => {
+      const checks = through(byLabel('real report, bound, at the current time'));
+      expect(checks.map((c) => [c.name, c.ok])).toEqual([
+        ['gpu.binding', true], ['gpu[0].report', true], ['gpu[0].certificates', true], ['gpu[0].signature', true], ['gpu[0].chain', true],
+        ['gpu[0].root', true], ['gpu[0].fwid', true], ['gpu[0].nonce', true], ['gpu[0].measurements', true], ['gpu[0].revocation', true],
+      ]);
+      expect(checks.find((c) => c.name === 'gpu[0].signature')?.detail).toBe(
+        "the GPU's key (GH100 A01 GSP FMC LF) signed the request and its answer (ECDSA P-384, SHA-384 over 4021 bytes): the measurements are the GPU's own",
+      );
+      expect(checks.find((c) => c.name === 'gpu[0].root')?.detail).toBe('the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report');
+      expect(checks.find((c) => c.name === 'gpu[0].measurements')).toMatchObject({ ok: true, pinned: false });
+    });
+
+    it('compares the measurements with RIMs whose XML signatures it verifies (xml-crypto on the adapter)', () => {
+      expect(failing(through(byLabel('matching RIMs signed by a test root')))).toEqual([]);
+      const matched = through(byLabel('matching RIMs signed by a test root'));
+      expect(matched.find((c) => c.name === 'gpu[0].measurements')?.detail).toBe('all 33 measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published');
+      expect(failing(through(byLabel("NVIDIA's sample RIMs (other versions)")))).toEqual(['gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
+    });
+
+    it('fails tampered copies: a measurement or signature byte, a RIM changed after signing', () => {
+      expect(failing(through(byLabel('a measurement byte changed')))).toEqual(['gpu[0].signature']);
+      expect(failing(through(byLabel('a signature byte changed')))).toEqual(['gpu[0].signature']);
+      expect(failing(through(byLabel('a RIM changed after signing')))).toEqual(['gpu.rim[0].signature', 'gpu.rim[0].chain', 'gpu[0].driver_rim', 'gpu[0].measurements']);
+    });
   });
 });

@@ -15,7 +15,9 @@ import { Buffer } from 'node:buffer';
  * the verifier's checks are synchronous, so this adapter stands on audited synchronous libraries instead:
  * @noble/hashes (SHA-2), @noble/curves (ECDSA P-256/P-384), node-forge (RSA PKCS#1 v1.5 and PSS),
  * @peculiar/x509 and asn1js (certificate parsing). No cryptographic primitive is written here: only the
- * plumbing from node's API shapes to theirs.
+ * plumbing from node's API shapes to theirs. The GPU verifier (src/verify/gpu) needs nothing beyond this: ECDSA P-384
+ * with SHA-384 in IEEE P1363 form for the SPDM report and the RIMs' XML signatures, and a key exported as PEM SPKI,
+ * which is how the RIM verifier hands the signer's key to xml-crypto (bundled with `crypto` aliased to this file).
  */
 
 type Bytes = Uint8Array;
@@ -95,6 +97,10 @@ export class KeyObject {
       const size = this.ec.namedCurve === 'P-256' ? 32 : 48;
       const b64 = (b: Bytes) => Buffer.from(b).toString('base64url');
       return { kty: 'EC', crv: this.ec.namedCurve, x: b64(this.ec.point.subarray(1, 1 + size)), y: b64(this.ec.point.subarray(1 + size)) };
+    }
+    if (options.format === 'pem') {
+      const lines = Buffer.from(this.spki).toString('base64').match(/.{1,64}/g) ?? [];
+      return `-----BEGIN PUBLIC KEY-----\n${lines.join('\n')}\n-----END PUBLIC KEY-----\n`;
     }
     return Buffer.from(this.spki);
   }

@@ -1,4 +1,4 @@
-/** GPU evidence (NVIDIA SPDM reports and RIMs): kept out of the verifier's main entry so the trust page does not bundle an XML signature stack. */
+/** GPU evidence (NVIDIA SPDM reports and RIMs): the one verifier `sigil verify`, the attested client and the trust page (bundled for the browser) run. */
 export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu-verify.ts';
 export type { GpuEvidenceVerification, GpuReportSummary, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu-verify.ts';
 export { compareWithRims } from './measurements.ts';
