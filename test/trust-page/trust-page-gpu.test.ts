@@ -215,6 +215,20 @@ describe.skipIf(!existsSync(CHROMIUM))('the trust page verifies GPU evidence in 
     }
   });
 
+  it('offers the RIM input with a label, after the reference-values file in keyboard order', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
+      expect(await page.$eval('label[for="rim-files"]', (l) => l.textContent)).toBe('NVIDIA RIM files for the GPUs (.swidtag or .xml, several at once; optional)');
+      expect(await page.$eval('#rim-files', (i) => [(i as HTMLInputElement).multiple, (i as HTMLInputElement).accept])).toEqual([true, '.swidtag,.xml,application/xml,text/xml']);
+      await page.focus('#reference-file');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('rim-files');
+    } finally {
+      await page.close();
+    }
+  });
+
   it('fails gpu.rims when the reference values name RIMs that were not loaded into the page', async () => {
     const page = await browser.newPage();
     try {
