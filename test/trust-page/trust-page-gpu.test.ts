@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import koffi from 'koffi';
-import puppeteer, { type Browser, type ElementHandle, type Page } from 'puppeteer-core';
+import { CHROMIUM, launchChromium, SHOTS } from '../support/chromium.ts';
+import { type Browser, type ElementHandle, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { START_NONCE } from '../../src/protocol/attestation.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
@@ -12,8 +13,6 @@ import { NVIDIA_VECTORS, realChainPem, realReport, VECTOR_NONCE } from '../suppo
 
 // The trust page in Debian's chromium against a Sigil whose GPU evidence comes through NVML: the stand-in
 // libnvidia-ml of test/support/fake-nvml answers the real H100 report and chain of test/vectors/nvidia.
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(tmpdir(), 'sigil-trust-page-screenshots');
 const FAKE_NVML = join(import.meta.dirname, '..', 'support', 'fake-nvml', 'fake-nvml.c');
 /** Offset of a byte inside the first measurement value of the real report (request 37, header 8, block header 7). */
 const MEASUREMENT_BYTE = 37 + 8 + 7 + 5;
@@ -55,13 +54,7 @@ beforeAll(async () => {
   sigil = await start();
   other = await start();
   answer(realReport());
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    userDataDir: mkdtempSync(join(tmpdir(), 'sigil-chromium-')),
-  });
+  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {

@@ -1,18 +1,17 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { CHROMIUM, launchChromium, SHOTS } from '../support/chromium.ts';
+import { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
 // The trust page in a real browser (Debian's chromium), against a running Sigil: what a person sees.
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(tmpdir(), 'sigil-trust-page-screenshots');
 
 let pageDir: string;
 let engine: TestEngine;
@@ -28,13 +27,7 @@ beforeAll(async () => {
     models: [{ id: 'chat-model', context_window: 8192, reasoning: false }, { id: 'embed-model', endpoints: ['embeddings'] }],
     config: { trust_page: { dir: pageDir } },
   });
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    userDataDir: mkdtempSync(join(tmpdir(), 'sigil-chromium-')),
-  });
+  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {
