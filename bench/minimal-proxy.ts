@@ -1,17 +1,23 @@
 /**
  * Node's floor: the smallest sensible node:http pass-through proxy (keep-alive to the engine, bodies
  * piped both ways, client disconnect cancels the engine request). No auth, no validation, no receipts.
+ * With `--cert` and `--key` it is Node's HTTPS floor: TLS ends here with the same versions, suites,
+ * groups and ALPN as Sigil (src/tls/hardening.ts), so both negotiate the same handshake.
  *
- * Run: `node --import tsx bench/minimal-proxy.ts --port N --upstream http://127.0.0.1:M`.
+ * Run: `node --import tsx bench/minimal-proxy.ts --port N --upstream http://127.0.0.1:M [--cert cert.pem --key key.pem]`.
  */
-import { Agent, createServer, request } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { Agent, createServer, request, type RequestListener } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { parseArgs } from 'node:util';
+import { secureContextOptions } from '../src/tls/hardening.ts';
 
-const { values } = parseArgs({ options: { port: { type: 'string' }, upstream: { type: 'string' } } });
+const { values } = parseArgs({ options: { port: { type: 'string' }, upstream: { type: 'string' }, cert: { type: 'string' }, key: { type: 'string' } } });
+if ((values.cert === undefined) !== (values.key === undefined)) throw new Error('--cert and --key go together');
 const upstream = new URL(values.upstream ?? 'http://127.0.0.1:8000');
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 });
 
-const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
+const relay: RequestListener = (req, res) => {
   const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent }, (up) => {
     res.writeHead(up.statusCode ?? 502, up.headers);
     up.pipe(res);
@@ -24,7 +30,16 @@ const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
     if (!res.writableFinished) out.destroy();
   });
   req.pipe(out);
-});
+};
+
+function tlsServer(cert: string, key: string) {
+  const credentials = { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') };
+  const server = createHttpsServer({ keepAliveTimeout: 120_000, ...secureContextOptions(credentials), ALPNProtocols: ['http/1.1'] }, relay);
+  server.on('tlsClientError', (_err, socket) => socket.destroy());
+  return server;
+}
+
+const server = values.cert !== undefined && values.key !== undefined ? tlsServer(values.cert, values.key) : createServer({ keepAliveTimeout: 120_000 }, relay);
 server.listen(Number(values.port ?? 0), '127.0.0.1', () => process.stdout.write(JSON.stringify({ port: (server.address() as { port: number }).port }) + '\n'));
 process.on('SIGTERM', () => process.exit(0));
 process.on('SIGINT', () => process.exit(0));

@@ -31,13 +31,16 @@ export const PEER_LABELS: Record<PeerName, string> = {
   'sigil-receipts': 'Sigil, receipt on every request',
 };
 
-export interface Peer {
-  name: PeerName;
+/** A proxy (or the engine) under measurement, named by its benchmark's own peer names. */
+export interface NamedPeer<N extends string> {
+  name: N;
   target: Target;
   /** The processes that are the proxy (empty for the engine itself): for CPU time and RSS. */
   pids(): number[];
   stop(): Promise<void>;
 }
+
+export type Peer = NamedPeer<PeerName>;
 
 export interface Unavailable {
   name: PeerName;
@@ -63,7 +66,15 @@ export function directPeer(engine: Engine): Peer {
   return { name: 'direct', target: { host: '127.0.0.1', port: engine.port, path: CHAT_PATH, headers: jsonHeaders }, pids: () => [], stop: async () => {} };
 }
 
-async function pinnedProcess(name: PeerName, spawned: Spawned, port: number, target: Target, extraPids: () => number[] = () => []): Promise<Peer> {
+/** A spawned proxy once its port answers, pinned to the proxy core; stopped with `signal` (nginx wants SIGQUIT). */
+export async function pinnedProcess<N extends string>(
+  name: N,
+  spawned: Spawned,
+  port: number,
+  target: Target,
+  extraPids: () => number[] = () => [],
+  signal: NodeJS.Signals = 'SIGINT',
+): Promise<NamedPeer<N>> {
   try {
     await waitForPort(port, 30_000, spawned.child);
   } catch (err) {
@@ -72,10 +83,10 @@ async function pinnedProcess(name: PeerName, spawned: Spawned, port: number, tar
   }
   const pids = () => [spawned.pid, ...extraPids()];
   for (const pid of pids()) pin(pid, PROXY_CORE);
-  return { name, target, pids, stop: () => stopChild(spawned.child, 'SIGINT') };
+  return { name, target, pids, stop: () => stopChild(spawned.child, signal) };
 }
 
-export async function startNodeHttpProxy(dir: string, engine: Engine): Promise<Peer> {
+export async function startNodeHttpProxy(dir: string, engine: Engine): Promise<NamedPeer<'node-http'>> {
   const port = await freePort();
   const spawned = spawnLogged(process.execPath, [...TSX, join(BENCH, 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
   return pinnedProcess('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });

@@ -116,3 +116,23 @@ export function rssMb(pids: readonly number[]): number {
   }
   return kb / 1024;
 }
+
+/**
+ * Runs a benchmark's main to its exit code: every process it started is killed on Ctrl-C, on exit and
+ * on failure (logged with its stack), so no engine or proxy outlives the run.
+ */
+export function runBenchmark(main: () => Promise<number>, log: (msg: string) => void): void {
+  process.on('SIGINT', () => {
+    killAllStarted();
+    process.exit(130);
+  });
+  process.on('exit', () => killAllStarted());
+  main().then(
+    (code) => process.exit(code),
+    (err: Error) => {
+      log(`failed: ${err.stack ?? err.message}`);
+      killAllStarted();
+      process.exit(1);
+    },
+  );
+}

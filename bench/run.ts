@@ -31,7 +31,7 @@ import {
   type Peer,
   type PeerName,
 } from './peers.ts';
-import { cpuMicros, hasTaskset, killAllStarted, pin, rssMb, stopChild } from './processes.ts';
+import { cpuMicros, hasTaskset, killAllStarted, pin, rssMb, runBenchmark, stopChild } from './processes.ts';
 import { renderProfile, topSelfTime } from './profile.ts';
 import { measureReceiptCost } from './receipt-cost.ts';
 import { buildReport, renderMarkdown, type MemorySample, type Sample, type Scenario, type Unavailable } from './report.ts';
@@ -401,17 +401,4 @@ async function main(): Promise<number> {
   }
 }
 
-process.on('SIGINT', () => {
-  killAllStarted();
-  process.exit(130);
-});
-process.on('exit', () => killAllStarted());
-
-main().then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    log(`failed: ${err.stack ?? err.message}`);
-    killAllStarted();
-    process.exit(1);
-  },
-);
+runBenchmark(main, log);

@@ -23,8 +23,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TLS_1_2_CIPHERS, TLS_1_3_CIPHERSUITES } from '../src/tls/hardening.ts';
 import type { LoadJob, LoadResult, Target, WorkerMessage } from './load-client.ts';
-import { LOAD_CORE, nginxVersion, PROXY_CORE, ROOT, startEngine, writeSigilConfig, type Engine } from './peers.ts';
-import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
+import { LOAD_CORE, nginxVersion, pinnedProcess, PROXY_CORE, ROOT, startEngine, startNodeHttpProxy, writeSigilConfig, type Engine, type NamedPeer } from './peers.ts';
+import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb, runBenchmark, spawnLogged, stopChild } from './processes.ts';
 import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
 import { saturate, wrkVersion } from './wrk.ts';
@@ -110,27 +110,10 @@ function makeCredentials(dir: string): Credentials {
 // ---------------------------------------------------------------------------------------------------------------
 // Peers
 
-interface TlsPeer {
-  name: TlsPeerName;
-  target: Target;
-  pids(): number[];
-  stop(): Promise<void>;
-}
+type TlsPeer = NamedPeer<TlsPeerName>;
 
 const TSX = ['--import', 'tsx'];
 const jsonHeaders = { 'content-type': 'application/json' };
-
-async function pinned(name: TlsPeerName, spawned: Spawned, port: number, target: Target, extraPids: () => number[] = () => [], signal: NodeJS.Signals = 'SIGINT'): Promise<TlsPeer> {
-  try {
-    await waitForPort(port, 30_000, spawned.child);
-  } catch (err) {
-    await stopChild(spawned.child);
-    throw new Error(`${(err as Error).message}; see ${spawned.log}`);
-  }
-  const pids = () => [spawned.pid, ...extraPids()];
-  for (const pid of pids()) pin(pid, PROXY_CORE);
-  return { name, target, pids, stop: () => stopChild(spawned.child, signal) };
-}
 
 function tlsTarget(port: number, creds: Credentials, headers: Record<string, string> = jsonHeaders): Target {
   return { host: '127.0.0.1', port, path: CHAT_PATH, headers, tls: { ca: creds.certPem, servername: SERVERNAME } };
@@ -140,10 +123,10 @@ async function startNodeHttps(dir: string, engine: Engine, creds: Credentials): 
   const port = await freePort();
   const spawned = spawnLogged(
     process.execPath,
-    [...TSX, join(ROOT, 'bench', 'minimal-tls-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`, '--cert', creds.certFile, '--key', creds.keyFile],
+    [...TSX, join(ROOT, 'bench', 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`, '--cert', creds.certFile, '--key', creds.keyFile],
     join(dir, 'node-https.log'),
   );
-  return pinned('node-https', spawned, port, tlsTarget(port, creds));
+  return pinnedProcess('node-https', spawned, port, tlsTarget(port, creds));
 }
 
 async function startNginxTls(dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
@@ -162,7 +145,7 @@ async function startNginxTls(dir: string, engine: Engine, creds: Credentials): P
     .replaceAll('{{tls13Suites}}', TLS_1_3_CIPHERSUITES);
   writeFileSync(join(home, 'nginx.conf'), conf);
   const spawned = spawnLogged('nginx', ['-p', home, '-c', join(home, 'nginx.conf'), '-e', join(home, 'error.log')], join(dir, 'nginx-tls.log'));
-  return pinned('nginx', spawned, port, tlsTarget(port, creds), () => childPids(spawned.pid), 'SIGQUIT');
+  return pinnedProcess('nginx', spawned, port, tlsTarget(port, creds), () => childPids(spawned.pid), 'SIGQUIT');
 }
 
 async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean, tls = true): Promise<TlsPeer> {
@@ -172,13 +155,7 @@ async function startSigilTls(dir: string, engine: Engine, creds: Credentials, re
   const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
-  return pinned(name, spawned, port, tls ? tlsTarget(port, creds, headers) : { host: '127.0.0.1', port, path: CHAT_PATH, headers });
-}
-
-async function startNodeHttp(dir: string, engine: Engine): Promise<TlsPeer> {
-  const port = await freePort();
-  const spawned = spawnLogged(process.execPath, [...TSX, join(ROOT, 'bench', 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
-  return pinned('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
+  return pinnedProcess(name, spawned, port, tls ? tlsTarget(port, creds, headers) : { host: '127.0.0.1', port, path: CHAT_PATH, headers });
 }
 
 function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Credentials): Promise<TlsPeer> {
@@ -192,7 +169,7 @@ function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Creden
     case 'sigil-receipts':
       return startSigilTls(dir, engine, creds, true);
     case 'node-http':
-      return startNodeHttp(dir, engine);
+      return startNodeHttpProxy(dir, engine);
     case 'sigil-plain':
       return startSigilTls(dir, engine, creds, false, false);
   }
@@ -741,17 +718,4 @@ async function main(): Promise<number> {
   }
 }
 
-process.on('SIGINT', () => {
-  killAllStarted();
-  process.exit(130);
-});
-process.on('exit', () => killAllStarted());
-
-main().then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    log(`failed: ${err.stack ?? err.message}`);
-    killAllStarted();
-    process.exit(1);
-  },
-);
+runBenchmark(main, log);
