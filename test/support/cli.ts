@@ -1,5 +1,7 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { EvidenceExtension } from '../../src/cli/evidence-extension.ts';
+import { verifyEvidenceCommand } from '../../src/cli/verify-evidence.ts';
 
 /**
  * `node` arguments that run the `sigil` command from the TypeScript sources (through tsx's loader), so a
@@ -11,3 +13,21 @@ export const SIGIL_FROM_SOURCES = [
   pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href,
   fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url)),
 ];
+
+export interface VerifyEvidenceRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** Each printed check's mark (PASS, FAIL or ---- for not pinned / not checked), by check name. */
+  marks: Record<string, string>;
+}
+
+/** Runs `sigil verify-evidence` in-process with its clock at `now`, its output captured and each check's mark read back. */
+export async function runVerifyEvidence(argv: string[], now: Date, extensions?: EvidenceExtension[]): Promise<VerifyEvidenceRun> {
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, now, ...(extensions === undefined ? {} : { extensions }) };
+  const code = await verifyEvidenceCommand(argv, io);
+  const marks = Object.fromEntries([...stdout.matchAll(/^(PASS|FAIL|----) (\S+) — /gm)].map((m) => [m[2]!, m[1]!]));
+  return { code, stdout, stderr, marks };
+}

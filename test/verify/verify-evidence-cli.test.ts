@@ -2,8 +2,9 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { verifyEvidenceCommand, type EvidenceExtension, type EvidenceReport } from '../../src/cli/verify-evidence.ts';
+import type { EvidenceExtension, EvidenceReport } from '../../src/cli/verify-evidence.ts';
 import { fail } from '../../src/verify/check.ts';
+import { runVerifyEvidence } from '../support/cli.ts';
 
 const vectors = new URL('../vectors/', import.meta.url).pathname;
 const v = (path: string) => join(vectors, path);
@@ -20,21 +21,7 @@ const dstackJson = v('tdx/dstack-quote-and-eventlog.json');
 const DSTACK_CONFIG_ID = '0186b0e55f2fa8e4fb69d890f14f54d5612707646e2573d54e0d2ddaaade77caa9000000000000000000000000000000';
 const AT_2026 = new Date('2026-07-01T00:00:00Z');
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  marks: Record<string, string>;
-}
-
-async function sigil(argv: string[], extensions?: EvidenceExtension[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, now: AT_2026, ...(extensions === undefined ? {} : { extensions }) };
-  const code = await verifyEvidenceCommand(argv, io);
-  const marks = Object.fromEntries([...stdout.matchAll(/^(PASS|FAIL|----) (\S+) — /gm)].map((m) => [m[2]!, m[1]!]));
-  return { code, stdout, stderr, marks };
-}
+const sigil = (argv: string[], extensions?: EvidenceExtension[]) => runVerifyEvidence(argv, AT_2026, extensions);
 
 describe('sigil verify-evidence on SEV-SNP evidence', () => {
   it("passes dstack's Milan report with its VCEK and ASK, and prints the measured values", async () => {

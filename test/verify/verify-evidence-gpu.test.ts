@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EvidenceExtension } from '../../src/cli/evidence-extension.ts';
 import { gpuEvidenceExtension } from '../../src/cli/verify-evidence-gpu.ts';
-import { verifyEvidenceCommand, type EvidenceReport } from '../../src/cli/verify-evidence.ts';
+import type { EvidenceReport } from '../../src/cli/verify-evidence.ts';
 import { DEFAULT_GPU_TRUST_ROOTS } from '../../src/verify/gpu/index.ts';
 import { createRimTestChain, NVIDIA_VECTORS, nvidiaVector, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, VECTOR_TIME, type RimTestChain } from '../support/gpu-fixtures.ts';
+import { runVerifyEvidence } from '../support/cli.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'sigil-verify-evidence-gpu-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -19,21 +20,7 @@ const reportHex = join(NVIDIA_VECTORS, 'hopper-attestation-report.hex');
 const certs = join(NVIDIA_VECTORS, 'hopper-cert-chain.pem');
 const OTHER_NONCE = 'ab'.repeat(32);
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  marks: Record<string, string>;
-}
-
-async function sigil(argv: string[], extensions?: EvidenceExtension[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, now: VECTOR_TIME, ...(extensions === undefined ? {} : { extensions }) };
-  const code = await verifyEvidenceCommand(argv, io);
-  const marks = Object.fromEntries([...stdout.matchAll(/^(PASS|FAIL|----) (\S+) — /gm)].map((m) => [m[2]!, m[1]!]));
-  return { code, stdout, stderr, marks };
-}
+const sigil = (argv: string[], extensions?: EvidenceExtension[]) => runVerifyEvidence(argv, VECTOR_TIME, extensions);
 
 const ALL_PASS = {
   'gpu[0].report': 'PASS',
