@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { freePort } from '../support/free-port.ts';
+import { killChild } from '../support/kill-child.ts';
 
 /** A real `redis-server` on a free loopback port, without persistence, for fleet tests. */
 export interface TestRedis {
@@ -49,10 +50,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   const kill = async () => {
     const proc = child;
     child = undefined;
-    if (proc === undefined || proc.exitCode !== null) return;
-    const exited = new Promise((resolve) => proc.once('exit', resolve));
-    proc.kill('SIGKILL');
-    await exited;
+    await killChild(proc);
   };
   await start();
   return { port, url: `redis://127.0.0.1:${port}`, kill, start, stop: kill, pause: () => child?.kill('SIGSTOP'), resume: () => child?.kill('SIGCONT') };

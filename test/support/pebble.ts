@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { freePort } from './free-port.ts';
+import { killChild } from './kill-child.ts';
 
 /**
  * A real ACME server: Debian's `pebble` on loopback ports, with a CA made for its own HTTPS listener.
@@ -81,10 +82,7 @@ export async function startTestPebble(): Promise<TestPebble> {
   const kill = async () => {
     const proc = child;
     child = undefined;
-    if (proc === undefined || proc.exitCode !== null) return;
-    const exited = new Promise((resolve) => proc.once('exit', resolve));
-    proc.kill('SIGKILL');
-    await exited;
+    await killChild(proc);
   };
   await start();
   return { directoryUrl, caFile, httpPort, logs, kill, start };
