@@ -1,10 +1,13 @@
 import { statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
+import type { Endpoint } from '../catalogue/schema.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import type { Logger } from '../log/logger.ts';
 
 /** Where the zero-config demo model lives, relative to the working directory. */
 export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';
+/** What the built-in engine serves (src/engine/README.md): no /v1/responses, and embeddings from the same model. */
+const BUILTIN_ENGINE_ENDPOINTS: Endpoint[] = ['chat', 'completions', 'embeddings'];
 export const BUILTIN_UPSTREAM = 'builtin';
 
 export interface BuiltinEngine {
@@ -49,6 +52,7 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
               regions: ['local'],
               pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
               model_hash: modelHash,
+              endpoints: BUILTIN_ENGINE_ENDPOINTS,
               description: demo
                 ? 'A tiny llama-architecture GGUF with random weights, made by Sigil for end-to-end demos. Not a language model.'
                 : `Served from ${basename(modelPath)} by the built-in llama.cpp engine.`,

@@ -52,9 +52,19 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
   it('lists the model with the SHA-256 of its GGUF file as model_hash', async () => {
     const { data } = (await (await fetch(`${sigil.url}/v1/models?detail=true`)).json()) as { data: Array<Record<string, unknown>> };
     expect(data).toHaveLength(1);
-    expect(data[0]).toMatchObject({ id: 'scripted', context_window: 512, provider: 'local' });
+    expect(data[0]).toMatchObject({ id: 'scripted', context_window: 512, provider: 'local', endpoints: ['chat', 'completions', 'embeddings'] });
     const policy = (await (await fetch(`${sigil.url}/v1/verify/policy`)).json()) as { models: Array<{ model_hash: string }> };
     expect(policy.models[0]!.model_hash).toBe(modelHash);
+  });
+
+  it('serves embeddings from the same model, and answers /v1/responses (which the engine lacks) with a clear 400', async () => {
+    const embedding = await client().embeddings.create({ model: 'scripted', input: ['Who served me?', 'Receipts'] });
+    expect(embedding.data).toHaveLength(2);
+    expect(embedding.data[0]!.embedding.length).toBeGreaterThan(8);
+    expect(embedding.data[0]!.embedding.every((x) => Number.isFinite(x))).toBe(true);
+    const error = await client().responses.create({ model: 'scripted', input: 'Hi' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('model_not_supported');
   });
 
   it('answers the scripted sentence with finish_reason stop and the engine’s real token counts', async () => {
