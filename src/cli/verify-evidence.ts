@@ -40,7 +40,7 @@ Verifies raw hardware evidence without a live service (SPEC 10): signatures and 
 the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
 values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.
 
-  --tdx-quote FILE      a TDX quote v4: raw bytes, hex or base64 text, or a JSON object with a hex "quote"
+  --tdx-quote FILE      a TDX quote (v4 or v5): raw bytes, hex or base64 text, or a JSON object with a hex "quote"
                         (dstack's GetQuote response)
   --ccel-table FILE     the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL)
   --ccel-data FILE      the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)
