@@ -2,15 +2,12 @@ import type { GpuEvidence } from '../protocol/attestation.ts';
 import { fail, type Check } from '../verify/check.ts';
 import { describeGpuEvidenceError } from '../verify/gpu/errors.ts';
 import { readSpdmMeasurementReport, verifyGpuEvidence, type GpuTrustRoots, type SpdmMeasurementReport } from '../verify/gpu/index.ts';
+import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
 import type { EvidenceExtension } from './evidence-extension.ts';
 
-/** An SPDM report as nvtrust writes it (hex text), as base64 text, or as raw bytes. */
-export function gpuReportBytes(file: Buffer): Uint8Array {
-  const text = file.toString('latin1').trim();
-  if (/^(?:[0-9a-fA-F]{2})+$/.test(text)) return new Uint8Array(Buffer.from(text, 'hex'));
-  const compact = text.replace(/\s/g, '');
-  if (compact.length > 0 && compact.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(compact)) return new Uint8Array(Buffer.from(compact, 'base64'));
-  return new Uint8Array(file);
+/** An SPDM report as nvtrust writes it (hex text, 0x optional), as base64 text, or as raw bytes. */
+export function gpuReportBytes(file: Buffer, path = 'GPU report'): Uint8Array {
+  return decodeEvidenceText(new Uint8Array(file), path);
 }
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
@@ -63,7 +60,13 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
     },
     async verify(values, ctx) {
       const reportPath = values['gpu-report'] as string;
-      const bytes = gpuReportBytes(await ctx.read(reportPath, 'GPU report'));
+      const file = await ctx.read(reportPath, 'GPU report');
+      let bytes: Uint8Array;
+      try {
+        bytes = gpuReportBytes(file, reportPath);
+      } catch (err) {
+        return { checks: [fail('gpu[0].report', (err as Error).message)] };
+      }
       const chain = (await ctx.read(values['gpu-certs'] as string, 'GPU certificate chain')).toString('latin1');
       const rimPaths = ctx.reference?.gpu?.rims ?? [];
       const rims = await Promise.all(rimPaths.map(async (path) => (await ctx.read(path, 'RIM')).toString('utf8')));

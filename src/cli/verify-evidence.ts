@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { fail, notPinned, pass } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
 import { toHex } from '../verify/evidence/byte-reader.ts';
+import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
 import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
 import { readCertificate } from '../verify/evidence/certificate-chain.ts';
@@ -40,7 +41,7 @@ Verifies raw hardware evidence without a live service (SPEC 10): signatures and 
 the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
 values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.
 
-  --tdx-quote FILE      a TDX quote v4: raw bytes, hex or base64 text, or a JSON object with a hex "quote"
+  --tdx-quote FILE      a TDX quote (v4 or v5): raw bytes, hex (0x optional) or base64 text, or a JSON object with a hex "quote"
                         (dstack's GetQuote response)
   --ccel-table FILE     the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL)
   --ccel-data FILE      the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)
@@ -151,9 +152,10 @@ async function read(path: string, what: string): Promise<Buffer> {
   }
 }
 
-/** A quote as raw bytes, hex or base64 text, or dstack's JSON with a hex "quote". */
+/** A quote as raw bytes, hex (optionally 0x) or base64 text, or dstack's JSON with a hex "quote". */
 function quoteBytes(file: Buffer, path: string): Uint8Array {
   const text = file.toString('latin1').trim();
+  let encoded: Uint8Array = file;
   if (text.startsWith('{')) {
     let quote: unknown;
     try {
@@ -161,12 +163,14 @@ function quoteBytes(file: Buffer, path: string): Uint8Array {
     } catch {
       throw new UnreadableError(`${path} is JSON-like but not JSON`);
     }
-    if (typeof quote !== 'string' || !/^(?:[0-9a-fA-F]{2})+$/.test(quote)) throw new UnreadableError(`${path} has no hex "quote"`);
-    return new Uint8Array(Buffer.from(quote, 'hex'));
+    if (typeof quote !== 'string') throw new UnreadableError(`${path} has no hex "quote"`);
+    encoded = Buffer.from(quote, 'latin1');
   }
-  if (/^(?:[0-9a-fA-F]{2})+$/.test(text)) return new Uint8Array(Buffer.from(text, 'hex'));
-  if (text.length > 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(text.replace(/\s/g, ''))) return new Uint8Array(Buffer.from(text, 'base64'));
-  return new Uint8Array(file);
+  try {
+    return decodeEvidenceText(encoded, path);
+  } catch (err) {
+    throw new UnreadableError((err as Error).message);
+  }
 }
 
 function reportDataCheck(actual: Uint8Array, expected: string | undefined): Check {

@@ -87,9 +87,10 @@ describe('readTdxQuote', () => {
     return quote;
   };
 
-  it('refuses versions other than 4 with ERR_TDX_QUOTE_VERSION', () => {
-    expect(codeOf(() => readTdxQuote(header(5, 2, 0x81)))).toBe('ERR_TDX_QUOTE_VERSION');
+  it('refuses versions other than 4 and 5 with ERR_TDX_QUOTE_VERSION, and a v5 body type it does not know', () => {
+    expect(codeOf(() => readTdxQuote(header(6, 2, 0x81)))).toBe('ERR_TDX_QUOTE_VERSION');
     expect(codeOf(() => readTdxQuote(header(3, 2, 0)))).toBe('ERR_TDX_QUOTE_VERSION');
+    expect(codeOf(() => readTdxQuote(header(5, 2, 0x81)))).toBe('ERR_TDX_QUOTE_UNSUPPORTED');
   });
 
   it('refuses other attestation key types and SGX quotes with ERR_TDX_QUOTE_UNSUPPORTED', () => {

@@ -40,9 +40,9 @@ describe('built-in trust roots', () => {
     expect(root.fingerprint256).toBe('44:A0:19:6B:2B:99:F8:89:B8:E1:49:E9:5B:80:7A:35:0E:74:24:96:43:99:E8:85:A7:CB:B8:CC:FA:B6:74:D3');
   });
 
-  it('the defaults hold three AMD roots, five AMD signing keys and the Intel root', () => {
+  it('the defaults hold three AMD roots, six AMD signing keys (an ASK per product, an ASVK per product) and the Intel root', () => {
     expect(DEFAULT_TRUST_ROOTS.amdArks).toEqual([ARK_MILAN, ARK_GENOA, ARK_TURIN]);
-    expect(DEFAULT_TRUST_ROOTS.amdIntermediates).toHaveLength(5);
+    expect(DEFAULT_TRUST_ROOTS.amdIntermediates).toHaveLength(6);
     expect(DEFAULT_TRUST_ROOTS.intelRoots).toEqual([INTEL_SGX_ROOT_CA]);
   });
 });

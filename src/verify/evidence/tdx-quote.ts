@@ -1,14 +1,20 @@
 import { ByteReader } from './byte-reader.ts';
 import { EvidenceError } from './errors.ts';
 
-/** Intel TDX DCAP quote v4 (Intel TDX DCAP Quoting Library API, appendix "Quote Format"). */
-export const TDX_QUOTE_VERSION = 4;
+/**
+ * Intel TDX DCAP quotes v4 and v5 (Intel TDX DCAP Quoting Library API, appendix "Quote Format"). v5 puts a body
+ * descriptor (type u16, size u32) between the header and the body, and its type 3 body is the TDX 1.5 TD report.
+ */
+export const TDX_QUOTE_VERSIONS: readonly number[] = [4, 5];
 export const TDX_ATTESTATION_KEY_ECDSA_P256 = 2;
 export const TDX_TEE_TYPE = 0x81;
 export const TDX_HEADER_SIZE = 48;
 export const TDX_BODY_SIZE = 584;
-/** Header and TD report body: what the attestation key signs. */
-export const TDX_SIGNED_LENGTH = TDX_HEADER_SIZE + TDX_BODY_SIZE;
+/** The TDX 1.5 TD report body: the 1.0 body followed by TEE_TCB_SVN2 (16) and MRSERVICETD (48). */
+export const TDX_BODY_15_SIZE = TDX_BODY_SIZE + 64;
+/** v5 body descriptor: type 2 is a TD report 1.0, type 3 a TD report 1.5 (type 1, an SGX report, is not TDX). */
+export const TDX_V5_BODY_TYPES: Readonly<Record<number, number>> = { 2: TDX_BODY_SIZE, 3: TDX_BODY_15_SIZE };
+const TDX_V5_DESCRIPTOR_SIZE = 6;
 export const TDX_QE_REPORT_SIZE = 384;
 export const TDX_CERT_DATA_PCK_CHAIN = 5;
 export const TDX_CERT_DATA_QE_REPORT = 6;
@@ -38,6 +44,10 @@ export interface TdxReportBody {
   mrOwnerConfig: Uint8Array;
   rtmr: [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
   reportData: Uint8Array;
+  /** TD report 1.5 only: the SVN of the TDX module that was running before the current one (TD preserving update). */
+  teeTcbSvn2?: Uint8Array;
+  /** TD report 1.5 only: the measurement of the service TD bound to this TD (zero when none). */
+  mrServiceTd?: Uint8Array;
 }
 
 /** The SGX report of the Quoting Enclave (384-byte SGX REPORT BODY). */
@@ -55,8 +65,10 @@ export interface TdxQeReport {
 
 export interface TdxQuote {
   header: TdxQuoteHeader;
+  /** v4: 2 (TD report 1.0, implied); v5: the body descriptor's type, 2 or 3 (TD report 1.5). */
+  bodyType: number;
   body: TdxReportBody;
-  /** Header and body bytes, what `signature` covers. */
+  /** Header, v5 body descriptor and body bytes, what `signature` covers. */
   signedBytes: Uint8Array;
   /** ECDSA P-256 r||s (32 bytes each, big-endian). */
   signature: Uint8Array;
@@ -70,7 +82,7 @@ export interface TdxQuote {
   pckChainPem: string;
 }
 
-function readBody(r: ByteReader, at: number): TdxReportBody {
+function readBody(r: ByteReader, at: number, bodyType: number): TdxReportBody {
   let o = at;
   const take = (n: number) => {
     const bytes = r.slice(o, n);
@@ -89,7 +101,12 @@ function readBody(r: ByteReader, at: number): TdxReportBody {
   const mrOwnerConfig = take(48);
   const rtmr: TdxReportBody['rtmr'] = [take(48), take(48), take(48), take(48)];
   const reportData = take(64);
-  return { teeTcbSvn, mrSeam, mrSignerSeam, seamAttributes, tdAttributes, xfam, mrTd, mrConfigId, mrOwner, mrOwnerConfig, rtmr, reportData };
+  const body: TdxReportBody = { teeTcbSvn, mrSeam, mrSignerSeam, seamAttributes, tdAttributes, xfam, mrTd, mrConfigId, mrOwner, mrOwnerConfig, rtmr, reportData };
+  if (bodyType === 3) {
+    body.teeTcbSvn2 = take(16);
+    body.mrServiceTd = take(48);
+  }
+  return body;
 }
 
 function readQeReport(r: ByteReader, at: number): TdxQeReport {
@@ -106,10 +123,10 @@ function readQeReport(r: ByteReader, at: number): TdxQeReport {
   };
 }
 
-/** Parses a TDX quote v4 (configfs-tsm `outblob` on a TDX guest). Bytes after the signature data are ignored. */
+/** Parses a TDX quote v4 or v5 (configfs-tsm `outblob` on a TDX guest). Bytes after the signature data are ignored. */
 export function readTdxQuote(bytes: Uint8Array): TdxQuote {
   const r = new ByteReader(bytes, 'ERR_TDX_QUOTE_TRUNCATED', 'TDX quote');
-  r.need(0, TDX_SIGNED_LENGTH + 4);
+  r.need(0, TDX_HEADER_SIZE);
   const header: TdxQuoteHeader = {
     version: r.u16(0),
     attestationKeyType: r.u16(2),
@@ -119,8 +136,8 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
     qeVendorId: r.slice(12, 16),
     userData: r.slice(28, 20),
   };
-  if (header.version !== TDX_QUOTE_VERSION) {
-    throw new EvidenceError('ERR_TDX_QUOTE_VERSION', `TDX quote version ${header.version} is not supported (expected ${TDX_QUOTE_VERSION})`);
+  if (!TDX_QUOTE_VERSIONS.includes(header.version)) {
+    throw new EvidenceError('ERR_TDX_QUOTE_VERSION', `TDX quote version ${header.version} is not supported (expected 4 or 5)`);
   }
   if (header.attestationKeyType !== TDX_ATTESTATION_KEY_ECDSA_P256) {
     throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote attestation key type ${header.attestationKeyType} is not supported (expected 2, ECDSA-256-with-P-256)`);
@@ -128,10 +145,26 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
   if (header.teeType !== TDX_TEE_TYPE) {
     throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `quote TEE type 0x${header.teeType.toString(16)} is not TDX (0x81)`);
   }
-  const body = readBody(r, TDX_HEADER_SIZE);
+  let bodyType = 2;
+  let bodyAt = TDX_HEADER_SIZE;
+  if (header.version === 5) {
+    bodyType = r.u16(TDX_HEADER_SIZE);
+    const bodySize = r.u32(TDX_HEADER_SIZE + 2);
+    const expected = TDX_V5_BODY_TYPES[bodyType];
+    if (expected === undefined) {
+      throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote v5 body type ${bodyType} is not supported (expected 2, a TD report 1.0, or 3, a TD report 1.5)`);
+    }
+    if (bodySize !== expected) {
+      throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote v5 body type ${bodyType} declares ${bodySize} bytes (expected ${expected})`);
+    }
+    bodyAt += TDX_V5_DESCRIPTOR_SIZE;
+  }
+  const signedLength = bodyAt + (bodyType === 3 ? TDX_BODY_15_SIZE : TDX_BODY_SIZE);
+  r.need(0, signedLength + 4);
+  const body = readBody(r, bodyAt, bodyType);
 
-  const sigDataLength = r.u32(TDX_SIGNED_LENGTH);
-  const sigStart = TDX_SIGNED_LENGTH + 4;
+  const sigDataLength = r.u32(signedLength);
+  const sigStart = signedLength + 4;
   r.need(sigStart, sigDataLength);
   // Inside the signature data every read must also stay inside its declared length.
   const sig = new ByteReader(r.bytes.subarray(sigStart, sigStart + sigDataLength), 'ERR_TDX_QUOTE_TRUNCATED', 'TDX quote signature data');
@@ -160,8 +193,9 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
 
   return {
     header,
+    bodyType,
     body,
-    signedBytes: r.slice(0, TDX_SIGNED_LENGTH),
+    signedBytes: r.slice(0, signedLength),
     signature,
     attestationKey,
     qeReport,

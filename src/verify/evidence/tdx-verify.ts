@@ -4,7 +4,7 @@ import type { Check } from '../check.ts';
 import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
 import { describeEvidenceError } from './errors.ts';
-import { readTdxQuote, type TdxQuote } from './tdx-quote.ts';
+import { readTdxQuote, TDX_BODY_15_SIZE, TDX_BODY_SIZE, type TdxQuote } from './tdx-quote.ts';
 import { tdxPlatformChecks, type TdxTcbVerdict } from './tdx-policy.ts';
 import type { TdxReferenceValues } from '../reference/reference-values.ts';
 import { verifyIntelCollateral, type IntelCollateral } from './collateral/intel-collateral.ts';
@@ -97,7 +97,7 @@ function qeReportSignatureCheck(quote: TdxQuote, pck: X509Certificate | undefine
 }
 
 /**
- * Checks a TDX quote v4: its signature by the attestation key, the QE report's signature by the PCK key, the QE
+ * Checks a TDX quote v4 or v5: its signature by the attestation key, the QE report's signature by the PCK key, the QE
  * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the platform policy
  * (tdx-policy.ts) against `reference` and, when collateral was verified, Intel's TCB `verdict`. REPORTDATA and MRTD are compared by the caller.
  */
@@ -108,7 +108,8 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   } catch (err) {
     return { checks: [fail('tdx.quote', describeEvidenceError(err))] };
   }
-  const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
+  const body = quote.bodyType === 3 ? `TD report 1.5 (body type 3, ${TDX_BODY_15_SIZE} bytes)` : `TD report 1.0 (${TDX_BODY_SIZE} bytes)`;
+  const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, ${body}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
   checks.push(quoteSignatureCheck(quote));
   const chain = chainChecks(quote, roots, now);
   checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), ...chain.checks);

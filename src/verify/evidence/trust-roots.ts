@@ -1,5 +1,5 @@
 import { ARK_GENOA, ASK_GENOA, ASVK_GENOA } from './roots/amd-genoa.ts';
-import { ARK_MILAN, ASK_MILAN } from './roots/amd-milan.ts';
+import { ARK_MILAN, ASK_MILAN, ASVK_MILAN } from './roots/amd-milan.ts';
 import { ARK_TURIN, ASK_TURIN, ASVK_TURIN } from './roots/amd-turin.ts';
 import { INTEL_SGX_ROOT_CA } from './roots/intel-sgx-root-ca.ts';
 
@@ -18,6 +18,6 @@ export interface TrustRoots {
 
 export const DEFAULT_TRUST_ROOTS: TrustRoots = {
   amdArks: [ARK_MILAN, ARK_GENOA, ARK_TURIN],
-  amdIntermediates: [ASK_MILAN, ASK_GENOA, ASK_TURIN, ASVK_GENOA, ASVK_TURIN],
+  amdIntermediates: [ASK_MILAN, ASK_GENOA, ASK_TURIN, ASVK_MILAN, ASVK_GENOA, ASVK_TURIN],
   intelRoots: [INTEL_SGX_ROOT_CA],
 };

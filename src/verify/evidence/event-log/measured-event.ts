@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { toHex } from '../byte-reader.ts';
-import { DATA_IS_MEASURED, DSTACK_RUNTIME_EVENT, EV_EFI_VARIABLE_DRIVER_CONFIG, EV_EVENT_TAG, eventTypeName } from './event-types.ts';
+import { DATA_IS_MEASURED, DSTACK_RUNTIME_EVENT, EV_EFI_VARIABLE_DRIVER_CONFIG, EV_EVENT_TAG, EV_IPL, eventTypeName } from './event-types.ts';
 
 /** Where an event came from: the firmware's CCEL, dstack's JSON log, or Sigil's own runtime events. */
 export type EventSource = 'ccel' | 'dstack' | 'sigil';
@@ -37,9 +37,26 @@ export function dstackRuntimeDigest(type: number, name: string, payload: Uint8Ar
   return createHash('sha384').update(typeBytes).update(':').update(name, 'utf8').update(':').update(payload).digest();
 }
 
+/**
+ * GRUB's string events (EV_IPL, data `<kind>: <text>` and a NUL): the digest is the SHA-384 of `<text>` alone, so the
+ * command line a listing shows can be checked. Kinds from GRUB's TPM/CC measurement (grub-core/commands/tpm.c).
+ */
+const GRUB_STRING_KINDS = ['grub_cmd', 'kernel_cmdline', 'module_cmdline'] as const;
+
+export function grubString(event: MeasuredEvent): { kind: string; text: string } | undefined {
+  if (event.type !== EV_IPL || event.source !== 'ccel') return undefined;
+  const data = Buffer.from(event.data).toString('latin1').replace(/\0$/, '');
+  const kind = GRUB_STRING_KINDS.find((k) => data.startsWith(`${k}: `));
+  return kind === undefined ? undefined : { kind, text: data.slice(kind.length + 2) };
+}
+
 export function dataState(event: MeasuredEvent): DataState {
   if (event.type === DSTACK_RUNTIME_EVENT && event.name !== undefined) {
     return Buffer.from(dstackRuntimeDigest(event.type, event.name, event.data)).equals(Buffer.from(event.digest)) ? 'measured' : 'mismatch';
+  }
+  const grub = grubString(event);
+  if (grub !== undefined) {
+    return createHash('sha384').update(grub.text, 'latin1').digest().equals(Buffer.from(event.digest)) ? 'measured' : 'mismatch';
   }
   if (event.data.length === 0 && event.source !== 'sigil') return 'absent';
   const digest = createHash('sha384').update(event.data).digest();
@@ -59,6 +76,8 @@ export function describeData(event: MeasuredEvent): string {
   const data = Buffer.from(event.data);
   if (data.length === 0) return '';
   if (event.source === 'sigil') return JSON.stringify(data.toString('utf8'));
+  const grub = grubString(event);
+  if (grub !== undefined) return `${JSON.stringify(grub.text.length > 200 ? `${grub.text.slice(0, 200)}...` : grub.text)} (GRUB ${grub.kind})`;
   // UEFI_VARIABLE_DATA: VariableName GUID (16), UnicodeNameLength (8), VariableDataLength (8), name (UTF-16), data.
   if ([EV_EFI_VARIABLE_DRIVER_CONFIG, 0x80000002, 0x8000000c].includes(event.type) && data.length >= 32) {
     const nameChars = Number(data.readBigUInt64LE(16));

@@ -70,7 +70,7 @@ export function verifyEventLog(events: readonly MeasuredEvent[], quoteRtmrs: rea
   const mismatched = events.map((e, i) => ({ e, i })).filter(({ e }) => dataState(e) === 'mismatch');
   checks.push(
     mismatched.length === 0
-      ? pass('eventlog.event_data', `every event whose data is itself measured (separators, EFI actions, Secure Boot variables, runtime events) carries data that hashes to its digest`)
+      ? pass('eventlog.event_data', `every event whose data is itself measured (separators, EFI actions, Secure Boot variables, GRUB commands and kernel command lines, runtime events) carries data that hashes to its digest`)
       : fail('eventlog.event_data', `event(s) ${mismatched.map(({ i }) => `#${i}`).join(', ')} carry data that does not hash to their digest: the log shows something other than what was measured`),
   );
   return { checks, events: events.map(listEvent), replayed: replayed.map(toHex) as EventLogVerification['replayed'] };
