@@ -35,6 +35,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./hash-model.ts'),
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
+  measure: { summary: 'compute the launch measurements a VM must report (sigil measure snp|tdx --help)', load: () => import('./measure.ts') },
   'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };
 

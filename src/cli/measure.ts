@@ -1,0 +1,245 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { MeasureError } from '../measure/errors.ts';
+import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
+import { cmdlineDigest, sha256, type KernelHashes } from '../measure/sev-hashes.ts';
+import { assertKernelMeasurable, sevEsLaunchDigest, sevLaunchDigest } from '../measure/sev-launch-digest.ts';
+import { ovmfLaunchDigest, snpLaunchDigest, svsmLaunchDigest, type SnpVmm } from '../measure/snp-launch-digest.ts';
+import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
+
+/** Exit statuses: 0 printed; 1 the inputs cannot be measured; 2 bad usage; 3 an input could not be read. */
+export const MEASURE_EXIT = { ok: 0, failed: 1, usage: 2, unreadable: 3 } as const;
+
+export interface MeasureIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
+const USAGE = `usage: sigil measure snp --ovmf FILE [options]
+       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)
+
+Computes, from the firmware, the kernel, the initrd, the command line and the VM's shape, the launch
+measurement a confidential VM reports, and prints it as a reference-values file for sigil verify
+(--reference). See docs/measure.md.
+`;
+
+export const SNP_USAGE = `usage: sigil measure snp --ovmf FILE [--ovmf-hash HEX] [--mode snp|snp:svsm|seves|sev]
+                         [--kernel FILE | --kernel-sha256 HEX] [--initrd FILE | --initrd-sha256 HEX]
+                         [--append TEXT] [--vcpus N] [--vcpu-type NAME | --vcpu-sig N |
+                         --vcpu-family N --vcpu-model N --vcpu-stepping N] [--guest-features N]
+                         [--vmm qemu|ec2|gce|ec2-legacy] [--svsm FILE --ovmf-vars-size N] [--digest]
+       sigil measure snp --ovmf FILE --only-ovmf
+
+Prints the AMD SEV-SNP launch digest (the attestation report's MEASUREMENT) as a reference-values file:
+  snp:
+    measurement: [<96 hex digits>]
+
+  --ovmf FILE           the OVMF image the VM boots (QEMU -bios). With --ovmf-hash, only its last pages
+                        holding the footer table and SEV metadata are needed (e.g. the last 4 KiB)
+  --ovmf-hash HEX       the published launch digest of the OVMF pages alone (48 bytes), used instead of
+                        hashing the image (mode snp only)
+  --mode MODE           snp (default); snp:svsm, a Coconut SVSM below OVMF (QEMU only); seves or sev,
+                        whose launch digest is a 32-byte SHA-256 (printed as hex: sigil verify does not
+                        accept SEV or SEV-ES evidence)
+  --kernel FILE         the kernel of measured direct boot (QEMU -kernel); without it the kernel-hashes
+                        page is measured as zeros
+  --kernel-sha256 HEX   the kernel's SHA-256 instead of the file
+  --initrd FILE         the initrd (QEMU -initrd); absent means an empty initrd
+  --initrd-sha256 HEX   the initrd's SHA-256 instead of the file
+  --append TEXT         the kernel command line (QEMU -append); absent means an empty one
+  --vcpus N             the number of vCPUs (default 1)
+  --vcpu-type NAME      QEMU's CPU model: EPYC, EPYC-v1..v4, EPYC-IBPB, EPYC-Rome(-v1..v3),
+                        EPYC-Milan(-v1,-v2), EPYC-Genoa(-v1), EPYC-Turin
+  --vcpu-sig N          the CPUID signature instead of a model (e.g. 0x800f12)
+  --vcpu-family N, --vcpu-model N, --vcpu-stepping N
+                        the signature's parts instead
+  --guest-features N    SEV_FEATURES of each VMSA (default 0x1, SNP active; 0x21 adds debug swap)
+  --vmm TYPE            the hypervisor: qemu (default), ec2, gce; ec2-legacy is EC2 before it set RDX
+                        to 0x600 in the initial vCPU state
+  --svsm FILE           the Coconut SVSM image (mode snp:svsm)
+  --ovmf-vars-size N    the size in bytes of the OVMF variable store between SVSM and OVMF (snp:svsm)
+  --digest              print only the digest in hex
+  --only-ovmf           print only the launch digest of the OVMF pages: the value to publish for --ovmf-hash
+
+Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.
+`;
+
+class UsageError extends Error {}
+class UnreadableError extends Error {}
+
+async function readInput(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    throw new UnreadableError(`cannot read the ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+}
+
+function hexBytes(value: string, option: string, bytes: number): Buffer {
+  const hex = value.replace(/^0x/i, '').toLowerCase();
+  if (!/^[0-9a-f]*$/.test(hex) || hex.length !== bytes * 2) throw new UsageError(`${option} must be ${bytes * 2} hex digits (${bytes} bytes), got ${JSON.stringify(value)}`);
+  return Buffer.from(hex, 'hex');
+}
+
+/** A non-negative integer given in decimal or 0x-hex. */
+export function integerOption(value: string, option: string, max = Number.MAX_SAFE_INTEGER): number {
+  if (!/^(0x[0-9a-f]+|\d+)$/i.test(value) || Number(value) > max) throw new UsageError(`${option} must be a whole number (decimal or 0x hex) up to ${max}, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+function vcpuSig(values: Record<string, string | boolean | undefined>, required: boolean): number {
+  const parts = ['vcpu-family', 'vcpu-model', 'vcpu-stepping'].filter((name) => values[name] !== undefined);
+  const ways = [values['vcpu-type'] !== undefined, values['vcpu-sig'] !== undefined, parts.length > 0].filter(Boolean).length;
+  if (ways > 1) throw new UsageError('give the vCPU as one of --vcpu-type, --vcpu-sig or --vcpu-family/--vcpu-model/--vcpu-stepping');
+  if (typeof values['vcpu-type'] === 'string') return vcpuSignature(values['vcpu-type']);
+  if (typeof values['vcpu-sig'] === 'string') return integerOption(values['vcpu-sig'], '--vcpu-sig', 0xffffffff);
+  if (parts.length === 3) {
+    return cpuSignature(integerOption(values['vcpu-family'] as string, '--vcpu-family', 0xff + 0xf), integerOption(values['vcpu-model'] as string, '--vcpu-model', 0xff), integerOption(values['vcpu-stepping'] as string, '--vcpu-stepping', 0xf));
+  }
+  if (parts.length > 0) throw new UsageError('--vcpu-family, --vcpu-model and --vcpu-stepping go together');
+  if (required) throw new UsageError('the vCPU type is needed: give --vcpu-type (e.g. EPYC-v4), --vcpu-sig or --vcpu-family/--vcpu-model/--vcpu-stepping');
+  return 0;
+}
+
+async function digestOf(values: Record<string, string | boolean | undefined>, name: 'kernel' | 'initrd'): Promise<Buffer | null> {
+  const file = values[name], hash = values[`${name}-sha256`];
+  if (typeof file === 'string' && typeof hash === 'string') throw new UsageError(`give --${name} or --${name}-sha256, not both`);
+  if (typeof hash === 'string') return hexBytes(hash, `--${name}-sha256`, 32);
+  if (typeof file === 'string') return sha256(await readInput(file, name));
+  return null;
+}
+
+async function kernelInputs(values: Record<string, string | boolean | undefined>): Promise<KernelHashes | null> {
+  const kernel = await digestOf(values, 'kernel');
+  const initrd = await digestOf(values, 'initrd');
+  const append = typeof values.append === 'string' ? values.append : null;
+  if (kernel === null) {
+    if (initrd !== null || append !== null) throw new UsageError('--initrd and --append are measured only with a kernel: give --kernel or --kernel-sha256');
+    return null;
+  }
+  return { kernel, initrd: initrd ?? sha256(new Uint8Array()), cmdline: cmdlineDigest(append) };
+}
+
+const SNP_OPTIONS = {
+  ovmf: { type: 'string' }, 'ovmf-hash': { type: 'string' }, mode: { type: 'string', default: 'snp' },
+  kernel: { type: 'string' }, 'kernel-sha256': { type: 'string' }, initrd: { type: 'string' }, 'initrd-sha256': { type: 'string' },
+  append: { type: 'string' }, vcpus: { type: 'string', default: '1' }, 'vcpu-type': { type: 'string' }, 'vcpu-sig': { type: 'string' },
+  'vcpu-family': { type: 'string' }, 'vcpu-model': { type: 'string' }, 'vcpu-stepping': { type: 'string' },
+  'guest-features': { type: 'string', default: '0x1' }, vmm: { type: 'string', default: 'qemu' }, svsm: { type: 'string' },
+  'ovmf-vars-size': { type: 'string' }, digest: { type: 'boolean', default: false }, 'only-ovmf': { type: 'boolean', default: false },
+} as const;
+
+const VMMS: readonly SnpVmm[] = ['qemu', 'ec2', 'gce', 'ec2-legacy'];
+
+/** The reference-values file (docs/attestation.md) that pins an SEV-SNP launch measurement. */
+export function snpReferenceFile(digest: Buffer, inputs: string[]): string {
+  return `# sigil measure snp\n${inputs.map((line) => `#   ${line}\n`).join('')}snp:\n  measurement:\n    - ${digest.toString('hex')}\n`;
+}
+
+/** Computes the launch digest named by `argv` and describes its inputs for the printed file's comment. */
+async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: SNP_OPTIONS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const mode = String(values.mode).toLowerCase();
+  if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode)) throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
+  const vmm = String(values.vmm).toLowerCase() as SnpVmm;
+  if (!VMMS.includes(vmm)) throw new UsageError(`--vmm must be one of ${VMMS.join(', ')}, got ${JSON.stringify(values.vmm)}`);
+  if (typeof values.ovmf !== 'string') throw new UsageError('--ovmf FILE is required: the firmware decides what is measured');
+  if (values['ovmf-hash'] !== undefined && mode !== 'snp') throw new UsageError('--ovmf-hash works only with --mode snp');
+  const svsmOnly = ['svsm', 'ovmf-vars-size'].filter((name) => values[name] !== undefined);
+  if (mode !== 'snp:svsm' && svsmOnly.length > 0) throw new UsageError(`--${svsmOnly[0]} works only with --mode snp:svsm`);
+  const vcpus = integerOption(String(values.vcpus), '--vcpus', 512);
+  const guestFeatures = BigInt(integerOption(String(values['guest-features']), '--guest-features'));
+  const image = await readInput(values.ovmf, 'OVMF image');
+  const inputs = [`ovmf ${values.ovmf} sha256:${createHash('sha256').update(image).digest('hex')}`];
+  const digestOnly = values.digest === true;
+  if (values['only-ovmf'] === true) {
+    const others = Object.keys(values).filter((name) => !['ovmf', 'only-ovmf', 'mode', 'vcpus', 'guest-features', 'vmm', 'digest'].includes(name));
+    if (others.length > 0 || mode !== 'snp') throw new UsageError(`--only-ovmf measures the OVMF image alone: leave out --${others[0] ?? 'mode'}`);
+    return { digest: ovmfLaunchDigest(image, readSevFirmwareLayout(image).gpa), snp: false, inputs, digestOnly };
+  }
+
+  if (mode === 'snp:svsm') {
+    if (vmm !== 'qemu') throw new UsageError('--mode snp:svsm is modelled for QEMU only');
+    if (typeof values.svsm !== 'string' || values['ovmf-vars-size'] === undefined) throw new UsageError('--mode snp:svsm needs --svsm FILE and --ovmf-vars-size N');
+    if (['kernel', 'kernel-sha256', 'initrd', 'initrd-sha256', 'append'].some((name) => values[name] !== undefined)) throw new UsageError('--mode snp:svsm does not measure a kernel: leave out --kernel, --initrd and --append');
+    const svsm = await readInput(values.svsm, 'SVSM image');
+    const ovmfVarsSize = integerOption(String(values['ovmf-vars-size']), '--ovmf-vars-size');
+    const digest = svsmLaunchDigest({ ovmf: image, svsm, ovmfVarsSize, vcpus, vcpuSig: vcpuSig(values, true) });
+    inputs.push(`svsm ${values.svsm} sha256:${sha256(svsm).toString('hex')}`, `ovmf vars ${ovmfVarsSize} bytes, ${vcpus} vCPU, qemu`);
+    return { digest, snp: true, inputs, digestOnly };
+  }
+  const kernel = await kernelInputs(values);
+  const layout = readSevFirmwareLayout(image);
+  if (kernel !== null) inputs.push(`kernel sha256:${kernel.kernel.toString('hex')}`, `initrd sha256:${kernel.initrd.toString('hex')}`, `cmdline sha256:${kernel.cmdline.toString('hex')} (with its NUL)`);
+  else inputs.push('no kernel (not measured direct boot)');
+  if (mode === 'sev') return { digest: sevLaunchDigest({ image, layout, kernel }), snp: false, inputs, digestOnly };
+  if (mode === 'seves') assertKernelMeasurable(layout, kernel);
+  const sig = vcpuSig(values, true);
+  if (mode === 'seves') {
+    if (vmm === 'ec2-legacy') throw new UsageError('--vmm ec2-legacy applies to SNP only');
+    return { digest: sevEsLaunchDigest({ image, layout, kernel, vcpus, vcpuSig: sig, vmm }), snp: false, inputs, digestOnly };
+  }
+  const ovmfDigest = typeof values['ovmf-hash'] === 'string' ? hexBytes(values['ovmf-hash'], '--ovmf-hash', 48) : null;
+  if (ovmfDigest !== null) inputs.push(`ovmf pages' launch digest ${ovmfDigest.toString('hex')} (given)`);
+  const firmware = ovmfDigest === null ? { image } : { ovmfDigest };
+  inputs.push(`${vcpus} vCPU, signature 0x${sig.toString(16)}, guest features 0x${guestFeatures.toString(16)}, ${vmm}`);
+  return { digest: snpLaunchDigest({ layout, firmware, kernel, vcpus, vcpuSig: sig, guestFeatures, vmm }), snp: true, inputs, digestOnly };
+}
+
+async function runSnp(argv: string[], io: MeasureIo): Promise<number> {
+  const { digest, snp, inputs, digestOnly } = await measureSnp(argv);
+  io.stdout.write(digestOnly || !snp ? `${digest.toString('hex')}\n` : snpReferenceFile(digest, inputs));
+  return MEASURE_EXIT.ok;
+}
+
+type Subcommand = { usage: string; run: (argv: string[], io: MeasureIo) => Promise<number> };
+
+/** `sigil measure self` (the running Sigil's own code digest) belongs here too, from its own module. */
+const SUBCOMMANDS: Record<string, Subcommand> = {
+  snp: { usage: SNP_USAGE, run: runSnp },
+};
+
+/** `sigil measure snp|tdx` with its output and errors sent to `io`. */
+export async function measureCommand(argv: string[], io: MeasureIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h') {
+    io.stdout.write(USAGE);
+    return name === undefined ? MEASURE_EXIT.usage : MEASURE_EXIT.ok;
+  }
+  const sub = SUBCOMMANDS[name];
+  if (sub === undefined) {
+    io.stderr.write(`sigil measure: unknown platform '${name}'\n\n${USAGE}`);
+    return MEASURE_EXIT.usage;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout.write(sub.usage);
+    return MEASURE_EXIT.ok;
+  }
+  try {
+    return await sub.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`sigil measure ${name}: ${error.message}\n\n${sub.usage}`);
+      return MEASURE_EXIT.usage;
+    }
+    if (error instanceof UnreadableError) {
+      io.stderr.write(`sigil measure ${name}: ${error.message}\n`);
+      return MEASURE_EXIT.unreadable;
+    }
+    if (error instanceof MeasureError) {
+      io.stderr.write(`sigil measure ${name}: ${error.message} (${error.code})\n`);
+      return MEASURE_EXIT.failed;
+    }
+    throw error;
+  }
+}
+
+export function run(argv: string[]): Promise<number> {
+  return measureCommand(argv, { stdout: process.stdout, stderr: process.stderr });
+}
