@@ -35,6 +35,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./hash-model.ts'),
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
+  release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
   'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };
 
