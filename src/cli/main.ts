@@ -36,6 +36,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
   measure: { summary: 'compute the launch measurements a VM must report (sigil measure snp|tdx --help)', load: () => import('./measure.ts') },
+  release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
   'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };
 

@@ -1,0 +1,158 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/manifest.ts';
+import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
+import type { ReleaseTrust } from '../verify/release/trust.ts';
+import { verifyRelease } from '../verify/release/verify-release.ts';
+import { formatChecks } from './verify.ts';
+
+export const RELEASE_USAGE = `usage:
+  sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
+  sigil release verify FILE (--key PUB.pem | --identity ID --issuer URL [--trusted-root FILE])
+                            [--reference-out FILE] [--at RFC3339]
+
+sign     signs a release manifest (an in-toto statement, docs/release.md) with a local EC P-256 key and
+         prints the Sigstore bundle (DSSE envelope, public-key hint, no transparency-log entry).
+verify   verifies a release manifest bundle offline: against the pinned key (--key), or against the
+         public-good Sigstore trust root @sigstore/tuf ships (or --trusted-root) and the expected signer:
+         --identity is the certificate identity, e.g.
+         https://github.com/OWNER/REPO/.github/workflows/release.yml@refs/tags/v1.0.0 (a final * matches
+         any ending), --issuer its OIDC issuer, e.g. https://token.actions.githubusercontent.com.
+         With every check passed, --reference-out writes the manifest's values as a reference-values file
+         (what sigil verify --reference reads).
+
+Exit status: 0 signed / every check passed, 1 a check failed, 2 bad usage, 3 an input could not be read.
+`;
+
+export const RELEASE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
+
+export interface ReleaseIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  now?: Date;
+}
+
+class UsageError extends Error {}
+class UnreadableError extends Error {}
+
+const OPTIONS = {
+  key: { type: 'string' },
+  out: { type: 'string' },
+  identity: { type: 'string' },
+  issuer: { type: 'string' },
+  'trusted-root': { type: 'string' },
+  'reference-out': { type: 'string' },
+  at: { type: 'string' },
+} as const;
+
+async function read(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new UnreadableError(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+function json(file: Buffer, path: string, what: string): unknown {
+  try {
+    return JSON.parse(file.toString('utf8')) as unknown;
+  } catch {
+    throw new UnreadableError(`${what} ${path} is not JSON`);
+  }
+}
+
+async function sign(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
+  if (values.key === undefined || files.length !== 1) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
+  if (values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined || values['reference-out'] !== undefined) {
+    throw new UsageError('--identity, --issuer, --trusted-root and --reference-out go with verify');
+  }
+  const statementFile = await read(files[0]!, 'statement');
+  let statement;
+  try {
+    statement = parseReleaseStatement(statementFile);
+  } catch (err) {
+    if (!(err instanceof ReleaseManifestError)) throw err;
+    throw new UnreadableError(`${files[0]} is not a Sigil release manifest: ${err.message}`);
+  }
+  const key = (await read(values.key, 'signing key')).toString('utf8');
+  let bundle: string;
+  try {
+    bundle = signReleaseWithKey(statement, key);
+  } catch (err) {
+    throw new UnreadableError(`signing key ${values.key}: ${(err as Error).message}`);
+  }
+  if (values.out === undefined) io.stdout.write(bundle);
+  else await writeFile(values.out, bundle);
+  return RELEASE_EXIT.ok;
+}
+
+async function trustFrom(values: Record<string, string | undefined>): Promise<ReleaseTrust> {
+  const keyless = values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined;
+  if (values.key !== undefined && keyless) throw new UsageError('give --key, or --identity and --issuer, not both');
+  if (values.key !== undefined) return { kind: 'key', publicKey: (await read(values.key, 'public key')).toString('utf8') };
+  if (values.identity === undefined || values.issuer === undefined) throw new UsageError('verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
+  const trust: ReleaseTrust = { kind: 'sigstore', identity: values.identity, issuer: values.issuer };
+  const root = values['trusted-root'];
+  if (root !== undefined) trust.trustedRoot = json(await read(root, 'trusted root'), root, 'trusted root');
+  return trust;
+}
+
+async function verify(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
+  if (files.length !== 1) throw new UsageError('verify needs one bundle FILE');
+  if (values.out !== undefined) throw new UsageError('--out goes with sign (verify writes --reference-out)');
+  let now = io.now ?? new Date();
+  if (values.at !== undefined) {
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(values.at) || Number.isNaN(Date.parse(values.at))) throw new UsageError('--at is an RFC 3339 time, e.g. 2026-12-01T00:00:00Z');
+    now = new Date(values.at);
+  }
+  const trust = await trustFrom(values);
+  let result;
+  try {
+    result = verifyRelease(await read(files[0]!, 'release manifest'), trust, now);
+  } catch (err) {
+    if (err instanceof UnreadableError) throw err;
+    throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);
+  }
+  io.stdout.write(formatChecks(result.checks));
+  const out = values['reference-out'];
+  if (result.ok && out !== undefined) {
+    await writeFile(out, `${JSON.stringify(result.referenceValues, null, 2)}\n`);
+    io.stdout.write(`reference values written to ${out}\n`);
+  }
+  return result.ok ? RELEASE_EXIT.ok : RELEASE_EXIT.checkFailed;
+}
+
+/** `sigil release` with its output given, so tests run it in-process. */
+export async function releaseCommand(argv: string[], io: ReleaseIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  try {
+    if (sub === undefined || sub === '--help' || sub === '-h') {
+      io.stdout.write(RELEASE_USAGE);
+      return sub === undefined ? RELEASE_EXIT.usage : RELEASE_EXIT.ok;
+    }
+    let parsed;
+    try {
+      parsed = parseArgs({ args: rest, options: OPTIONS, allowPositionals: true });
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    const values = parsed.values as Record<string, string | undefined>;
+    if (sub === 'sign') return await sign(values, parsed.positionals, io);
+    if (sub === 'verify') return await verify(values, parsed.positionals, io);
+    throw new UsageError(`unknown subcommand '${sub}' (sign or verify)`);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`sigil release: ${err.message}\n\n${RELEASE_USAGE}`);
+      return RELEASE_EXIT.usage;
+    }
+    if (err instanceof UnreadableError) {
+      io.stderr.write(`sigil release: ${err.message}\n`);
+      return RELEASE_EXIT.unreadable;
+    }
+    throw err;
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  return releaseCommand(argv, { stdout: process.stdout, stderr: process.stderr });
+}

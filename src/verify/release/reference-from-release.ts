@@ -1,0 +1,31 @@
+import type { ReferenceValues } from '../reference/reference-values.ts';
+import type { ReleasePredicate } from './manifest.ts';
+
+function addUnique(list: string[] | undefined, value: string | undefined): string[] | undefined {
+  if (value === undefined) return list;
+  if (list === undefined) return [value];
+  return list.includes(value) ? list : [...list, value];
+}
+
+/**
+ * The reference values a verified release manifest stands for: each VM shape's value is one accepted value of
+ * its register, so evidence from any listed shape passes (docs/release.md says why registers are not paired).
+ */
+export function referenceValuesFromRelease(predicate: ReleasePredicate): ReferenceValues {
+  const out: ReferenceValues = {};
+  for (const target of predicate.targets) {
+    const m = target.measurements;
+    if (target.platform === 'sev-snp') {
+      const snp = (out.snp ??= {});
+      const measurement = addUnique(snp.measurement, m.measurement);
+      if (measurement !== undefined) snp.measurement = measurement;
+    } else {
+      const tdx = (out.tdx ??= {});
+      for (const key of ['mrtd', 'rtmr0', 'rtmr1', 'rtmr2'] as const) {
+        const values = addUnique(tdx[key], m[key]);
+        if (values !== undefined) tdx[key] = values;
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,29 @@
+import { IN_TOTO_STATEMENT_TYPE, RELEASE_PREDICATE_TYPE, type ReleaseStatement } from '../../src/verify/release/manifest.ts';
+
+export const SNP_MEASUREMENT = '5d'.repeat(48);
+export const TDX_MRTD = '7d'.repeat(48);
+export const TDX_RTMR1 = '11'.repeat(48);
+export const TDX_RTMR1_OTHER = '12'.repeat(48);
+
+const OVMF = { name: 'OVMF edk2-stable202502 (AMD SEV)', sha384: 'a1'.repeat(48), source: 'built from the recipe in image/ (docs/image.md)' };
+const TDVF = { name: 'TDVF edk2-stable202502', sha384: 'b2'.repeat(48), source: 'built from the recipe in image/ (docs/image.md)' };
+
+/** A release statement with one SEV-SNP shape and two TDX shapes that differ in RTMR1; expires 2026-12-02. */
+export function releaseStatement(): ReleaseStatement {
+  return {
+    _type: IN_TOTO_STATEMENT_TYPE,
+    subject: [{ name: 'sigil-image-0.1.0.squashfs', digest: { sha256: 'cd'.repeat(32) } }],
+    predicateType: RELEASE_PREDICATE_TYPE,
+    predicate: {
+      version: '0.1.0',
+      expires: '2026-12-02T00:00:00Z',
+      image: { root_hash: 'ab'.repeat(32) },
+      sigil_self_measurement: '5e'.repeat(48),
+      targets: [
+        { platform: 'sev-snp', shape: { vmm: 'QEMU', vcpus: 4, vcpu_type: 'EPYC-v4', guest_features: '0x1' }, firmware: OVMF, measurements: { measurement: SNP_MEASUREMENT } },
+        { platform: 'tdx', shape: { vcpus: 4, memory: '16G' }, firmware: TDVF, measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1, rtmr2: '22'.repeat(48) } },
+        { platform: 'tdx', shape: { vcpus: 8, memory: '32G' }, firmware: TDVF, measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1_OTHER, rtmr2: '22'.repeat(48) } },
+      ],
+    },
+  };
+}
