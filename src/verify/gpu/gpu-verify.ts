@@ -57,10 +57,11 @@ function expectedNonce(nonce: string | Uint8Array | undefined): Uint8Array | nul
 function reportCheck(name: string, report: SpdmMeasurementReport): Check {
   const f = report.firmware;
   const active = report.blocks.filter((b) => b.value.some((byte) => byte !== 0)).length;
+  const padding = report.trailingZeroBytes === 0 ? '' : `; ${report.trailingZeroBytes} zero byte${report.trailingZeroBytes === 1 ? '' : 's'} after the signature (padding nobody signed) ignored`;
   return pass(
     name,
     `an SPDM 1.1 GET_MEASUREMENTS request and its signed answer: ${report.blocks.length} measurements (${active} non-zero); ` +
-      `driver ${f.driverVersion ?? 'not stated'}, VBIOS ${f.vbiosVersion ?? 'not stated'}, project ${f.project ?? '?'}, project SKU ${f.projectSku ?? '?'}, chip SKU ${f.chipSku ?? '?'}`,
+      `driver ${f.driverVersion ?? 'not stated'}, VBIOS ${f.vbiosVersion ?? 'not stated'}, project ${f.project ?? '?'}, project SKU ${f.projectSku ?? '?'}, chip SKU ${f.chipSku ?? '?'}${padding}`,
   );
 }
 
@@ -80,7 +81,20 @@ function signatureCheck(name: string, report: SpdmMeasurementReport, leaf: X509C
     : fail(name, `the report's signature does not verify with the device certificate's key (${commonName(leaf)}): the report was changed or comes from another GPU`);
 }
 
+/** A device chain starts at the GPU's own certificate (not a CA) and climbs to the root; anything else proves no GPU. */
+function chainShapeProblem(certs: X509Certificate[]): string | null {
+  const first = certs[0]!;
+  if (certs.length === 1 && first.ca) {
+    return `the chain holds 1 certificate (${commonName(first)}), a CA and no device certificate: a GPU chain runs from the device certificate up to the root`;
+  }
+  if (first.ca) return `the first certificate (${commonName(first)}) is a CA, not a device certificate: the GPU's own certificate is missing`;
+  if (certs.length < 2) return `the chain holds only the device certificate (${commonName(first)}), not the CAs that link it to NVIDIA's root`;
+  return null;
+}
+
 function chainChecks(prefix: string, certs: X509Certificate[], roots: string[], at: Date): Check[] {
+  const shape = chainShapeProblem(certs);
+  if (shape !== null) return [fail(`${prefix}.chain`, shape), fail(`${prefix}.root`, 'not checked: the chain has no device certificate')];
   for (let i = 0; i + 1 < certs.length; i++) {
     const problem = issuanceProblem(certs[i]!, certs[i + 1]!, at);
     if (problem !== null) return [fail(`${prefix}.chain`, `the device certificate chain is broken: ${problem}`), fail(`${prefix}.root`, 'not checked: the chain is broken')];
@@ -200,6 +214,24 @@ function bindingCheck(entries: GpuEvidence[], bound: string[]): Check {
     : fail('gpu.binding', `the binding lists ${bound.length} GPU report hashes that differ from the SHA-256 of the ${actual.length} reports given: these GPU reports are not the ones the CPU's report vouches for`);
 }
 
+/** One report per GPU: the same report twice, or two entries with one index, would count a GPU twice. */
+function distinctEntriesCheck(entries: GpuEvidence[]): Check {
+  const seenReport = new Map<string, number>();
+  const seenIndex = new Set<unknown>();
+  for (const [k, entry] of entries.entries()) {
+    const e = entry as Partial<GpuEvidence>;
+    const index = e.index ?? k;
+    if (typeof e.report === 'string') {
+      const earlier = seenReport.get(e.report);
+      if (earlier !== undefined) return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
+      seenReport.set(e.report, index as number);
+    }
+    if (seenIndex.has(index)) return fail('gpu.evidence', `two GPU entries claim index ${String(index)}: each GPU has its own index`);
+    seenIndex.add(index);
+  }
+  return pass('gpu.evidence', `${entries.length} GPU reports, each with its own index and its own report`);
+}
+
 /**
  * Verifies a document's GPU evidence offline, as NVIDIA's local verifier does and each step named: every GPU's SPDM
  * report, its signature by the device key, the chain to NVIDIA's Device Identity root, the FWID, the nonce, and its
@@ -224,6 +256,7 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
     checks.push(...result.checks);
     if (result.rim !== undefined) rims.push(result.rim);
   });
+  if (entries.length > 1) checks.push(distinctEntriesCheck(entries));
   const expected = expectedNonce(options.nonce);
   const gpus: GpuReportSummary[] = [];
   for (const [k, entry] of entries.entries()) {
