@@ -146,6 +146,32 @@ function rimSelection(name: string, kind: 'driver' | 'vbios', version: string | 
   return { check: pass(name, `the ${rim.label}, signed by ${rim.signer}, describes the ${what} this GPU runs`), rim };
 }
 
+const boardName = (b: { project: string | null; projectSku: string | null; chipSku: string | null }): string => `project ${b.project ?? '?'}, project SKU ${b.projectSku ?? '?'}, chip SKU ${b.chipSku ?? '?'}`;
+
+function sameBoard(rim: Rim, report: SpdmMeasurementReport): boolean {
+  const f = report.firmware;
+  return rim.board !== null && rim.board.project === f.project?.toUpperCase() && rim.board.projectSku === f.projectSku?.toUpperCase() && rim.board.chipSku === f.chipSku?.toUpperCase();
+}
+
+/** The VBIOS RIM for this version and this board: a RIM the RIM service made for another board is never chosen. */
+function vbiosRimSelection(prefix: string, report: SpdmMeasurementReport, rims: Rim[]): { checks: Check[]; rim?: Rim } {
+  const version = report.firmware.vbiosVersion;
+  const forOtherBoards = rims.filter((r) => r.kind === 'vbios' && r.board !== null && !sameBoard(r, report));
+  const eligible = rims.filter((r) => !forOtherBoards.includes(r));
+  const selected = rimSelection(`${prefix}.vbios_rim`, 'vbios', version, eligible);
+  if (selected.rim === undefined) {
+    const sameVersion = forOtherBoards.filter((r) => version !== null && r.version.toLowerCase() === version.toLowerCase());
+    if (sameVersion.length === 0) return { checks: [selected.check] };
+    return { checks: [fail(`${prefix}.vbios_rim`, `no verified RIM describes VBIOS ${version} on ${boardName(report.firmware)} (RIMs of that version for other boards: ${sameVersion.map((r) => r.id).join(', ')})`)] };
+  }
+  const rim = selected.rim;
+  const board =
+    rim.board === null
+      ? notPinned(`${prefix}.vbios_board`, "the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)")
+      : pass(`${prefix}.vbios_board`, `the VBIOS RIM ${rim.id} is for ${boardName(rim.board)}: this board`);
+  return { checks: [selected.check, board], rim };
+}
+
 function measurementCheck(name: string, report: SpdmMeasurementReport, selected: (Rim | undefined)[]): Check {
   const rims = selected.filter((r): r is Rim => r !== undefined);
   if (rims.length < selected.length) return fail(name, 'not checked: a driver RIM and a VBIOS RIM matching the report are both needed');
@@ -190,8 +216,8 @@ function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expect
   checks.push(nonceCheck(`${prefix}.nonce`, report, entry, expected));
   if (rimsGiven) {
     const driver = rimSelection(`${prefix}.driver_rim`, 'driver', report.firmware.driverVersion, rims);
-    const vbios = rimSelection(`${prefix}.vbios_rim`, 'vbios', report.firmware.vbiosVersion, rims);
-    checks.push(driver.check, vbios.check, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
+    const vbios = vbiosRimSelection(prefix, report, rims);
+    checks.push(driver.check, ...vbios.checks, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
   } else {
     checks.push(
       notPinned(
