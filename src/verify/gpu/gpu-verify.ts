@@ -57,10 +57,11 @@ function expectedNonce(nonce: string | Uint8Array | undefined): Uint8Array | nul
 function reportCheck(name: string, report: SpdmMeasurementReport): Check {
   const f = report.firmware;
   const active = report.blocks.filter((b) => b.value.some((byte) => byte !== 0)).length;
+  const padding = report.trailingZeroBytes === 0 ? '' : `; ${report.trailingZeroBytes} zero byte${report.trailingZeroBytes === 1 ? '' : 's'} after the signature (padding nobody signed) ignored`;
   return pass(
     name,
     `an SPDM 1.1 GET_MEASUREMENTS request and its signed answer: ${report.blocks.length} measurements (${active} non-zero); ` +
-      `driver ${f.driverVersion ?? 'not stated'}, VBIOS ${f.vbiosVersion ?? 'not stated'}, project ${f.project ?? '?'}, project SKU ${f.projectSku ?? '?'}, chip SKU ${f.chipSku ?? '?'}`,
+      `driver ${f.driverVersion ?? 'not stated'}, VBIOS ${f.vbiosVersion ?? 'not stated'}, project ${f.project ?? '?'}, project SKU ${f.projectSku ?? '?'}, chip SKU ${f.chipSku ?? '?'}${padding}`,
   );
 }
 
@@ -80,7 +81,20 @@ function signatureCheck(name: string, report: SpdmMeasurementReport, leaf: X509C
     : fail(name, `the report's signature does not verify with the device certificate's key (${commonName(leaf)}): the report was changed or comes from another GPU`);
 }
 
+/** A device chain starts at the GPU's own certificate (not a CA) and climbs to the root; anything else proves no GPU. */
+function chainShapeProblem(certs: X509Certificate[]): string | null {
+  const first = certs[0]!;
+  if (certs.length === 1 && first.ca) {
+    return `the chain holds 1 certificate (${commonName(first)}), a CA and no device certificate: a GPU chain runs from the device certificate up to the root`;
+  }
+  if (first.ca) return `the first certificate (${commonName(first)}) is a CA, not a device certificate: the GPU's own certificate is missing`;
+  if (certs.length < 2) return `the chain holds only the device certificate (${commonName(first)}), not the CAs that link it to NVIDIA's root`;
+  return null;
+}
+
 function chainChecks(prefix: string, certs: X509Certificate[], roots: string[], at: Date): Check[] {
+  const shape = chainShapeProblem(certs);
+  if (shape !== null) return [fail(`${prefix}.chain`, shape), fail(`${prefix}.root`, 'not checked: the chain has no device certificate')];
   for (let i = 0; i + 1 < certs.length; i++) {
     const problem = issuanceProblem(certs[i]!, certs[i + 1]!, at);
     if (problem !== null) return [fail(`${prefix}.chain`, `the device certificate chain is broken: ${problem}`), fail(`${prefix}.root`, 'not checked: the chain is broken')];
@@ -132,6 +146,32 @@ function rimSelection(name: string, kind: 'driver' | 'vbios', version: string | 
   return { check: pass(name, `the ${rim.label}, signed by ${rim.signer}, describes the ${what} this GPU runs`), rim };
 }
 
+const boardName = (b: { project: string | null; projectSku: string | null; chipSku: string | null }): string => `project ${b.project ?? '?'}, project SKU ${b.projectSku ?? '?'}, chip SKU ${b.chipSku ?? '?'}`;
+
+function sameBoard(rim: Rim, report: SpdmMeasurementReport): boolean {
+  const f = report.firmware;
+  return rim.board !== null && rim.board.project === f.project?.toUpperCase() && rim.board.projectSku === f.projectSku?.toUpperCase() && rim.board.chipSku === f.chipSku?.toUpperCase();
+}
+
+/** The VBIOS RIM for this version and this board: a RIM the RIM service made for another board is never chosen. */
+function vbiosRimSelection(prefix: string, report: SpdmMeasurementReport, rims: Rim[]): { checks: Check[]; rim?: Rim } {
+  const version = report.firmware.vbiosVersion;
+  const forOtherBoards = rims.filter((r) => r.kind === 'vbios' && r.board !== null && !sameBoard(r, report));
+  const eligible = rims.filter((r) => !forOtherBoards.includes(r));
+  const selected = rimSelection(`${prefix}.vbios_rim`, 'vbios', version, eligible);
+  if (selected.rim === undefined) {
+    const sameVersion = forOtherBoards.filter((r) => version !== null && r.version.toLowerCase() === version.toLowerCase());
+    if (sameVersion.length === 0) return { checks: [selected.check] };
+    return { checks: [fail(`${prefix}.vbios_rim`, `no verified RIM describes VBIOS ${version} on ${boardName(report.firmware)} (RIMs of that version for other boards: ${sameVersion.map((r) => r.id).join(', ')})`)] };
+  }
+  const rim = selected.rim;
+  const board =
+    rim.board === null
+      ? notPinned(`${prefix}.vbios_board`, "the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)")
+      : pass(`${prefix}.vbios_board`, `the VBIOS RIM ${rim.id} is for ${boardName(rim.board)}: this board`);
+  return { checks: [selected.check, board], rim };
+}
+
 function measurementCheck(name: string, report: SpdmMeasurementReport, selected: (Rim | undefined)[]): Check {
   const rims = selected.filter((r): r is Rim => r !== undefined);
   if (rims.length < selected.length) return fail(name, 'not checked: a driver RIM and a VBIOS RIM matching the report are both needed');
@@ -176,8 +216,8 @@ function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expect
   checks.push(nonceCheck(`${prefix}.nonce`, report, entry, expected));
   if (rimsGiven) {
     const driver = rimSelection(`${prefix}.driver_rim`, 'driver', report.firmware.driverVersion, rims);
-    const vbios = rimSelection(`${prefix}.vbios_rim`, 'vbios', report.firmware.vbiosVersion, rims);
-    checks.push(driver.check, vbios.check, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
+    const vbios = vbiosRimSelection(prefix, report, rims);
+    checks.push(driver.check, ...vbios.checks, measurementCheck(`${prefix}.measurements`, report, [driver.rim, vbios.rim]));
   } else {
     checks.push(
       notPinned(
@@ -198,6 +238,24 @@ function bindingCheck(entries: GpuEvidence[], bound: string[]): Check {
   return same
     ? pass('gpu.binding', `the binding lists the SHA-256 of each of the ${actual.length} GPU reports, in order: the CPU's hardware report vouches for exactly these GPU reports`)
     : fail('gpu.binding', `the binding lists ${bound.length} GPU report hashes that differ from the SHA-256 of the ${actual.length} reports given: these GPU reports are not the ones the CPU's report vouches for`);
+}
+
+/** One report per GPU: the same report twice, or two entries with one index, would count a GPU twice. */
+function distinctEntriesCheck(entries: GpuEvidence[]): Check {
+  const seenReport = new Map<string, number>();
+  const seenIndex = new Set<unknown>();
+  for (const [k, entry] of entries.entries()) {
+    const e = entry as Partial<GpuEvidence>;
+    const index = e.index ?? k;
+    if (typeof e.report === 'string') {
+      const earlier = seenReport.get(e.report);
+      if (earlier !== undefined) return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
+      seenReport.set(e.report, index as number);
+    }
+    if (seenIndex.has(index)) return fail('gpu.evidence', `two GPU entries claim index ${String(index)}: each GPU has its own index`);
+    seenIndex.add(index);
+  }
+  return pass('gpu.evidence', `${entries.length} GPU reports, each with its own index and its own report`);
 }
 
 /**
@@ -224,6 +282,7 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
     checks.push(...result.checks);
     if (result.rim !== undefined) rims.push(result.rim);
   });
+  if (entries.length > 1) checks.push(distinctEntriesCheck(entries));
   const expected = expectedNonce(options.nonce);
   const gpus: GpuReportSummary[] = [];
   for (const [k, entry] of entries.entries()) {

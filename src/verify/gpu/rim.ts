@@ -4,6 +4,7 @@ import { fail, pass, type Check } from '../check.ts';
 import { commonName, issuanceProblem, sameCertificate } from '../evidence/certificate-chain.ts';
 import { describeGpuEvidenceError, GpuEvidenceError } from './errors.ts';
 import { rimSignedXml, XMLDSIG_NS } from './rim-signature.ts';
+import { readRimInput, vbiosBoard, type VbiosBoard } from './rim-service.ts';
 
 const SWID_NS = 'http://standards.iso.org/iso/19770/-2/2015/schema.xsd';
 const XML_NS = 'http://www.w3.org/XML/1998/namespace';
@@ -33,6 +34,10 @@ export interface Rim {
   measurements: RimMeasurement[];
   /** The common name of the certificate that signed it. */
   signer: string;
+  /** The RIM service's id, when the RIM was given as the service's answer (null for bare XML). */
+  id: string | null;
+  /** For a VBIOS RIM with an id: the board it was made for. */
+  board: VbiosBoard | null;
 }
 
 export interface RimVerification {
@@ -144,8 +149,15 @@ function chainProblem(certs: X509Certificate[], roots: X509Certificate[], at: Da
  * document), the signer's chain to a trusted RIM root at `at`; and reads its measurements from the bytes the
  * signature covers, not from the document around it.
  */
-export function verifyRim(xml: string, options: VerifyRimOptions): RimVerification {
+export function verifyRim(text: string, options: VerifyRimOptions): RimVerification {
   const { name, at } = options;
+  let xml: string;
+  let id: string | null;
+  try {
+    ({ xml, id } = readRimInput(text));
+  } catch (err) {
+    return { checks: [fail(`${name}.signature`, `the RIM cannot be read: ${describeGpuEvidenceError(err)}`)] };
+  }
   let root: Element;
   let certs: X509Certificate[];
   let signedXml: string;
@@ -180,8 +192,13 @@ export function verifyRim(xml: string, options: VerifyRimOptions): RimVerificati
   }
 
   let body: ReturnType<typeof readMeasurements>;
+  let board: VbiosBoard | null = null;
   try {
     body = readMeasurements(parse(signedXml, 'the signed part of the RIM'));
+    board = id === null ? null : vbiosBoard(id);
+    if (board !== null && board.version !== body.version.replace(/\./g, '').toUpperCase()) {
+      throw new GpuEvidenceError('ERR_RIM_MALFORMED', `the RIM service id ${id} names VBIOS ${board.version}, but the RIM describes ${body.version}`);
+    }
   } catch (err) {
     return { checks: [fail(`${name}.signature`, `the signed RIM cannot be read: ${describeGpuEvidenceError(err)}`)] };
   }
@@ -195,5 +212,5 @@ export function verifyRim(xml: string, options: VerifyRimOptions): RimVerificati
     return { checks };
   }
   checks.push(pass(`${name}.chain`, `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}, ending at a trusted RIM root`));
-  return { checks, rim: { label, kind, signer: commonName(certs[0]!), ...body } };
+  return { checks, rim: { label, kind, signer: commonName(certs[0]!), id, board, ...body } };
 }

@@ -33,6 +33,8 @@ export interface SpdmMeasurementReport {
   signedBytes: Uint8Array;
   /** r || s, 48 bytes each, big-endian. */
   signature: Uint8Array;
+  /** Zero bytes after the signature (some NVML builds add one); unsigned, so they carry nothing and are ignored. */
+  trailingZeroBytes: number;
 }
 
 class Cursor {
@@ -118,8 +120,9 @@ export function readSpdmMeasurementReport(bytes: Uint8Array): SpdmMeasurementRep
   const opaque = readOpaqueFields(cursor.take(opaqueLength, 'the opaque data'));
   const signedLength = cursor.offset;
   const signature = cursor.take(SPDM_P384_SIGNATURE_BYTES, 'the signature').slice();
-  if (cursor.offset !== bytes.length) {
-    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `${bytes.length - cursor.offset} bytes follow the signature`);
+  const trailing = bytes.subarray(cursor.offset);
+  if (trailing.some((b) => b !== 0)) {
+    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `${trailing.length} byte(s) after the signature are not zero padding: data nobody signed follows the report`);
   }
   return {
     request: { version: reqVersion, param1: reqParam1, param2: reqParam2, nonce: requestNonce, slotId },
@@ -129,5 +132,6 @@ export function readSpdmMeasurementReport(bytes: Uint8Array): SpdmMeasurementRep
     firmware: firmwareInfo(opaque),
     signedBytes: bytes.slice(0, signedLength),
     signature,
+    trailingZeroBytes: trailing.length,
   };
 }
