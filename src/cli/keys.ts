@@ -6,18 +6,30 @@ import { createLogger } from '../log/logger.ts';
 
 const USAGE = `usage: sigil keys add [--label NAME] [--config FILE]
        sigil keys list [--config FILE]
-       sigil keys revoke ID [--config FILE]   (ID: the key id shown by add/list, or the key itself)
+       sigil keys revoke ID [--config FILE]
+
+add      makes a new API key, prints it once and stores only its SHA-256 in auth.keys_file
+list     lists the keys: id (the first 12 hex digits of the hash), when made, label
+revoke   removes a key; ID is the id shown by add or list (a unique prefix will do), or the key itself
 `;
 
 export async function run(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { config: { type: 'string' }, label: { type: 'string' } } });
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
   } catch (err) {
     process.stderr.write(`sigil keys: ${(err as Error).message}\n${USAGE}`);
     return 2;
   }
+  if (parsed.values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const [action, target] = parsed.positionals;
+  if (action !== 'add' && action !== 'list' && !(action === 'revoke' && target !== undefined)) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
   const config = readConfigOrExit(parsed.values.config);
   if (config === undefined) return 1;
   const file = config.auth.keys_file;
@@ -29,7 +41,13 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     if (action === 'list') {
-      for (const k of readKeysFile(file)) process.stdout.write(`${keyId(k.hash)}  ${k.created}  ${k.label}\n`);
+      const keys = readKeysFile(file);
+      if (keys.length === 0) {
+        process.stderr.write(`No keys in ${file}; add one with \`sigil keys add\`.\n`);
+        return 0;
+      }
+      process.stdout.write(`${'ID'.padEnd(12)}  ${'CREATED'.padEnd(24)}  LABEL\n`);
+      for (const k of keys) process.stdout.write(`${keyId(k.hash)}  ${k.created.padEnd(24)}  ${k.label}\n`);
       return 0;
     }
     if (action === 'revoke' && target !== undefined) {

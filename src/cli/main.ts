@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { Command as Program, CommanderError } from 'commander';
 import { ENGINE_USAGE } from './engine-usage.ts';
 
 /** The `sigil` command: each subcommand lives in its own module and is loaded only when used. */
@@ -17,9 +19,12 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./serve.ts'),
   },
   keys: {
-    summary: 'manage API keys (sigil keys add|list|revoke PREFIX)',
-    help: 'usage: sigil keys add [--label TEXT] [--config FILE]\n       sigil keys list [--config FILE]\n       sigil keys revoke ID-PREFIX [--config FILE]\n\nadd prints a new key once and stores only its SHA-256 in auth.keys_file.\n',
+    summary: 'manage API keys (sigil keys add|list|revoke ID)',
     load: () => import('./keys.ts'),
+  },
+  config: {
+    summary: 'check a config, its catalogue and keys file without serving (sigil config check [--config FILE])',
+    load: () => import('./config-check.ts'),
   },
   engine: {
     summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)',
@@ -40,22 +45,42 @@ const COMMANDS: Record<string, CommandEntry> = {
   'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };
 
-function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(15)} ${c.summary}`);
-  return `usage: sigil <command> [options]\n\ncommands:\n${lines.join('\n')}\n`;
+/** The package's version: package.json sits two folders up from both src/cli and dist/cli. */
+function version(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
+/**
+ * commander writes the top-level help from the table, answers --version, and refuses an unknown command
+ * with a suggestion; each command parses its own arguments (its `run(argv)`).
+ */
+function topLevel(): Program {
+  const program = new Program('sigil').usage('<command> [options]').version(version(), '-v, --version', 'print the version');
+  program.helpOption('-h, --help', 'print this help').helpCommand('help', 'print this help');
+  for (const [name, command] of Object.entries(COMMANDS)) program.command(name).description(command.summary);
+  program.configureHelp({ styleTitle: (title) => title.toLowerCase() });
+  program.addHelpText('after', '\nEach command takes --help; docs/ has the rest.');
+  program.exitOverride().configureOutput({ writeOut: (t) => process.stdout.write(t), writeErr: (t) => process.stderr.write(t) });
+  return program;
 }
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage());
-    return name === undefined ? 2 : 0;
-  }
-  const command = COMMANDS[name];
-  if (!command) {
-    process.stderr.write(`sigil: unknown command '${name}'\n\n${usage()}`);
+  if (name === undefined) {
+    process.stderr.write(topLevel().helpInformation());
     return 2;
   }
+  if (name === 'help' && rest[0] !== undefined && Object.hasOwn(COMMANDS, rest[0])) return main([rest[0], '--help']);
+  if (!Object.hasOwn(COMMANDS, name)) {
+    try {
+      await topLevel().parseAsync(argv, { from: 'user' });
+    } catch (error) {
+      if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+      throw error;
+    }
+    return 2;
+  }
+  const command = COMMANDS[name]!;
   const dashDash = rest.indexOf('--');
   const options = dashDash === -1 ? rest : rest.slice(0, dashDash);
   if (command.help !== undefined && (options.includes('--help') || options.includes('-h'))) {

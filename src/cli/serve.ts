@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
@@ -18,6 +19,29 @@ function ensureDevelopmentKey(config: LoadedConfig): void {
   );
 }
 
+/**
+ * Binds the configured port for a moment before anything else happens, so that a port in use is found
+ * first, not after a key was made and the engine started; the server binds it again right after.
+ */
+async function portProblem(config: LoadedConfig): Promise<string | undefined> {
+  const { host, port } = config.listen;
+  if (port === 0) return undefined;
+  const probe = createServer();
+  const error = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    probe.once('error', resolve);
+    probe.listen(port, host, () => resolve(undefined));
+  });
+  if (error === undefined) {
+    await new Promise((resolve) => probe.close(resolve));
+    return undefined;
+  }
+  const where = `${host}:${port} (listen.host, listen.port in ${config.source})`;
+  if (error.code === 'EADDRINUSE') return `${where} is already in use, perhaps by another Sigil: stop it, or set listen.port to a free port (0: any free port)`;
+  if (error.code === 'EACCES') return `${where} needs privileges this user lacks: use a port above 1023`;
+  if (error.code === 'EADDRNOTAVAIL') return `${where}: this machine has no such address`;
+  return `${where}: ${error.code ?? error.message}`;
+}
+
 export async function run(argv: string[]): Promise<number> {
   let values;
   try {
@@ -28,6 +52,11 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = readConfigOrExit(values.config);
   if (config === undefined) return 1;
+  const problem = await portProblem(config);
+  if (problem !== undefined) {
+    process.stderr.write(`sigil: cannot listen on ${problem}\n`);
+    return 1;
+  }
   ensureDevelopmentKey(config);
 
   let sigil;

@@ -16,6 +16,12 @@ export interface LoadedConfig extends SigilConfig {
   source: string;
 }
 
+/** What to write for a required setting that is missing, where an example says it better than the schema. */
+const REQUIRED_HINTS: Record<string, string> = {
+  auth: ', e.g. `auth: {keys_file: api-keys}` (the file `sigil keys add` writes; see config/sigil.example.yaml and docs/configuration.md)',
+  'auth.keys_file': ', e.g. `keys_file: api-keys` (the file `sigil keys add` writes; see docs/configuration.md)',
+};
+
 /** Formats schema issues as `key.path: problem`, one per line. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], label: string): string {
   return issues
@@ -23,6 +29,9 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], label: strin
       const at = issue.path.map(String).join('.');
       if (issue.code === 'unrecognized_keys') {
         return issue.keys.map((key) => `${label}: unknown key '${at ? `${at}.${key}` : key}'`).join('\n');
+      }
+      if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) {
+        return `${label}: ${at || '(top level)'}: missing: this setting is required${REQUIRED_HINTS[at] ?? ''}`;
       }
       return `${label}: ${at || '(top level)'}: ${issue.message}`;
     })
@@ -65,7 +74,14 @@ export function loadConfig(path: string): LoadedConfig {
   try {
     text = readFileSync(source, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read config ${source}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') {
+      throw new ConfigError(
+        `no config file at ${source}. Name one with --config FILE or SIGIL_CONFIG=FILE (default ${DEFAULT_CONFIG_PATH}); ` +
+          'config/sigil.example.yaml is a commented example to copy, and docs/configuration.md lists every setting.',
+      );
+    }
+    throw new ConfigError(`cannot read config ${source}: ${code ?? (err as Error).message}`);
   }
   return parseConfig(text, source);
 }

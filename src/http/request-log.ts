@@ -5,6 +5,8 @@ export interface RequestLog {
   request_id: string;
   method: string;
   route: string;
+  /** Only for a path no route matched (a 404), so the operator sees what was asked for. */
+  path?: string;
   status?: number;
   model?: string;
   stream?: boolean;

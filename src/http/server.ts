@@ -125,7 +125,10 @@ export function createRequestHandler(state: AppState) {
       refuseDuplicateHeaders(req, ctx);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
-      if (matched === undefined) throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
+      if (matched === undefined) {
+        log.path = url.pathname.slice(0, 256);
+        throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
+      }
       log.route = matched.name;
       if (matched.public === true) res.setHeader('access-control-allow-origin', '*');
       if (cors?.apply(req, res, Object.keys(matched.methods).join(', '))) {

@@ -212,6 +212,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     await tls?.close();
     await fleet?.close();
     await builtin?.stop();
+    logger.info({ url }, 'sigil stopped');
   };
   return {
     url,

@@ -12,7 +12,12 @@ const PRINTABLE = /^[\x20-\x7e]{1,256}$/;
 /** SPEC 3: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
 export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receipt: string; nonce: string }): ReceiptRequest {
   const flag = headers[names.receipt];
-  const wanted = typeof flag === 'string' && flag.trim().toLowerCase() === 'true';
+  const value = typeof flag === 'string' ? flag.trim().toLowerCase() : undefined;
+  // Anything but true or false (`yes`, `1`) is refused: ignoring it would silently send no receipt.
+  if (value !== undefined && value !== 'true' && value !== 'false') {
+    throw httpError('invalid_value', `The ${names.receipt} header must be true or false.`, names.receipt);
+  }
+  const wanted = value === 'true';
   const nonce = headers[names.nonce];
   if (nonce === undefined) return { wanted, nonce: '' };
   if (typeof nonce !== 'string' || !PRINTABLE.test(nonce)) {

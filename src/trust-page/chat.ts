@@ -23,7 +23,12 @@ export interface ChatOptions {
   brand?: string;
   /** Called with each piece of the answer as it is decrypted. */
   onText(text: string): void;
+  /** Default CHAT_MAX_TOKENS. */
+  maxTokens?: number;
 }
+
+/** A bound on every answer: a model that never stops (the random demo model) would stream for as long as the engine lets it. */
+export const CHAT_MAX_TOKENS = 256;
 
 export interface ChatOutcome {
   reply: string;
@@ -77,7 +82,7 @@ async function errorMessage(response: Response): Promise<string> {
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   const brand = (options.brand ?? 'Service').trim() || 'Service';
   const nonce = randomNonce();
-  const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true });
+  const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true, max_tokens: options.maxTokens ?? CHAT_MAX_TOKENS });
   const requestBytes = encoder.encode(body);
   const url = `${options.base.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/chat/completions`;
   const init: RequestInit = {

@@ -1,0 +1,45 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { sendChat } from '../../src/trust-page/chat.ts';
+
+/** A loopback server that records the trust page's chat request and refuses it, as a service with no such model would. */
+let server: Server;
+let received: Record<string, unknown> | undefined;
+let base: string;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no such model"}}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => server.close());
+
+it("the trust page's chat bounds every answer with max_tokens", async () => {
+  const chat = sendChat({
+    base,
+    apiKey: 'sk-test',
+    model: 'demo-tiny-random',
+    messages: [{ role: 'user', content: 'Hi' }],
+    jwks: { keys: [] },
+    measurement: '',
+    policyHash: '',
+    allowNoTee: true,
+    onText: () => undefined,
+  });
+  await expect(chat).rejects.toThrow('no such model');
+  expect(received).toEqual({ model: 'demo-tiny-random', messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 256 });
+});
+
+it('the trust page names its icon inline, so browsers do not ask for /favicon.ico', () => {
+  const html = readFileSync(new URL('../../src/trust-page/index.html', import.meta.url), 'utf8');
+  expect(html).toContain('<link rel="icon" href="data:,">');
+});
