@@ -73,7 +73,7 @@ export async function run(argv: string[]): Promise<number> {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       process.off('SIGHUP', reload);
-      void sigil.close().then(resolve);
+      void sigil.close(config.limits.shutdown_grace_ms, config.limits.shutdown_drain_ms).then(resolve);
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);

@@ -79,6 +79,12 @@ export const configSchema = z.strictObject({
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
+      /** All request bodies and buffered (non-streamed) engine answers held at once; past it, 503 with Retry-After. */
+      buffer_budget_bytes: positiveInt.default(256 * 1024 * 1024),
+      /** One non-streamed engine answer larger than this is refused (502). */
+      max_answer_bytes: positiveInt.default(64 * 1024 * 1024),
+      /** A client that takes no bytes of a buffered answer for this long is disconnected and the answer dropped. */
+      client_read_timeout_ms: positiveInt.default(30_000),
       max_concurrent: positiveInt.default(1024),
       max_concurrent_per_key: positiveInt.default(64),
       /** Per API key; 0 = no limit. */
@@ -86,6 +92,8 @@ export const configSchema = z.strictObject({
       tokens_per_minute: z.number().int().nonnegative().default(0),
       /** On SIGTERM, how long in-flight requests may take to finish before they are cut. */
       shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
+      /** On SIGTERM, how long /readyz answers 503 (requests still served) before the listener closes, so load balancers move on first. */
+      shutdown_drain_ms: z.number().int().nonnegative().default(5_000),
     })
     .prefault({}),
   /** TLS that ends inside the enclave (SPEC 8); its key's SPKI hash is bound in the attestation. */

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpError, httpError } from '../protocol/errors.ts';
+import { budgetExhausted, type BudgetHold } from '../limits/memory-budget.ts';
 
 /** A request whose body arrives sealed (EHBP): how much ciphertext to accept, and how to open it. */
 export interface BodyOpener {
@@ -18,18 +19,30 @@ export function sealedBody(req: IncomingMessage, opener: BodyOpener): void {
  * Reads the request body, refusing more than `limit` bytes (413) before reading further, and a body
  * that takes longer than `timeoutMs` to arrive (408: a slow client must not hold a slot). A sealed
  * (EHBP) body is read up to its own bound and returned opened; `limit` then applies to the plaintext.
+ * Every byte is charged to `hold` as it arrives (a declared length up front): past the memory budget
+ * the read stops with a 503, so slow or large bodies together cannot outgrow the process.
  */
-export async function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: number, timeoutMs: number, hold?: BudgetHold): Promise<Buffer> {
   const opener = openers.get(req);
-  if (opener === undefined) return readRawBody(req, limit, timeoutMs);
-  return opener.open(await readRawBody(req, opener.maxSealedBytes, timeoutMs));
+  if (opener === undefined) return readRawBody(req, limit, timeoutMs, hold);
+  const plain = await opener.open(await readRawBody(req, opener.maxSealedBytes, timeoutMs, hold));
+  if (hold !== undefined && !hold.grow(plain.length)) throw overBudget();
+  return plain;
 }
 
-function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Buffer> {
+const overBudget = () => {
+  const error = budgetExhausted();
+  return new HttpError(error.code, error.message, { headers: { ...error.headers, connection: 'close' } });
+};
+
+function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hold: BudgetHold | undefined): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
   }
+  // A declared length is charged whole before the first byte: a thousand slow senders are refused at once, not as their bytes trickle in.
+  const prepaid = declared === undefined ? 0 : Number(declared);
+  if (hold !== undefined && !hold.grow(prepaid)) return Promise.reject(overBudget());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -39,6 +52,11 @@ function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number): Pr
         cleanup();
         // Not drained: the reply closes the connection (server.ts), so the rest is never read.
         reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
+        return;
+      }
+      if (hold !== undefined && size > prepaid && !hold.grow(size - Math.max(prepaid, size - chunk.length))) {
+        cleanup();
+        reject(overBudget());
         return;
       }
       chunks.push(chunk);

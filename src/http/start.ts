@@ -18,6 +18,8 @@ import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
+import { MemoryBudget } from '../limits/memory-budget.ts';
+import { HttpError } from '../protocol/errors.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
@@ -32,10 +34,12 @@ export interface RunningSigil {
   /** Re-reads the keys file and catalogue (SIGHUP); resolves once both are swapped in or kept. */
   reload(): Promise<ReloadOutcome>;
   /**
-   * Stops accepting, lets requests in flight finish for up to `graceMs` (default
-   * `limits.shutdown_grace_ms`), then cuts what is left and stops the engine.
+   * Answers /readyz with 503 for `drainMs` while still serving (default 0 here; `sigil serve` passes
+   * `limits.shutdown_drain_ms` on SIGTERM), stops accepting, lets requests in flight finish for up to
+   * `graceMs` (default `limits.shutdown_grace_ms`), then ends what is left (a stream with one error
+   * event) and stops the engine.
    */
-  close(graceMs?: number): Promise<void>;
+  close(graceMs?: number, drainMs?: number): Promise<void>;
 }
 
 export interface StartOptions {
@@ -182,7 +186,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     fleet: fleet?.status,
   };
   if (ehbpKey !== undefined) ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
-  const state: AppState = { ctx, inFlight: 0, draining: false };
+  const state: AppState = { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
   const server = createHttpServer(state, tls);
   const unwatch = watchFiles(state);
   fleet?.onJwks((view) => {
@@ -198,14 +202,24 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   logger.info({ url, tls: tls?.mode ?? 'off', tls_spki_sha256: bound.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: startDocument.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
 
   let closing: Promise<void> | undefined;
-  const shutdown = async (graceMs: number) => {
+  const shutdown = async (graceMs: number, drainMs: number) => {
     unwatch();
     state.draining = true;
+    if (drainMs > 0) {
+      logger.info({ drain_ms: drainMs }, 'shutting down: /readyz answers 503 while load balancers move on');
+      await new Promise((r) => setTimeout(r, drainMs));
+    }
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     const deadline = Date.now() + graceMs;
     while (state.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    if (state.inFlight > 0) logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
+    if (state.inFlight > 0) {
+      logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
+      state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));
+      // The cut streams' error events leave before their connections close (briefly: other requests may still hang on an engine).
+      const cutDeadline = Date.now() + 500;
+      while (state.inFlight > 0 && Date.now() < cutDeadline) await new Promise((r) => setTimeout(r, 10));
+    }
     server.closeAllConnections();
     await closed;
     await closeUpstreams(upstreams);
@@ -218,6 +232,6 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     url,
     state,
     reload: () => reloadFiles(state),
-    close: (graceMs = config.limits.shutdown_grace_ms) => (closing ??= shutdown(graceMs)),
+    close: (graceMs = config.limits.shutdown_grace_ms, drainMs = 0) => (closing ??= shutdown(graceMs, drainMs)),
   };
 }

@@ -40,6 +40,7 @@ const CATALOGUE = {
   upstream_bad_response: { status: 502, type: 'upstream_error' },
   upstream_server_error: { status: 502, type: 'upstream_error' },
   not_ready: { status: 503, type: 'service_unavailable' },
+  server_busy: { status: 503, type: 'service_unavailable' },
   upstream_timeout: { status: 504, type: 'upstream_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

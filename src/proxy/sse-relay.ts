@@ -29,6 +29,8 @@ export interface SseRelayOptions {
   maxEventBytes: number;
   /** Reads the token counts from an event's JSON (endpoints name them differently). Default: chat's usage. */
   readUsage?: (event: Record<string, unknown>) => TokenUsage | undefined;
+  /** Aborted with an HttpError as its reason: the stream ends with that error event (a shutdown's grace is over). */
+  cut?: AbortSignal;
 }
 
 export interface SseRelayResult {
@@ -142,6 +144,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       source.off('error', onError);
       sink.off('drain', onDrain);
       sink.off('close', onClose);
+      options.cut?.removeEventListener('abort', onCut);
       if (result.clientGone || result.error) {
         // Cancels the engine request; the abort error it raises has nobody left to tell.
         source.on('error', ignore);
@@ -269,6 +272,10 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       if (!sink.writableFinished && !ended) finish({ complete: false, clientGone: true });
     };
 
+    const { cut } = options;
+    const onCut = () => fail(cut!.reason as HttpError);
+    if (cut?.aborted) return onCut();
+    cut?.addEventListener('abort', onCut, { once: true });
     source.on('data', onChunk);
     source.on('end', onEnd);
     source.on('error', onError);

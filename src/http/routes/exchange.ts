@@ -13,9 +13,16 @@ import { selectUpstream } from '../../proxy/select-upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
+import { budgetExhausted, type BudgetHold, type MemoryBudget } from '../../limits/memory-budget.ts';
+import { cutStalledReader } from '../stalled-reader.ts';
 
 const ENGINE_ERROR_LIMIT = 1024 * 1024;
-const ENGINE_JSON_LIMIT = 64 * 1024 * 1024;
+
+/** What every exchange on this server shares: the memory budget, and the signal that cuts streams when the shutdown grace ends. */
+export interface ExchangeShared {
+  buffers: MemoryBudget;
+  streamsCut: AbortSignal;
+}
 
 const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
 
@@ -35,6 +42,9 @@ interface Exchange {
   rewriteModel: string | undefined;
   /** The bytes the engine gets: `raw` itself, or `raw` with only the model value and extension fields edited. */
   forwarded: Buffer;
+  /** This exchange's charge on the memory budget (its body, its buffered answer), released when the response closes. */
+  hold: BudgetHold;
+  streamsCut: AbortSignal;
 }
 
 /**
@@ -42,13 +52,14 @@ interface Exchange {
  * admit, validate, forward, relay, and sign on request. One pipeline; the endpoint's description
  * says what differs.
  */
-export function createExchangeHandler(endpoint: EndpointDescription) {
-  return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) => handleExchange(endpoint, req, res, ctx, log);
+export function createExchangeHandler(endpoint: EndpointDescription, shared: ExchangeShared) {
+  return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) => handleExchange(endpoint, shared, req, res, ctx, log);
 }
 
-async function handleExchange(endpoint: EndpointDescription, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
+async function handleExchange(endpoint: EndpointDescription, shared: ExchangeShared, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
   const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
+  const hold = shared.buffers.hold();
   // The exchange's one close listener, attached before admit resolves (a client that leaves while a
   // shared counter answers still frees its slot): it cancels the engine request if the response did
   // not finish, and releases the slots with the tokens the engine reported.
@@ -59,7 +70,12 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     closed = true;
     if (!res.writableFinished) abort.abort();
     release?.(log.usage ? log.usage.prompt_tokens + log.usage.completion_tokens : 0);
+    hold.release();
   });
+  const receipt = readReceiptRequest(req.headers, ctx.headers);
+  requireJson(req);
+  // The body is read before the slots are taken: a slow sender holds its own connection, never a slot another request could use.
+  const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms, hold);
   const admission = await ctx.limits.admit(caller);
   release = admission.release;
   for (const [name, value] of Object.entries(admission.headers)) res.setHeader(name, value);
@@ -67,9 +83,6 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     release(0);
     return;
   }
-  const receipt = readReceiptRequest(req.headers, ctx.headers);
-  requireJson(req);
-  const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms);
   const chat = validateRequest(parseJsonBody(raw), ctx.catalogue, endpoint);
   log.model = chat.model.id;
   log.stream = chat.stream;
@@ -90,6 +103,8 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     selected: { provider: chat.model.provider, model_id: chat.model.id, model_hash: chat.model.model_hash },
     rewriteModel: chat.model.upstream_model === chat.model.id ? undefined : chat.model.id,
     forwarded: upstreamBody(raw, chat),
+    hold,
+    streamsCut: shared.streamsCut,
   };
   // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
   // only if the engine streams anyway.
@@ -157,6 +172,7 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
     maxEventBytes: ctx.config.limits.max_sse_event_bytes,
     completion: x.endpoint.completion,
     readUsage: x.endpoint.readUsage,
+    cut: x.streamsCut,
   });
   // Attached after the relay's own listener, so it fires once the first chunk has been written.
   engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));
@@ -174,8 +190,34 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
   }
 }
 
+/**
+ * Reads a non-streamed answer whole, charging it to the memory budget as it arrives: twice its size
+ * while it is assembled (the chunks and the buffer they are joined into both exist for a moment),
+ * and twice more once whole, for the text and the value JSON.parse makes of it.
+ */
+async function readBufferedAnswer(x: Exchange, engine: EngineResponse): Promise<Buffer> {
+  let received = 0;
+  let refuse: (error: HttpError) => void = () => undefined;
+  const refused = new Promise<never>((_resolve, reject) => (refuse = reject));
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    if (x.hold.grow(2 * chunk.length)) return;
+    engine.body.off('data', onData);
+    refuse(budgetExhausted());
+    engine.body.destroy(new Error('memory budget exhausted'));
+  };
+  engine.body.on('data', onData);
+  try {
+    const bytes = await Promise.race([readEngineBody(engine, x.ctx.config.limits.max_answer_bytes), refused]);
+    if (!x.hold.grow(2 * received)) throw budgetExhausted();
+    return bytes;
+  } finally {
+    engine.body.off('data', onData);
+  }
+}
+
 async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
-  const bytes = await readEngineBody(engine, ENGINE_JSON_LIMIT);
+  const bytes = await readBufferedAnswer(x, engine);
   let completion: Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(bytes.toString('utf8'));
@@ -190,7 +232,10 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
     if (scan.duplicate !== undefined) throw new HttpError('upstream_bad_response', 'The engine sent a response with a key twice in one object.');
     // Only the model value changes: the engine's other bytes (its numbers above all) reach the client as sent.
     out = editJsonObject(bytes, scan, { set: { model: JSON.stringify(x.rewriteModel) } });
+    if (!x.hold.grow(out.length)) throw budgetExhausted();
   }
+  // Only the request and the bytes to send stay: the chunks, the text and the parsed value are garbage from here.
+  x.hold.shrink(x.hold.held - out.length - x.raw.length);
   const usage = x.endpoint.readUsage(completion);
   if (usage !== undefined) x.log.usage = usage;
   const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': out.length };
@@ -202,4 +247,8 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
   x.res.end(out);
+  cutStalledReader(x.res, x.ctx.config.limits.client_read_timeout_ms, () => {
+    x.log.error_code = 'client_read_timeout';
+    x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');
+  });
 }

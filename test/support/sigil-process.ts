@@ -1,0 +1,50 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { stringify } from 'yaml';
+import { addKey } from '../../src/auth/keys-file.ts';
+import { catalogueEntry } from './sigil.ts';
+import { SIGIL_FROM_SOURCES } from './cli.ts';
+
+export interface SigilProcess {
+  child: ChildProcess;
+  url: string;
+  dir: string;
+  key: string;
+  /** Every JSON log line the process wrote to stdout so far. */
+  logs: Array<Record<string, unknown>>;
+  exited: Promise<number | null>;
+  /** The process's resident memory now and at its peak, in bytes (/proc/PID/status VmRSS and VmHWM). */
+  memory(): { rss: number; peak: number };
+}
+
+/** `sigil serve` as its own process, as an operator runs it, with one model `m` on `engineBaseUrl`. */
+export async function startSigilProcess(engineBaseUrl: string, config: Record<string, unknown> = {}): Promise<SigilProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-process-'));
+  writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
+  writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engineBaseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' }, ...config }));
+  const { key } = addKey(join(dir, 'keys'));
+  const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const logs: Array<Record<string, unknown>> = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('sigil did not start')), 60_000);
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      logs.push(entry);
+      if (entry.msg === 'sigil listening') {
+        clearTimeout(timer);
+        resolve(entry.url as string);
+      }
+    });
+    void exited.then(() => reject(new Error('sigil exited before listening')));
+  });
+  const memory = () => {
+    const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+    const kib = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)![1]) * 1024;
+    return { rss: kib('VmRSS'), peak: kib('VmHWM') };
+  };
+  return { child, url, dir, key, logs, exited, memory };
+}
