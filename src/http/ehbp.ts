@@ -6,6 +6,13 @@ import { ENCAPSULATED_KEY_HEADER } from '../ehbp/suite.ts';
 import { httpError } from '../protocol/errors.ts';
 import { sealedBody } from './read-body.ts';
 
+const opened = new WeakMap<IncomingMessage, EhbpExchange>();
+
+/** The exchange whose body was opened for `req`, once the route has read it; undefined for a clear request. */
+export function sealedExchangeOf(req: IncomingMessage): EhbpExchange | undefined {
+  return opened.get(req);
+}
+
 export interface EhbpSettings {
   key: EhbpServerKey;
   required: boolean;
@@ -33,6 +40,7 @@ export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: 
       try {
         const plaintext = await exchange.open(sealed, settings.maxBodyBytes);
         sealResponse(res, exchange);
+        opened.set(req, exchange);
         return plaintext;
       } catch (err) {
         if (exchange.authenticated) sealResponse(res, exchange);

@@ -7,6 +7,8 @@ import type { EndpointDescription } from '../endpoints.ts';
 import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestLog } from '../request-log.ts';
+import { sealedExchangeOf } from '../ehbp.ts';
+import { sealedReceiptTrailer } from '../../protocol/sealed-receipt.ts';
 import type { Caller } from '../../auth/bearer.ts';
 import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
 import { selectUpstream } from '../../proxy/select-upstream.ts';
@@ -35,6 +37,8 @@ interface Exchange {
   rewriteModel: string | undefined;
   /** The bytes the engine gets: `raw` itself, or `raw` with only the model value and extension fields edited. */
   forwarded: Buffer;
+  /** An EHBP exchange: its receipts travel in the sealed body, never in clear headers (docs/ehbp.md). */
+  sealed: boolean;
 }
 
 /**
@@ -70,6 +74,9 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
   const receipt = readReceiptRequest(req.headers, ctx.headers);
   requireJson(req);
   const raw = await readBody(req, ctx.config.limits.max_body_bytes, ctx.config.limits.body_timeout_ms);
+  const sealed = sealedExchangeOf(req);
+  // Sealed without a clear nonce: the nonce both ends derive from the HPKE context.
+  if (sealed !== undefined && receipt.nonce === '') receipt.nonce = sealed.receiptNonce;
   const chat = validateRequest(parseJsonBody(raw), ctx.catalogue, endpoint);
   log.model = chat.model.id;
   log.stream = chat.stream;
@@ -90,12 +97,14 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     selected: { provider: chat.model.provider, model_id: chat.model.id, model_hash: chat.model.model_hash },
     rewriteModel: chat.model.upstream_model === chat.model.id ? undefined : chat.model.id,
     forwarded: upstreamBody(raw, chat),
+    sealed: sealed !== undefined,
   };
   // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
   // only if the engine streams anyway.
   let modelReceipt: string | undefined;
   const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));
-  if (receipt.wanted && chat.stream) modelReceiptOnce();
+  // Sealed, the model receipt is not sent (no clear header may carry it); the message receipt ends the stream.
+  if (receipt.wanted && chat.stream && !exchange.sealed) modelReceiptOnce();
 
   const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
   if (engine.statusCode >= 300) {
@@ -104,7 +113,7 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
     throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
   }
   const type = String(engine.headers['content-type'] ?? '');
-  if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted ? modelReceiptOnce() : undefined);
+  if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted && !exchange.sealed ? modelReceiptOnce() : undefined);
   else await relayJson(exchange, engine);
 }
 
@@ -194,12 +203,24 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   const usage = x.endpoint.readUsage(completion);
   if (usage !== undefined) x.log.usage = usage;
   const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': out.length };
+  let trailer: string | undefined;
   if (x.receipt.wanted) {
     const completionId = typeof completion.id === 'string' ? completion.id : '';
-    headers[x.ctx.headers.receipt] = await signMessageReceipt(x, completionId, sha256(out));
-    headers[x.ctx.headers.receiptId] = x.receiptId;
+    const jws = await signMessageReceipt(x, completionId, sha256(out));
+    if (x.sealed) {
+      trailer = sealedReceiptTrailer(jws);
+    } else {
+      headers[x.ctx.headers.receipt] = jws;
+      headers[x.ctx.headers.receiptId] = x.receiptId;
+    }
   }
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
-  x.res.end(out);
+  if (trailer === undefined) {
+    x.res.end(out);
+  } else {
+    // Two sealed frames: the engine's bytes, then the receipt (the client splits them, docs/ehbp.md).
+    x.res.write(out);
+    x.res.end(trailer);
+  }
 }
