@@ -136,7 +136,7 @@ async function signMessageReceipt(x: Exchange, completionId: string, responseHas
       responseHash,
     }),
   );
-  await x.ctx.receiptStore.put(x.receiptId, x.caller.keyHash, jws);
+  await x.ctx.receiptStore.put(x.receiptId, x.caller, jws);
   return jws;
 }
 
