@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, hkdfSync, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { httpError } from '../protocol/errors.ts';
 import type { StoredKey } from './keys-file.ts';
@@ -7,7 +7,14 @@ import type { StoredKey } from './keys-file.ts';
 export interface Caller {
   keyHash: string;
   keyId: string;
+  /**
+   * 32 bytes derived from the presented key (HKDF-SHA256), kept for this request only: what seals the
+   * caller's receipts at rest and salts its prefix cache. The stored key hash does not give it.
+   */
+  secret: Buffer;
 }
+
+const CALLER_SECRET_SALT = 'sigil caller secret';
 
 /**
  * The set of accepted keys, looked up by the SHA-256 of the presented key. The lookup is on a
@@ -42,6 +49,6 @@ export class KeyRing {
     if (stored === undefined || !timingSafeEqual(stored, digest)) {
       throw httpError('invalid_api_key', 'Incorrect API key provided.');
     }
-    return { keyHash: hex, keyId: hex.slice(0, 12) };
+    return { keyHash: hex, keyId: hex.slice(0, 12), secret: Buffer.from(hkdfSync('sha256', match[1]!, CALLER_SECRET_SALT, '', 32)) };
   }
 }

@@ -10,6 +10,7 @@ import { attest, type Attested } from './attest.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
+import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
@@ -152,13 +153,15 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     headers.set('accept-encoding', 'identity');
     const body = await bytesOf(init.body ?? (request === undefined ? undefined : await request.arrayBuffer()));
     const wantsReceipt = method === 'POST';
-    const nonce = randomBytes(32).toString('hex');
+    const encrypts = attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0;
+    // Sealed, the nonce never travels: both ends derive it from the request's HPKE context (docs/ehbp.md).
+    let nonce = randomBytes(32).toString('hex');
     if (wantsReceipt) {
       headers.set(headerNames.receipt, 'true');
-      headers.set(headerNames.nonce, nonce);
+      if (!encrypts) headers.set(headerNames.nonce, nonce);
     }
     let response: Response;
-    if (attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0) {
+    if (encrypts) {
       // EHBP: sealed to the attested key; the response is opened as it streams (a missing or bad nonce fails).
       const sendSealed = async () => {
         const sealed = await (await identity()).encryptRequestWithContext(new Request(url, { method, headers, body: body as unknown as BodyInit }));
@@ -175,6 +178,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         if (attested.hpkeKeyConfig === null) throw new AttestationError('the service no longer offers an attested HPKE key', attested.checks);
         ({ sealed, raw } = await sendSealed());
       }
+      nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
       response = raw.headers.get('ehbp-response-nonce') === null && raw.status !== 200 ? raw : await (await identity()).decryptResponseWithContext(raw, sealed.context!);
     } else {
       response = (await send(url, { ...init, method, headers }, body)) as unknown as Response;
@@ -182,18 +186,21 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     if (!wantsReceipt || response.status !== 200 || response.body === null) return response;
 
     const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
-    const exchangeOf = (responseBytes: Uint8Array) => ({
+    const exchangeOf = (responseBytes: Uint8Array, receiptHeader = response.headers.get(headerNames.receipt)) => ({
       path: url.pathname,
       nonce,
       requestBytes: body ?? new Uint8Array(),
       responseBytes,
       stream,
-      receiptHeader: response.headers.get(headerNames.receipt),
+      receiptHeader,
     });
     const init2 = { status: response.status, statusText: response.statusText, headers: response.headers as unknown as Headers };
     if (!stream) {
-      const bytes = new Uint8Array(await response.arrayBuffer());
-      const result = await check(exchangeOf(bytes));
+      let bytes = new Uint8Array(await response.arrayBuffer());
+      // Sealed, the receipt is the body's last frame: the caller gets the engine's bytes alone.
+      const trailer = encrypts ? splitSealedJson(bytes) : undefined;
+      if (trailer !== undefined) bytes = new Uint8Array(trailer.body);
+      const result = await check(exchangeOf(bytes, encrypts ? (trailer?.receipt ?? null) : undefined));
       if (!result.ok && onInvalid === 'throw') throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
       return new Response(bytes, init2);
     }

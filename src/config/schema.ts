@@ -132,7 +132,16 @@ export const configSchema = z.strictObject({
       if (tls.mode === 'acme' && tls.hostnames.length === 0) need('hostnames', 'tls.mode acme needs at least one hostname to ask a certificate for');
     }),
   /** End-to-end encrypted bodies (SPEC 9, EHBP): on by default; `required` refuses POSTs sent in the clear. */
-  ehbp: z.strictObject({ enabled: z.boolean().default(true), required: z.boolean().default(false) }).prefault({}),
+  ehbp: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      required: z.boolean().default(false),
+      /** How long the encapsulated key of a sealed request is remembered, so the same request sent again is refused. */
+      replay_window_s: z.number().int().min(1).max(604800).default(3600),
+      /** At most this many remembered at once (about 100 bytes each); full, sealed requests are refused with 503 until the oldest expire. */
+      replay_max_entries: z.number().int().min(1).default(250000),
+    })
+    .prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
   /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */

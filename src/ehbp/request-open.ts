@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RecipientContext } from 'hpke';
 import { HttpError } from '../protocol/errors.ts';
+import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { deriveResponseKeys, ResponseSealer } from './response-seal.ts';
 import type { EhbpServerKey } from './server-key.ts';
 import { ENC_BYTES, KEY_CONFIG_PROBLEM_TYPE, REQUEST_INFO, RESPONSE_EXPORT_LABEL, RESPONSE_NONCE_BYTES } from './suite.ts';
@@ -29,19 +30,25 @@ export class EhbpExchange {
     /** Lowercase hex of a fresh 32-byte response nonce, for `Ehbp-Response-Nonce`. */
     readonly responseNonce: string,
     readonly sealer: ResponseSealer,
+    /** The receipt nonce both ends derive from the context (docs/ehbp.md): nothing on the wire carries it. */
+    readonly receiptNonce: string,
+    /** The encapsulated key: unique per request, what the replay guard remembers. */
+    readonly enc: Uint8Array,
   ) {}
 
   static async setup(serverKey: EhbpServerKey, enc: Uint8Array): Promise<EhbpExchange> {
     let context: RecipientContext;
     let secret: Uint8Array;
+    let receiptNonce: string;
     try {
       context = await serverKey.suite.SetupRecipient(serverKey.keyPair, enc, { info: REQUEST_INFO });
       secret = await context.Export(RESPONSE_EXPORT_LABEL, 32);
+      receiptNonce = await exchangeReceiptNonce(context);
     } catch {
       throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', { param: 'Ehbp-Encapsulated-Key' });
     }
     const nonce = randomBytes(RESPONSE_NONCE_BYTES);
-    return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)));
+    return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)), receiptNonce, enc);
   }
 
   /**

@@ -10,6 +10,7 @@ import { FleetConnection, type FleetStatus } from './connection.ts';
 import { KeyRegistry } from './key-registry.ts';
 import { RedisLimitCounters } from './limit-counters.ts';
 import { RedisReceiptStore } from './receipt-store.ts';
+import { RedisReplayWindow } from './replay-window.ts';
 import { fleetKeys } from './redis-keys.ts';
 import { FleetKeyRing, recordRevocation, RevocationWatcher } from './revocations.ts';
 
@@ -21,6 +22,7 @@ export interface Fleet {
   readonly keyRing: FleetKeyRing;
   readonly counters: RedisLimitCounters;
   readonly receiptStore: RedisReceiptStore;
+  readonly replayWindow: RedisReplayWindow;
   /** The JWKS to serve now: this replica's key and its admitted peers'. */
   readonly jwks: Jwks;
   /** Called with the new JWKS whenever the fleet's view changes. */
@@ -85,6 +87,7 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
     counters: new RedisLimitCounters(connection, keys),
     receiptStore: new RedisReceiptStore(connection, keys, { retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    replayWindow: new RedisReplayWindow(connection, keys, { windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
     get jwks() {
       return registry.jwks;
     },

@@ -1,16 +1,15 @@
-import { MemoryReceiptStore, type ReceiptStore } from '../receipts/store.ts';
+import { namesReceipt, openReceipt, receiptIndex, sealReceipt } from '../receipts/sealed-at-rest.ts';
+import { MemoryReceiptStore, type ReceiptOwner, type ReceiptStore } from '../receipts/store.ts';
 import type { FleetConnection } from './connection.ts';
 import type { FleetKeys } from './redis-keys.ts';
 
-interface StoredReceipt {
-  owner: string;
-  jws: string;
-}
-
 /**
  * Receipts shared by the fleet: SET with the retention as PX, so GET /v1/receipts/{id} answers from
- * any replica and Redis forgets them on time. Every receipt is also kept in this replica's memory
- * store, so that while Redis is unreachable a client still gets the receipts this replica issued.
+ * any replica and Redis forgets them on time. What Redis holds is sealed for the receipt's owner
+ * (docs/receipts.md, "Receipts at rest"): the key is an HMAC of the id and the value AES-256-GCM, both
+ * under keys from the caller's API key, which Sigil keeps only as a hash; whoever runs Redis reads
+ * neither the receipt nor whose it is. Every receipt is also kept in this replica's memory store, so
+ * that while Redis is unreachable a client still gets the receipts this replica issued.
  */
 export class RedisReceiptStore implements ReceiptStore {
   readonly #connection: FleetConnection;
@@ -25,30 +24,27 @@ export class RedisReceiptStore implements ReceiptStore {
     this.#local = new MemoryReceiptStore(options);
   }
 
-  async put(receiptId: string, ownerKeyHash: string, jws: string): Promise<void> {
-    await this.#local.put(receiptId, ownerKeyHash, jws);
+  async put(receiptId: string, owner: ReceiptOwner, jws: string): Promise<void> {
+    await this.#local.put(receiptId, owner, jws);
     if (!this.#connection.up) return;
-    const value: StoredReceipt = { owner: ownerKeyHash, jws };
-    await this.#connection.client.set(this.#keys.receiptPrefix + receiptId, JSON.stringify(value), 'PX', this.#retentionMs).catch((err: unknown) => this.#connection.noteFailure(err));
+    const index = receiptIndex(owner, receiptId);
+    await this.#connection.client.set(this.#keys.receiptPrefix + index, sealReceipt(owner, index, jws), 'PX', this.#retentionMs).catch((err: unknown) => this.#connection.noteFailure(err));
   }
 
-  async get(receiptId: string, ownerKeyHash: string): Promise<string | undefined> {
-    const local = await this.#local.get(receiptId, ownerKeyHash);
+  async get(receiptId: string, owner: ReceiptOwner): Promise<string | undefined> {
+    const local = await this.#local.get(receiptId, owner);
     if (local !== undefined || !this.#connection.up) return local;
-    let text: string | null;
+    const index = receiptIndex(owner, receiptId);
+    let value: string | null;
     try {
-      text = await this.#connection.client.get(this.#keys.receiptPrefix + receiptId);
+      value = await this.#connection.client.get(this.#keys.receiptPrefix + index);
     } catch (err) {
       this.#connection.noteFailure(err);
       return undefined;
     }
-    if (text === null) return undefined;
-    let stored: Partial<StoredReceipt>;
-    try {
-      stored = JSON.parse(text) as Partial<StoredReceipt>;
-    } catch {
-      return undefined;
-    }
-    return stored.owner === ownerKeyHash && typeof stored.jws === 'string' ? stored.jws : undefined;
+    if (value === null) return undefined;
+    // Opening proves the owner's key sealed it at this index; the id inside must be the one asked for.
+    const jws = openReceipt(owner, index, value);
+    return jws !== undefined && namesReceipt(jws, receiptId) ? jws : undefined;
   }
 }

@@ -17,8 +17,10 @@ export interface FleetKeys {
   windowPrefix: string;
   /** ZSET per name of concurrency slots: token → expiry (ms). */
   slotPrefix: string;
-  /** STRING per receipt id: `{owner, jws}` with the retention as PX. */
+  /** STRING per receipt, named by an HMAC of its id under the owner's key, its value sealed for the owner; the retention as PX. */
   receiptPrefix: string;
+  /** STRING per sealed request seen: the SHA-256 of its encapsulated key, with the replay window as PX. */
+  replayPrefix: string;
 }
 
 export function fleetKeys(namespace: string): FleetKeys {
@@ -32,5 +34,6 @@ export function fleetKeys(namespace: string): FleetKeys {
     windowPrefix: `${ns}window:`,
     slotPrefix: `${ns}slots:`,
     receiptPrefix: `${ns}receipt:`,
+    replayPrefix: `${ns}ehbp-seen:`,
   };
 }

@@ -3,13 +3,24 @@ import { EhbpExchange, readEncapsulatedKey } from '../ehbp/request-open.ts';
 import { sealResponse } from '../ehbp/sealed-response.ts';
 import type { EhbpServerKey } from '../ehbp/server-key.ts';
 import { ENCAPSULATED_KEY_HEADER } from '../ehbp/suite.ts';
-import { httpError } from '../protocol/errors.ts';
+import { createHash } from 'node:crypto';
+import { HttpError, httpError } from '../protocol/errors.ts';
+import type { ReplayWindow } from '../limits/replay-window.ts';
 import { sealedBody } from './read-body.ts';
+
+const opened = new WeakMap<IncomingMessage, EhbpExchange>();
+
+/** The exchange whose body was opened for `req`, once the route has read it; undefined for a clear request. */
+export function sealedExchangeOf(req: IncomingMessage): EhbpExchange | undefined {
+  return opened.get(req);
+}
 
 export interface EhbpSettings {
   key: EhbpServerKey;
   required: boolean;
   maxBodyBytes: number;
+  /** Encapsulated keys already used: a sealed request seen before is refused before the engine runs. */
+  replays: ReplayWindow;
 }
 
 /**
@@ -32,7 +43,12 @@ export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: 
       const exchange = await EhbpExchange.setup(settings.key, enc);
       try {
         const plaintext = await exchange.open(sealed, settings.maxBodyBytes);
+        // Claimed only once the body opened: a forged key cannot fill the window.
+        const verdict = await settings.replays.claim(createHash('sha256').update(exchange.enc).digest('hex'));
+        if (verdict === 'replayed') throw new HttpError('ehbp_replayed', 'This encrypted request was already received: seal every request afresh.');
+        if (verdict === 'full') throw new HttpError('ehbp_replay_window_full', 'Too many encrypted requests to remember right now; try again shortly.', { headers: { 'retry-after': '5' } });
         sealResponse(res, exchange);
+        opened.set(req, exchange);
         return plaintext;
       } catch (err) {
         if (exchange.authenticated) sealResponse(res, exchange);

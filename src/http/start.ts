@@ -14,6 +14,7 @@ import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upst
 import { createReceiptSigner } from '../receipts/signer.ts';
 import { loadSigningKey } from '../receipts/signing-key.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
+import { MemoryReplayWindow } from '../limits/replay-window.ts';
 import { startBuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
@@ -185,7 +186,10 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     attestation: { sources, ...bound, start: startDocument },
     fleet: fleet?.status,
   };
-  if (ehbpKey !== undefined) ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
+  if (ehbpKey !== undefined) {
+    const replays = fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries });
+    ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays };
+  }
   const state: AppState = { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
   const server = createHttpServer(state, tls);
   const unwatch = watchFiles(state);

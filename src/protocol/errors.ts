@@ -27,6 +27,7 @@ const CATALOGUE = {
   upstream_not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
+  ehbp_replayed: { status: 409, type: 'invalid_request_error' },
   request_too_large: { status: 413, type: 'invalid_request_error' },
   upstream_request_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
@@ -41,6 +42,7 @@ const CATALOGUE = {
   upstream_server_error: { status: 502, type: 'upstream_error' },
   not_ready: { status: 503, type: 'service_unavailable' },
   server_busy: { status: 503, type: 'service_unavailable' },
+  ehbp_replay_window_full: { status: 503, type: 'service_unavailable' },
   upstream_timeout: { status: 504, type: 'upstream_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

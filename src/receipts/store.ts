@@ -1,8 +1,12 @@
+import type { ReceiptOwner } from './sealed-at-rest.ts';
+
+export type { ReceiptOwner } from './sealed-at-rest.ts';
+
 /** Where finished message receipts wait to be fetched by GET /v1/receipts/{id}. */
 export interface ReceiptStore {
-  put(receiptId: string, ownerKeyHash: string, jws: string): Promise<void>;
+  put(receiptId: string, owner: ReceiptOwner, jws: string): Promise<void>;
   /** The receipt, only for the key that made the request; undefined when unknown, expired or not theirs. */
-  get(receiptId: string, ownerKeyHash: string): Promise<string | undefined>;
+  get(receiptId: string, owner: ReceiptOwner): Promise<string | undefined>;
 }
 
 interface Entry {
@@ -12,7 +16,7 @@ interface Entry {
 }
 
 /**
- * In-memory store, bounded in time, in count, and in count per API key (one key's traffic cannot
+ * In-memory store (inside the enclave), bounded in time, in count, and in count per API key (one key's traffic cannot
  * evict every other key's receipts). Retention is the same for every entry, so insertion order is
  * expiry order: expired and surplus entries are always at the front of the Map and of their key's queue.
  */
@@ -36,7 +40,8 @@ export class MemoryReceiptStore implements ReceiptStore {
     return this.#entries.size;
   }
 
-  async put(receiptId: string, ownerKeyHash: string, jws: string): Promise<void> {
+  async put(receiptId: string, owner: ReceiptOwner, jws: string): Promise<void> {
+    const ownerKeyHash = owner.keyHash;
     const now = this.#now();
     this.#evict(now);
     const mine = this.#byOwner.get(ownerKeyHash) ?? [];
@@ -50,9 +55,9 @@ export class MemoryReceiptStore implements ReceiptStore {
     this.#byOwner.set(ownerKeyHash, mine);
   }
 
-  async get(receiptId: string, ownerKeyHash: string): Promise<string | undefined> {
+  async get(receiptId: string, owner: ReceiptOwner): Promise<string | undefined> {
     const entry = this.#entries.get(receiptId);
-    if (entry === undefined || entry.owner !== ownerKeyHash) return undefined;
+    if (entry === undefined || entry.owner !== owner.keyHash) return undefined;
     if (entry.expiresAt <= this.#now()) {
       this.#delete(receiptId);
       return undefined;

@@ -1,4 +1,5 @@
-import { Identity, Transport } from 'ehbp';
+import { Identity } from 'ehbp';
+import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import type { Check } from '../verify/check.ts';
 import { verifyReceipt, type ReceiptVerification } from '../verify/receipt.ts';
 import { splitReceiptStream } from '../verify/stream-receipt.ts';
@@ -81,7 +82,7 @@ async function errorMessage(response: Response): Promise<string> {
  */
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   const brand = (options.brand ?? 'Service').trim() || 'Service';
-  const nonce = randomNonce();
+  let nonce = randomNonce();
   const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true, max_tokens: options.maxTokens ?? CHAT_MAX_TOKENS });
   const requestBytes = encoder.encode(body);
   const url = `${options.base.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/chat/completions`;
@@ -91,14 +92,18 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
       authorization: `Bearer ${options.apiKey}`,
       'content-type': 'application/json',
       [`x-${brand}-receipt`]: 'true',
-      [`x-${brand}-nonce`]: nonce,
+      // Sealed, the nonce never travels: both ends derive it from the request's HPKE context.
+      ...(options.hpkeKeyConfig === undefined ? { [`x-${brand}-nonce`]: nonce } : {}),
     },
     body: requestBytes,
   };
   let response: Response;
   if (options.hpkeKeyConfig !== undefined) {
     const identity = await Identity.unmarshalPublicConfig(options.hpkeKeyConfig);
-    response = await new Transport(identity, new URL(url).host).request(url, init);
+    const sealed = await identity.encryptRequestWithContext(new Request(url, init));
+    nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
+    const raw = await fetch(sealed.request);
+    response = raw.headers.get('ehbp-response-nonce') === null ? raw : await identity.decryptResponseWithContext(raw, sealed.context!);
   } else {
     response = await fetch(url, init);
   }
@@ -145,5 +150,5 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     const failed: Check = { name: 'receipt.stream', ok: false, detail: (err as Error).message };
     receipt = { checks: [failed] };
   }
-  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: response.headers.get(`x-${brand}-receipt-id`), receipt };
+  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(`x-${brand}-receipt-id`), receipt };
 }

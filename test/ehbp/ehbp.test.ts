@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Identity, createTransport } from 'ehbp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveResponseKeys, ResponseSealer } from '../../src/ehbp/response-seal.ts';
+import { splitSealedJson } from '../../src/protocol/sealed-receipt.ts';
 import { canonicalPolicyHash, splitReceiptStream, verifyReceipt } from '../../src/verify/index.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
@@ -97,7 +98,7 @@ describe('the EHBP server', () => {
     expect(attestation.binding.hpke_key_config).toBe(bytes.toString('base64'));
   });
 
-  it('answers the npm ehbp client (JSON): the body travels sealed both ways, the receipt is over the plaintext', async () => {
+  it('answers the npm ehbp client (JSON): the body travels sealed both ways, the receipt in its last sealed frame, over the plaintext', async () => {
     const { policyHash, jwks } = await material(sigil);
     const plaintext = chatBody('a secret question 51');
     const { identity, context, sealedRequest, response, raw } = await sealedExchange(sigil, plaintext, { 'x-service-receipt': 'true', 'x-service-nonce': 'n-ehbp' });
@@ -107,9 +108,11 @@ describe('the EHBP server', () => {
     expect(response.headers.get('content-length')).toBeNull();
     expect(raw.toString('latin1')).not.toContain('chat.completion');
     const opened = await identity.decryptResponseWithContext(response, context);
-    const bytes = Buffer.from(await opened.arrayBuffer());
+    expect(response.headers.get('x-service-receipt')).toBeNull();
+    const split = splitSealedJson(new Uint8Array(await opened.arrayBuffer()))!;
+    const bytes = Buffer.from(split.body);
     expect((JSON.parse(bytes.toString('utf8')) as { object: string }).object).toBe('chat.completion');
-    const receipt = response.headers.get('x-service-receipt')!;
+    const receipt = split.receipt;
     const { checks } = await verifyReceipt(receipt, {
       jwks,
       allowNoTee: true,

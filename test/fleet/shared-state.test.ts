@@ -80,11 +80,14 @@ describe.skipIf(!installed)('RedisReceiptStore', () => {
     const keys = fleetKeys(`t-${randomBytes(3).toString('hex')}`);
     const a = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
     const b = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
-    await a.put('r1', 'owner', 'h.p.s');
-    expect(await b.get('r1', 'owner')).toBe('h.p.s');
-    expect(await b.get('r1', 'someone-else')).toBeUndefined();
+    const owner = { keyHash: 'aa'.repeat(32), secret: randomBytes(32) };
+    const jws = `h.${Buffer.from(JSON.stringify({ receipt_id: 'r1' })).toString('base64url')}.s`;
+    await a.put('r1', owner, jws);
+    expect(await b.get('r1', owner)).toBe(jws);
+    // Another key: same hash claimed, another secret (the hash alone opens nothing).
+    expect(await b.get('r1', { keyHash: owner.keyHash, secret: randomBytes(32) })).toBeUndefined();
     await sleep(1100);
-    expect(await b.get('r1', 'owner')).toBeUndefined();
+    expect(await b.get('r1', owner)).toBeUndefined();
   });
 });
 

@@ -7,6 +7,8 @@ import type { EndpointDescription } from '../endpoints.ts';
 import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestLog } from '../request-log.ts';
+import { sealedExchangeOf } from '../ehbp.ts';
+import { sealedReceiptTrailer } from '../../protocol/sealed-receipt.ts';
 import type { Caller } from '../../auth/bearer.ts';
 import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
 import { selectUpstream } from '../../proxy/select-upstream.ts';
@@ -45,6 +47,8 @@ interface Exchange {
   /** This exchange's charge on the memory budget (its body, its buffered answer), released when the response closes. */
   hold: BudgetHold;
   streamsCut: AbortSignal;
+  /** An EHBP exchange: its receipts travel in the sealed body, never in clear headers (docs/ehbp.md). */
+  sealed: boolean;
 }
 
 /**
@@ -83,6 +87,9 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     release(0);
     return;
   }
+  const sealed = sealedExchangeOf(req);
+  // Sealed without a clear nonce: the nonce both ends derive from the HPKE context.
+  if (sealed !== undefined && receipt.nonce === '') receipt.nonce = sealed.receiptNonce;
   const chat = validateRequest(parseJsonBody(raw), ctx.catalogue, endpoint);
   log.model = chat.model.id;
   log.stream = chat.stream;
@@ -105,12 +112,14 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     forwarded: upstreamBody(raw, chat),
     hold,
     streamsCut: shared.streamsCut,
+    sealed: sealed !== undefined,
   };
   // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
   // only if the engine streams anyway.
   let modelReceipt: string | undefined;
   const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));
-  if (receipt.wanted && chat.stream) modelReceiptOnce();
+  // Sealed, the model receipt is not sent (no clear header may carry it); the message receipt ends the stream.
+  if (receipt.wanted && chat.stream && !exchange.sealed) modelReceiptOnce();
 
   const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
   if (engine.statusCode >= 300) {
@@ -119,7 +128,7 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
   }
   const type = String(engine.headers['content-type'] ?? '');
-  if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted ? modelReceiptOnce() : undefined);
+  if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted && !exchange.sealed ? modelReceiptOnce() : undefined);
   else await relayJson(exchange, engine);
 }
 
@@ -142,7 +151,7 @@ async function signMessageReceipt(x: Exchange, completionId: string, responseHas
       responseHash,
     }),
   );
-  await x.ctx.receiptStore.put(x.receiptId, x.caller.keyHash, jws);
+  await x.ctx.receiptStore.put(x.receiptId, x.caller, jws);
   return jws;
 }
 
@@ -239,14 +248,26 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   const usage = x.endpoint.readUsage(completion);
   if (usage !== undefined) x.log.usage = usage;
   const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': out.length };
+  let trailer: string | undefined;
   if (x.receipt.wanted) {
     const completionId = typeof completion.id === 'string' ? completion.id : '';
-    headers[x.ctx.headers.receipt] = await signMessageReceipt(x, completionId, sha256(out));
-    headers[x.ctx.headers.receiptId] = x.receiptId;
+    const jws = await signMessageReceipt(x, completionId, sha256(out));
+    if (x.sealed) {
+      trailer = sealedReceiptTrailer(jws);
+    } else {
+      headers[x.ctx.headers.receipt] = jws;
+      headers[x.ctx.headers.receiptId] = x.receiptId;
+    }
   }
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
-  x.res.end(out);
+  if (trailer === undefined) {
+    x.res.end(out);
+  } else {
+    // Two sealed frames: the engine's bytes, then the receipt (the client splits them, docs/ehbp.md).
+    x.res.write(out);
+    x.res.end(trailer);
+  }
   cutStalledReader(x.res, x.ctx.config.limits.client_read_timeout_ms, () => {
     x.log.error_code = 'client_read_timeout';
     x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');

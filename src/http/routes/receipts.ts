@@ -8,7 +8,7 @@ import { sendJson } from '../respond.ts';
 export async function handleGetReceipt(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
   const caller = ctx.keyRing.authenticate(req.headers);
   const id = url.pathname.slice('/v1/receipts/'.length);
-  const jws = id === '' || id.length > 128 ? undefined : await ctx.receiptStore.get(id, caller.keyHash);
+  const jws = id === '' || id.length > 128 ? undefined : await ctx.receiptStore.get(id, caller);
   if (jws === undefined) throw httpError('receipt_not_found', 'No receipt with that id for this API key (it may have expired).', 'receipt_id');
   sendJson(res, 200, JSON.stringify({ id, receipt: jws }));
 }

@@ -1,0 +1,54 @@
+/**
+ * Receipts of encrypted (EHBP) exchanges travel sealed, never in clear headers (docs/ehbp.md, "Receipts
+ * under EHBP"). The server, the attested client and the trust page share these definitions.
+ */
+
+/** The HPKE exporter label of an exchange's receipt nonce: the client and the enclave derive the same value. */
+export const RECEIPT_NONCE_LABEL = new TextEncoder().encode('sigil receipt nonce');
+export const RECEIPT_NONCE_BYTES = 32;
+
+/** Either end of an HPKE context (the `hpke` package's SenderContext or RecipientContext). */
+export interface HpkeExporter {
+  Export(exporterContext: Uint8Array, length: number): Promise<Uint8Array | ArrayBuffer>;
+}
+
+/**
+ * The nonce a sealed exchange's receipts carry when the client sent none in the clear: 32 bytes exported
+ * from the request's HPKE context, as lowercase hex. Fresh for every request (the client's ephemeral key
+ * makes the context) and known only to the client and the enclave, so nothing links it to the wire.
+ */
+export async function exchangeReceiptNonce(context: HpkeExporter): Promise<string> {
+  const bytes = new Uint8Array(await context.Export(RECEIPT_NONCE_LABEL, RECEIPT_NONCE_BYTES));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** The last sealed frame of a JSON response that asked for a receipt: the same comment a stream ends with. */
+export function sealedReceiptTrailer(jws: string): string {
+  return `: receipt ${jws}\n\n`;
+}
+
+const MARKER = new TextEncoder().encode(': receipt ');
+const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/;
+
+function lastIndexOf(bytes: Uint8Array, needle: Uint8Array): number {
+  outer: for (let at = bytes.length - needle.length; at >= 0; at--) {
+    for (let i = 0; i < needle.length; i++) if (bytes[at + i] !== needle[i]) continue outer;
+    return at;
+  }
+  return -1;
+}
+
+/**
+ * Splits the opened body of a sealed JSON response into the engine's bytes (what `response_hash` covers)
+ * and the receipt of the trailer after them; undefined when the body does not end with one trailer (a JWS
+ * holds neither ':' nor ' ', so the last marker is the trailer's).
+ */
+export function splitSealedJson(bytes: Uint8Array): { body: Uint8Array; receipt: string } | undefined {
+  const start = lastIndexOf(bytes, MARKER);
+  if (start < 0) return undefined;
+  const tail = new TextDecoder().decode(bytes.subarray(start + MARKER.length));
+  if (!tail.endsWith('\n\n')) return undefined;
+  const receipt = tail.slice(0, -2);
+  if (!JWS.test(receipt)) return undefined;
+  return { body: bytes.slice(0, start), receipt };
+}
