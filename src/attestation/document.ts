@@ -8,6 +8,7 @@ import {
   type EventLog,
   type GpuEvidence,
   type Jwks,
+  type KeyOrigins,
 } from '../protocol/attestation.ts';
 import type { AttestationProvider, RawEvidence } from './provider.ts';
 
@@ -23,12 +24,21 @@ export interface BindingParts {
   hpkeKeyConfig: string | null;
 }
 
-/** Where the evidence comes from: the CPU provider, the GPUs (for the same nonce), and the measured-boot log. */
+/**
+ * Where the evidence comes from: the CPU provider, the GPUs (for the same nonce), the event log, the manifest in force
+ * and the keys' origins. A reload replaces `eventLog` and `manifestSha384` in place, so fresh documents state them.
+ */
 export interface EvidenceSources {
   provider: AttestationProvider;
   collectGpuEvidence(nonce: Uint8Array): Promise<GpuEvidence[]>;
   eventLog: EventLog | null;
+  /** Lowercase hex SHA-384 of the manifest in force; null when nothing was measured (no hardware). */
+  manifestSha384?: string | null;
+  /** Absent: the keys are declared loaded from an unnamed file, which every verifier fails (never a silent pass). */
+  keyOrigin?: KeyOrigins;
 }
+
+const UNDECLARED_KEYS: KeyOrigins = { receipt: { origin: 'loaded', file: '(not declared)' }, tls: null, hpke: null };
 
 export const NO_GPUS: EvidenceSources['collectGpuEvidence'] = async () => [];
 
@@ -56,6 +66,9 @@ export async function makeAttestationDocument(sources: EvidenceSources, parts: B
     tls_spki_sha256: parts.tlsSpkiSha256,
     hpke_key_config: parts.hpkeKeyConfig,
     gpu_evidence_sha256: gpu.map(gpuEvidenceSha256),
+    manifest_sha384: sources.manifestSha384 ?? null,
+    key_origin: sources.keyOrigin ?? UNDECLARED_KEYS,
+    runtime_events_sha384: (sources.eventLog?.runtime_events ?? []).map((e) => e.digest),
   };
   const raw = await sources.provider.collect(reportDataV2(nonce, binding));
   const document: AttestationDocumentV2 = {
@@ -66,7 +79,7 @@ export async function makeAttestationDocument(sources: EvidenceSources, parts: B
     binding,
     report_data: Buffer.from(raw.reportData).toString('hex'),
     evidence: evidenceBase64(raw),
-    event_log: raw.tee === 'tdx' ? sources.eventLog : null,
+    event_log: raw.tee === 'none' ? null : sources.eventLog,
     gpu_evidence: gpu,
   };
   return { document, raw };

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { describeIssues } from '../config/load.ts';
 import { catalogueSchema, DEFAULT_ENDPOINTS, type CatalogueEntry, type Endpoint } from './schema.ts';
@@ -53,5 +54,8 @@ export function loadCatalogue(path: string, upstreamNames: readonly string[]): C
   } catch (err) {
     throw new CatalogueError(`${path}: not valid YAML: ${(err as Error).message}`);
   }
-  return buildCatalogue(raw, path, upstreamNames);
+  const catalogue = buildCatalogue(raw, path, upstreamNames);
+  // A weights path is relative to the catalogue file, as config paths are to the config file.
+  for (const model of catalogue.models) if (model.weights !== undefined && !isAbsolute(model.weights)) model.weights = resolve(dirname(path), model.weights);
+  return catalogue;
 }

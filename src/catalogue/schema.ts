@@ -25,6 +25,8 @@ const modelEntry = z.strictObject({
   model_hash: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'sha256: followed by 64 lowercase hex digits'),
   /** Name(s) of the upstreams in sigil.yaml that serve it; default: every configured upstream. */
   upstream: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+  /** The weights the engine serves it from (a GGUF file or a model directory), relative to the catalogue file: hashed at start against `model_hash`. */
+  weights: z.string().min(1).optional(),
   /** The engine's name for the model, when it differs from `id`. */
   upstream_model: z.string().min(1).optional(),
   description: z.string().optional(),

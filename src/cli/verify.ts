@@ -263,16 +263,17 @@ function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference |
 }
 
 /** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
-async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, receiptMeasurement: string | undefined, io: VerifyIo): Promise<Check[]> {
+async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, claims: ReceiptClaims | undefined, io: VerifyIo): Promise<Check[]> {
   const roots = io.roots;
   const reference = await loadReference(o.reference);
   const checks = verifyJwksBinding(doc, { jwks, nonce });
   if (field(doc, 'tee') !== 'none') {
     // The hardware verifier compares the evidence's measurement with the document's and with this one.
-    const expectedMeasurement = o.measurement ?? receiptMeasurement;
+    const expectedMeasurement = o.measurement ?? claims?.enclave_measurement;
     const opts: Parameters<typeof verifyAttestationDocument>[1] = { jwks: jwks as { keys: object[] }, nonce };
     if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
     if (roots !== undefined) opts.roots = roots;
+    if (claims !== undefined) opts.receipt = claims;
     if (reference !== undefined) opts.reference = reference.values;
     if (o.collateral !== undefined) opts.intelCollateral = await loadCollateral(o.collateral);
     checks.push(...(await verifyAttestationDocument(doc, opts)));
@@ -356,7 +357,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
     if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
     if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
-  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims?.enclave_measurement, io)));
+  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims, io)));
   return report('file', checks, result);
 }
 
@@ -439,7 +440,7 @@ async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): P
     );
   }
   if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
-  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims?.enclave_measurement, io)));
+  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims, io)));
   return report('live', checks, result);
 }
 

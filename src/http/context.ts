@@ -1,4 +1,5 @@
 import type { AttestationDocumentV2, EvidenceSources } from '../attestation/document.ts';
+import type { MeasuredState } from '../attestation/measured-state.ts';
 import type { KeyRing } from '../auth/bearer.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { LoadedConfig } from '../config/load.ts';
@@ -49,4 +50,6 @@ export interface AppContext {
   ehbp?: EhbpSettings & { keyConfig: Buffer };
   /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
+  /** On a TEE: the runtime events and what a reload measures (docs/attestation.md). */
+  measured?: MeasuredState;
 }

@@ -1,6 +1,10 @@
 import { unwatchFile, watchFile } from 'node:fs';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
+import { attestationHash, makeAttestationDocument } from '../attestation/document.ts';
+import { measureReload } from '../attestation/measured-state.ts';
+import { measureWeights } from '../catalogue/weights.ts';
+import { START_NONCE } from '../protocol/attestation.ts';
 import type { AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
 
@@ -38,17 +42,32 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
   if (ctx.config.catalogue === undefined) return outcome;
   try {
     const loaded = loadCatalogue(ctx.config.catalogue, [...ctx.upstreams.keys()]);
+    const models = await measureWeights(loaded.models);
     const { catalogue, policy, policyHash } = await buildServedCatalogue(loaded, ctx.config, ctx.upstreams, ctx.logger);
+    // On a TEE the new state is measured (on TDX, extended into RTMR3) and the start evidence remade before it serves.
+    const now = state.ctx;
+    let attestation = now.attestation;
+    let receiptContext = { ...now.receiptContext, policyHash };
+    let manifest: string | undefined;
+    if (now.measured !== undefined) {
+      manifest = await measureReload(now.measured, now.attestation.sources, now.config, models, policyHash);
+      const { sources, tlsSpkiSha256, hpkeKeyConfig } = now.attestation;
+      const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, tlsSpkiSha256, hpkeKeyConfig }, START_NONCE);
+      attestation = { ...now.attestation, start: document };
+      const evidenceHash = attestationHash(document);
+      if (evidenceHash !== undefined) receiptContext = { ...receiptContext, attestationHash: evidenceHash };
+    }
     state.ctx = {
       ...state.ctx,
       catalogue,
-      receiptContext: { ...state.ctx.receiptContext, policyHash },
-      documents: { ...state.ctx.documents, policy: JSON.stringify(policy) },
+      receiptContext,
+      attestation,
+      documents: { ...state.ctx.documents, policy: JSON.stringify(policy), startEvidence: JSON.stringify(attestation.start) },
     };
     outcome.catalogue = true;
-    ctx.logger.info({ models: catalogue.models.length, policy_hash: policyHash }, 'catalogue reloaded');
+    ctx.logger.info({ models: catalogue.models.length, policy_hash: policyHash, ...(manifest === undefined ? {} : { manifest_sha384: manifest }) }, 'catalogue reloaded');
   } catch (err) {
-    ctx.logger.error({ err: (err as Error).message }, 'catalogue not reloaded; the previous catalogue stays in use');
+    ctx.logger.error({ err: (err as Error).message }, 'catalogue not reloaded (a reload that cannot be measured is refused); the previous catalogue stays in use');
   }
   return outcome;
 }

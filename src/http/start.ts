@@ -1,8 +1,11 @@
 import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
-import { measureSelfIntoRtmr3, type RtmrFs } from '../attestation/self-measurement.ts';
-import { START_NONCE, type EventLog, type Jwks } from '../protocol/attestation.ts';
+import type { RtmrFs } from '../attestation/self-measurement.ts';
+import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
+import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
+import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
+import { START_NONCE, type Jwks, type KeyOrigins } from '../protocol/attestation.ts';
 import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
@@ -12,7 +15,7 @@ import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner } from '../receipts/signer.ts';
-import { loadSigningKey } from '../receipts/signing-key.ts';
+import { loadSigningKey, receiptKeyOrigin } from '../receipts/signing-key.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
 import { MemoryReplayWindow } from '../limits/replay-window.ts';
 import { startBuiltinEngine } from './builtin-engine.ts';
@@ -51,6 +54,8 @@ export interface StartOptions {
   limitCounters?: LimitCounters;
   /** For tests: a stand-in for the TDX guest driver's measurement registers. */
   rtmrFs?: RtmrFs;
+  /** The node options and environment measured and checked; default this process's. */
+  runtime?: ProcessRuntime;
 }
 
 const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
@@ -88,6 +93,9 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   if (config.catalogue !== undefined) catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
   else if (builtin?.catalogue !== undefined) catalogue = buildCatalogue(builtin.catalogue, 'built-in engine', [...upstreams.keys()]);
   else throw new ConfigError('catalogue: give the path of the model catalogue');
+  const models = await measureWeights(catalogue.models, (done, total, seconds) =>
+    logger.info({ hashed_mb: Math.round(done / 1e6), total_mb: Math.round(total / 1e6), mb_per_s: Math.round(done / 1e6 / Math.max(seconds, 0.001)) }, 'hashing model weights'),
+  );
   const served = await buildServedCatalogue(catalogue, config, upstreams, logger);
   catalogue = served.catalogue;
   const keyRing = new KeyRing(readKeysFile(config.auth.keys_file));
@@ -96,6 +104,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const signingKey = await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
+  if (provider.tee !== 'none') refuseUnmeasuredRuntime(options.runtime ?? currentRuntime(), provider.tee);
   if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
     throw new ConfigError(
       `tls.mode is off on a ${provider.tee} machine: prompts would cross the host's network in plaintext before reaching the enclave. ` +
@@ -104,36 +113,17 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   }
   const tls = await provisionTls(config, logger);
   try {
-    return await serve(config, logger, options, builtin, { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls });
+    return await serve(config, logger, options, builtin, { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls });
   } catch (err) {
     await tls?.close();
     throw err;
   }
 }
 
-async function measureSelf(config: LoadedConfig, policyHash: string, logger: Logger, fs: RtmrFs | undefined): Promise<EventLog> {
-  const a = config.attestation;
-  const log = await measureSelfIntoRtmr3({
-    configPath: config.source,
-    policyHash,
-    rtmrPath: a.rtmr_path,
-    ccelTablePath: a.ccel_table_path,
-    ccelDataPath: a.ccel_data_path,
-    runtimeLogPath: a.runtime_log_path,
-    ...(fs === undefined ? {} : { fs }),
-  });
-  const { extended, reason } = log.self_measurement;
-  const digest = extended ? log.runtime_events.at(-1)?.digest : undefined;
-  if (!extended) logger.warn({ reason }, 'Sigil could not measure itself into RTMR3');
-  else if (reason !== null) logger.warn({ digest, reason }, 'Sigil measured itself into RTMR3, with a problem');
-  else logger.info({ digest, rtmr_path: a.rtmr_path }, 'Sigil measured itself into RTMR3');
-  if (log.ccel_data === null) logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
-  return log;
-}
-
 interface Prepared {
   catalogue: Catalogue;
   served: Awaited<ReturnType<typeof buildServedCatalogue>>;
+  models: MeasuredModel[];
   upstreams: UpstreamSet;
   keyRing: KeyRing;
   signingKey: Awaited<ReturnType<typeof loadSigningKey>>;
@@ -143,13 +133,17 @@ interface Prepared {
 }
 
 async function serve(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined, prepared: Prepared): Promise<RunningSigil> {
-  const { catalogue, served, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
+  const { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
-  // On TDX, Sigil extends RTMR3 with its own event before the start evidence is made, so that quote covers it (SPEC 10).
-  const eventLog = provider.tee === 'tdx' ? await measureSelf(config, policyHash, logger, options.rtmrFs) : null;
-  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog };
+  // On a TEE, Sigil records its start event (on TDX, extends RTMR3) before the start evidence is made, so that evidence covers it.
+  const measured =
+    provider.tee === 'none'
+      ? undefined
+      : await measureStart({ config, runtime: options.runtime ?? currentRuntime(), tee: provider.tee, models, policyHash, logger, ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }) });
   const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey() : undefined;
+  const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : { origin: 'generated' } };
+  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: measured?.state.events.eventLog() ?? null, manifestSha384: measured?.manifestSha384 ?? null, keyOrigin };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
@@ -185,6 +179,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     },
     attestation: { sources, ...bound, start: startDocument },
     fleet: fleet?.status,
+    ...(measured === undefined ? {} : { measured: measured.state }),
   };
   if (ehbpKey !== undefined) {
     const replays = fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries });

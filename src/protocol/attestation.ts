@@ -24,7 +24,42 @@ export interface AttestationBinding {
   hpke_key_config: string | null;
   /** Lowercase hex SHA-256 of each `gpu_evidence` entry's raw report, in the same order. */
   gpu_evidence_sha256: string[];
+  /** Lowercase hex SHA-384 of the manifest in force (docs/attestation.md, "The manifest"); null without hardware. */
+  manifest_sha384: string | null;
+  /** Where each private key came from: made in the enclave, loaded from a file, or sealed to the enclave. */
+  key_origin: KeyOrigins;
+  /** The digests of Sigil's runtime events, in order (the same list on TDX and SEV-SNP, where nothing else measures them). */
+  runtime_events_sha384: string[];
 }
+
+/** `generated`: made in this enclave at start; `loaded`: read from a file the operator controls; `sealed`: derived by the TEE for this measurement. */
+export type KeyOrigin = { origin: 'generated' } | { origin: 'loaded'; file: string } | { origin: 'sealed'; bound_to: string };
+
+/** The origin of each private key the binding names; null for a key that is not in use. */
+export interface KeyOrigins {
+  receipt: KeyOrigin;
+  tls: KeyOrigin | null;
+  hpke: KeyOrigin | null;
+}
+
+/** The payload of one runtime event: what was in force from `at` on (JCS; its SHA-384 is the event's digest). */
+export interface RuntimeEventPayload {
+  kind: typeof RUNTIME_EVENT_KIND;
+  /** 0 for the first event this Sigil process recorded, then 1, 2, ... */
+  seq: number;
+  /** Why the state changed: Sigil started, or a reload swapped in new files. */
+  reason: 'start' | 'reload';
+  /** ISO 8601 time from which this state served requests. */
+  at: string;
+  /** Lowercase hex SHA-384 of the manifest text (what `sigil measure self` prints). */
+  manifest_sha384: string;
+  /** The policy hash receipts signed under this state carry. */
+  policy_hash: string;
+}
+
+export const RUNTIME_EVENT_KIND = 'sigil-event/2';
+/** The `event` name of Sigil's runtime events in the event log. */
+export const RUNTIME_EVENT_NAME = 'sigil';
 
 /** One runtime event Sigil extended into a TDX RTMR (its own code, configuration and policy). */
 export interface RuntimeEvent {
@@ -38,13 +73,13 @@ export interface RuntimeEvent {
   payload: string;
 }
 
-/** The measured-boot log a verifier replays (SPEC 10); null on SEV-SNP and without hardware. */
+/** The measured-boot log a verifier replays (docs/attestation.md); on SEV-SNP only Sigil's runtime events, bound through the binding. */
 export interface EventLog {
   /** base64 of the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL); null when the kernel exposes none. */
   ccel_table: string | null;
   /** base64 of the CCEL event log data (/sys/firmware/acpi/tables/data/CCEL); null when absent. */
   ccel_data: string | null;
-  /** The events Sigil itself extended at start, in order. */
+  /** Sigil's runtime events (start, then each reload), in order. */
   runtime_events: RuntimeEvent[];
   /** Whether Sigil could extend RTMR3 with its own event, and if not, why (in words). */
   self_measurement: { extended: boolean; reason: string | null };

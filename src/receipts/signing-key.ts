@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
+import type { KeyOrigin } from '../protocol/attestation.ts';
 
 /** The receipt signing key: private half stays in this process, public half goes to the JWKS. */
 export interface SigningKey {
@@ -11,6 +12,16 @@ export interface SigningKey {
   kid: string;
   /** Where the key came from, for the start-up log line (never the key). */
   origin: 'generated' | 'loaded' | 'generated-and-saved';
+  /** The file it was read from or saved to, when there is one. */
+  file?: string;
+}
+
+/**
+ * The origin the binding declares. A key saved to a file in clear is declared `loaded` even on the start that made it:
+ * from then on the host can read it, and the next start reads it back, so it is no longer a key only the enclave holds.
+ */
+export function receiptKeyOrigin(key: SigningKey): KeyOrigin {
+  return key.origin === 'generated' || key.file === undefined ? { origin: 'generated' } : { origin: 'loaded', file: key.file };
 }
 
 export class SigningKeyError extends Error {
@@ -39,10 +50,10 @@ export async function loadSigningKey(keyFile?: string): Promise<SigningKey> {
     } catch (err) {
       throw new SigningKeyError(`receipts.key_file ${keyFile}: not a PEM private key (${(err as Error).message})`);
     }
-    return describe(key, 'loaded');
+    return { ...(await describe(key, 'loaded')), file: keyFile };
   }
   const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   mkdirSync(dirname(keyFile), { recursive: true });
   writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
-  return describe(privateKey, 'generated-and-saved');
+  return { ...(await describe(privateKey, 'generated-and-saved')), file: keyFile };
 }

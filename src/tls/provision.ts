@@ -1,4 +1,5 @@
 import type { LoadedConfig } from '../config/load.ts';
+import type { KeyOrigin } from '../protocol/attestation.ts';
 import type { Logger } from '../log/logger.ts';
 import { obtainAcmeCertificates } from './acme.ts';
 import { readCertificateFiles } from './cert-files.ts';
@@ -9,14 +10,16 @@ import { makeSelfSignedCredentials } from './self-signed.ts';
 export interface ServedTls {
   readonly mode: 'self-signed' | 'acme' | 'files';
   readonly current: TlsCredentials;
+  /** Where the TLS private key came from, as the binding declares it: made here, or read from the operator's file. */
+  readonly keyOrigin: KeyOrigin;
   onRenewed(listener: (credentials: TlsCredentials) => void): void;
   /** The http-01 challenge listener's port in acme mode. */
   readonly challengePort?: number;
   close(): Promise<void>;
 }
 
-function fixed(mode: ServedTls['mode'], credentials: TlsCredentials): ServedTls {
-  return { mode, current: credentials, onRenewed: () => undefined, close: async () => undefined };
+function fixed(mode: ServedTls['mode'], credentials: TlsCredentials, keyOrigin: KeyOrigin): ServedTls {
+  return { mode, current: credentials, keyOrigin, onRenewed: () => undefined, close: async () => undefined };
 }
 
 /** Makes or loads the TLS key and certificate `tls.mode` asks for (SPEC 8); undefined for `off`. */
@@ -26,13 +29,14 @@ export async function provisionTls(config: LoadedConfig, logger: Logger): Promis
     case 'off':
       return undefined;
     case 'self-signed':
-      return fixed('self-signed', await makeSelfSignedCredentials(tls.hostnames));
+      return fixed('self-signed', await makeSelfSignedCredentials(tls.hostnames), { origin: 'generated' });
     case 'files':
-      return fixed('files', readCertificateFiles(tls.cert_file!, tls.key_file!));
+      return fixed('files', readCertificateFiles(tls.cert_file!, tls.key_file!), { origin: 'loaded', file: tls.key_file! });
     case 'acme': {
       const certificates = await obtainAcmeCertificates(tls.acme!, tls.hostnames, logger);
       return {
         mode: 'acme',
+        keyOrigin: { origin: 'generated' },
         get current() {
           return certificates.current;
         },

@@ -10,6 +10,8 @@ import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts'
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
 import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
+import { keyOriginCheck } from './key-origin.ts';
+import { receiptEventCheck, runtimeEventChecks } from './runtime-events.ts';
 import { snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 
@@ -31,6 +33,8 @@ export interface VerifyAttestationOptions {
   reference?: ReferenceValues;
   /** Intel's collateral for TDX evidence (TCB info, QE identity, CRLs), verified at `now`; absent: TCB status not checked. */
   intelCollateral?: IntelCollateral;
+  /** The receipt being checked, if any: tied to the runtime event in force when it was signed (`receipt.event`). */
+  receipt?: { policy_hash: string; iat: number };
   /** Receives the replayed event log's events (TDX), for a report that lists them. */
   onEvents?: (events: EventListing[]) => void;
 }
@@ -157,6 +161,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
       bound,
       measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement),
       ...snpReferenceChecks({ measurement: toHex(result.report.measurement), host_data: toHex(result.report.hostData) }, opts.reference),
+      ...sigilStateChecks(doc, fields.binding, opts),
     ];
   }
 
@@ -172,7 +177,16 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
     measurementCheck(result.quote.body.mrTd, 'MRTD', fields.measurement, opts.expectedMeasurement),
     ...tdxReferenceChecks(tdxMeasurements(result.quote.body), opts.reference),
     ...eventLogChecks(fields.eventLog, result.quote.body.rtmr, opts.onEvents),
+    ...sigilStateChecks(doc, fields.binding, opts),
   ];
+}
+
+/** What Sigil states about itself: where its keys came from, its runtime events, and the receipt's place among them. */
+function sigilStateChecks(doc: unknown, binding: AttestationBinding, opts: VerifyAttestationOptions): Check[] {
+  const { checks, events } = runtimeEventChecks(binding, (doc as { event_log?: unknown }).event_log ?? null, opts.reference?.sigil?.manifest_sha384);
+  const out = [keyOriginCheck(binding.key_origin, opts.reference?.sigil?.accept_loaded_keys), ...checks];
+  if (opts.receipt !== undefined) out.push(receiptEventCheck(events, opts.receipt));
+  return out;
 }
 
 export function tdxMeasurements(body: { mrTd: Uint8Array; rtmr: readonly Uint8Array[] }): TdxMeasurements {

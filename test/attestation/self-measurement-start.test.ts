@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConfigfsTsmProvider } from '../../src/attestation/configfs-tsm.ts';
-import { codeManifest } from '../../src/attestation/self-measurement.ts';
 import type { AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 import { START_NONCE } from '../../src/protocol/attestation.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
@@ -76,14 +75,9 @@ describe('sigil serve on TDX measures itself into RTMR3 before making the start 
     expect(doc.event_log!.ccel_data).toBeNull();
     expect(Buffer.from(rtmr.writes[0]!).toString('hex')).toBe(event!.digest);
     expect(event!.digest).toBe(sha384(Buffer.from(event!.payload)).toString('hex'));
-    expect(JSON.parse(event!.payload)).toEqual({
-      kind: 'sigil-self-measurement/1',
-      sigil_version: (JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
-      code_root: 'src',
-      code_sha256: sha256(await codeManifest(new URL('../../src', import.meta.url).pathname)),
-      config_sha256: sha256(await readFile(join(sigil.dir, 'sigil.yaml'))),
-      policy_hash: doc.binding.policy_hash,
-    });
+    const payload = JSON.parse(event!.payload) as Record<string, unknown>;
+    expect(payload).toEqual({ kind: 'sigil-event/2', seq: 0, reason: 'start', at: payload.at, manifest_sha384: doc.binding.manifest_sha384, policy_hash: doc.binding.policy_hash });
+    expect(doc.binding.runtime_events_sha384).toEqual([event!.digest]);
     expect(sigil.logs.some((l) => l.includes('Sigil measured itself into RTMR3') && l.includes(event!.digest))).toBe(true);
 
     const jwks = (await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: object[] };

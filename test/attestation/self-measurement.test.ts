@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConfigfsTsmProvider } from '../../src/attestation/configfs-tsm.ts';
 import { makeAttestationDocument, NO_GPUS } from '../../src/attestation/document.ts';
-import { codeManifest, measureSelfIntoRtmr3, selfMeasurementEvent, selfMeasurementPayload, type SelfMeasurementOptions } from '../../src/attestation/self-measurement.ts';
-import { START_NONCE } from '../../src/protocol/attestation.ts';
+import { codeManifest } from '../../src/attestation/file-manifest.ts';
+import { MeasurementError, RuntimeEventLog, runtimeEvent, runtimeEventPayload, type SelfMeasurementOptions } from '../../src/attestation/self-measurement.ts';
+import { START_NONCE, type EventLog } from '../../src/protocol/attestation.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
 import { buildTdxQuote, createIntelTestChain, testJwks, type IntelTestChain } from '../support/evidence-fixtures.ts';
@@ -70,11 +71,21 @@ async function sysfs(opts: Parameters<typeof FakeSysfsRtmr.create>[0] = {}): Pro
   return fake;
 }
 
-function options(fake: FakeSysfsRtmr, extra: Partial<SelfMeasurementOptions> = {}): SelfMeasurementOptions {
+type Options = SelfMeasurementOptions & { policyHash?: string };
+const AT = new Date('2026-01-01T00:00:00Z');
+const MANIFEST_SHA384 = '6d'.repeat(48);
+
+/** One start: open the log, record the start event (a refusal is said in the log, as at a real start). */
+async function measureSelfIntoRtmr3(o: Options): Promise<EventLog> {
+  const log = await RuntimeEventLog.open('tdx', o);
+  await log.record({ reason: 'start', manifestSha384: MANIFEST_SHA384, policyHash: o.policyHash ?? POLICY_HASH, at: AT }).catch((err: unknown) => {
+    if (!(err instanceof MeasurementError)) throw err;
+  });
+  return log.eventLog();
+}
+
+function options(fake: FakeSysfsRtmr, extra: Partial<Options> = {}): Options {
   return {
-    configPath: join(work, 'sigil.yaml'),
-    policyHash: POLICY_HASH,
-    codeDir: join(work, 'pkg/dist'),
     rtmrPath: fake.rtmrPath,
     ccelTablePath: join(work, 'CCEL'),
     ccelDataPath: join(work, 'CCEL-data'),
@@ -113,18 +124,15 @@ describe('the code manifest', () => {
 });
 
 describe('the payload', () => {
-  it('is canonical JSON of the version, the code and config hashes and the policy hash; its digest is SHA-384 of it', () => {
-    const payload = selfMeasurementPayload({ sigilVersion: '9.8.7', codeRoot: 'dist', codeSha256: 'aa'.repeat(32), configSha256: 'bb'.repeat(32), policyHash: POLICY_HASH });
-    expect(payload).toBe(
-      `{"code_root":"dist","code_sha256":"${'aa'.repeat(32)}","config_sha256":"${'bb'.repeat(32)}","kind":"sigil-self-measurement/1","policy_hash":"${POLICY_HASH}","sigil_version":"9.8.7"}`,
-    );
-    expect(selfMeasurementEvent(payload)).toEqual({ imr: 3, event: 'sigil', digest: sha384(Buffer.from(payload)).toString('hex'), payload });
+  it('is canonical JSON of the sequence number, the reason, the time, the manifest digest and the policy hash; its digest is SHA-384 of it', () => {
+    const payload = runtimeEventPayload({ seq: 0, reason: 'start', at: AT.toISOString(), manifest_sha384: MANIFEST_SHA384, policy_hash: POLICY_HASH });
+    expect(payload).toBe(`{"at":"2026-01-01T00:00:00.000Z","kind":"sigil-event/2","manifest_sha384":"${MANIFEST_SHA384}","policy_hash":"${POLICY_HASH}","reason":"start","seq":0}`);
+    expect(runtimeEvent(payload)).toEqual({ imr: 3, event: 'sigil', digest: sha384(Buffer.from(payload)).toString('hex'), payload });
   });
 });
 
 describe('measuring Sigil into RTMR3 (fake sysfs)', () => {
-  const expectedPayload = () =>
-    selfMeasurementPayload({ sigilVersion: '9.8.7', codeRoot: 'dist', codeSha256: sha256(MANIFEST), configSha256: sha256('listen: { port: 8443 }\n'), policyHash: POLICY_HASH });
+  const expectedPayload = () => runtimeEventPayload({ seq: 0, reason: 'start', at: AT.toISOString(), manifest_sha384: MANIFEST_SHA384, policy_hash: POLICY_HASH });
 
   it('extends RTMR3 once with the 48-byte SHA-384 of the payload, and publishes the event and the CCEL', async () => {
     const fake = await sysfs();
@@ -189,10 +197,15 @@ describe('measuring Sigil into RTMR3 (fake sysfs)', () => {
     expect(existsSync(fake.rtmrPath)).toBe(false);
   });
 
-  it('an unreadable config file is a stated refusal, not a silent pass', async () => {
+  it('an unreadable log of earlier events is a stated refusal, not a silent pass', async () => {
     const fake = await sysfs();
-    const log = await measureSelfIntoRtmr3(options(fake, { configPath: join(work, 'missing.yaml') }));
-    expect(log.self_measurement).toEqual({ extended: false, reason: 'Sigil could not hash its own code and configuration (ENOENT): the quote proves the firmware and boot chain, not which proxy runs' });
+    await mkdir(join(fake.root, 'run/sigil'), { recursive: true });
+    await writeFile(join(fake.root, 'run/sigil/rtmr-events.json'), 'not json');
+    const log = await measureSelfIntoRtmr3(options(fake));
+    expect(log.self_measurement).toEqual({
+      extended: false,
+      reason: `the log of earlier RTMR3 events (${join(fake.root, 'run/sigil/rtmr-events.json')}) is not a JSON list of events, so RTMR3 could not be explained after one more event: the quote proves the firmware and boot chain, not which proxy runs`,
+    });
     expect(fake.writes).toEqual([]);
   });
 });
@@ -217,7 +230,7 @@ describe('a TDX document with the self measurement, checked by the verifier', ()
     });
     cleanups.push(() => configfs.dispose());
     const provider = await createConfigfsTsmProvider({ tsmPath: configfs.reportDir, fs: configfs });
-    const { document } = await makeAttestationDocument({ provider, collectGpuEvidence: NO_GPUS, eventLog }, { jwks, policyHash: POLICY_HASH, tlsSpkiSha256: null, hpkeKeyConfig: null }, START_NONCE);
+    const { document } = await makeAttestationDocument({ provider, collectGpuEvidence: NO_GPUS, eventLog, manifestSha384: MANIFEST_SHA384, keyOrigin: { receipt: { origin: 'generated' }, tls: null, hpke: null } }, { jwks, policyHash: POLICY_HASH, tlsSpkiSha256: null, hpkeKeyConfig: null }, START_NONCE);
     return document;
   }
 
@@ -244,13 +257,14 @@ describe('a TDX document with the self measurement, checked by the verifier', ()
     const document = await startDocument();
     const event = document.event_log!.runtime_events[0]!;
     event.payload = event.payload.replace(POLICY_HASH, 'sha256:' + '44'.repeat(32));
-    expect(failing(await verify(document))).toEqual(['eventlog.runtime_events', 'eventlog.event_data']);
+    expect(failing(await verify(document))).toEqual(['eventlog.runtime_events', 'eventlog.event_data', 'attestation.events']);
   });
 
   it('a payload swapped together with its digest fails RTMR3: the quote holds what was really extended', async () => {
     const document = await startDocument();
-    const forged = selfMeasurementEvent(document.event_log!.runtime_events[0]!.payload.replace(POLICY_HASH, 'sha256:' + '44'.repeat(32)));
+    const forged = runtimeEvent(document.event_log!.runtime_events[0]!.payload.replace(POLICY_HASH, 'sha256:' + '44'.repeat(32)));
     document.event_log!.runtime_events[0] = forged;
-    expect(failing(await verify(document))).toEqual(['eventlog.rtmr3']);
+    // The binding, signed into REPORT_DATA, also names the real event's digest: on SEV-SNP that is what catches it.
+    expect(failing(await verify(document))).toEqual(['eventlog.rtmr3', 'attestation.events']);
   });
 });

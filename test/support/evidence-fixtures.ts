@@ -282,9 +282,25 @@ export function testJwks(): { keys: Array<Record<string, string>> } {
   return { keys: [{ kty: 'EC', crv: 'P-256', x: jwk.x!, y: jwk.y!, use: 'sig', alg: 'ES256', kid: 'test-key' }] };
 }
 
-/** The binding a test document states: the given JWKS, a fixed policy hash, no TLS, no HPKE, no GPU. */
+const TEST_POLICY_HASH = 'sha256:' + '11'.repeat(32);
+/** The one runtime event a test document lists: Sigil started at a fixed time with a fixed manifest. */
+export const TEST_START_EVENT = (() => {
+  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: '4d'.repeat(48), policy_hash: TEST_POLICY_HASH, reason: 'start', seq: 0 });
+  return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
+})();
+
+/** The binding a test document states: the given JWKS, a fixed policy hash and manifest, keys made in the enclave, no TLS, no HPKE, no GPU. */
 export function testBinding(jwks: object): AttestationBinding {
-  return { jwks: jwks as AttestationBinding['jwks'], policy_hash: 'sha256:' + '11'.repeat(32), tls_spki_sha256: null, hpke_key_config: null, gpu_evidence_sha256: [] };
+  return {
+    jwks: jwks as AttestationBinding['jwks'],
+    policy_hash: TEST_POLICY_HASH,
+    tls_spki_sha256: null,
+    hpke_key_config: null,
+    gpu_evidence_sha256: [],
+    manifest_sha384: '4d'.repeat(48),
+    key_origin: { receipt: { origin: 'generated' }, tls: null, hpke: null },
+    runtime_events_sha384: [TEST_START_EVENT.digest],
+  };
 }
 
 /** REPORT_DATA a test document's evidence must carry for `nonce` and `testBinding(jwks)` (SPEC 5). */
@@ -301,7 +317,8 @@ function documentV2(tee: 'sev-snp' | 'tdx', evidence: Uint8Array, nonce: Uint8Ar
     binding: testBinding(jwks),
     report_data: Buffer.from(reportData).toString('hex'),
     evidence: Buffer.from(evidence).toString('base64'),
-    event_log: null,
+    // On SEV-SNP the binding vouches for the events; on TDX a test quote's RTMR3 is all zero, so its document lists none.
+    event_log: tee === 'sev-snp' ? { ccel_table: null, ccel_data: null, runtime_events: [TEST_START_EVENT], self_measurement: { extended: false, reason: 'SEV-SNP has no runtime measurement register' } } : null,
     gpu_evidence: [],
   };
 }

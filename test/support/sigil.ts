@@ -17,6 +17,8 @@ export interface CatalogueModelSpec {
   reasoning?: boolean;
   context_window?: number;
   endpoints?: Array<'chat' | 'completions' | 'embeddings' | 'responses'>;
+  model_hash?: string;
+  weights?: string;
 }
 
 export interface TestSigil extends RunningSigil {
@@ -40,7 +42,8 @@ export function catalogueEntry(spec: CatalogueModelSpec, i: number): Record<stri
     reasoning: spec.reasoning ?? true,
     regions: spec.regions ?? ['eu-west'],
     pricing: { input_per_mtok: 0.5, output_per_mtok: 1.5, currency: 'USD' },
-    model_hash: HASH(i + 1),
+    model_hash: spec.model_hash ?? HASH(i + 1),
+    ...(spec.weights ? { weights: spec.weights } : {}),
     ...(spec.upstream_model ? { upstream_model: spec.upstream_model } : {}),
     ...(spec.upstream ? { upstream: spec.upstream } : {}),
     ...(spec.endpoints ? { endpoints: spec.endpoints } : {}),
@@ -78,7 +81,8 @@ export async function startTestSigil(options: {
   });
   const loaded = parseConfig(stringify(config), join(dir, 'sigil.yaml'));
   // The config's level, so a test that asks for trace sees trace lines.
-  const sigil = await startSigil(loaded, { ...options.start, logger: createLogger(loaded.log.level, sink) });
+  // The test runner's own node options (vitest preloads a file) are not Sigil's: a clean runtime unless a test gives one.
+  const sigil = await startSigil(loaded, { runtime: { execArgv: [], env: {} }, ...options.start, logger: createLogger(loaded.log.level, sink) });
   return { ...sigil, dir, key, otherKey, logs };
 }
 

@@ -66,6 +66,9 @@ const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256:
   tls_spki_sha256: tlsSpki,
   hpke_key_config: null,
   gpu_evidence_sha256: gpuSha256,
+  manifest_sha384: null,
+  key_origin: { receipt: { origin: 'generated' }, tls: null, hpke: null },
+  runtime_events_sha384: [],
 });
 const reportDataFor = (nonceHex: string, jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []) =>
   Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks, tlsSpki, gpuSha256)));

@@ -12,18 +12,24 @@ import { sha256File } from './hash-file.ts';
  * `find . -name '.?*' -prune -o -type f \( -name '*.safetensors' -o -name '*.safetensors.index.json' -o -name 'tokenizer.model'
  * -o -name '*config*.json' -o -name '*tokenizer*.json' \) -print | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum | sha256sum`.
  */
-export async function hashModel(path: string): Promise<string> {
+export async function hashModel(path: string, onBytes?: (bytes: number) => void): Promise<string> {
   const info = await stat(path);
-  if (!info.isDirectory()) return `sha256:${await sha256File(path)}`;
-  return `sha256:${createHash('sha256').update(await modelManifest(path)).digest('hex')}`;
+  if (!info.isDirectory()) return `sha256:${await sha256File(path, onBytes)}`;
+  return `sha256:${createHash('sha256').update(await modelManifest(path, onBytes)).digest('hex')}`;
 }
 
-export async function modelManifest(directory: string): Promise<string> {
+/** The files a model's hash covers: the file itself, or the manifest files of a directory. */
+export async function modelFiles(path: string): Promise<string[]> {
+  if (!(await stat(path)).isDirectory()) return [path];
+  return (await listFiles(path)).filter(isManifestFile).map((file) => join(path, file));
+}
+
+export async function modelManifest(directory: string, onBytes?: (bytes: number) => void): Promise<string> {
   const files = (await listFiles(directory)).filter(isManifestFile).sort(compareBytes);
   if (files.length === 0) throw new Error(`${directory}: no *.safetensors, config or tokenizer files to hash`);
-  const lines = [];
-  for (const file of files) lines.push(`${await sha256File(join(directory, file))}  ${file}\n`);
-  return lines.join('');
+  // Files are hashed side by side (the disk, not one core, sets the pace); the lines keep the sorted order.
+  const digests = await Promise.all(files.map((file) => sha256File(join(directory, file), onBytes)));
+  return files.map((file, i) => `${digests[i]}  ${file}\n`).join('');
 }
 
 export function isManifestFile(relativePath: string): boolean {

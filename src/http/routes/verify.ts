@@ -46,13 +46,14 @@ export function createAttestationHandler() {
       return;
     }
     if (!NONCE_HEX.test(nonceHex)) throw httpError('invalid_value', "'nonce' must be 32 bytes as 64 hex digits.", 'nonce');
-    const key = nonceHex.toLowerCase();
+    // A reload adds an event and may change the policy: a document cached before it must not answer after it.
+    const key = `${nonceHex.toLowerCase()}|${ctx.attestation.sources.eventLog?.runtime_events.length ?? 0}|${ctx.receiptContext.policyHash}`;
     let body = cache.get(key);
     if (body === undefined) {
       if (!takeToken()) {
         throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
-      const nonce = Buffer.from(key, 'hex');
+      const nonce = Buffer.from(nonceHex, 'hex');
       const { sources, tlsSpkiSha256, hpkeKeyConfig } = ctx.attestation;
       body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, tlsSpkiSha256, hpkeKeyConfig }, nonce).then(({ document }) =>
         JSON.stringify(document),

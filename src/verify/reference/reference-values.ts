@@ -45,7 +45,15 @@ export interface GpuReferenceValues {
   rims?: string[];
 }
 
+/** What the auditor expects of Sigil itself: the manifest digest `sigil measure self` printed, and whether operator-loaded keys are acceptable. */
+export interface SigilReferenceValues {
+  manifest_sha384?: string[];
+  /** Default false: a key read from a file the operator controls fails `attestation.key_origin`. */
+  accept_loaded_keys?: boolean;
+}
+
 export interface ReferenceValues {
+  sigil?: SigilReferenceValues;
   tdx?: TdxReferenceValues;
   snp?: SnpReferenceValues;
   gpu?: GpuReferenceValues;
@@ -208,6 +216,14 @@ function readSnp(node: Node): SnpReferenceValues {
   return out;
 }
 
+function readSigil(node: Node): SigilReferenceValues {
+  const map = mapAt(node, 'sigil', ['manifest_sha384', 'accept_loaded_keys']);
+  const out: SigilReferenceValues = {};
+  if (map.manifest_sha384 !== undefined) out.manifest_sha384 = hexList(map.manifest_sha384, 'sigil.manifest_sha384', 48);
+  if (map.accept_loaded_keys !== undefined) out.accept_loaded_keys = booleanValue(single(map.accept_loaded_keys, 'sigil.accept_loaded_keys'), 'sigil.accept_loaded_keys');
+  return out;
+}
+
 function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenceValues {
   const map = mapAt(node, 'gpu', ['rims']);
   const out: GpuReferenceValues = {};
@@ -228,8 +244,9 @@ export function parseReferenceValues(text: string, resolvePath: (path: string) =
     throw new ReferenceValuesError(null, `not YAML or JSON: ${(err as Error).message.split('\n')[0]}`);
   }
   if (doc === undefined || doc === null || doc === '') throw new ReferenceValuesError(null, 'the file is empty');
-  const root = mapAt(doc as Node, null, ['tdx', 'snp', 'gpu']);
+  const root = mapAt(doc as Node, null, ['sigil', 'tdx', 'snp', 'gpu']);
   const out: ReferenceValues = {};
+  if (root.sigil !== undefined) out.sigil = readSigil(root.sigil);
   if (root.tdx !== undefined) out.tdx = readTdx(root.tdx);
   if (root.snp !== undefined) out.snp = readSnp(root.snp);
   if (root.gpu !== undefined) out.gpu = readGpu(root.gpu, resolvePath);

@@ -1,0 +1,120 @@
+/**
+ * The manifest: one canonical JSON text naming everything that decides what Sigil does with a prompt (docs/attestation.md,
+ * "The manifest"). Its SHA-384 is what each runtime event names, what the binding carries and what `sigil measure self`
+ * prints. Everything in it is reproducible by an auditor from the same build, config and catalogue.
+ */
+import { createHash } from 'node:crypto';
+import { sha256File } from '../engine/hash/hash-file.ts';
+import * as nodeFs from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { MeasuredModel } from '../catalogue/weights.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import { canonicalJson } from '../protocol/jcs.ts';
+import { codeManifest, nodeModulesManifest, sha256Hex } from './file-manifest.ts';
+import { measuredEnvironment, type ProcessRuntime } from './runtime-options.ts';
+
+export const MANIFEST_KIND = 'sigil-manifest/1';
+
+/** A catalogue model as the manifest names it: `measured` when Sigil hashed its weights and they matched. */
+export type ManifestModel = MeasuredModel;
+
+export interface Manifest {
+  kind: typeof MANIFEST_KIND;
+  sigil_version: string;
+  /** SHA-256 of the code listing (`sigil measure self --files`), and the folder it lists. */
+  code: { root: string; sha256: string };
+  /** SHA-256 of the production node_modules listing. */
+  node_modules: { sha256: string };
+  /** The node binary that runs Sigil. */
+  node: { version: string; sha256: string };
+  exec_argv: string[];
+  env: Record<string, string>;
+  config_sha256: string;
+  catalogue_sha256: string | null;
+  keys_file: string;
+  /** SHA-256 of the trust-page listing when its files live outside the code folder; null when inside (covered by `code`) or absent. */
+  trust_page_sha256: string | null;
+  models: ManifestModel[];
+}
+
+export interface ManifestInputs {
+  /** The code folder: `dist/` when installed, `src/` when run from source. */
+  codeDir?: string;
+  runtime: ProcessRuntime;
+  configPath: string;
+  cataloguePath: string | null;
+  keysFile: string;
+  trustPageDir: string | null;
+  models: ManifestModel[];
+  /** Extra environment variables the config names (e.g. a metrics token variable). */
+  extraEnv?: readonly string[];
+  /** Default: the running node binary. */
+  nodeBinary?: string;
+}
+
+/** The folder of Sigil's running code: `dist/` when installed, `src/` when run from source. */
+export function runningCodeDir(): string {
+  return dirname(dirname(fileURLToPath(import.meta.url)));
+}
+
+const listings = new Map<string, Promise<{ code: string; nodeModules: string }>>();
+
+/** The code and node_modules listings; hashed once per process, since the code loaded does not change under it. */
+export function codeListings(codeDir: string): Promise<{ code: string; nodeModules: string }> {
+  let pending = listings.get(codeDir);
+  if (pending === undefined) {
+    pending = Promise.all([codeManifest(codeDir), nodeModulesManifest(dirname(codeDir))]).then(([code, nodeModules]) => ({ code, nodeModules }));
+    pending.catch(() => listings.delete(codeDir));
+    listings.set(codeDir, pending);
+  }
+  return pending;
+}
+
+const inside = (dir: string, parent: string) => resolve(dir).startsWith(resolve(parent) + '/');
+
+export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
+  const codeDir = inputs.codeDir ?? runningCodeDir();
+  const [{ code, nodeModules }, pkg, nodeSha, configBytes, catalogueBytes, trustPage] = await Promise.all([
+    codeListings(codeDir),
+    nodeFs.readFile(join(dirname(codeDir), 'package.json'), 'utf8'),
+    sha256File(inputs.nodeBinary ?? process.execPath),
+    nodeFs.readFile(inputs.configPath),
+    inputs.cataloguePath === null ? null : nodeFs.readFile(inputs.cataloguePath),
+    inputs.trustPageDir === null || inside(inputs.trustPageDir, codeDir) ? null : codeManifest(inputs.trustPageDir).catch(() => null),
+  ]);
+  return {
+    kind: MANIFEST_KIND,
+    sigil_version: (JSON.parse(pkg) as { version: string }).version,
+    code: { root: basename(codeDir), sha256: sha256Hex(code) },
+    node_modules: { sha256: sha256Hex(nodeModules) },
+    node: { version: process.version, sha256: nodeSha },
+    exec_argv: [...inputs.runtime.execArgv],
+    env: measuredEnvironment(inputs.runtime.env, inputs.extraEnv),
+    config_sha256: sha256Hex(configBytes),
+    catalogue_sha256: catalogueBytes === null ? null : sha256Hex(catalogueBytes),
+    keys_file: inputs.keysFile,
+    trust_page_sha256: trustPage === null ? null : sha256Hex(trustPage),
+    models: [...inputs.models].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+  };
+}
+
+/** The manifest's exact text (JCS) and its lowercase hex SHA-384. */
+export function manifestDigest(manifest: Manifest): { text: string; sha384: string } {
+  const text = canonicalJson(manifest);
+  return { text, sha384: createHash('sha384').update(text, 'utf8').digest('hex') };
+}
+
+/** The manifest of a configuration: what start, every reload and `sigil measure self` measure the same way. */
+export function manifestOfConfig(config: LoadedConfig, runtime: ProcessRuntime, models: ManifestModel[], codeDir?: string): Promise<Manifest> {
+  return buildManifest({
+    ...(codeDir === undefined ? {} : { codeDir }),
+    runtime,
+    configPath: config.source,
+    cataloguePath: config.catalogue ?? null,
+    keysFile: config.auth.keys_file,
+    trustPageDir: config.trust_page?.dir ?? null,
+    models,
+    extraEnv: config.metrics.bearer_token_env === undefined ? [] : [config.metrics.bearer_token_env],
+  });
+}

@@ -1,0 +1,85 @@
+/**
+ * The measured state of a running Sigil: the manifest in force and the runtime events that name it. Start records the
+ * first event; every reload measures the new state and records an event before that state may serve.
+ */
+import type { LoadedConfig } from '../config/load.ts';
+import type { MeasuredModel } from '../catalogue/weights.ts';
+import type { Logger } from '../log/logger.ts';
+import type { EvidenceSources } from './document.ts';
+import { manifestDigest, manifestOfConfig } from './manifest.ts';
+import type { ProcessRuntime } from './runtime-options.ts';
+import { unmeasuredRuntimeOptions } from './runtime-options.ts';
+import { MeasurementError, RuntimeEventLog, type RtmrFs } from './self-measurement.ts';
+
+export interface MeasuredState {
+  events: RuntimeEventLog;
+  runtime: ProcessRuntime;
+  /** For tests: the code folder measured instead of the running one. */
+  codeDir?: string;
+}
+
+/** Why Sigil will not start on a hardware TEE: a runtime option would run code the measurement does not name. */
+export class UnmeasuredRuntimeError extends Error {
+  readonly code = 'ERR_UNMEASURED_RUNTIME';
+}
+
+export function refuseUnmeasuredRuntime(runtime: ProcessRuntime, tee: string): void {
+  const found = unmeasuredRuntimeOptions(runtime);
+  if (found.length === 0) return;
+  throw new UnmeasuredRuntimeError(
+    `refusing to start on ${tee}: ${found.join(', ')} would run code or open a debugger the measurement does not cover, so the evidence would not name what handles prompts. Start Sigil without it.`,
+  );
+}
+
+export interface StartMeasurement {
+  config: LoadedConfig;
+  runtime: ProcessRuntime;
+  tee: 'tdx' | 'sev-snp';
+  models: MeasuredModel[];
+  policyHash: string;
+  logger: Logger;
+  rtmrFs?: RtmrFs;
+  codeDir?: string;
+}
+
+/** Measures the state at start and records its event; an RTMR3 that refuses the event is logged and said in the document, not fatal. */
+export async function measureStart(m: StartMeasurement): Promise<{ state: MeasuredState; manifestSha384: string }> {
+  const a = m.config.attestation;
+  const events = await RuntimeEventLog.open(m.tee, {
+    rtmrPath: a.rtmr_path,
+    ccelTablePath: a.ccel_table_path,
+    ccelDataPath: a.ccel_data_path,
+    runtimeLogPath: a.runtime_log_path,
+    ...(m.rtmrFs === undefined ? {} : { fs: m.rtmrFs }),
+  });
+  const { sha384 } = manifestDigest(await manifestOfConfig(m.config, m.runtime, m.models, m.codeDir));
+  try {
+    const event = await events.record({ reason: 'start', manifestSha384: sha384, policyHash: m.policyHash });
+    const { reason } = events.eventLog().self_measurement;
+    if (m.tee !== 'tdx') m.logger.info({ manifest_sha384: sha384, event: event.digest }, 'Sigil measured its manifest (bound through the report data)');
+    else if (reason !== null) m.logger.warn({ digest: event.digest, manifest_sha384: sha384, reason }, 'Sigil measured itself into RTMR3, with a problem');
+    else m.logger.info({ digest: event.digest, manifest_sha384: sha384, rtmr_path: a.rtmr_path }, 'Sigil measured itself into RTMR3');
+  } catch (err) {
+    if (!(err instanceof MeasurementError)) throw err;
+    m.logger.warn({ reason: err.message }, 'Sigil could not measure itself into RTMR3');
+  }
+  if (m.tee === 'tdx' && events.eventLog().ccel_data === null) m.logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
+  return { state: { events, runtime: m.runtime, ...(m.codeDir === undefined ? {} : { codeDir: m.codeDir }) }, manifestSha384: sha384 };
+}
+
+/**
+ * Measures a reloaded state and records its event, then updates what fresh documents state. Throws MeasurementError
+ * when it cannot: the caller keeps the old state serving.
+ */
+export async function measureReload(state: MeasuredState, sources: EvidenceSources, config: LoadedConfig, models: MeasuredModel[], policyHash: string): Promise<string> {
+  let sha384: string;
+  try {
+    ({ sha384 } = manifestDigest(await manifestOfConfig(config, state.runtime, models, state.codeDir)));
+  } catch (err) {
+    throw new MeasurementError(`the new state cannot be measured (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  await state.events.record({ reason: 'reload', manifestSha384: sha384, policyHash });
+  sources.eventLog = state.events.eventLog();
+  sources.manifestSha384 = sha384;
+  return sha384;
+}

@@ -1,0 +1,48 @@
+import { codeListings, manifestDigest, manifestOfConfig, runningCodeDir } from '../attestation/manifest.ts';
+import { currentRuntime } from '../attestation/runtime-options.ts';
+import { loadCatalogue } from '../catalogue/catalogue.ts';
+import { measureWeights } from '../catalogue/weights.ts';
+import { readConfigOrExit } from './config-arg.ts';
+
+export const MEASURE_SELF_USAGE =
+  'usage: sigil measure self [--config FILE] [--files]\n\n' +
+  "Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n" +
+  'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
+  'Sigil runs with. --files first prints the code and node_modules listings, file by file.\n';
+
+/** `sigil measure self`: the manifest and its digest, computed as `sigil serve` computes them, without starting anything. */
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(MEASURE_SELF_USAGE);
+    return 0;
+  }
+  const files = argv.includes('--files');
+  const rest = argv.filter((a) => a !== '--files');
+  const at = rest.indexOf('--config');
+  const flag = at === -1 ? undefined : rest[at + 1];
+  if (rest.length !== (at === -1 ? 0 : 2) || (at !== -1 && flag === undefined)) {
+    process.stderr.write(MEASURE_SELF_USAGE);
+    return 2;
+  }
+  const config = readConfigOrExit(flag);
+  if (config === undefined) return 1;
+  if (config.catalogue === undefined) {
+    process.stderr.write('sigil measure self: the config names no catalogue (the built-in engine makes its own at start): give a config with a catalogue\n');
+    return 1;
+  }
+  try {
+    const catalogue = loadCatalogue(config.catalogue, Object.keys(config.upstreams));
+    const models = await measureWeights(catalogue.models, (done, total) => process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`));
+    const manifest = await manifestOfConfig(config, currentRuntime(), models);
+    if (files) {
+      const { code, nodeModules } = await codeListings(runningCodeDir());
+      process.stdout.write(`# ${manifest.code.root}/ (code.sha256 = SHA-256 of these lines)\n${code}# node_modules (node_modules.sha256)\n${nodeModules}`);
+    }
+    const { text, sha384 } = manifestDigest(manifest);
+    process.stdout.write(`${text}\nmanifest_sha384 ${sha384}\n`);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`sigil measure self: ${(err as Error).message}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,56 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { catalogueEntry } from '../support/sigil.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const work = mkdtempSync(join(tmpdir(), 'sigil-measure-self-'));
+
+/** A fresh clone of the committed tree in its own folder, built as the README says (`npm run build`), sharing the installed packages. */
+function cloneAndBuild(name: string): string {
+  const dir = join(work, name);
+  execFileSync('bash', ['-c', `mkdir -p "${dir}" && git -C "${ROOT}" archive HEAD | tar -x -C "${dir}"`]);
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH! } });
+  return dir;
+}
+
+/** `sigil measure self` in a clean environment (no NODE_OPTIONS, as Sigil is started), from the given build. */
+const measure = (build: string, ...args: string[]) =>
+  execFileSync(process.execPath, [join(build, 'bin/sigil.js'), 'measure', 'self', '--config', join(work, 'sigil.yaml'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH! } });
+
+let first: string;
+let second: string;
+
+beforeAll(async () => {
+  writeFileSync(join(work, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
+  writeFileSync(join(work, 'sigil.yaml'), stringify({ upstreams: { e: { url: 'http://127.0.0.1:9' } }, catalogue: 'models.yaml', auth: { keys_file: 'api-keys' } }));
+  first = cloneAndBuild('first');
+  await new Promise((r) => setTimeout(r, 1500)); // a later build: file times differ, the digest must not
+  second = cloneAndBuild('second');
+}, 600_000);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe('sigil measure self', () => {
+  it('gives the same manifest and digest from two builds in different folders at different times', () => {
+    const a = measure(first);
+    const b = measure(second);
+    expect(a).toMatch(/^\{"catalogue_sha256":"[0-9a-f]{64}","code":\{"root":"dist","sha256":"[0-9a-f]{64}"\},"config_sha256":/);
+    expect(a).toMatch(/\nmanifest_sha384 [0-9a-f]{96}\n$/);
+    expect(b).toBe(a);
+  }, 300_000);
+
+  it('--files lists the code and node_modules file by file, and a changed installed file changes the digest', () => {
+    const listed = measure(first, '--files');
+    expect(listed).toMatch(/^# dist\/ \(code.sha256 = SHA-256 of these lines\)\n/);
+    expect(listed).toMatch(/\n[0-9a-f]{64} {2}attestation\/manifest.js\n/);
+    expect(listed).toMatch(/\n[0-9a-f]{64} {2}node_modules\/jose\/package.json\n/);
+    const before = measure(first).split('\n').at(-2);
+    writeFileSync(join(second, 'dist/attestation/manifest.js'), '// changed\n', { flag: 'a' });
+    expect(measure(second).split('\n').at(-2)).not.toBe(before);
+  }, 300_000);
+});
