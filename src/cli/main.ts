@@ -39,12 +39,8 @@ const COMMANDS: Record<string, CommandEntry> = {
     help: 'usage: sigil hash-model PATH [--manifest]\n\nPrints the catalogue model_hash of a weights file or directory; --manifest prints the per-file list it hashes.\n',
     load: () => import('./hash-model.ts'),
   },
-  measure: {
-    summary: 'print what Sigil measures (sigil measure self [--config FILE] [--files])',
-    load: async () => ({ run: async ([what, ...rest]) => (what === 'self' ? (await import('./measure-self.ts')).run(rest) : (process.stderr.write('usage: sigil measure self [--config FILE] [--files]\n'), 2)) }),
-  },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
-  measure: { summary: 'compute the launch measurements a VM must report (sigil measure snp|tdx --help)', load: () => import('./measure.ts') },
+  measure: { summary: 'compute the launch measurements a VM must report (sigil measure self|snp|tdx --help)', load: () => import('./measure.ts') },
   release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
   'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
 };

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { MEASURE_SELF_USAGE, run as runMeasureSelf } from './measure-self.ts';
 import { MeasureError } from '../measure/errors.ts';
 import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
 import { cmdlineDigest, sha256, type KernelHashes } from '../measure/sev-hashes.ts';
@@ -16,7 +17,8 @@ export interface MeasureIo {
   stderr: { write(text: string): unknown };
 }
 
-const USAGE = `usage: sigil measure snp --ovmf FILE [options]
+const USAGE = `usage: sigil measure self [--config FILE] [--files]
+       sigil measure snp --ovmf FILE [options]
        sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)
 
 Computes, from the firmware, the kernel, the initrd, the command line and the VM's shape, the launch
@@ -200,8 +202,9 @@ async function runSnp(argv: string[], io: MeasureIo): Promise<number> {
 
 type Subcommand = { usage: string; run: (argv: string[], io: MeasureIo) => Promise<number> };
 
-/** `sigil measure self` (the running Sigil's own code digest) belongs here too, from its own module. */
 const SUBCOMMANDS: Record<string, Subcommand> = {
+  // The running Sigil's own manifest digest (docs/auditing.md).
+  self: { usage: MEASURE_SELF_USAGE, run: (argv) => runMeasureSelf(argv) },
   snp: { usage: SNP_USAGE, run: runSnp },
 };
 
