@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { measureCommand } from '../../src/cli/measure.ts';
+import { runMeasure } from './run-measure.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
@@ -15,12 +15,6 @@ const FULL_DEFAULT = '803f691094946e42068aaa3a8f9e26a5c89f36f7b73ecfb28c653360fe
 const empty = join(mkdtempSync(join(tmpdir(), 'sigil-measure-cli-')), 'empty');
 writeFileSync(empty, '');
 
-async function runMeasure(argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await measureCommand(argv, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } });
-  return { code, stdout, stderr };
-}
 
 const FULL_ARGS = ['snp', '--ovmf', AMDSEV, '--ovmf-hash', OVMF_HASH, '--kernel', empty, '--initrd', empty, '--append', 'console=ttyS0 loglevel=7', '--vcpu-type', 'EPYC-v4', '--guest-features', '0x21'];
 
