@@ -6,6 +6,7 @@ import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
 import { cmdlineDigest, sha256, type KernelHashes } from '../measure/sev-hashes.ts';
 import { assertKernelMeasurable, sevEsLaunchDigest, sevLaunchDigest } from '../measure/sev-launch-digest.ts';
 import { ovmfLaunchDigest, snpLaunchDigest, svsmLaunchDigest, type SnpVmm } from '../measure/snp-launch-digest.ts';
+import { DEFAULT_ACPI_DATA_SIZE } from '../measure/qemu-kernel-setup.ts';
 import { measureTdx } from '../measure/tdx-measurements.ts';
 import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
 
@@ -229,7 +230,7 @@ Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file c
 
 const TDX_OPTIONS = {
   firmware: { type: 'string' }, 'page-add-order': { type: 'string', default: 'single-pass' }, memory: { type: 'string' },
-  kernel: { type: 'string' }, initrd: { type: 'string' }, append: { type: 'string' }, 'acpi-data-size': { type: 'string', default: '0x28000' },
+  kernel: { type: 'string' }, initrd: { type: 'string' }, append: { type: 'string' }, 'acpi-data-size': { type: 'string', default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}` },
   'acpi-tables': { type: 'string' }, 'acpi-rsdp': { type: 'string' }, 'acpi-loader': { type: 'string' },
   'boot-order': { type: 'string' }, 'boot-option': { type: 'string', multiple: true }, digest: { type: 'boolean', default: false },
 } as const;

@@ -6,12 +6,12 @@ function need(ok: boolean, what: string): void {
 }
 
 /**
- * The Authenticode digest (Microsoft PE/COFF specification, "Calculating the PE Image Hash") with SHA-384,
- * which OVMF's image verification measures into RTMR1: the headers without the checksum and the
- * certificate-table entry, the sections in file order, any data after them except the certificates,
- * then zero padding to a multiple of 8 bytes.
+ * The Authenticode digest (Microsoft PE/COFF specification, "Calculating the PE Image Hash"): the headers
+ * without the checksum and the certificate-table entry, the sections in file order, any data after them
+ * except the certificates, then zero padding to a multiple of 8 bytes. OVMF measures it with SHA-384 into
+ * RTMR1; a signature carries it with the signer's hash, usually SHA-256.
  */
-export function authenticodeSha384(image: Uint8Array): Buffer {
+export function authenticodeDigest(image: Uint8Array, algorithm: 'sha256' | 'sha384'): Buffer {
   const data = Buffer.from(image.buffer, image.byteOffset, image.byteLength);
   need(data.length >= 0x40 && data.readUInt16LE(0) === 0x5a4d, 'no MZ header');
   const pe = data.readUInt32LE(0x3c);
@@ -26,7 +26,7 @@ export function authenticodeSha384(image: Uint8Array): Buffer {
   const certEntry = optional + (magic === 0x20b ? 112 : 96) + 4 * 8;
   const headersSize = data.readUInt32LE(optional + 60);
   need(certEntry + 8 <= headersSize && headersSize <= data.length, 'headers out of bounds');
-  const hash = createHash('sha384');
+  const hash = createHash(algorithm);
   hash.update(data.subarray(0, checksum));
   hash.update(data.subarray(checksum + 4, certEntry));
   hash.update(data.subarray(certEntry + 8, headersSize));

@@ -5,6 +5,7 @@ const SPLIT_LOWMEM_FROM = 0xb000_0000;
 const TWO_GIB = 0x8000_0000;
 /** The ACPI data QEMU reserves at the top of low memory by default (its acpi_data_size). */
 export const DEFAULT_ACPI_DATA_SIZE = 0x28000;
+const XLF_CAN_BE_LOADED_ABOVE_4G = 1 << 1;
 
 export interface QemuBootShape {
   initrdSize: number;
@@ -35,9 +36,10 @@ export function qemuPatchedKernel(kernel: Uint8Array, shape: QemuBootShape): Buf
   }
   if (shape.initrdSize > 0) {
     if (protocol < 0x200) throw new MeasureError('ERR_MEASURE_INPUT', 'the kernel\'s boot protocol is too old to take an initrd');
+    // As QEMU's x86_load_linux: anywhere below 4 GiB with XLF_CAN_BE_LOADED_ABOVE_4G, else the kernel's initrd_addr_max.
     let initrdMax = 0x37ffffff;
-    if (protocol >= 0x20c && (k.readUInt16LE(0x236) & 0x40) !== 0) initrdMax = 0xffffffff;
-    else if (protocol >= 0x203 && protocol < 0x20c && k.readUInt32LE(0x22c) !== 0) initrdMax = k.readUInt32LE(0x22c);
+    if (protocol >= 0x20c && (k.readUInt16LE(0x236) & XLF_CAN_BE_LOADED_ABOVE_4G) !== 0) initrdMax = 0xffffffff;
+    else if (protocol >= 0x203) initrdMax = k.readUInt32LE(0x22c);
     const lowmem = shape.memorySize < SPLIT_LOWMEM_FROM ? SPLIT_LOWMEM_FROM : TWO_GIB;
     const below4g = shape.memorySize >= lowmem ? lowmem : shape.memorySize;
     if (shape.acpiDataSize > below4g) throw new MeasureError('ERR_MEASURE_INPUT', 'the ACPI data is larger than the memory below 4 GiB');

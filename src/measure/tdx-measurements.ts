@@ -1,6 +1,6 @@
 import { MeasureError } from './errors.ts';
 import { computeMrtd, type PageAddOrder } from './mrtd.ts';
-import { authenticodeSha384 } from './pe-authenticode.ts';
+import { authenticodeDigest } from './pe-authenticode.ts';
 import { qemuPatchedKernel } from './qemu-kernel-setup.ts';
 import { rtmrFromDigests, sha384 } from './rtmr.ts';
 import { tdHobDigest } from './td-hob.ts';
@@ -52,5 +52,5 @@ export function measureTdx(input: TdxMeasureInput): TdxMeasurements {
   const { kernel, initrd, cmdline } = input.boot;
   const memorySize = initrd.length > 0 ? needMemory(input.memorySize, 'RTMR1 (QEMU writes the initrd address into the kernel)') : input.memorySize ?? 0;
   const patched = qemuPatchedKernel(kernel, { initrdSize: initrd.length, memorySize, acpiDataSize: input.acpiDataSize });
-  return { mrtd, rtmr0, rtmr1: rtmrFromDigests(rtmr1Events(authenticodeSha384(patched))), rtmr2: rtmrFromDigests(rtmr2Events(cmdline, initrd)) };
+  return { mrtd, rtmr0, rtmr1: rtmrFromDigests(rtmr1Events(authenticodeDigest(patched, 'sha384'))), rtmr2: rtmrFromDigests(rtmr2Events(cmdline, initrd)) };
 }
