@@ -297,7 +297,10 @@ async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
 
 type Subcommand = { usage: string; run: (argv: string[], io: MeasureIo) => Promise<number> };
 
-/** `sigil measure self` (the running Sigil's own code digest) belongs here too, from its own module. */
+/**
+ * The platforms `sigil measure` knows. `sigil measure self` (the digest Sigil extends for itself) goes here
+ * too once src/cli/measure-self.ts exists: an entry whose `run` imports that module and calls its `run(argv)`.
+ */
 const SUBCOMMANDS: Record<string, Subcommand> = {
   snp: { usage: SNP_USAGE, run: runSnp },
   tdx: { usage: TDX_USAGE, run: runTdx },

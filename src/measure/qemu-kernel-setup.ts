@@ -21,7 +21,8 @@ export interface QemuBootShape {
 export function qemuPatchedKernel(kernel: Uint8Array, shape: QemuBootShape): Buffer {
   if (kernel.length < 0x1000) throw new MeasureError('ERR_MEASURE_INPUT', `the kernel is ${kernel.length} bytes, too short for a Linux boot image`);
   const k = Buffer.from(kernel);
-  const protocol = k.readUInt16LE(0x206);
+  // QEMU reads the boot protocol version only behind the "HdrS" magic; without it the image is patched as protocol 0.
+  const protocol = k.readUInt32LE(0x202) === 0x53726448 ? k.readUInt16LE(0x206) : 0;
   const loadHigh = protocol >= 0x200 && (k[0x211]! & 0x01) !== 0;
   const [realAddr, cmdlineAddr] = loadHigh ? [0x10000, 0x20000] : [0x90000, 0x9a000];
   if (protocol >= 0x200) k[0x210] = 0xb0; // type_of_loader: QEMU

@@ -32,10 +32,19 @@ describe('the kernel digest OVMF measures into RTMR1', () => {
 
   it("keeps an older kernel's initrd below its initrd_addr_max", () => {
     const kernel = Buffer.alloc(0x1000);
+    kernel.write('HdrS', 0x202, 'latin1');
     kernel.writeUInt16LE(0x020b, 0x206);
     kernel[0x211] = 0x01;
     kernel.writeUInt32LE(0x37ffffff, 0x22c);
     expect(qemuPatchedKernel(kernel, { initrdSize: 0x100000, memorySize: 2 * 2 ** 30, acpiDataSize: 0x28000 }).readUInt32LE(0x218)).toBe(0x37eff000);
+  });
+
+  it('patches an image without the HdrS magic as QEMU does, as boot protocol 0, and refuses it an initrd', () => {
+    const image = Buffer.alloc(0x1000);
+    image.writeUInt16LE(0x020f, 0x206);
+    const patched = qemuPatchedKernel(image, { initrdSize: 0, memorySize: 2 ** 31, acpiDataSize: 0x28000 });
+    expect([patched.readUInt16LE(0x20), patched.readUInt16LE(0x22), patched[0x210]]).toEqual([0xa33f, 0xa000, 0]);
+    expect(() => qemuPatchedKernel(image, { initrdSize: 1, memorySize: 2 ** 31, acpiDataSize: 0x28000 })).toThrow("the kernel's boot protocol is too old to take an initrd");
   });
 
   it('refuses a kernel that is not a PE image', () => {
@@ -44,6 +53,7 @@ describe('the kernel digest OVMF measures into RTMR1', () => {
 
   it("writes QEMU's direct-boot fields into a modern kernel's setup header, the initrd at the top of low memory below the ACPI data", () => {
     const kernel = Buffer.alloc(0x1000);
+    kernel.write('HdrS', 0x202, 'latin1');
     kernel.writeUInt16LE(0x020f, 0x206); // boot protocol 2.15
     kernel[0x211] = 0x01; // LOADED_HIGH
     kernel.writeUInt16LE(0x02, 0x236); // XLF_CAN_BE_LOADED_ABOVE_4G: the initrd may go anywhere below 4 GiB
