@@ -75,3 +75,12 @@ describe('sigil measure snp refuses inputs it cannot measure, saying why', () =>
     expect(result).toEqual({ code: 1, stdout: '', stderr: 'sigil measure snp: the firmware image is 4095 bytes, not a whole number of 4 KiB pages (ERR_MEASURE_FIRMWARE)\n' });
   });
 });
+
+describe('sigil measure names its platforms', () => {
+  it('prints its usage and exits 2 without one, and refuses one it does not know', async () => {
+    const none = await runMeasure([]);
+    expect([none.code, none.stdout.startsWith('usage: sigil measure snp --ovmf FILE [options]\n')]).toEqual([2, true]);
+    const sgx = await runMeasure(['sgx']);
+    expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', "sigil measure: unknown platform 'sgx'"]);
+  });
+});

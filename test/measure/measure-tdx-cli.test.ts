@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { runMeasure } from './run-measure.ts';
+import { rtmrFromDigests, sha384 } from '../../src/measure/rtmr.ts';
 import { tdHobDigest } from '../../src/measure/td-hob.ts';
 import { readTdvfMetadata } from '../../src/measure/tdvf-metadata.ts';
 import { readDstackEventLog } from '../../src/verify/evidence/event-log/dstack-log.ts';
@@ -35,6 +36,31 @@ describe('sigil measure tdx reads a real TDX firmware', () => {
     expect(result.stdout).toContain('  # rtmr1: not computed (not pinned): give --kernel\n');
     const twoPass = parseReferenceValues((await runMeasure(['tdx', '--firmware', FIRMWARE, '--page-add-order', 'two-pass'])).stdout);
     expect(twoPass.tdx!.mrtd![0]).not.toBe(values.tdx!.mrtd![0]);
+  });
+
+  it('pins all four registers when given a kernel, an initrd, a command line and the firmware configuration', async () => {
+    const kernel = new URL('../vectors/measure/pe/fwupdx64.efi.signed', import.meta.url).pathname;
+    const file = (name: string, bytes: Buffer) => { const path = join(work, name); writeFileSync(path, bytes); return path; };
+    const tables = file('tables', Buffer.from('tables')), rsdp = file('rsdp', Buffer.from('rsdp')), loader = file('loader', Buffer.from('loader'));
+    const bootOrder = file('BootOrder', Buffer.alloc(2)), boot0000 = file('Boot0000', Buffer.from('option'));
+    const args = ['tdx', '--firmware', FIRMWARE, '--memory', '2G', '--kernel', kernel, '--append', 'console=ttyS0', '--acpi-tables', tables, '--acpi-rsdp', rsdp, '--acpi-loader', loader, '--boot-order', bootOrder, '--boot-option', boot0000];
+    const result = await runMeasure(args);
+    expect(result.code).toBe(0);
+    const tdx = parseReferenceValues(result.stdout).tdx!;
+    expect(Object.keys(tdx)).toEqual(['mrtd', 'rtmr0', 'rtmr1', 'rtmr2']);
+    // Without an initrd RTMR2 holds the command line (UTF-16, NUL-terminated) and an empty initrd.
+    expect(tdx.rtmr2).toEqual([rtmrFromDigests([sha384(Buffer.from('console=ttyS0\0', 'utf16le')), sha384(Buffer.alloc(0))]).toString('hex')]);
+    // Each input moves its own register only.
+    const other = parseReferenceValues((await runMeasure(args.map((a) => (a === boot0000 ? bootOrder : a)))).stdout).tdx!;
+    expect([other.mrtd, other.rtmr1, other.rtmr2]).toEqual([tdx.mrtd, tdx.rtmr1, tdx.rtmr2]);
+    expect(other.rtmr0).not.toEqual(tdx.rtmr0);
+  });
+
+  it('describes every option under --help', async () => {
+    const result = await runMeasure(['tdx', '--help']);
+    for (const option of ['--firmware', '--page-add-order', '--memory', '--kernel', '--initrd', '--append', '--acpi-data-size', '--acpi-tables', '--acpi-rsdp', '--acpi-loader', '--boot-order', '--boot-option', '--digest']) {
+      expect(result.stdout).toMatch(new RegExp(`^  ${option} `, 'm'));
+    }
   });
 
   it.each([
