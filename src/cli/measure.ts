@@ -7,6 +7,8 @@ import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
 import { cmdlineDigest, sha256, type KernelHashes } from '../measure/sev-hashes.ts';
 import { assertKernelMeasurable, sevEsLaunchDigest, sevLaunchDigest } from '../measure/sev-launch-digest.ts';
 import { ovmfLaunchDigest, snpLaunchDigest, svsmLaunchDigest, type SnpVmm } from '../measure/snp-launch-digest.ts';
+import { DEFAULT_ACPI_DATA_SIZE } from '../measure/qemu-kernel-setup.ts';
+import { measureTdx } from '../measure/tdx-measurements.ts';
 import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
 
 /** Exit statuses: 0 printed; 1 the inputs cannot be measured; 2 bad usage; 3 an input could not be read. */
@@ -200,12 +202,108 @@ async function runSnp(argv: string[], io: MeasureIo): Promise<number> {
   return MEASURE_EXIT.ok;
 }
 
+export const TDX_USAGE = `usage: sigil measure tdx --firmware FILE [--page-add-order single-pass|two-pass] [--memory SIZE]
+                         [--kernel FILE [--initrd FILE] [--append TEXT] [--acpi-data-size N]]
+                         [--acpi-tables FILE --acpi-rsdp FILE --acpi-loader FILE
+                          --boot-order FILE [--boot-option FILE]...]
+
+Prints Intel TDX measurements as a reference-values file: MRTD from the firmware; RTMR1 and RTMR2 when a
+kernel is given (measured direct boot); RTMR0 when the firmware configuration and ACPI tables are given.
+A register not computed is left out (not pinned) and a comment says what it needs.
+
+  --firmware FILE        the TDX firmware (TDVF, an OVMF.fd built with TDX support)
+  --page-add-order ORDER how the VMM adds the firmware's pages to the TD: single-pass (default; QEMU 9 and
+                         later) or two-pass (QEMU 8)
+  --memory SIZE          the guest memory, in bytes or with a K, M, G or T suffix (e.g. 2G); needed for
+                         RTMR0 and, with an initrd, for RTMR1
+  --kernel FILE          the kernel QEMU boots directly (-kernel), a PE/COFF (EFI stub) image
+  --initrd FILE          the initrd (-initrd); absent means none
+  --append TEXT          the kernel command line (-append); absent means an empty one
+  --acpi-data-size N     the ACPI space QEMU reserves below 4 GiB (default 0x28000), which moves the initrd
+  --acpi-tables FILE     QEMU's fw_cfg file etc/acpi/tables, as the VM has it
+  --acpi-rsdp FILE       QEMU's fw_cfg file etc/acpi/rsdp
+  --acpi-loader FILE     QEMU's fw_cfg file etc/table-loader
+  --boot-order FILE      the BootOrder variable's data as OVMF measures it (e.g. the two bytes 00 00)
+  --boot-option FILE     a Boot#### variable's data (an EFI_LOAD_OPTION), once for each in BootOrder
+  --digest               print the values as NAME HEX lines instead of a reference-values file
+
+Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.
+`;
+
+const TDX_OPTIONS = {
+  firmware: { type: 'string' }, 'page-add-order': { type: 'string', default: 'single-pass' }, memory: { type: 'string' },
+  kernel: { type: 'string' }, initrd: { type: 'string' }, append: { type: 'string' }, 'acpi-data-size': { type: 'string', default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}` },
+  'acpi-tables': { type: 'string' }, 'acpi-rsdp': { type: 'string' }, 'acpi-loader': { type: 'string' },
+  'boot-order': { type: 'string' }, 'boot-option': { type: 'string', multiple: true }, digest: { type: 'boolean', default: false },
+} as const;
+
+const SIZE_UNITS: Record<string, number> = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 };
+
+/** A memory size such as 2147483648, 2048M or 2G. */
+export function memorySizeOption(value: string): number {
+  const match = /^(\d+)([KMGT]?)i?B?$/i.exec(value);
+  const bytes = match === null ? NaN : Number(match[1]) * SIZE_UNITS[match[2]!.toUpperCase()]!;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new UsageError(`--memory must be a size such as 2G, 2048M or 2147483648, got ${JSON.stringify(value)}`);
+  return bytes;
+}
+
+const RTMR0_FILES = ['acpi-tables', 'acpi-rsdp', 'acpi-loader', 'boot-order'] as const;
+
+async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
+  let values: Record<string, string | boolean | string[] | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: TDX_OPTIONS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const order = String(values['page-add-order']);
+  if (order !== 'single-pass' && order !== 'two-pass') throw new UsageError(`--page-add-order must be single-pass or two-pass, got ${JSON.stringify(order)}`);
+  if (typeof values.firmware !== 'string') throw new UsageError('--firmware FILE is required: MRTD is the measurement of the firmware');
+  if (typeof values.kernel !== 'string' && (values.initrd !== undefined || values.append !== undefined)) throw new UsageError('--initrd and --append are measured only with a kernel: give --kernel');
+  const given = RTMR0_FILES.filter((name) => values[name] !== undefined);
+  if ((given.length > 0 || values['boot-option'] !== undefined) && given.length < RTMR0_FILES.length) {
+    throw new UsageError(`RTMR0 needs all of ${RTMR0_FILES.map((n) => `--${n}`).join(', ')}; missing ${RTMR0_FILES.filter((n) => !given.includes(n)).map((n) => `--${n}`).join(', ')}`);
+  }
+  const memorySize = typeof values.memory === 'string' ? memorySizeOption(values.memory) : null;
+  const acpiDataSize = integerOption(String(values['acpi-data-size']), '--acpi-data-size', 0xffffffff);
+  const firmware = await readInput(values.firmware, 'firmware');
+  const boot = typeof values.kernel === 'string'
+    ? { kernel: await readInput(values.kernel, 'kernel'), initrd: typeof values.initrd === 'string' ? await readInput(values.initrd, 'initrd') : Buffer.alloc(0), cmdline: typeof values.append === 'string' ? values.append : '' }
+    : null;
+  const config = given.length === RTMR0_FILES.length
+    ? {
+        acpiTables: await readInput(values['acpi-tables'] as string, 'ACPI tables'),
+        acpiRsdp: await readInput(values['acpi-rsdp'] as string, 'ACPI RSDP'),
+        acpiLoader: await readInput(values['acpi-loader'] as string, 'ACPI table loader'),
+        bootVariables: [await readInput(values['boot-order'] as string, 'BootOrder variable'), ...(await Promise.all(((values['boot-option'] as string[] | undefined) ?? []).map((f) => readInput(f, 'boot option variable'))))],
+      }
+    : null;
+  const m = measureTdx({ firmware, pageAddOrder: order, memorySize, acpiDataSize, boot, config });
+  const rows: [string, Buffer | null, string][] = [
+    ['mrtd', m.mrtd, ''],
+    ['rtmr0', m.rtmr0, 'give the ACPI tables and boot variables (--acpi-tables, --acpi-rsdp, --acpi-loader, --boot-order) and --memory'],
+    ['rtmr1', m.rtmr1, 'give --kernel'],
+    ['rtmr2', m.rtmr2, 'give --kernel'],
+  ];
+  if (values.digest === true) {
+    io.stdout.write(rows.filter(([, v]) => v !== null).map(([name, v]) => `${name} ${v!.toString('hex')}\n`).join(''));
+    return MEASURE_EXIT.ok;
+  }
+  const header = [`# sigil measure tdx`, `#   firmware ${values.firmware} sha256:${sha256(firmware).toString('hex')}, ${order}`];
+  if (boot !== null) header.push(`#   kernel sha256:${sha256(boot.kernel).toString('hex')}`, `#   initrd sha256:${sha256(boot.initrd).toString('hex')}`, `#   cmdline ${JSON.stringify(boot.cmdline)}`);
+  if (memorySize !== null) header.push(`#   memory ${memorySize} bytes`);
+  const body = rows.map(([name, v, need]) => (v === null ? `  # ${name}: not computed (not pinned): ${need}\n` : `  ${name}:\n    - ${v.toString('hex')}\n`)).join('');
+  io.stdout.write(`${header.join('\n')}\ntdx:\n${body}`);
+  return MEASURE_EXIT.ok;
+}
+
 type Subcommand = { usage: string; run: (argv: string[], io: MeasureIo) => Promise<number> };
 
 const SUBCOMMANDS: Record<string, Subcommand> = {
   // The running Sigil's own manifest digest (docs/auditing.md).
   self: { usage: MEASURE_SELF_USAGE, run: (argv) => runMeasureSelf(argv) },
   snp: { usage: SNP_USAGE, run: runSnp },
+  tdx: { usage: TDX_USAGE, run: runTdx },
 };
 
 /** `sigil measure snp|tdx` with its output and errors sent to `io`. */

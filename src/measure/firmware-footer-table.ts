@@ -28,3 +28,19 @@ export function readFooterTable(image: Uint8Array): Map<string, Buffer> {
   }
   return table;
 }
+
+/**
+ * Finds a metadata block the footer table points at by its distance from the image's end (the SEV and TDX
+ * metadata both start: 4-byte signature, u32 length, u32 version 1, u32 item count) and checks that its
+ * `count` items of `itemSize` bytes lie inside the image. Returns where the items start and how many.
+ */
+export function metadataBlock(image: Buffer, offsetFromEnd: number, signature: string, itemSize: number): { items: number; count: number } | string {
+  const start = image.length - offsetFromEnd;
+  if (offsetFromEnd > image.length || start + 16 > image.length) return `its ${signature} metadata pointer points outside the image`;
+  if (image.toString('latin1', start, start + 4) !== signature) return `its ${signature} metadata does not start with the signature ${signature}`;
+  const version = image.readUInt32LE(start + 8);
+  if (version !== 1) return `its ${signature} metadata is version ${version}; only version 1 is known`;
+  const count = image.readUInt32LE(start + 12);
+  if (start + 16 + count * itemSize > image.length) return `its ${signature} metadata lists ${count} sections but the image ends first`;
+  return { items: start + 16, count };
+}

@@ -1,5 +1,5 @@
 import { MeasureError } from './errors.ts';
-import { readFooterTable } from './firmware-footer-table.ts';
+import { metadataBlock, readFooterTable } from './firmware-footer-table.ts';
 
 export const SEV_HASH_TABLE_RV_GUID = '7255371f-3a3b-4b04-927b-1da6efa8d454';
 export const SEV_ES_RESET_BLOCK_GUID = '00f771de-1a7e-4fcb-890e-68c77e2fb44e';
@@ -46,15 +46,12 @@ function u32At(entry: Buffer | undefined): number | null {
 function readSections(image: Buffer, table: Map<string, Buffer>): MetadataSection[] {
   const offsetFromEnd = u32At(table.get(OVMF_SEV_METADATA_GUID));
   if (offsetFromEnd === null) return [];
-  const start = image.length - offsetFromEnd;
-  if (offsetFromEnd > image.length || start + 16 > image.length) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware\'s SEV metadata pointer points outside the image');
-  if (image.toString('latin1', start, start + 4) !== 'ASEV') throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware\'s SEV metadata does not start with the signature ASEV');
-  if (image.readUInt32LE(start + 8) !== 1) throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's SEV metadata is version ${image.readUInt32LE(start + 8)}; only version 1 is known`);
-  const count = image.readUInt32LE(start + 12);
-  if (start + 16 + count * 12 > image.length) throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's SEV metadata lists ${count} sections but the image ends first`);
+  const block = metadataBlock(image, offsetFromEnd, 'ASEV', 12);
+  if (typeof block === 'string') throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware is malformed: ${block}`);
+  const { items: start, count } = block;
   const sections: MetadataSection[] = [];
   for (let i = 0; i < count; i++) {
-    const at = start + 16 + i * 12;
+    const at = start + i * 12;
     const type = image.readUInt32LE(at + 8);
     if (!KNOWN_TYPES.has(type)) throw new MeasureError('ERR_MEASURE_UNSUPPORTED', `the firmware's SEV metadata has a section of unknown type 0x${type.toString(16)}`);
     sections.push({ gpa: image.readUInt32LE(at), size: image.readUInt32LE(at + 4), type: type as SectionType });

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { measureCommand } from '../../src/cli/measure.ts';
+import { runMeasure } from './run-measure.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
@@ -15,12 +15,6 @@ const FULL_DEFAULT = '803f691094946e42068aaa3a8f9e26a5c89f36f7b73ecfb28c653360fe
 const empty = join(mkdtempSync(join(tmpdir(), 'sigil-measure-cli-')), 'empty');
 writeFileSync(empty, '');
 
-async function runMeasure(argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await measureCommand(argv, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } });
-  return { code, stdout, stderr };
-}
 
 const FULL_ARGS = ['snp', '--ovmf', AMDSEV, '--ovmf-hash', OVMF_HASH, '--kernel', empty, '--initrd', empty, '--append', 'console=ttyS0 loglevel=7', '--vcpu-type', 'EPYC-v4', '--guest-features', '0x21'];
 
@@ -79,5 +73,14 @@ describe('sigil measure snp refuses inputs it cannot measure, saying why', () =>
     writeFileSync(odd, readFileSync(AMDSEV).subarray(1));
     const result = await runMeasure(['snp', '--ovmf', odd, '--vcpu-type', 'EPYC-v4']);
     expect(result).toEqual({ code: 1, stdout: '', stderr: 'sigil measure snp: the firmware image is 4095 bytes, not a whole number of 4 KiB pages (ERR_MEASURE_FIRMWARE)\n' });
+  });
+});
+
+describe('sigil measure names its platforms', () => {
+  it('prints its usage and exits 2 without one, and refuses one it does not know', async () => {
+    const none = await runMeasure([]);
+    expect([none.code, none.stdout.startsWith('usage: sigil measure snp --ovmf FILE [options]\n')]).toEqual([2, true]);
+    const sgx = await runMeasure(['sgx']);
+    expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', "sigil measure: unknown platform 'sgx'"]);
   });
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { measureCommand } from '../../src/cli/measure.ts';
+import { runMeasure } from './run-measure.ts';
 import { LaunchDigest } from '../../src/measure/gctx.ts';
 import { readSevFirmwareLayout, type SectionType } from '../../src/measure/ovmf-sev-metadata.ts';
 import { cmdlineDigest } from '../../src/measure/sev-hashes.ts';
@@ -39,12 +39,6 @@ async function fixture(path: string): Promise<string> {
   }
 }
 
-async function runMeasure(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await measureCommand(argv, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } });
-  return { code, stdout, stderr };
-}
 
 /** The `sigil measure snp` arguments a vector's inputs stand for. */
 async function argvOf(v: Vector): Promise<string[]> {
