@@ -306,7 +306,7 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
   tdx: { usage: TDX_USAGE, run: runTdx },
 };
 
-/** `sigil measure snp|tdx` with its output and errors sent to `io`. */
+/** `sigil measure self|snp|tdx` with its output and errors sent to `io`. */
 export async function measureCommand(argv: string[], io: MeasureIo): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h') {
