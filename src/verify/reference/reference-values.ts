@@ -22,6 +22,9 @@ export interface TdxReferenceValues {
   min_tee_tcb_svn?: string;
   /** Intel TCB statuses accepted for this platform (needs collateral); default: UpToDate only. */
   tcb_status?: TcbStatus[];
+  /** Floors for the quote header's QE SVN and PCE SVN. */
+  min_qe_svn?: number;
+  min_pce_svn?: number;
 }
 
 export interface SnpMinTcb {
@@ -102,7 +105,7 @@ const TDX_HEX: Record<string, number> = {
   xfam: 8,
   mrseam: 48,
 };
-const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status'];
+const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn'];
 const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64 };
 const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
@@ -177,6 +180,8 @@ function readTdx(node: Node): TdxReferenceValues {
       out[name as keyof typeof TDX_HEX & keyof TdxReferenceValues] = hexList(value, key, bytes) as never;
     } else if (name === 'min_tee_tcb_svn') {
       out.min_tee_tcb_svn = hexList(single(value, key), key, 16)[0]!;
+    } else if (name === 'min_qe_svn' || name === 'min_pce_svn') {
+      out[name] = integer(single(value, key), key, 0xffff);
     } else {
       out.tcb_status = scalarList(value, key).map((status, i) => {
         if (!(TCB_STATUSES as readonly string[]).includes(status)) {
