@@ -25,6 +25,8 @@ export interface TdxReferenceValues {
   /** Floors for the quote header's QE SVN and PCE SVN. */
   min_qe_svn?: number;
   min_pce_svn?: number;
+  /** The oldest Intel TCB evaluation (tcbEvaluationDataNumber) whose collateral is accepted; needs collateral. */
+  min_tcb_evaluation_data_number?: number;
 }
 
 export interface SnpMinTcb {
@@ -105,7 +107,7 @@ const TDX_HEX: Record<string, number> = {
   xfam: 8,
   mrseam: 48,
 };
-const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn'];
+const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
 const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64 };
 const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
@@ -182,6 +184,8 @@ function readTdx(node: Node): TdxReferenceValues {
       out.min_tee_tcb_svn = hexList(single(value, key), key, 16)[0]!;
     } else if (name === 'min_qe_svn' || name === 'min_pce_svn') {
       out[name] = integer(single(value, key), key, 0xffff);
+    } else if (name === 'min_tcb_evaluation_data_number') {
+      out.min_tcb_evaluation_data_number = integer(single(value, key), key, 0xffffffff);
     } else {
       out.tcb_status = scalarList(value, key).map((status, i) => {
         if (!(TCB_STATUSES as readonly string[]).includes(status)) {

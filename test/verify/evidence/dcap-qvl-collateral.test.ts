@@ -31,6 +31,20 @@ describe("dcap-qvl's JSON collateral, given directly as --collateral FILE", () =
     expect(r.marks).toMatchObject({ 'collateral.tcb_info': 'FAIL', 'collateral.qe_identity': 'PASS', 'collateral.pck_crl': 'PASS' });
   });
 
+  it('applies a minimum TCB evaluation (tcbEvaluationDataNumber): 17 passes, 18 fails tdx.tcb_status', async () => {
+    const ref = (n: number) => {
+      const path = join(work, `eval-${n}.yaml`);
+      writeFileSync(path, `tdx:\n  min_tcb_evaluation_data_number: ${n}\n`);
+      return path;
+    };
+    const ok = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', COLLATERAL, '--reference', ref(17)], AT);
+    expect(ok.stdout).toMatch(/\nPASS tdx\.tcb_status — .*; TCB evaluation 17 is at or above the minimum 17\n/);
+    const newer = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', COLLATERAL, '--reference', ref(18)], AT);
+    expect(newer.stdout).toContain("\nFAIL tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: the collateral is of TCB evaluation 17, older than the minimum 18 (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires\n");
+    const none = await runVerifyEvidence(['--tdx-quote', QUOTE, '--reference', ref(17)], AT);
+    expect(none.marks['tdx.tcb_status']).toBe('FAIL');
+  });
+
   it('refuses a JSON file that is not dcap-qvl collateral, naming the missing field', async () => {
     const path = join(work, 'other.json');
     writeFileSync(path, '{"tcb_info": "{}"}');
