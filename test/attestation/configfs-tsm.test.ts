@@ -129,7 +129,7 @@ describe('configfs-tsm provider', () => {
       roots: amd.roots,
     });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
-    expect(checks.filter((c) => c.pinned !== false)).toHaveLength(12);
+    expect(checks.filter((c) => c.pinned !== false)).toHaveLength(13);
   });
 });
 

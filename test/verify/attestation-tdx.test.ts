@@ -15,6 +15,7 @@ const ALL_TDX_CHECKS = [
   'tdx.quote_signature',
   'tdx.qe_report_signature',
   'tdx.qe_binding',
+  'tdx.qe',
   'tdx.pck_chain',
   'tdx.root',
   'tdx.debug',

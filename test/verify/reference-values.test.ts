@@ -63,10 +63,10 @@ snp:
   });
 
   it('refuses an unknown key, naming it', () => {
-    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe('tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, min_tee_tcb_svn, tcb_status)');
+    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe('tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, min_tee_tcb_svn, tcb_status, min_qe_svn, min_pce_svn, min_tcb_evaluation_data_number)');
     expect(parseError('sev:\n  measurement: 00\n').key).toBe('sev');
     expect(parseError('snp:\n  min_tcb: { ucode: 1 }\n').key).toBe('snp.min_tcb.ucode');
-    expect(parseError('snp:\n  policy: { single_socket: true }\n').key).toBe('snp.policy.single_socket');
+    expect(parseError('snp:\n  policy: { abi_minor: 1 }\n').key).toBe('snp.policy.abi_minor');
   });
 
   it('refuses malformed values, naming the key and the list position', () => {

@@ -29,7 +29,7 @@ describe('sigil verify-evidence on SEV-SNP evidence', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('  measurement 7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d\n');
     expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'reference.values': '----', 'evidence.report_data': '----' });
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('verified: all 9 checks passed; 8 value(s) not pinned, so not compared with anything; the code was not compared with reference values');
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('verified: all 11 checks passed; 13 value(s) not pinned, so not compared with anything; the code was not compared with reference values');
   });
 
   it('gives the measured values and the verdict as JSON, and fails a pinned MEASUREMENT that differs', async () => {
@@ -136,7 +136,7 @@ describe('sigil verify-evidence usage and inputs', () => {
     expect(JSON.parse(missing.stdout)).toEqual({ verified: false, error: { code: 'ERR_EVIDENCE_UNREADABLE', message: `cannot read SEV-SNP report ${join(work, 'absent.bin')}: ENOENT` } });
     const bad = await sigil(['--snp-report', milan, '--reference', file('bad-ref.yaml', 'snp:\n  measurment: 00\n')]);
     expect(bad.code).toBe(3);
-    expect(bad.stderr).toBe(`sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy)\n`);
+    expect(bad.stderr).toBe(`sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id)\n`);
   });
 
   it('runs extensions (the place for GPU evidence) with their own options', async () => {

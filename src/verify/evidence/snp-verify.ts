@@ -7,6 +7,7 @@ import { describeEvidenceError } from './errors.ts';
 import { readSnpCertTable, type SnpCertEntry } from './snp-cert-table.ts';
 import { readSnpReport, SNP_SIGNATURE_ALGO_ECDSA_P384_SHA384, type SnpReport } from './snp-report.ts';
 import { readAmdCertificateTcb, type AmdCertificateTcb } from './amd-vcek-extensions.ts';
+import { snpGuestChecks } from './snp-guest-checks.ts';
 import { reportCpuFamily, snpPlatformChecks } from './snp-policy.ts';
 import type { SnpReferenceValues } from '../reference/reference-values.ts';
 import type { TrustRoots } from './trust-roots.ts';
@@ -117,6 +118,7 @@ export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8
     extensions = undefined;
   }
   checks.push(...snpPlatformChecks(report, reportCpuFamily(reportBytes, report.version), extensions, reference));
+  checks.push(...snpGuestChecks(report, reportBytes, signer.certificate, reference));
   return { checks, report };
 }
 

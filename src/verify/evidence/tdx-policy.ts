@@ -53,6 +53,8 @@ export interface TdxTcbVerdict {
   advisoryIds: string[];
   /** Where the verdict came from, e.g. "TCB info for FMSPC 50806f000000, level of 2023-02-15". */
   source: string;
+  /** The TCB info's tcbEvaluationDataNumber: which of Intel's TCB recoveries the verdict reflects. */
+  evaluationDataNumber?: number;
 }
 
 const STATUS_MEANING: Record<TcbStatus, string> = {
@@ -65,7 +67,13 @@ const STATUS_MEANING: Record<TcbStatus, string> = {
   Revoked: 'Intel revoked this platform\'s TCB: its keys cannot be trusted',
 };
 
-export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: TcbStatus[] | undefined): Check {
+export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: TcbStatus[] | undefined, minEvaluation?: number): Check {
+  if (verdict === undefined && minEvaluation !== undefined) {
+    return fail('tdx.tcb_status', `not checked: the reference values ask for Intel collateral of evaluation ${minEvaluation} or later, but no collateral was given (--collateral DIR)`);
+  }
+  if (verdict !== undefined && minEvaluation !== undefined && (verdict.evaluationDataNumber ?? -1) < minEvaluation) {
+    return fail('tdx.tcb_status', `${verdict.source}: the collateral is of TCB evaluation ${verdict.evaluationDataNumber ?? 'unknown'}, older than the minimum ${minEvaluation} (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires`);
+  }
   if (verdict === undefined) {
     return accepted === undefined
       ? notPinned('tdx.tcb_status', "Intel's TCB status was not checked: no collateral given (--collateral DIR), so an out-of-date or revoked platform would pass")
@@ -75,8 +83,9 @@ export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: Tcb
   if (verdict.status === null) return fail('tdx.tcb_status', `Intel's TCB status could not be established: ${verdict.source}`);
   const advisories = verdict.advisoryIds.length === 0 ? 'no advisories' : `advisories ${verdict.advisoryIds.join(', ')}`;
   const text = `${verdict.source}: status ${verdict.status} (${STATUS_MEANING[verdict.status]}), ${advisories}`;
+  const evaluation = minEvaluation === undefined ? '' : `; TCB evaluation ${verdict.evaluationDataNumber} is at or above the minimum ${minEvaluation}`;
   return allowed.includes(verdict.status) && verdict.status !== 'Revoked'
-    ? pass('tdx.tcb_status', `${text}; accepted${accepted === undefined ? ' (the default accepts only UpToDate)' : ''}`)
+    ? pass('tdx.tcb_status', `${text}; accepted${accepted === undefined ? ' (the default accepts only UpToDate)' : ''}${evaluation}`)
     : fail('tdx.tcb_status', `${text}; accepted are ${allowed.join(', ')}${accepted === undefined ? ' (the default; pin tdx.tcb_status to accept more)' : ''}`);
 }
 
@@ -98,6 +107,6 @@ export function tdxPlatformChecks(body: TdxReportBody, ref: TdxReferenceValues |
     zeroByDefault('tdx.mr_owner_config', 'MROWNERCONFIG', 'an owner configuration', body.mrOwnerConfig, ref?.mr_owner_config),
     pinnedBytes('tdx.mrseam', 'MRSEAM', 'the TDX module that isolates the TD', body.mrSeam, ref?.mrseam),
     svnFloorCheck(body.teeTcbSvn, ref?.min_tee_tcb_svn),
-    tcbStatusCheck(verdict, ref?.tcb_status),
+    tcbStatusCheck(verdict, ref?.tcb_status, ref?.min_tcb_evaluation_data_number),
   ];
 }

@@ -1,5 +1,5 @@
 import { createHash, createPublicKey, verify as verifySignature, type KeyObject, type X509Certificate } from 'node:crypto';
-import { fail, pass } from '../check.ts';
+import { fail, notPinned, pass } from '../check.ts';
 import type { Check } from '../check.ts';
 import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
@@ -96,6 +96,26 @@ function qeReportSignatureCheck(quote: TdxQuote, pck: X509Certificate | undefine
     : fail('tdx.qe_report_signature', 'the QE report signature does not verify with the PCK certificate key');
 }
 
+/** Intel's Quoting Enclave vendor id (the quote header's QE_VENDOR_ID for Intel's TD QE). */
+export const INTEL_QE_VENDOR_ID = '939a7233f79c4ca9940a0db3957f0607';
+
+/** The quote header names the enclave that made the quote; its SVN and the PCE's must meet the pinned floors. */
+function quotingEnclaveCheck(quote: TdxQuote, reference: TdxReferenceValues | undefined): Check {
+  const h = quote.header;
+  const vendor = toHex(h.qeVendorId);
+  if (vendor !== INTEL_QE_VENDOR_ID) return fail('tdx.qe', `QE vendor id ${vendor} is not Intel's (${INTEL_QE_VENDOR_ID}): the quote was made by a quoting enclave Sigil cannot vouch for`);
+  const svns = `QE SVN ${h.qeSvn}, PCE SVN ${h.pceSvn}`;
+  if (reference?.min_qe_svn === undefined && reference?.min_pce_svn === undefined) {
+    return notPinned('tdx.qe', `Intel's quoting enclave (vendor ${vendor}), ${svns}: no floor (tdx.min_qe_svn, tdx.min_pce_svn) was given, so an old quoting enclave would pass`);
+  }
+  const low: string[] = [];
+  if (reference.min_qe_svn !== undefined && h.qeSvn < reference.min_qe_svn) low.push(`QE SVN ${h.qeSvn} < ${reference.min_qe_svn}`);
+  if (reference.min_pce_svn !== undefined && h.pceSvn < reference.min_pce_svn) low.push(`PCE SVN ${h.pceSvn} < ${reference.min_pce_svn}`);
+  return low.length === 0
+    ? pass('tdx.qe', `Intel's quoting enclave (vendor ${vendor}), ${svns}: at or above the pinned floors`)
+    : fail('tdx.qe', `${low.join('; ')}: the quote was made by a quoting enclave older than the auditor accepts`);
+}
+
 /**
  * Checks a TDX quote v4 or v5: its signature by the attestation key, the QE report's signature by the PCK key, the QE
  * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the platform policy
@@ -112,7 +132,7 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, ${body}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
   checks.push(quoteSignatureCheck(quote));
   const chain = chainChecks(quote, roots, now);
-  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), ...chain.checks);
+  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), quotingEnclaveCheck(quote, reference), ...chain.checks);
   checks.push(...tdxPlatformChecks(quote.body, reference, verdict));
   return { checks, quote };
 }

@@ -1,4 +1,5 @@
 import { parse as parseYaml } from 'yaml';
+import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-guest-checks.ts';
 
 /**
  * Reference values (SPEC 10): what an auditor expects the evidence to show, obtained independently of the
@@ -21,6 +22,11 @@ export interface TdxReferenceValues {
   min_tee_tcb_svn?: string;
   /** Intel TCB statuses accepted for this platform (needs collateral); default: UpToDate only. */
   tcb_status?: TcbStatus[];
+  /** Floors for the quote header's QE SVN and PCE SVN. */
+  min_qe_svn?: number;
+  min_pce_svn?: number;
+  /** The oldest Intel TCB evaluation (tcbEvaluationDataNumber) whose collateral is accepted; needs collateral. */
+  min_tcb_evaluation_data_number?: number;
 }
 
 export interface SnpMinTcb {
@@ -37,7 +43,20 @@ export interface SnpReferenceValues {
   host_data?: string[];
   vmpl?: number[];
   min_tcb?: SnpMinTcb;
-  policy?: { debug?: false[]; migrate_ma?: boolean[]; smt?: boolean[] };
+  policy?: { debug?: false[]; migrate_ma?: boolean[]; smt?: boolean[] } & Partial<Record<SnpPolicyBit, boolean[]>>;
+  platform_info?: Partial<Record<SnpPlatformInfoBit, boolean[]>>;
+  /** Accept firmware that runs but is not committed (go-sev-guest's PermitProvisionalFirmware); default false. */
+  permit_provisional_firmware?: boolean;
+  min_build?: number;
+  min_api_version?: { major: number; minor: number };
+  min_guest_svn?: number;
+  family_id?: string[];
+  image_id?: string[];
+  id_key_digest?: string[];
+  author_key_digest?: string[];
+  report_id?: string[];
+  /** A machine allow-list: the CHIP_IDs of the machines the auditor accepts. */
+  chip_id?: string[];
 }
 
 export interface GpuReferenceValues {
@@ -96,11 +115,12 @@ const TDX_HEX: Record<string, number> = {
   xfam: 8,
   mrseam: 48,
 };
-const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status'];
-const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy'];
-const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32 };
+const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
+const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64 };
+const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
-const POLICY_KEYS = ['debug', 'migrate_ma', 'smt'] as const;
+const POLICY_KEYS = ['debug', 'migrate_ma', 'smt', ...Object.keys(SNP_POLICY_BITS)];
+const PLATFORM_INFO_KEYS = Object.keys(SNP_PLATFORM_INFO_BITS);
 
 type Node = string | Node[] | { [key: string]: Node };
 
@@ -170,6 +190,10 @@ function readTdx(node: Node): TdxReferenceValues {
       out[name as keyof typeof TDX_HEX & keyof TdxReferenceValues] = hexList(value, key, bytes) as never;
     } else if (name === 'min_tee_tcb_svn') {
       out.min_tee_tcb_svn = hexList(single(value, key), key, 16)[0]!;
+    } else if (name === 'min_qe_svn' || name === 'min_pce_svn') {
+      out[name] = integer(single(value, key), key, 0xffff);
+    } else if (name === 'min_tcb_evaluation_data_number') {
+      out.min_tcb_evaluation_data_number = integer(single(value, key), key, 0xffffffff);
     } else {
       out.tcb_status = scalarList(value, key).map((status, i) => {
         if (!(TCB_STATUSES as readonly string[]).includes(status)) {
@@ -190,6 +214,19 @@ function readSnp(node: Node): SnpReferenceValues {
     const bytes = SNP_HEX[name];
     if (bytes !== undefined) {
       out[name as 'measurement' | 'host_data'] = hexList(value, key, bytes);
+    } else if (name === 'platform_info') {
+      const bits = mapAt(value, key, PLATFORM_INFO_KEYS);
+      const p: NonNullable<SnpReferenceValues['platform_info']> = {};
+      for (const [bit, v] of Object.entries(bits)) p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
+      out.platform_info = p;
+    } else if (name === 'permit_provisional_firmware') {
+      out.permit_provisional_firmware = booleanValue(single(value, key), key);
+    } else if (name === 'min_build' || name === 'min_guest_svn') {
+      out[name] = integer(single(value, key), key, name === 'min_build' ? 255 : 0xffffffff);
+    } else if (name === 'min_api_version') {
+      const m = /^(\d{1,3})\.(\d{1,3})$/.exec(single(value, key));
+      if (m === null || Number(m[1]) > 255 || Number(m[2]) > 255) throw new ReferenceValuesError(key, `must be MAJOR.MINOR, e.g. 1.55, got ${JSON.stringify(single(value, key))}`);
+      out.min_api_version = { major: Number(m[1]), minor: Number(m[2]) };
     } else if (name === 'vmpl') {
       out.vmpl = scalarList(value, key).map((v, i) => integer(v, Array.isArray(value) ? `${key}[${i}]` : key, 3));
     } else if (name === 'min_tcb') {
@@ -207,7 +244,7 @@ function readSnp(node: Node): SnpReferenceValues {
           if (values.some((b) => b)) throw new ReferenceValuesError(at, 'may only be false: a guest the host can debug has no confidential memory');
           p.debug = values as false[];
         } else {
-          p[flag as 'migrate_ma' | 'smt'] = values;
+          p[flag as 'migrate_ma' | 'smt' | SnpPolicyBit] = values;
         }
       }
       out.policy = p;

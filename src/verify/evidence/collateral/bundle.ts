@@ -2,12 +2,45 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { COLLATERAL_FILES, type IntelCollateral } from './intel-collateral.ts';
 
+const DCAP_QVL_FIELDS = ['tcb_info', 'tcb_info_signature', 'tcb_info_issuer_chain', 'qe_identity', 'qe_identity_signature', 'pck_crl', 'pck_crl_issuer_chain', 'root_ca_crl'] as const;
+
 /**
- * Reads a collateral bundle directory (`--collateral DIR`), file names as in COLLATERAL_FILES. A file that is absent
- * is left out, so the check needing it fails by name; a directory that cannot be read throws.
+ * dcap-qvl's (and Intel QVL's) collateral JSON: the signed TCB info and QE identity bodies as Intel's exact bytes with
+ * their hex signatures apart, the CRLs as hex DER. They are put back into the shape Intel's PCS serves, so the signed
+ * bytes are verified exactly as with a bundle directory.
+ */
+export function readDcapQvlCollateral(text: string): IntelCollateral {
+  let doc: Record<string, unknown>;
+  try {
+    doc = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new Error('not JSON (dcap-qvl collateral) and not a directory');
+  }
+  for (const field of DCAP_QVL_FIELDS) {
+    if (typeof doc[field] !== 'string') throw new Error(`dcap-qvl collateral lacks ${field} (a string)`);
+  }
+  const f = doc as Record<(typeof DCAP_QVL_FIELDS)[number], string>;
+  const der = (hex: string, field: string): Uint8Array => {
+    if (!/^(?:[0-9a-fA-F]{2})+$/.test(hex)) throw new Error(`dcap-qvl collateral ${field} is not hex DER`);
+    return new Uint8Array(Buffer.from(hex, 'hex'));
+  };
+  return {
+    tcbInfo: `{"tcbInfo":${f.tcb_info},"signature":${JSON.stringify(f.tcb_info_signature)}}`,
+    qeIdentity: `{"enclaveIdentity":${f.qe_identity},"signature":${JSON.stringify(f.qe_identity_signature)}}`,
+    tcbSigningChain: f.tcb_info_issuer_chain,
+    pckCrl: der(f.pck_crl, 'pck_crl'),
+    pckCrlIssuerChain: f.pck_crl_issuer_chain,
+    rootCrl: der(f.root_ca_crl, 'root_ca_crl'),
+  };
+}
+
+/**
+ * Reads a collateral bundle directory (`--collateral DIR`), file names as in COLLATERAL_FILES, or one dcap-qvl
+ * collateral JSON file. A file that is absent is left out, so the check needing it fails by name; a directory that
+ * cannot be read throws.
  */
 export async function readCollateralBundle(dir: string): Promise<IntelCollateral> {
-  if (!(await stat(dir)).isDirectory()) throw new Error(`${dir} is not a directory`);
+  if (!(await stat(dir)).isDirectory()) return readDcapQvlCollateral(await readFile(dir, 'utf8'));
   const read = async (name: string): Promise<Buffer | undefined> => {
     try {
       return await readFile(join(dir, name));

@@ -341,7 +341,10 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
   const status = converge(platform, qeStatus);
   const advisoryIds = [...new Set([...(level.advisoryIDs ?? []), ...qeAdvisories])];
   const qeNote = status === platform ? '' : ` (platform ${platform}, Quoting Enclave ${qeStatus})`;
-  return { checks, verdict: { status, advisoryIds, source: `${where}, TCB level of ${level.tcbDate.slice(0, 10)}${qeNote}` } };
+  const evaluation = (tcbInfo as unknown as { tcbEvaluationDataNumber?: unknown }).tcbEvaluationDataNumber;
+  const verdict: TdxTcbVerdict = { status, advisoryIds, source: `${where}, TCB level of ${level.tcbDate.slice(0, 10)}${qeNote}` };
+  if (typeof evaluation === 'number') verdict.evaluationDataNumber = evaluation;
+  return { checks, verdict };
 }
 
 function nameCn(name: string): string {

@@ -1,0 +1,160 @@
+import type { X509Certificate } from 'node:crypto';
+import { fail, notPinned, pass } from '../check.ts';
+import type { Check } from '../check.ts';
+import type { SnpReferenceValues } from '../reference/reference-values.ts';
+import { toHex } from './byte-reader.ts';
+import { commonName } from './certificate-chain.ts';
+import type { SnpReport } from './snp-report.ts';
+
+/** Guest policy bits beyond DEBUG, MIGRATE_MA and SMT (AMD SEV-SNP ABI, GUEST_POLICY), with what each means when set. */
+export const SNP_POLICY_BITS = {
+  single_socket: { bit: 20n, set: 'the guest may run on one socket only' },
+  cxl_allowed: { bit: 21n, set: 'CXL memory may back the guest' },
+  mem_aes_256_xts: { bit: 22n, set: 'memory is encrypted with AES-256-XTS' },
+  rapl_disabled: { bit: 23n, set: 'RAPL power reporting (a side channel) must be off' },
+  ciphertext_hiding: { bit: 24n, set: 'ciphertext hiding must be on' },
+  page_swap_disabled: { bit: 25n, set: 'the host may not swap the guest\'s pages' },
+} as const;
+export type SnpPolicyBit = keyof typeof SNP_POLICY_BITS;
+
+/** PLATFORM_INFO bits (report offset 0x40): how the machine was configured when the report was made. */
+export const SNP_PLATFORM_INFO_BITS = {
+  smt_enabled: { bit: 0n, set: 'SMT is on' },
+  tsme_enabled: { bit: 1n, set: 'transparent memory encryption (TSME) is on' },
+  ecc_enabled: { bit: 2n, set: 'ECC memory is in use' },
+  rapl_disabled: { bit: 3n, set: 'RAPL is off' },
+  ciphertext_hiding_enabled: { bit: 4n, set: 'ciphertext hiding is on' },
+  alias_check_complete: { bit: 5n, set: 'the memory alias check completed' },
+} as const;
+export type SnpPlatformInfoBit = keyof typeof SNP_PLATFORM_INFO_BITS;
+
+const isSet = (raw: bigint, bit: bigint): boolean => ((raw >> bit) & 1n) === 1n;
+
+/** Bits pinned as lists of accepted booleans: one check for the group; nothing pinned is "not pinned". */
+function bitsCheck<K extends string>(name: string, what: string, raw: bigint, table: Record<K, { bit: bigint; set: string }>, pins: { readonly [k: string]: readonly boolean[] | undefined } | undefined, hint: string): Check {
+  const state = (Object.keys(table) as K[]).map((k) => `${k} ${isSet(raw, table[k].bit) ? 'set' : 'clear'}`).join(', ');
+  const pinned = (Object.keys(table) as K[]).filter((k) => pins?.[k] !== undefined);
+  if (pinned.length === 0) return notPinned(name, `${what} 0x${raw.toString(16)} (${state}) was compared with nothing: no reference value pins it (${hint})`);
+  const wrong = pinned.filter((k) => !pins![k]!.includes(isSet(raw, table[k].bit)));
+  if (wrong.length === 0) return pass(name, `${what} 0x${raw.toString(16)}: ${pinned.map((k) => `${k} ${isSet(raw, table[k].bit) ? 'set' : 'clear'}`).join(', ')}, as pinned`);
+  return fail(name, `${what} 0x${raw.toString(16)}: ${wrong.map((k) => `${k} is ${isSet(raw, table[k].bit) ? 'set' : 'clear'} (${table[k].set} when set), accepted: ${pins![k]!.map((b) => (b ? 'set' : 'clear')).join(' or ')}`).join('; ')}`);
+}
+
+export interface SnpFirmwareVersion {
+  build: number;
+  minor: number;
+  major: number;
+}
+
+/** CURRENT_BUILD/MINOR/MAJOR (0x1E8) and COMMITTED_BUILD/MINOR/MAJOR (0x1EC) of the SEV firmware. */
+export function snpFirmwareVersions(reportBytes: Uint8Array): { current: SnpFirmwareVersion; committed: SnpFirmwareVersion } {
+  const at = (o: number): SnpFirmwareVersion => ({ build: reportBytes[o]!, minor: reportBytes[o + 1]!, major: reportBytes[o + 2]! });
+  return { current: at(0x1e8), committed: at(0x1ec) };
+}
+
+const versionText = (v: SnpFirmwareVersion): string => `${v.major}.${v.minor} build ${v.build}`;
+const below = (v: SnpFirmwareVersion, min: { major: number; minor: number }): boolean => v.major < min.major || (v.major === min.major && v.minor < min.minor);
+
+function provisionalCheck(report: SnpReport, versions: ReturnType<typeof snpFirmwareVersions>, ref: SnpReferenceValues | undefined): Check {
+  const { current, committed } = versions;
+  const sameTcb = report.currentTcb.raw === report.committedTcb.raw;
+  const sameVersion = current.build === committed.build && current.minor === committed.minor && current.major === committed.major;
+  const tcb = (raw: bigint) => `0x${raw.toString(16).padStart(16, '0')}`;
+  if (sameTcb && sameVersion) return pass('snp.provisional_firmware', `the running firmware (${versionText(current)}, TCB ${tcb(report.currentTcb.raw)}) is the committed one: it cannot be rolled back below what the report shows`);
+  const what = `the running firmware (${versionText(current)}, TCB ${tcb(report.currentTcb.raw)}) is provisional: the committed one is ${versionText(committed)}, TCB ${tcb(report.committedTcb.raw)}, and the machine may go back to it`;
+  return ref?.permit_provisional_firmware === true ? pass('snp.provisional_firmware', `${what} (permitted: snp.permit_provisional_firmware)`) : fail('snp.provisional_firmware', `${what}; accept that with snp.permit_provisional_firmware: true`);
+}
+
+function firmwareFloorCheck(versions: ReturnType<typeof snpFirmwareVersions>, ref: SnpReferenceValues | undefined): Check {
+  const { current, committed } = versions;
+  const shown = `current ${versionText(current)}, committed ${versionText(committed)}`;
+  if (ref?.min_build === undefined && ref?.min_api_version === undefined) {
+    return notPinned('snp.firmware_version', `SEV firmware ${shown} was compared with nothing: no minimum (snp.min_build, snp.min_api_version) was given`);
+  }
+  const low: string[] = [];
+  for (const [which, v] of [['current', current], ['committed', committed]] as const) {
+    if (ref.min_build !== undefined && v.build < ref.min_build) low.push(`${which} build ${v.build} < ${ref.min_build}`);
+    if (ref.min_api_version !== undefined && below(v, ref.min_api_version)) low.push(`${which} API ${v.major}.${v.minor} < ${ref.min_api_version.major}.${ref.min_api_version.minor}`);
+  }
+  return low.length === 0 ? pass('snp.firmware_version', `SEV firmware ${shown} is at or above the minimum`) : fail('snp.firmware_version', `SEV firmware ${shown}: ${low.join('; ')}; firmware this old lacks fixes the auditor requires`);
+}
+
+function listCheck(value: string, pins: string[] | undefined): boolean | undefined {
+  return pins === undefined ? undefined : pins.includes(value);
+}
+
+function idBlockCheck(report: SnpReport, ref: SnpReferenceValues | undefined): Check {
+  const fields: Array<[string, string, string[] | undefined]> = [
+    ['family_id', toHex(report.familyId), ref?.family_id],
+    ['image_id', toHex(report.imageId), ref?.image_id],
+    ['id_key_digest', toHex(report.idKeyDigest), ref?.id_key_digest],
+    ['author_key_digest', toHex(report.authorKeyDigest), ref?.author_key_digest],
+  ];
+  const pinned = fields.filter(([, , pins]) => pins !== undefined);
+  if (pinned.length === 0 && ref?.min_guest_svn === undefined) {
+    return notPinned('snp.id_block', `the guest's ID block (family id ${fields[0]![1]}, image id ${fields[1]![1]}, ID key ${fields[2]![1].slice(0, 16)}..., guest SVN ${report.guestSvn}) was compared with nothing: no reference value pins it (snp.family_id, snp.image_id, snp.id_key_digest, snp.author_key_digest, snp.min_guest_svn)`);
+  }
+  const wrong = pinned.filter(([, value, pins]) => listCheck(value, pins) === false).map(([k, value]) => `${k} ${value.length > 32 ? `${value.slice(0, 16)}...` : value} is not an accepted value`);
+  if (ref?.author_key_digest !== undefined && !report.authorKeyEnabled) wrong.push('AUTHOR_KEY_EN is clear: no author key signed the ID key');
+  if (ref?.min_guest_svn !== undefined && report.guestSvn < ref.min_guest_svn) wrong.push(`guest SVN ${report.guestSvn} < ${ref.min_guest_svn}`);
+  const names = [...pinned.map(([k]) => k), ...(ref?.min_guest_svn === undefined ? [] : ['min_guest_svn'])].join(', ');
+  return wrong.length === 0
+    ? pass('snp.id_block', `the guest's ID block matches the pinned ${names}: the guest owner's signed launch identity is the expected one`)
+    : fail('snp.id_block', `${wrong.join('; ')}: the guest was not launched with the identity the auditor expects`);
+}
+
+function instanceCheck(report: SnpReport, ref: SnpReferenceValues | undefined): Check {
+  const chip = toHex(report.chipId);
+  const reportId = toHex(report.reportId);
+  if (ref?.chip_id === undefined && ref?.report_id === undefined) {
+    return notPinned('snp.instance', `CHIP_ID ${chip.slice(0, 16)}... and REPORT_ID ${reportId.slice(0, 16)}... were compared with nothing: no machine allow-list (snp.chip_id) or guest (snp.report_id) is pinned, so any AMD machine passes`);
+  }
+  const wrong: string[] = [];
+  if (ref.chip_id !== undefined && !ref.chip_id.includes(chip)) wrong.push(`CHIP_ID ${chip.slice(0, 16)}... is not one of the ${ref.chip_id.length} allowed machine(s)`);
+  if (ref.report_id !== undefined && !ref.report_id.includes(reportId)) wrong.push(`REPORT_ID ${reportId.slice(0, 16)}... is not the pinned guest`);
+  return wrong.length === 0 ? pass('snp.instance', `CHIP_ID${ref.report_id === undefined ? '' : ' and REPORT_ID'} are on the allow-list: this is one of the machines the auditor named`) : fail('snp.instance', `${wrong.join('; ')}: the report comes from elsewhere`);
+}
+
+/** AMD product line from CPUID family and model (report v3+): the line whose keys must have signed the report. */
+export function snpProductLine(family: number, model: number): string | null {
+  if (family === 0x19 && model <= 0x0f) return 'Milan';
+  if (family === 0x19 && ((model >= 0x10 && model <= 0x1f) || (model >= 0xa0 && model <= 0xaf))) return 'Genoa';
+  if (family === 0x1a) return 'Turin';
+  return null;
+}
+
+const PRODUCT_LINES = ['Milan', 'Genoa', 'Turin'];
+
+/** Known line against known line fails on a difference; a CPU or an issuer that names no known line is "not compared". */
+function productCheck(report: SnpReport, reportBytes: Uint8Array, signer: X509Certificate | undefined): Check {
+  if (report.version < 3) return notPinned('snp.product', `report version ${report.version} names no CPU (CPUID appears in version 3), so the product line was not compared with the chain`);
+  const family = reportBytes[0x188]!;
+  const model = reportBytes[0x189]!;
+  const cpu = `CPUID family 0x${family.toString(16)} model 0x${model.toString(16)}`;
+  const line = snpProductLine(family, model);
+  if (line === null) return notPinned('snp.product', `${cpu} is no AMD product line Sigil knows (Milan, Genoa, Turin), so it was not compared with the chain`);
+  if (signer === undefined) return fail('snp.product', `the report is from a ${line} CPU, but there is no signing certificate to compare with`);
+  const issuer = /CN=([^\n,]+)/.exec(signer.issuer)?.[1] ?? '';
+  const chainLine = /^SEV-(?:VLEK-)?(\w+)$/.exec(issuer)?.[1];
+  if (chainLine === undefined || !PRODUCT_LINES.includes(chainLine)) return notPinned('snp.product', `the report is from a ${line} CPU (${cpu}); the signing key's issuer ${issuer || '(none)'} names no AMD product line to compare with`);
+  return chainLine === line
+    ? pass('snp.product', `${cpu} is ${line}, and the signing key was issued by ${issuer}: the same product line`)
+    : fail('snp.product', `the report says a ${line} CPU (${cpu}) but ${commonName(signer)} was issued by ${issuer}: the key is another product line's`);
+}
+
+/**
+ * The SEV-SNP checks of go-sev-guest's validate beyond the platform policy: committed vs running firmware, firmware
+ * floors, the other guest policy bits, PLATFORM_INFO, the ID block, the machine allow-list, and the product line.
+ */
+export function snpGuestChecks(report: SnpReport, reportBytes: Uint8Array, signer: X509Certificate | undefined, ref: SnpReferenceValues | undefined): Check[] {
+  const versions = snpFirmwareVersions(reportBytes);
+  return [
+    provisionalCheck(report, versions, ref),
+    firmwareFloorCheck(versions, ref),
+    bitsCheck('snp.guest_policy', 'guest policy', report.policy.raw, SNP_POLICY_BITS, ref?.policy, 'snp.policy.single_socket, cxl_allowed, mem_aes_256_xts, rapl_disabled, ciphertext_hiding, page_swap_disabled'),
+    bitsCheck('snp.platform_info', 'PLATFORM_INFO', report.platformInfo, SNP_PLATFORM_INFO_BITS, ref?.platform_info, 'snp.platform_info.smt_enabled, tsme_enabled, ecc_enabled, rapl_disabled, ciphertext_hiding_enabled, alias_check_complete'),
+    idBlockCheck(report, ref),
+    instanceCheck(report, ref),
+    productCheck(report, reportBytes, signer),
+  ];
+}
