@@ -14,7 +14,7 @@ import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
 import { budgetExhausted, type BudgetHold, type MemoryBudget } from '../../limits/memory-budget.ts';
-import { cutStalledReader } from '../stalled-reader.ts';
+import { endUnlessStalled } from '../stalled-reader.ts';
 
 const ENGINE_ERROR_LIMIT = 1024 * 1024;
 
@@ -246,8 +246,7 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   }
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
-  x.res.end(out);
-  cutStalledReader(x.res, x.ctx.config.limits.client_read_timeout_ms, () => {
+  endUnlessStalled(x.res, out, x.ctx.config.limits.client_read_timeout_ms, () => {
     x.log.error_code = 'client_read_timeout';
     x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');
   });
