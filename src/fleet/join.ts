@@ -62,7 +62,11 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     attestation: parts.startDocument,
     ttlMs: fleet.key_ttl_s * 1000,
     retentionMs: config.receipts.retention_s * 1000,
-    admission: { tee: parts.startDocument.tee, measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]) },
+    admission: {
+      ours: parts.startDocument,
+      measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]),
+      admitUnattested: fleet.admit_unattested_peers,
+    },
     logger,
   });
   subscriber.client.on('message', (channel: string) => {

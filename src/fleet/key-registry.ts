@@ -3,6 +3,7 @@ import type { Logger } from '../log/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { FleetConnection } from './connection.ts';
 import { admitPeerKey, type AdmissionPolicy, type PublicJwk, type PublishedKey } from './peer-admission.ts';
+import { readHeartbeat, signHeartbeat } from './heartbeat.ts';
 import type { FleetKeys } from './redis-keys.ts';
 import { REDIS_NOW_MS, RedisScript } from './script.ts';
 
@@ -45,17 +46,18 @@ const REFRESHES_PER_TTL = 3;
 
 /**
  * The fleet's signing keys. Each replica publishes its public key with its start evidence, and
- * refreshes a heartbeat (ZSET score, Redis clock) every TTL/3. Every replica serves as its JWKS its
- * own key plus every admitted peer key whose heartbeat is younger than TTL + retention: live keys,
- * and keys retired within the receipt retention window. When Redis is unreachable the last good
- * view stays in use.
+ * every TTL/3 a heartbeat its key signs (and a ZSET score, by which peers find it). Every replica
+ * serves as its JWKS its own key plus every admitted peer key whose latest signed heartbeat is younger
+ * than TTL + retention by this replica's clock: live keys, and keys retired within the receipt
+ * retention window. Redis can hide a key, never make one live: the score only lists it. When Redis is
+ * unreachable the last good view stays in use.
  */
 export class KeyRegistry {
   readonly #o: KeyRegistryOptions;
   readonly #own: PublicJwk;
   readonly #entry: string;
   /** Admission verdicts per kid, so a peer's evidence is verified once, not at every refresh. */
-  readonly #verdicts = new Map<string, { jwk: PublicJwk | null; seenAt: number }>();
+  readonly #verdicts = new Map<string, { jwk: PublicJwk | null; seenAt: number; lastBeat: number; refused?: string }>();
   readonly #listeners = new Set<(jwks: Jwks) => void>();
   #view: Jwks;
   #viewText: string;
@@ -109,6 +111,7 @@ export class KeyRegistry {
       const entryKey = keys.signingKeyPrefix + this.#own.kid;
       const entryTtl = this.#o.ttlMs + this.#o.retentionMs;
       const alive = await HEARTBEAT.run(client, [keys.signingKeys, entryKey], [this.#own.kid, entryTtl]);
+      await client.set(keys.heartbeatPrefix + this.#own.kid, signHeartbeat(this.#o.signingKey, this.#o.replicaId, Date.now()), 'PX', entryTtl);
       if (Number(alive) === 0) {
         await PUBLISH.run(client, [keys.signingKeys, entryKey], [this.#own.kid, entryTtl, this.#entry]);
         await client.publish(keys.membershipChannel, this.#own.kid);
@@ -121,8 +124,9 @@ export class KeyRegistry {
         if (text === null || text === undefined) continue;
         const admission = await admitPeerKey(text, kid, this.#o.admission);
         if ('rejected' in admission) this.#o.logger.warn({ kid, reason: admission.rejected }, 'fleet: a peer signing key is not served');
-        this.#verdicts.set(kid, { jwk: 'jwk' in admission ? admission.jwk : null, seenAt: 0 });
+        this.#verdicts.set(kid, { jwk: 'jwk' in admission ? admission.jwk : null, seenAt: 0, lastBeat: 0 });
       }
+      await this.#readHeartbeats(kids);
       const now = Date.now();
       for (const kid of kids) {
         const verdict = this.#verdicts.get(kid);
@@ -137,8 +141,34 @@ export class KeyRegistry {
     }
   }
 
+  /** Moves each admitted peer's last sign of life forward from the heartbeat it signed; Redis's word alone moves nothing. */
+  async #readHeartbeats(kids: string[]): Promise<void> {
+    const admitted = kids.filter((kid) => kid !== this.#own.kid && (this.#verdicts.get(kid)?.jwk ?? null) !== null);
+    if (admitted.length === 0) return;
+    const beats = await this.#o.connection.client.mget(admitted.map((kid) => this.#o.keys.heartbeatPrefix + kid));
+    const now = Date.now();
+    for (const [i, kid] of admitted.entries()) {
+      const verdict = this.#verdicts.get(kid)!;
+      const text = beats[i];
+      if (text === null || text === undefined) continue;
+      const beat = await readHeartbeat(text, verdict.jwk!, now);
+      if ('refused' in beat) {
+        if (verdict.refused !== beat.refused) this.#o.logger.warn({ kid, reason: beat.refused }, 'fleet: a peer heartbeat is refused');
+        verdict.refused = beat.refused;
+        continue;
+      }
+      delete verdict.refused;
+      if (beat.at > verdict.lastBeat) verdict.lastBeat = beat.at;
+    }
+  }
+
   #setView(): void {
-    const peers = [...this.#verdicts.values()].map((v) => v.jwk).filter((jwk): jwk is PublicJwk => jwk !== null);
+    const now = Date.now();
+    const window = this.#o.ttlMs + this.#o.retentionMs;
+    const peers = [...this.#verdicts.values()]
+      .filter((v) => v.lastBeat > 0 && now - v.lastBeat < window)
+      .map((v) => v.jwk)
+      .filter((jwk): jwk is PublicJwk => jwk !== null);
     const all = [this.#own, ...peers].sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
     const view: Jwks = { keys: all.map((jwk) => ({ ...jwk })) };
     const text = JSON.stringify(view);

@@ -1,6 +1,7 @@
 import { calculateJwkThumbprint } from 'jose';
-import { START_NONCE, type AttestationDocumentV2, type Tee } from '../protocol/attestation.ts';
+import { START_NONCE, type AttestationDocumentV2 } from '../protocol/attestation.ts';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
+import { sameMeasuredState } from './measured-state.ts';
 
 /** What a replica publishes in the registry: its public key and the start evidence that binds it. */
 export interface PublishedKey {
@@ -22,19 +23,23 @@ export interface PublicJwk {
 }
 
 export interface AdmissionPolicy {
-  tee: Tee;
+  /** This replica's start evidence: a peer must show the same measured state. */
+  ours: AttestationDocumentV2;
   /** Launch measurements whose keys this replica serves: its own, plus any the operator trusts (rolling upgrades). */
   measurements: ReadonlySet<string>;
+  /** Without hardware evidence nothing proves who made a peer's key: such keys are admitted only when the operator says so. */
+  admitUnattested: boolean;
 }
 
 export type Admission = { jwk: PublicJwk } | { rejected: string };
 
 /**
  * Decides whether a peer's key may enter this replica's JWKS. The peer's start evidence must bind
- * exactly its one key and show a trusted measurement; on hardware, its signature chain must verify up
- * to AMD's or Intel's root. A replica without hardware (tee none) admits only peers without hardware,
- * so a development fleet never mixes with a real one. Redis is thus not trusted with keys, only with
- * carrying them.
+ * exactly its one key and show the same measured state as this replica (sameMeasuredState); on
+ * hardware, its signature chain must verify up to AMD's or Intel's root. A replica without hardware
+ * (tee none) admits only peers without hardware, and only with `fleet.admit_unattested_peers`. Redis
+ * is thus not trusted with keys, only with carrying them; whether a key is live is decided by the
+ * heartbeats it signs (key-registry.ts).
  */
 export async function admitPeerKey(text: string, kid: string, policy: AdmissionPolicy): Promise<Admission> {
   let doc: PublishedKey;
@@ -49,11 +54,12 @@ export async function admitPeerKey(text: string, kid: string, policy: AdmissionP
   const { kty, crv, x, y } = bound[0] as Record<string, unknown>;
   if (kty !== 'EC' || crv !== 'P-256' || typeof x !== 'string' || typeof y !== 'string') return { rejected: 'the bound key is not an EC P-256 key' };
   if ((await calculateJwkThumbprint({ kty, crv, x, y }, 'sha256')) !== kid) return { rejected: 'the kid is not the thumbprint of the bound key' };
-  if (attestation.tee !== policy.tee) return { rejected: `tee ${String(attestation.tee)} differs from this replica's ${policy.tee}` };
-  if (typeof attestation.measurement !== 'string' || !policy.measurements.has(attestation.measurement.toLowerCase())) {
-    return { rejected: `measurement ${String(attestation.measurement)} is not trusted` };
+  const different = sameMeasuredState(policy.ours, attestation, policy.measurements);
+  if (different !== null) return { rejected: different };
+  if (policy.ours.tee === 'none' && !policy.admitUnattested) {
+    return { rejected: 'neither replica has hardware evidence, so nothing proves who made this key (set fleet.admit_unattested_peers to serve such keys)' };
   }
-  if (policy.tee !== 'none') {
+  if (policy.ours.tee !== 'none') {
     const checks = await verifyAttestationDocument(attestation, { jwks: { keys: [bound[0] as object] }, nonce: START_NONCE, expectedMeasurement: attestation.measurement });
     const failed = checks.filter((c) => !c.ok);
     if (failed.length > 0) return { rejected: failed.map((c) => c.detail).join('; ') };

@@ -7,6 +7,8 @@ export interface FleetKeys {
   signingKeys: string;
   /** STRING per kid: the published JWK and its attestation document; expires when it can no longer be served. */
   signingKeyPrefix: string;
+  /** STRING per kid: the replica's latest heartbeat, a JWS its own key signed; liveness is read from it, never from a score. */
+  heartbeatPrefix: string;
   /** ZSET API-key hash → revocation time (ms). Permanent: a revoked key never comes back. */
   revokedApiKeys: string;
   /** Pub/sub: a revoked API-key hash. */
@@ -28,6 +30,7 @@ export function fleetKeys(namespace: string): FleetKeys {
   return {
     signingKeys: `${ns}signing-keys`,
     signingKeyPrefix: `${ns}signing-key:`,
+    heartbeatPrefix: `${ns}heartbeat:`,
     revokedApiKeys: `${ns}revoked-api-keys`,
     revocationChannel: `${ns}revocations`,
     membershipChannel: `${ns}members`,

@@ -1,35 +1,45 @@
 import type { ServerResponse } from 'node:http';
 
-/** Bytes handed to the socket and not yet written: libuv's queue, which shrinks as a big write drains (the stream's own count does not). */
-function unwritten(res: ServerResponse): number {
-  const socket = res.socket as (ServerResponse['socket'] & { _handle?: { writeQueueSize?: number } }) | null;
-  return socket?._handle?.writeQueueSize ?? socket?.writableLength ?? 0;
-}
+/** The answer leaves in slices this large, each after the previous one drained: a stalled client shows as no drain. */
+const SLICE_BYTES = 64 * 1024;
 
 /**
- * Cuts a response whose client stops reading: when no byte of it leaves for `timeoutMs`, `onCut`
- * runs and the connection is destroyed, so an answer nobody reads does not stay in memory.
+ * Ends `res` with `body`, and cuts a client that stops reading: when no slice of it drains for
+ * `timeoutMs` (nginx's `send_timeout`, between two writes), `onCut` runs and the connection is
+ * destroyed, so an answer nobody reads does not stay in memory. Slices are views, never copies.
+ * `last`, when given, is written on its own after the body (a sealed receipt frame).
  */
-export function cutStalledReader(res: ServerResponse, timeoutMs: number, onCut: () => void): void {
-  let pending = unwritten(res);
-  let progressAt = Date.now();
-  const timer = setInterval(
-    () => {
-      const now = unwritten(res);
-      if (now < pending || now === 0) {
-        pending = now;
-        progressAt = Date.now();
-        return;
-      }
-      if (Date.now() - progressAt < timeoutMs) return;
-      clearInterval(timer);
+export function endUnlessStalled(res: ServerResponse, body: Buffer, timeoutMs: number, onCut: () => void, last?: string): void {
+  let offset = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => clearTimeout(timer);
+  const arm = () => {
+    stop();
+    timer = setTimeout(() => {
       onCut();
       res.destroy();
-    },
-    Math.max(10, Math.min(1000, timeoutMs / 4)),
-  );
-  timer.unref();
-  const stop = () => clearInterval(timer);
+    }, timeoutMs);
+    timer.unref();
+  };
+  const pump = () => {
+    arm();
+    while (body.length - offset > SLICE_BYTES) {
+      const slice = body.subarray(offset, offset + SLICE_BYTES);
+      offset += SLICE_BYTES;
+      if (!res.write(slice)) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+    const rest = offset === 0 ? body : body.subarray(offset);
+    if (last === undefined) {
+      res.end(rest);
+    } else {
+      res.write(rest);
+      res.end(last);
+    }
+  };
   res.once('finish', stop);
   res.once('close', stop);
+  pump();
 }

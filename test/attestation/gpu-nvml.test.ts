@@ -13,11 +13,12 @@ import { realChainPem, realReport, VECTOR_NONCE, VECTOR_TIME } from '../support/
 
 const SOURCE = join(import.meta.dirname, '..', 'support', 'fake-nvml', 'fake-nvml.c');
 let library: string;
-let configure: (gpus: number, cc: number) => void;
+let dir: string;
+let configure: (gpus: number, cc: number, report?: Buffer) => void;
 let lastNonce: () => string;
 
 beforeAll(() => {
-  const dir = mkdtempSync(join(tmpdir(), 'sigil-fake-nvml-'));
+  dir = mkdtempSync(join(tmpdir(), 'sigil-fake-nvml-'));
   library = join(dir, 'libnvidia-ml.so.1');
   execFileSync('gcc', ['-shared', '-fPIC', '-Wall', '-Werror', '-o', library, SOURCE]);
   writeFileSync(join(dir, 'report.bin'), realReport());
@@ -25,7 +26,10 @@ beforeAll(() => {
   const fake = koffi.load(library);
   const configureFn = fake.func('int fakeNvmlConfigure(const char *report, const char *certs, uint32_t gpus, uint32_t cc)');
   const lastNonceFn = fake.func('void fakeNvmlLastNonce(_Out_ uint8_t *out)');
-  configure = (gpus, cc) => expect(configureFn(join(dir, 'report.bin'), join(dir, 'chain.pem'), gpus, cc)).toBe(0);
+  configure = (gpus, cc, report = realReport()) => {
+    writeFileSync(join(dir, 'report.bin'), report);
+    expect(configureFn(join(dir, 'report.bin'), join(dir, 'chain.pem'), gpus, cc)).toBe(0);
+  };
   lastNonce = () => {
     const out = Buffer.alloc(32);
     lastNonceFn(out);
@@ -36,7 +40,8 @@ beforeAll(() => {
 function collector(mode: GpuAttestationMode, nvmlLibrary = library) {
   const logged: string[] = [];
   const logger = { info: (m: string) => logged.push(`info: ${m}`), warn: (m: string) => logged.push(`warn: ${m}`) } as never;
-  return { logged, make: () => createGpuCollector({ mode, nvmlLibrary, logger }) };
+  // The recorded chain is checked at the time the report was made, as every verifier test of it does.
+  return { logged, make: () => createGpuCollector({ mode, nvmlLibrary, logger, verification: { at: VECTOR_TIME } }) };
 }
 
 describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/support/fake-nvml)', () => {
@@ -75,6 +80,21 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     );
     expect(document.gpu_evidence).toHaveLength(1);
     expect(document.binding.gpu_evidence_sha256).toEqual([createHash('sha256').update(realReport()).digest('hex')]);
+    gpus.close();
+  });
+
+  it('required serves only reports the verifier accepts: a report whose signature does not hold is refused, naming the check', async () => {
+    configure(1, 1);
+    const gpus = collector('required').make();
+    expect(await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'))).toHaveLength(1);
+    // One measurement byte changed, the nonce kept: NVML still says confidential computing is on.
+    const tampered = realReport();
+    tampered.writeUInt8(tampered.readUInt8(tampered.length - 200) ^ 0xff, tampered.length - 200);
+    configure(1, 1, tampered);
+    await expect(gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'))).rejects.toThrow(GpuAttestationUnavailable);
+    await expect(gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'))).rejects.toThrow(
+      /^attestation.gpu is required but the GPU evidence NVML returned does not verify \(.*gpu\[0\]\.signature: the report's signature does not verify with the device certificate's key/,
+    );
     gpus.close();
   });
 

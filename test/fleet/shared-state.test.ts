@@ -12,7 +12,8 @@ import { RedisLimitCounters } from '../../src/fleet/limit-counters.ts';
 import { RedisReceiptStore } from '../../src/fleet/receipt-store.ts';
 import { fleetKeys } from '../../src/fleet/redis-keys.ts';
 import { createLogger } from '../../src/log/logger.ts';
-import { loadSigningKey } from '../../src/receipts/signing-key.ts';
+import { loadSigningKey, type SigningKey } from '../../src/receipts/signing-key.ts';
+import { signHeartbeat } from '../../src/fleet/heartbeat.ts';
 import { redisServerInstalled, startTestRedis, type TestRedis } from './redis-server.ts';
 
 const installed = redisServerInstalled();
@@ -92,10 +93,14 @@ describe.skipIf(!installed)('RedisReceiptStore', () => {
 });
 
 describe.skipIf(!installed)('KeyRegistry', () => {
-  async function registry(namespace: string, retentionMs: number) {
+  async function startDocument(signingKey: SigningKey, policyHash = 'sha256:' + '33'.repeat(32)) {
+    const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash, tlsSpkiSha256: null, hpkeKeyConfig: null };
+    return (await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE)).document;
+  }
+
+  async function registry(namespace: string, retentionMs: number, admitUnattested = true) {
     const signingKey = await loadSigningKey();
-    const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash: 'sha256:' + '33'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
-    const { document } = await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE);
+    const document = await startDocument(signingKey);
     const r = new KeyRegistry({
       connection: await connect(),
       keys: fleetKeys(namespace),
@@ -104,7 +109,7 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       attestation: document,
       ttlMs: 300,
       retentionMs,
-      admission: { tee: 'none', measurements: new Set([document.measurement]) },
+      admission: { ours: document, measurements: new Set([document.measurement]), admitUnattested },
       logger,
     });
     await r.start();
@@ -125,6 +130,65 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     while (a.registry.jwks.keys.length > 1 && Date.now() - stoppedAt < 3000) await sleep(50);
     expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
     expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(700);
+    await a.registry.stop();
+  });
+
+  /** Writes a peer into Redis as a replica would, or as whoever runs Redis could: entry, listing score and heartbeat. */
+  async function plant(namespace: string, key: SigningKey, options: { policyHash?: string; beatAt: number; score: number }) {
+    const keys = fleetKeys(namespace);
+    const attestation = await startDocument(key, options.policyHash);
+    const client = (await connect()).client;
+    await client.set(keys.signingKeyPrefix + key.kid, JSON.stringify({ replica_id: 'planted', kid: key.kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
+    await client.set(keys.heartbeatPrefix + key.kid, signHeartbeat(key, 'planted', options.beatAt), 'PX', 60_000);
+    await client.zadd(keys.signingKeys, options.score, key.kid);
+  }
+
+  const DAY = 24 * 3600 * 1000;
+
+  it('without hardware, serves no peer key unless fleet.admit_unattested_peers: a copied entry with a new key and a heartbeat a day ahead is refused', async () => {
+    const ns = `t-${randomBytes(3).toString('hex')}`;
+    const a = await registry(ns, 700, false);
+    const b = await registry(ns, 700, false);
+    const intruder = await loadSigningKey();
+    await plant(ns, intruder, { beatAt: Date.now(), score: Date.now() + DAY });
+    await a.registry.refresh();
+    await sleep(100);
+    await a.registry.refresh();
+    expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+    expect(logLines.some((l) => l.includes(intruder.kid) && l.includes('set fleet.admit_unattested_peers to serve such keys'))).toBe(true);
+    await Promise.all([a.registry.stop(), b.registry.stop()]);
+  });
+
+  it('decides liveness by the heartbeats a key signs, not by the score Redis holds: replayed old and future heartbeats are refused', async () => {
+    const ns = `t-${randomBytes(3).toString('hex')}`;
+    const a = await registry(ns, 700);
+    const replayed = await loadSigningKey();
+    const future = await loadSigningKey();
+    const live = await loadSigningKey();
+    // A replica long gone, its last heartbeat replayed under a score a day ahead.
+    await plant(ns, replayed, { beatAt: Date.now() - 60_000, score: Date.now() + DAY });
+    // A heartbeat dated a day ahead: it would keep a retired key forever.
+    await plant(ns, future, { beatAt: Date.now() + DAY, score: Date.now() + DAY });
+    await plant(ns, live, { beatAt: Date.now(), score: Date.now() });
+    await a.registry.refresh();
+    expect(a.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([a.kid, live.kid].sort());
+    expect(logLines.some((l) => l.includes(future.kid) && l.includes('ms in the future'))).toBe(true);
+    // The live peer stops beating; Redis pushes its score a day ahead: it still retires after TTL + retention.
+    await (await connect()).client.zadd(fleetKeys(ns).signingKeys, Date.now() + DAY, live.kid);
+    const stoppedAt = Date.now();
+    while (a.registry.jwks.keys.length > 1 && Date.now() - stoppedAt < 3000) await sleep(50);
+    expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+    await a.registry.stop();
+  });
+
+  it('refuses a peer that serves another catalogue (another policy hash)', async () => {
+    const ns = `t-${randomBytes(3).toString('hex')}`;
+    const a = await registry(ns, 700);
+    const other = await loadSigningKey();
+    await plant(ns, other, { policyHash: 'sha256:' + '44'.repeat(32), beatAt: Date.now(), score: Date.now() });
+    await a.registry.refresh();
+    expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+    expect(logLines.some((l) => l.includes(other.kid) && l.includes('the peer serves another catalogue'))).toBe(true);
     await a.registry.stop();
   });
 });

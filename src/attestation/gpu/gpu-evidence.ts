@@ -4,6 +4,7 @@
  */
 import type { Logger } from '../../log/logger.ts';
 import type { GpuEvidence } from '../../protocol/attestation.ts';
+import { verifyGpuEvidence, type GpuTrustRoots } from '../../verify/gpu/index.ts';
 import { DEFAULT_NVML_LIBRARY, NVML_CC_SYSTEM_DEVTOOLS_MODE_ON, NVML_CC_SYSTEM_FEATURE_ENABLED, openNvml, type Nvml } from './nvml.ts';
 
 export type GpuAttestationMode = 'auto' | 'required' | 'off';
@@ -14,6 +15,8 @@ export interface GpuCollectorOptions {
   nvmlLibrary?: string;
   /** Told once at start why GPUs are left out (warn when NVML is there but unusable; info when there is none). */
   logger: Pick<Logger, 'info' | 'warn'>;
+  /** `required` verifies what it collects as clients do: against these roots (default NVIDIA's), at this time (default now). For tests. */
+  verification?: { roots?: GpuTrustRoots; at?: Date };
 }
 
 export interface GpuCollector {
@@ -51,9 +54,22 @@ async function collectFrom(nvml: Nvml, gpus: { index: number; arch: string }[], 
 }
 
 /**
+ * `required` serves only GPU evidence that verifies with the verifier clients use (src/verify/gpu):
+ * each report's signature by its GPU's key, the chain to NVIDIA's root, the FWID and the nonce, one
+ * entry per GPU. NVML's word on confidential-computing mode is not enough; the reports must show it.
+ */
+function verifiedOrRefused(entries: GpuEvidence[], nonce: Uint8Array, verification: GpuCollectorOptions['verification']): GpuEvidence[] {
+  const { checks } = verifyGpuEvidence(entries, { nonce, ...(verification?.roots ? { roots: verification.roots } : {}), ...(verification?.at ? { at: verification.at } : {}) });
+  const failed = checks.filter((c) => !c.ok);
+  if (failed.length > 0) throw new GpuAttestationUnavailable(`the GPU evidence NVML returned does not verify (${failed.map((c) => `${c.name}: ${c.detail}`).join('; ')})`);
+  return entries;
+}
+
+/**
  * Opens NVML at start and decides: `off` never looks; `auto` collects from every GPU when confidential computing is
  * on and otherwise carries none (with a warning); `required` throws GpuAttestationUnavailable unless at least one
- * GPU runs in confidential-computing mode.
+ * GPU runs in confidential-computing mode, and every collection (the start evidence first, before Sigil listens)
+ * rejects with it unless the reports verify.
  */
 export function createGpuCollector(options: GpuCollectorOptions): GpuCollector {
   if (options.mode === 'off') return NONE;
@@ -84,9 +100,13 @@ export function createGpuCollector(options: GpuCollectorOptions): GpuCollector {
       options.logger.warn('the GPUs run confidential computing in developer-tools mode: the host can read GPU memory; do not serve real prompts');
     }
     const gpus = Array.from({ length: count }, (_, index) => ({ index, arch: nvml.architecture(index) }));
+    const collect =
+      options.mode === 'required'
+        ? async (nonce: Uint8Array) => verifiedOrRefused(await collectFrom(nvml, gpus, nonce), nonce, options.verification)
+        : (nonce: Uint8Array) => collectFrom(nvml, gpus, nonce);
     return {
       gpus: count,
-      collect: (nonce) => collectFrom(nvml, gpus, nonce),
+      collect,
       close: () => nvml.shutdown(),
     };
   } catch (err) {

@@ -16,7 +16,7 @@ import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
 import { budgetExhausted, type BudgetHold, type MemoryBudget } from '../../limits/memory-budget.ts';
-import { cutStalledReader } from '../stalled-reader.ts';
+import { endUnlessStalled } from '../stalled-reader.ts';
 
 const ENGINE_ERROR_LIMIT = 1024 * 1024;
 
@@ -261,15 +261,9 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   }
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
-  if (trailer === undefined) {
-    x.res.end(out);
-  } else {
-    // Two sealed frames: the engine's bytes, then the receipt (the client splits them, docs/ehbp.md).
-    x.res.write(out);
-    x.res.end(trailer);
-  }
-  cutStalledReader(x.res, x.ctx.config.limits.client_read_timeout_ms, () => {
+  // Sealed, the receipt is the last frame, after the engine's bytes (the client splits them, docs/ehbp.md).
+  endUnlessStalled(x.res, out, x.ctx.config.limits.client_read_timeout_ms, () => {
     x.log.error_code = 'client_read_timeout';
     x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');
-  });
+  }, trailer);
 }

@@ -1,0 +1,40 @@
+import { sign } from 'node:crypto';
+import { compactVerify, importJWK } from 'jose';
+import type { SigningKey } from '../receipts/signing-key.ts';
+import type { PublicJwk } from './peer-admission.ts';
+
+/** How far ahead of this replica's clock a peer's heartbeat may be: clocks of one fleet agree within seconds. */
+export const MAX_CLOCK_SKEW_MS = 5_000;
+
+interface HeartbeatClaims {
+  kid: string;
+  replica_id: string;
+  /** When the replica signed it: ms since the epoch, its own clock. */
+  at: number;
+}
+
+/** A heartbeat: a compact ES256 JWS by the replica's own signing key, saying it was alive at `at`. */
+export function signHeartbeat(key: SigningKey, replicaId: string, at: number): string {
+  const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'sigil-heartbeat', kid: key.kid })).toString('base64url');
+  const claims: HeartbeatClaims = { kid: key.kid, replica_id: replicaId, at };
+  const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+  return `${input}.${sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+}
+
+/**
+ * When the key `jwk` last said it was alive, read from a heartbeat Redis holds: a number only when
+ * that key signed it, for itself, and not from the future (beyond MAX_CLOCK_SKEW_MS); else why not.
+ */
+export async function readHeartbeat(jws: string, jwk: PublicJwk, now: number): Promise<{ at: number } | { refused: string }> {
+  let claims: HeartbeatClaims;
+  try {
+    const { payload, protectedHeader } = await compactVerify(jws, await importJWK(jwk, 'ES256'), { algorithms: ['ES256'] });
+    if (protectedHeader.typ !== 'sigil-heartbeat') return { refused: 'the heartbeat is not a Sigil heartbeat' };
+    claims = JSON.parse(new TextDecoder().decode(payload)) as HeartbeatClaims;
+  } catch {
+    return { refused: "the heartbeat is not signed by the peer's key" };
+  }
+  if (claims.kid !== jwk.kid || typeof claims.at !== 'number' || !Number.isFinite(claims.at)) return { refused: 'the heartbeat names another key' };
+  if (claims.at > now + MAX_CLOCK_SKEW_MS) return { refused: `the heartbeat is dated ${claims.at - now} ms in the future` };
+  return { at: claims.at };
+}
