@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
+import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
 
 /** One engine Sigil forwards to, with its own connection pool. */
 export interface Upstream {
@@ -37,7 +38,8 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
     basePath: path === '' ? '/v1' : path,
     pool: new Pool(url.origin, {
       connections: config.connections,
-      connect: { timeout: config.connect_timeout_ms },
+      // A pinned engine must present the configured key on every connection, before any request byte.
+      connect: config.tls_pin_sha256 === undefined ? { timeout: config.connect_timeout_ms } : pinningConnector(new SpkiPin([config.tls_pin_sha256])),
       keepAliveTimeout: 30_000,
     }),
     headers,
