@@ -21,6 +21,8 @@ const upstream = z.strictObject({
   tls_pin_sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the SHA-256 of the SPKI, 64 lowercase hex digits').optional(),
   /** On a hardware TEE, an engine outside the VM (not loopback) needs a pinned TLS key, or this explicit setting (shown in the policy). */
   allow_outside_vm: z.boolean().default(false),
+  /** Send each API key's own prefix-cache salt in `cache_salt` (vLLM) on chat and completions requests. */
+  cache_salt: z.boolean().default(true),
   /** Client request headers passed on to this engine; none by default (not even Authorization). */
   forward_headers: z
     .array(

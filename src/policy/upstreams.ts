@@ -18,6 +18,8 @@ export interface PolicyUpstream {
   allow_outside_vm: boolean;
   /** Client headers passed to this engine (an `authorization` here hands it the caller's API key). */
   forward_headers: string[];
+  /** Whether each API key's own prefix-cache salt is sent (`cache_salt`): one key cannot time another's prompts through cache hits. */
+  cache_salt: boolean;
 }
 
 function isLoopback(hostname: string): boolean {
@@ -34,7 +36,7 @@ export function policyUpstream(name: string, config: UpstreamConfig): PolicyUpst
   const https = new URL(config.url).protocol === 'https:';
   const pin = config.tls_pin_sha256 ?? null;
   const transport: UpstreamTransport = place === 'inside_vm' ? 'loopback' : pin !== null ? 'tls_pinned' : https ? 'tls' : 'plaintext';
-  return { name, url: config.url, region: config.region ?? null, place, transport, tls_pin_sha256: pin, allow_outside_vm: config.allow_outside_vm, forward_headers: [...config.forward_headers] };
+  return { name, url: config.url, region: config.region ?? null, place, transport, tls_pin_sha256: pin, allow_outside_vm: config.allow_outside_vm, forward_headers: [...config.forward_headers], cache_salt: config.cache_salt };
 }
 
 /**

@@ -15,6 +15,8 @@ export interface Upstream {
   forwardHeaders: readonly string[];
   timeoutMs: number;
   idleTimeoutMs: number;
+  /** Whether chat and completions requests carry the caller's `cache_salt`. */
+  cacheSalt: boolean;
 }
 
 export class UpstreamConfigError extends Error {
@@ -46,6 +48,7 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
     forwardHeaders: config.forward_headers,
     timeoutMs: config.timeout_ms,
     idleTimeoutMs: config.idle_timeout_ms,
+    cacheSalt: config.cache_salt,
   };
 }
 

@@ -39,7 +39,7 @@ describe('GET /v1/verify/policy', () => {
         { id: 'n', provider: 'test-provider', model_hash: 'sha256:' + '02'.repeat(32), upstream_model: 'engine-name', upstreams: [{ name: 'main', url: engine.baseUrl, region: 'eu-west' }] },
       ],
       upstreams: [
-        { name: 'main', url: engine.baseUrl, region: 'eu-west', place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [] },
+        { name: 'main', url: engine.baseUrl, region: 'eu-west', place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [], cache_salt: false },
       ],
       attestation: { provider: 'none' },
       logging: {

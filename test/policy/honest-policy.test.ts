@@ -46,8 +46,8 @@ describe('the policy document', () => {
     const policy = await policyOf(sigil);
     expect(policy.logging).toEqual({ level: 'warn', prompt_content: 'never', completion_content: 'never', api_keys: 'never', request_fields: [] });
     expect(policy.upstreams).toEqual([
-      { name: 'local', url: engine.baseUrl, region: null, place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [] },
-      { name: 'remote', url: 'http://10.20.30.40:8000/v1', region: null, place: 'outside_vm', transport: 'plaintext', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: ['authorization', 'x-tenant'] },
+      { name: 'local', url: engine.baseUrl, region: null, place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [], cache_salt: false },
+      { name: 'remote', url: 'http://10.20.30.40:8000/v1', region: null, place: 'outside_vm', transport: 'plaintext', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: ['authorization', 'x-tenant'], cache_salt: false },
     ]);
     const debug = await policyOf(await sigilWith({ local: { url: engine.baseUrl } }, { log: { level: 'debug' } }));
     expect((debug.logging as { level: string; request_fields: string[] }).level).toBe('debug');
