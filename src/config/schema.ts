@@ -81,6 +81,9 @@ export const configSchema = z.strictObject({
   limits: z
     .strictObject({
       max_body_bytes: positiveInt.default(4 * 1024 * 1024),
+      /** Fresh attestations (GET /v1/verify/attestation?nonce=) each client may ask at once, then per second: per API key, else per address. */
+      fresh_attestation_burst: positiveInt.default(10),
+      fresh_attestations_per_s: z.number().positive().default(5),
       /** One engine stream event larger than this ends the stream with an error event (issue 11). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
