@@ -17,6 +17,12 @@ const upstream = z.strictObject({
   idle_timeout_ms: positiveInt.default(120_000),
   region: z.string().min(1).optional(),
   connections: positiveInt.default(256),
+  /** SHA-256 (lowercase hex) of the engine's TLS public key (SPKI): every connection must present it. Needs an https URL. */
+  tls_pin_sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the SHA-256 of the SPKI, 64 lowercase hex digits').optional(),
+  /** On a hardware TEE, an engine outside the VM (not loopback) needs a pinned TLS key, or this explicit setting (shown in the policy). */
+  allow_outside_vm: z.boolean().default(false),
+  /** Send each API key's own prefix-cache salt in `cache_salt` (vLLM) on chat and completions requests. */
+  cache_salt: z.boolean().default(true),
   /** Client request headers passed on to this engine; none by default (not even Authorization). */
   forward_headers: z
     .array(
@@ -27,7 +33,7 @@ const upstream = z.strictObject({
         .refine((h) => !UNFORWARDABLE_HEADERS.has(h), 'hop-by-hop and framing headers (host, content-length, transfer-encoding, connection, keep-alive, te, trailer, upgrade, expect, ...) are never forwarded'),
     )
     .default([]),
-});
+}).refine((u) => u.tls_pin_sha256 === undefined || u.url.startsWith('https:'), { message: 'a pinned TLS key needs an https URL', path: ['tls_pin_sha256'] });
 
 export const configSchema = z.strictObject({
   listen: z.strictObject({ host: z.string().min(1).default('127.0.0.1'), port: port.default(8080) }).prefault({}),
@@ -75,6 +81,9 @@ export const configSchema = z.strictObject({
   limits: z
     .strictObject({
       max_body_bytes: positiveInt.default(4 * 1024 * 1024),
+      /** Fresh attestations (GET /v1/verify/attestation?nonce=) each client may ask at once, then per second: per API key, else per address. */
+      fresh_attestation_burst: positiveInt.default(10),
+      fresh_attestations_per_s: z.number().positive().default(5),
       /** One engine stream event larger than this ends the stream with an error event (issue 11). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),

@@ -60,7 +60,7 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
           ],
         };
   return {
-    config: { ...config, upstreams: { [BUILTIN_UPSTREAM]: { url: `${engine.url}/v1`, timeout_ms: 600_000, connect_timeout_ms: 10_000, idle_timeout_ms: 120_000, connections: 64, forward_headers: [] } } },
+    config: { ...config, upstreams: { [BUILTIN_UPSTREAM]: { url: `${engine.url}/v1`, timeout_ms: 600_000, connect_timeout_ms: 10_000, idle_timeout_ms: 120_000, connections: 64, forward_headers: [], allow_outside_vm: false, cache_salt: false } } },
     catalogue,
     stop: engine.stop,
   };

@@ -51,7 +51,7 @@ function buildRoutes(state: AppState) {
     ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
     ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
     ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
-    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler()), public: true }],
+    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler({ burst: state.ctx.config.limits.fresh_attestation_burst, perS: state.ctx.config.limits.fresh_attestations_per_s })), public: true }],
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
     [KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],

@@ -31,6 +31,7 @@ import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
+import { outsideVmProblem } from '../policy/upstreams.ts';
 
 export interface RunningSigil {
   url: string;
@@ -110,6 +111,12 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
       `tls.mode is off on a ${provider.tee} machine: prompts would cross the host's network in plaintext before reaching the enclave. ` +
         'Set tls.mode (self-signed, acme or files), or tls.allow_plaintext: true when a terminator inside the enclave fronts Sigil.',
     );
+  }
+  if (provider.tee !== 'none') {
+    for (const upstream of served.policy.upstreams) {
+      const problem = outsideVmProblem(upstream);
+      if (problem !== undefined) throw new ConfigError(problem);
+    }
   }
   const tls = await provisionTls(config, logger);
   try {

@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
+import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
 
 /** One engine Sigil forwards to, with its own connection pool. */
 export interface Upstream {
@@ -14,6 +15,8 @@ export interface Upstream {
   forwardHeaders: readonly string[];
   timeoutMs: number;
   idleTimeoutMs: number;
+  /** Whether chat and completions requests carry the caller's `cache_salt`. */
+  cacheSalt: boolean;
 }
 
 export class UpstreamConfigError extends Error {
@@ -37,13 +40,15 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
     basePath: path === '' ? '/v1' : path,
     pool: new Pool(url.origin, {
       connections: config.connections,
-      connect: { timeout: config.connect_timeout_ms },
+      // A pinned engine must present the configured key on every connection, before any request byte.
+      connect: config.tls_pin_sha256 === undefined ? { timeout: config.connect_timeout_ms } : pinningConnector(new SpkiPin([config.tls_pin_sha256])),
       keepAliveTimeout: 30_000,
     }),
     headers,
     forwardHeaders: config.forward_headers,
     timeoutMs: config.timeout_ms,
     idleTimeoutMs: config.idle_timeout_ms,
+    cacheSalt: config.cache_salt,
   };
 }
 

@@ -33,13 +33,17 @@ describe('GET /v1/verify/policy', () => {
     const { status, body } = await getJson('/v1/verify/policy');
     expect(status).toBe(200);
     expect(body).toEqual({
-      schema_version: '1.0.0',
+      schema_version: '1.1.0',
       models: [
         { id: 'm', provider: 'test-provider', model_hash: 'sha256:' + '01'.repeat(32), upstream_model: 'm', upstreams: [{ name: 'main', url: engine.baseUrl, region: 'eu-west' }] },
         { id: 'n', provider: 'test-provider', model_hash: 'sha256:' + '02'.repeat(32), upstream_model: 'engine-name', upstreams: [{ name: 'main', url: engine.baseUrl, region: 'eu-west' }] },
       ],
+      upstreams: [
+        { name: 'main', url: engine.baseUrl, region: 'eu-west', place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [], cache_salt: false },
+      ],
       attestation: { provider: 'none' },
       logging: {
+        level: 'info',
         prompt_content: 'never',
         completion_content: 'never',
         api_keys: 'never',

@@ -13,6 +13,7 @@ import type { Caller } from '../../auth/bearer.ts';
 import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
 import { selectUpstream } from '../../proxy/select-upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
+import { cacheSaltFor, withCacheSalt } from '../../proxy/cache-salt.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
 import { budgetExhausted, type BudgetHold, type MemoryBudget } from '../../limits/memory-budget.ts';
@@ -25,6 +26,8 @@ export interface ExchangeShared {
   buffers: MemoryBudget;
   streamsCut: AbortSignal;
 }
+/** The endpoints whose engine requests take vLLM's `cache_salt`. */
+const SALTED_ENDPOINTS = new Set(['chat', 'completions']);
 
 const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
 
@@ -114,6 +117,8 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     streamsCut: shared.streamsCut,
     sealed: sealed !== undefined,
   };
+  // Prefix-cache isolation: the engine keys its cache by this salt, one per API key (docs/configuration.md).
+  if (upstream.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind)) exchange.forwarded = withCacheSalt(exchange.forwarded, cacheSaltFor(caller.secret));
   // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
   // only if the engine streams anyway.
   let modelReceipt: string | undefined;

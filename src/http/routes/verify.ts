@@ -4,11 +4,11 @@ import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
 import { HttpError, httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
+import { PerClientBuckets } from '../../limits/per-client-bucket.ts';
 
 const NONCE_HEX = /^[0-9a-fA-F]{64}$/;
 const CACHE_SIZE = 256;
-const REFILL_PER_S = 5;
-const BURST = 10;
+const TRACKED_CLIENTS = 10_000;
 
 /** GET /v1/verify/jwks.json */
 export function handleJwks(_req: IncomingMessage, res: ServerResponse, ctx: AppContext): void {
@@ -20,26 +20,29 @@ export function handlePolicy(_req: IncomingMessage, res: ServerResponse, ctx: Ap
   sendJson(res, 200, ctx.documents.policy, { 'cache-control': 'no-cache' });
 }
 
+/** Whose allowance a fresh attestation spends: the API key's when a valid one is sent, else the peer address's. */
+function clientOf(req: IncomingMessage, ctx: AppContext): string {
+  if (req.headers.authorization !== undefined) {
+    try {
+      return `key:${ctx.keyRing.authenticate(req.headers).keyHash}`;
+    } catch {
+      // An invalid key is an anonymous caller.
+    }
+  }
+  return `addr:${req.socket.remoteAddress ?? ''}`;
+}
+
 /**
  * GET /v1/verify/attestation[?nonce=HEX]: without a nonce, the evidence made at start (the one
  * `attestation_hash` names); with a 32-byte hex nonce, fresh evidence binding it. Fresh evidence is
- * cached per nonce and rate-limited, because hardware reports are slow and shared.
+ * cached per nonce and rate-limited per client (docs/api.md), because hardware reports are slow and
+ * shared: one client's flood spends its own allowance, never another's.
  */
-export function createAttestationHandler() {
+export function createAttestationHandler(limits: { burst: number; perS: number }) {
   const cache = new Map<string, Promise<string>>();
-  let tokens = BURST;
-  let refilledAt = Date.now();
+  const buckets = new PerClientBuckets({ burst: limits.burst, perS: limits.perS, maxClients: TRACKED_CLIENTS });
 
-  const takeToken = (): boolean => {
-    const now = Date.now();
-    tokens = Math.min(BURST, tokens + ((now - refilledAt) / 1000) * REFILL_PER_S);
-    refilledAt = now;
-    if (tokens < 1) return false;
-    tokens -= 1;
-    return true;
-  };
-
-  return async function handleAttestation(_req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
+  return async function handleAttestation(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
     const nonceHex = url.searchParams.get('nonce');
     if (nonceHex === null || nonceHex === '') {
       sendJson(res, 200, ctx.documents.startEvidence, { 'cache-control': 'no-cache' });
@@ -50,7 +53,7 @@ export function createAttestationHandler() {
     const key = `${nonceHex.toLowerCase()}|${ctx.attestation.sources.eventLog?.runtime_events.length ?? 0}|${ctx.receiptContext.policyHash}`;
     let body = cache.get(key);
     if (body === undefined) {
-      if (!takeToken()) {
+      if (!buckets.take(clientOf(req, ctx))) {
         throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
       const nonce = Buffer.from(nonceHex, 'hex');

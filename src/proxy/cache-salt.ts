@@ -1,0 +1,31 @@
+import { hkdfSync } from 'node:crypto';
+import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
+
+/** The request field vLLM reads to keep one tenant's prefix-cache entries from another's (docs/configuration.md). */
+export const CACHE_SALT_FIELD = 'cache_salt';
+
+/**
+ * The caller's prefix-cache salt: 32 bytes from the secret derived from its API key, base64url. The same
+ * for every request of one key (its own prefix hits survive), unrelated between keys, and neither the salt
+ * nor the stored key hash gives the key.
+ */
+export function cacheSaltFor(callerSecret: Buffer): string {
+  return Buffer.from(hkdfSync('sha256', callerSecret, '', 'sigil prefix cache salt', 32)).toString('base64url');
+}
+
+/**
+ * The engine's body with `cache_salt` set to `salt`: a client's own value is replaced (a salt it could
+ * choose is a salt it could share with another key), every other byte is kept.
+ */
+export function withCacheSalt(body: Buffer, salt: string): Buffer {
+  const scan = scanJsonObject(body);
+  const value = JSON.stringify(salt);
+  if (scan.members.some((m) => m.key === CACHE_SALT_FIELD)) return editJsonObject(body, scan, { set: { [CACHE_SALT_FIELD]: value } });
+  const last = scan.members.at(-1);
+  const member = Buffer.from(`"${CACHE_SALT_FIELD}":${value}`, 'utf8');
+  if (last === undefined) {
+    const open = body.indexOf(0x7b);
+    return Buffer.concat([body.subarray(0, open + 1), member, body.subarray(open + 1)]);
+  }
+  return Buffer.concat([body.subarray(0, last.valueEnd), Buffer.from(','), member, body.subarray(last.valueEnd)]);
+}
