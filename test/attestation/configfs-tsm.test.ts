@@ -11,7 +11,9 @@ import {
   createIntelTestChain,
   testJwks,
   type AmdTestChain,
-  type IntelTestChain, TEST_START_EVENT } from '../support/evidence-fixtures.ts';
+  type IntelTestChain,
+  TEST_START_EVENT,
+} from '../support/evidence-fixtures.ts';
 import { FakeConfigfs } from './fake-configfs.ts';
 
 const MEASUREMENT = Buffer.alloc(48, 0x3c);
