@@ -71,6 +71,19 @@ export function codeListings(codeDir: string): Promise<{ code: string; nodeModul
   return pending;
 }
 
+const binaries = new Map<string, Promise<string>>();
+
+/** The node binary's SHA-256, once per process: the binary running cannot change under it. */
+function nodeBinarySha256(path: string): Promise<string> {
+  let pending = binaries.get(path);
+  if (pending === undefined) {
+    pending = sha256File(path);
+    pending.catch(() => binaries.delete(path));
+    binaries.set(path, pending);
+  }
+  return pending;
+}
+
 const inside = (dir: string, parent: string) => resolve(dir).startsWith(resolve(parent) + '/');
 
 export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
@@ -78,7 +91,7 @@ export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
   const [{ code, nodeModules }, pkg, nodeSha, configBytes, catalogueBytes, trustPage] = await Promise.all([
     codeListings(codeDir),
     nodeFs.readFile(join(dirname(codeDir), 'package.json'), 'utf8'),
-    sha256File(inputs.nodeBinary ?? process.execPath),
+    nodeBinarySha256(inputs.nodeBinary ?? process.execPath),
     nodeFs.readFile(inputs.configPath),
     inputs.cataloguePath === null ? null : nodeFs.readFile(inputs.cataloguePath),
     inputs.trustPageDir === null || inside(inputs.trustPageDir, codeDir) ? null : codeManifest(inputs.trustPageDir).catch(() => null),

@@ -52,6 +52,8 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
               regions: ['local'],
               pricing: { input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' },
               model_hash: modelHash,
+              // The file the engine loads: Sigil hashes it again at start, so the manifest counts it as measured.
+              weights: modelPath,
               endpoints: BUILTIN_ENGINE_ENDPOINTS,
               description: demo
                 ? 'A tiny llama-architecture GGUF with random weights, made by Sigil for end-to-end demos. Not a language model.'

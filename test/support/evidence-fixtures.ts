@@ -212,7 +212,7 @@ export interface TdxQuoteFields {
   reportData: Uint8Array;
   mrTd: Uint8Array;
   tdAttributes?: Uint8Array;
-  /** RTMR0-3 (all zero by default). */
+  /** RTMR0-3 (by default RTMR0-2 all zero and RTMR3 extended once with TEST_START_EVENT, as after Sigil's start). */
   rtmrs?: Uint8Array[];
   mrConfigId?: Uint8Array;
   /** TEE_TCB_SVN (16 bytes; 04 01 07 00... by default). */
@@ -242,7 +242,7 @@ export function buildTdxQuote(fields: TdxQuoteFields, chain: Pick<IntelTestChain
   Buffer.from(fields.mrTd).copy(body, 136);
   if (fields.teeTcbSvn !== undefined) Buffer.from(fields.teeTcbSvn).copy(body, 0);
   if (fields.mrConfigId !== undefined) Buffer.from(fields.mrConfigId).copy(body, 184);
-  (fields.rtmrs ?? []).forEach((rtmr, i) => Buffer.from(rtmr).copy(body, 328 + 48 * i));
+  (fields.rtmrs ?? [Buffer.alloc(48), Buffer.alloc(48), Buffer.alloc(48), TEST_RTMR3]).forEach((rtmr, i) => Buffer.from(rtmr).copy(body, 328 + 48 * i));
   Buffer.from(fields.reportData).copy(body, 520);
 
   const ak = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -289,6 +289,9 @@ export const TEST_START_EVENT = (() => {
   return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
 })();
 
+/** RTMR3 after Sigil extended TEST_START_EVENT into an all-zero register. */
+const TEST_RTMR3 = createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(TEST_START_EVENT.digest, 'hex')).digest();
+
 /** The binding a test document states: the given JWKS, a fixed policy hash and manifest, keys made in the enclave, no TLS, no HPKE, no GPU. */
 export function testBinding(jwks: object): AttestationBinding {
   return {
@@ -317,8 +320,13 @@ function documentV2(tee: 'sev-snp' | 'tdx', evidence: Uint8Array, nonce: Uint8Ar
     binding: testBinding(jwks),
     report_data: Buffer.from(reportData).toString('hex'),
     evidence: Buffer.from(evidence).toString('base64'),
-    // On SEV-SNP the binding vouches for the events; on TDX a test quote's RTMR3 is all zero, so its document lists none.
-    event_log: tee === 'sev-snp' ? { ccel_table: null, ccel_data: null, runtime_events: [TEST_START_EVENT], self_measurement: { extended: false, reason: 'SEV-SNP has no runtime measurement register' } } : null,
+    // On SEV-SNP the binding vouches for the events; on TDX a test quote's RTMR3 also holds the event.
+    event_log: {
+      ccel_table: null,
+      ccel_data: null,
+      runtime_events: [TEST_START_EVENT],
+      self_measurement: tee === 'tdx' ? { extended: true, reason: null } : { extended: false, reason: 'SEV-SNP has no runtime measurement register' },
+    },
     gpu_evidence: [],
   };
 }

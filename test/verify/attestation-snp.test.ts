@@ -44,6 +44,9 @@ const ALL_SNP_CHECKS = [
   'reference.values',
   'reference.measurement',
   'reference.host_data',
+  'attestation.key_origin',
+  'attestation.events',
+  'attestation.manifest',
 ];
 
 describe('SEV-SNP attestation document', () => {

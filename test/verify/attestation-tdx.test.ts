@@ -6,7 +6,7 @@ import { replayRtmrs } from '../../src/verify/evidence/event-log/replay.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
-import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain, expectedReportData } from '../support/evidence-fixtures.ts';
+import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain, expectedReportData, TEST_START_EVENT } from '../support/evidence-fixtures.ts';
 
 const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
 
@@ -36,7 +36,15 @@ const ALL_TDX_CHECKS = [
   'reference.rtmr1',
   'reference.rtmr2',
   'reference.rtmr3',
-  'eventlog.replay',
+  'eventlog.runtime_events',
+  'eventlog.rtmr0',
+  'eventlog.rtmr1',
+  'eventlog.rtmr2',
+  'eventlog.rtmr3',
+  'eventlog.event_data',
+  'attestation.key_origin',
+  'attestation.events',
+  'attestation.manifest',
 ];
 
 describe('TDX attestation document', () => {
@@ -136,8 +144,8 @@ describe('a TDX document with an event log and reference values', () => {
   const mrTd = Buffer.alloc(48, 0x7d);
   const reportData = expectedReportData(nonce, jwks);
   const ccel = readFileSync(new URL('../vectors/tdx/dstack-ccel.bin', import.meta.url));
-  const payload = '{"sigil":"0.1.0"}';
-  const digest = createHash('sha384').update(payload).digest('hex');
+  // Sigil's start event, as the binding of a test document names it.
+  const { payload, digest } = TEST_START_EVENT;
   const boot = replayRtmrs(readCcelEventLog(ccel));
   const rtmrs = [boot[0], boot[1], boot[2], createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(digest, 'hex')).digest()];
   const withLog = (quote: Uint8Array, runtimePayload = payload) => ({
@@ -176,7 +184,7 @@ describe('a TDX document with an event log and reference values', () => {
   it('fails when the published runtime payload is not what RTMR3 measured', async () => {
     const quote = buildTdxQuote({ reportData, mrTd, rtmrs }, chain);
     const checks = await verifyAttestationDocument(withLog(quote, '{"sigil":"0.1.1"}'), { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['eventlog.runtime_events', 'eventlog.event_data']);
+    expect(failing(checks)).toEqual(['eventlog.runtime_events', 'eventlog.event_data', 'attestation.events']);
   });
 
   it('fails naming RTMR1 when the quote was made after a boot the log does not describe', async () => {

@@ -9,7 +9,7 @@ import { verifyCommand } from '../../src/cli/verify.ts';
 import type { TrustRoots } from '../../src/verify/attestation.ts';
 import { amdCertTable, buildSnpReport, buildTdxQuote, createAmdTestChain, createIntelTestChain } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain, IntelTestChain } from '../support/evidence-fixtures.ts';
-import { TEST_API_KEY, startFakeService } from './cli-server.ts';
+import { TEST_API_KEY, startFakeService, SERVICE_RTMRS } from './cli-server.ts';
 import type { FakeHardware, FakeService } from './cli-server.ts';
 import { makeSigner } from './receipt-fixtures.ts';
 
@@ -39,7 +39,7 @@ function snpHardware(chain: AmdTestChain, measurement: Buffer, evidenceMeasureme
 }
 
 function tdxHardware(chain: IntelTestChain, mrTd: Buffer): FakeHardware {
-  return { tee: 'tdx', measurement: mrTd.toString('hex'), evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd }, chain)) }) };
+  return { tee: 'tdx', measurement: mrTd.toString('hex'), evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd, rtmrs: SERVICE_RTMRS }, chain)) }) };
 }
 
 describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)', () => {

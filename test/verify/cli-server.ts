@@ -60,15 +60,24 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 }
 
 const START_NONCE_HEX = '00'.repeat(32);
+const SERVICE_MANIFEST = '5e'.repeat(48);
+/** The stand-in's one runtime event: it started with this manifest and its policy, as Sigil records at start. */
+export const SERVICE_START_EVENT = (() => {
+  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: SERVICE_MANIFEST, policy_hash: sha256(canonicalize(POLICY)), reason: 'start', seq: 0 });
+  return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
+})();
+/** RTMR0-3 of a TDX stand-in whose RTMR3 holds SERVICE_START_EVENT. */
+export const SERVICE_RTMRS = [Buffer.alloc(48), Buffer.alloc(48), Buffer.alloc(48), createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(SERVICE_START_EVENT.digest, 'hex')).digest()];
+const SERVICE_EVENT_LOG = { ccel_table: null, ccel_data: null, runtime_events: [SERVICE_START_EVENT], self_measurement: { extended: true, reason: null } };
 const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []): AttestationBinding => ({
   jwks: jwks as AttestationBinding['jwks'],
   policy_hash: sha256(canonicalize(POLICY)),
   tls_spki_sha256: tlsSpki,
   hpke_key_config: null,
   gpu_evidence_sha256: gpuSha256,
-  manifest_sha384: null,
-  key_origin: { receipt: { origin: 'generated' }, tls: null, hpke: null },
-  runtime_events_sha384: [],
+  manifest_sha384: SERVICE_MANIFEST,
+  key_origin: { receipt: { origin: 'generated' }, tls: tlsSpki === null ? null : { origin: 'generated' }, hpke: null },
+  runtime_events_sha384: [SERVICE_START_EVENT.digest],
 });
 const reportDataFor = (nonceHex: string, jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []) =>
   Buffer.from(reportDataV2(Buffer.from(nonceHex, 'hex'), bindingFor(jwks, tlsSpki, gpuSha256)));
@@ -126,7 +135,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
       const fresh = hardware?.evidence(reportData);
       const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
       const binding = bindingFor(jwks, tlsSpki, gpuSha256);
-      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: null, gpu_evidence: gpu });
+      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: gpu });
     }
     if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
       const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));
