@@ -3,11 +3,13 @@ import { canonicalJson } from '../protocol/jcs.ts';
 import { fail, pass } from './check.ts';
 import type { Check } from './check.ts';
 
-function field(doc: unknown, name: string): unknown {
+/** `doc[name]` when doc is an object; undefined otherwise. */
+export function field(doc: unknown, name: string): unknown {
   return typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>)[name] : undefined;
 }
 
-function sameJson(a: unknown, b: unknown): boolean {
+/** The two values have the same RFC 8785 canonical JSON (false when either cannot be canonicalized). */
+export function sameJson(a: unknown, b: unknown): boolean {
   try {
     return a !== undefined && canonicalJson(a) === canonicalJson(b);
   } catch {
