@@ -17,6 +17,7 @@ import type { Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
 import { VerifyError, isVerifyError } from '../verify/errors.ts';
+import { toEar } from '../verify/ear.ts';
 import { firstListedModel, sendChatWithReceipt } from '../verify/live-request.ts';
 import { policyModelCheck } from '../verify/policy-model.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
@@ -61,7 +62,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       print as WAIVED, never PASS
   --allow-unpinned-code  accept measured values no reference value pins: they print as WAIVED; without
                       it they print as ---- NOT PINNED and the verdict is NOT VERIFIED
-  --json              print a machine-readable report
+  --json              print a machine-readable report (same as --format json)
+  --format ear        print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)
 
 Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a
 value is not pinned), 2 bad usage, 3 could not verify (I/O, network).
@@ -99,6 +101,8 @@ interface Options {
   allowNoTee: boolean;
   allowUnpinnedCode: boolean;
   json: boolean;
+  /** --format ear: print the verdict as an IETF RATS EAR (JSON claims set). */
+  ear: boolean;
 }
 
 export interface VerifyReport {
@@ -140,6 +144,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         'allow-no-tee': { type: 'boolean', default: false },
         'allow-unpinned-code': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
+        format: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -149,7 +154,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   const { values: v, positionals } = parsed;
   if (v.help) throw new UsageError('');
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
-  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json };
+  if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
+  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json || v.format === 'json', ear: v.format === 'ear' };
   const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
     if (value !== undefined) o[key] = value;
   };
@@ -497,7 +503,8 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     else io.stderr.write(`sigil verify: could not verify: ${message}\n`);
     return EXIT.unavailable;
   }
-  io.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
+  const ear = () => toEar(r.checks, { verifier: { developer: 'https://github.com/sigil', build: 'sigil verify' }, submod: o.url ?? o.receipt ?? 'receipt' });
+  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }
 

@@ -109,6 +109,14 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(failed(r)).toEqual(['receipt.response_hash']);
   });
 
+  it('prints the verdict as an EAR with --format ear: waivers warn, never affirm', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--format', 'ear']);
+    expect(r.code).toBe(0);
+    const ear = JSON.parse(r.stdout) as { eat_profile: string; submods: Record<string, { ear_status: string; ear_trustworthiness_vector: Record<string, number> }> };
+    expect(ear.eat_profile).toBe('tag:ietf.org,2026:rats/ear#04');
+    expect(ear.submods[service.url]).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { 'instance-identity': 32, hardware: 32 } });
+  });
+
   it('checks a stream: the model receipt in the header, the message receipt after data: [DONE]', async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--model', 'm1', '--allow-no-tee']);
     expect(failed(r)).toEqual([]);
