@@ -37,7 +37,7 @@ const USAGE = `usage:
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--collateral DIR]
                [--allow-no-tee] [--allow-unpinned-code] [--json]
 
-Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
+Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
 nonce and checks everything about it. Each check prints as "PASS name — detail" or "FAIL name — detail".
 
@@ -53,7 +53,7 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names
   --request FILE      the exact request body you sent
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
-  --reference FILE    reference values (SPEC 10): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
+  --reference FILE    reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
                       measurements must match
   --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
                       docs/auditing.md), verified offline: gives Intel's TCB status of the platform
@@ -363,7 +363,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   if (o.response !== undefined) expected.responseBytes = await readBytes(o.response, 'response');
 
   const result = await verifyReceipt(jws, { jwks, expected, allowNoTee: o.allowNoTee });
-  // The library fails what it was not given (issue 10); the CLI says which flag gives it.
+  // The library fails what it was not given (docs/receipts.md, "How to verify"); the CLI says which flag gives it.
   const checks = result.checks.map((c) => (!c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c));
   const claims = result.claims;
   if (claims !== undefined) {

@@ -19,7 +19,7 @@ export type { ReceiptResult } from './receipts.ts';
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
   baseURL: string;
-  /** Reference values (SPEC 10) as an object, or the path of a YAML or JSON file holding them. */
+  /** Reference values (docs/auditing.md) as an object, or the path of a YAML or JSON file holding them. */
   reference?: ReferenceValues | string;
   /** Accept a development service with `tee: "none"`, over plain HTTP if so reached (nothing is attested then). Default false. */
   allowNoTee?: boolean;
@@ -99,7 +99,7 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
 }
 
 /**
- * An attested `fetch` (SPEC 8): before the first request it fetches the attestation with a fresh nonce over
+ * An attested `fetch` (docs/tls.md): before the first request it fetches the attestation with a fresh nonce over
  * a TLS connection pinned to the key it presents and verifies it (evidence, binding, TLS key, GPU evidence, reference
  * values); every request then goes only over connections presenting the attested key, and every receipt
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.

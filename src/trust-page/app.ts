@@ -46,7 +46,7 @@ const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 
 let report: ServiceReport | undefined;
 const history: ChatMessage[] = [];
 
-/** The reference values file of SPEC 10, read by the verifier's own reader: an unknown key or a bad value is named. */
+/** The reference values file of docs/auditing.md, read by the verifier's own reader: an unknown key or a bad value is named. */
 function readReference(text: string): ReferenceValues | undefined {
   if (text.trim() === '') return undefined;
   return parseReferenceValues(text);

@@ -160,7 +160,7 @@ function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[]
 }
 
 /**
- * Verifies a receipt (SPEC 3): the ES256 signature against every acceptable key of `jwks`, then
+ * Verifies a receipt (docs/receipts.md): the ES256 signature against every acceptable key of `jwks`, then
  * each claim against what the client knows. Never throws on bad input: every problem is a failing
  * Check. The receipt is good only when every check passed.
  */

@@ -91,7 +91,7 @@ export function tlsPinErrorOf(err: unknown): TlsPinError | undefined {
 
 /**
  * `attestation.tls_key`: the key every connection of this verification presented is the one the binding
- * attests (SPEC 5, 8). Over plain HTTP there is nothing to compare, and the check says so.
+ * attests (docs/attestation.md, docs/tls.md). Over plain HTTP there is nothing to compare, and the check says so.
  */
 export function tlsBindingCheck(url: URL, presented: readonly string[], attested: string | null): Check {
   if (url.protocol !== 'https:') {
