@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { fail, notPinned, pass } from '../verify/check.ts';
+import { fail, isNotPinned, notPinned, pass, verdictOf, waive } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
 import { toHex } from '../verify/evidence/byte-reader.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
@@ -37,7 +37,7 @@ function usage(extensions: readonly EvidenceExtension[]): string {
   sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]]
                         [--reference FILE] [--report-data HEX] [--at RFC3339] [--json]
 
-Verifies raw hardware evidence without a live service (SPEC 10): signatures and certificate chains up to
+Verifies raw hardware evidence without a live service (docs/auditing.md): signatures and certificate chains up to
 the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
 values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.
 
@@ -49,14 +49,18 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
   --snp-report FILE     an SEV-SNP attestation report (1184 bytes, raw)
   --vcek FILE           the VCEK (or VLEK) certificate that signed it, PEM or DER
   --ask FILE            the ASK (or ASVK) that signed the VCEK (default: the built-in ones)
-  --reference FILE      reference values (YAML or JSON, SPEC 10)
+  --reference FILE      reference values (YAML or JSON, docs/auditing.md)
   --collateral DIR      Intel collateral: tcbinfo.json, qeidentity.json, tcb-signing-chain.pem,
                         pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der
-  --report-data HEX     the 64 bytes REPORT_DATA must hold (else it is shown, not compared)
+  --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
+                        (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence
+  --allow-unbound-evidence  accept REPORT_DATA compared with nothing: printed as WAIVED
+  --allow-unpinned-code accept measured values no reference value pins: printed as WAIVED
   --at RFC3339          the time certificates and collateral must be valid at (default: now)
   --json                print {verified, tee, measured, checks, events} as JSON
 ${more}
-Exit status: 0 every check passed, 1 a check failed, 2 bad usage, 3 an input could not be read.
+Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a value
+is not pinned), 2 bad usage, 3 an input could not be read.
 `;
 }
 
@@ -75,6 +79,8 @@ interface Options {
   reference?: string;
   collateral?: string;
   reportData?: string;
+  allowUnbound: boolean;
+  allowUnpinnedCode: boolean;
   at: Date;
   json: boolean;
 }
@@ -90,6 +96,8 @@ const BASE_OPTIONS = {
   reference: { type: 'string' },
   collateral: { type: 'string' },
   'report-data': { type: 'string' },
+  'allow-unbound-evidence': { type: 'boolean' },
+  'allow-unpinned-code': { type: 'boolean' },
   at: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -105,7 +113,7 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   }
   if (values.help === true) throw new UsageError('');
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
-  const o: Options = { values, at: now, json: values.json === true };
+  const o: Options = { values, at: now, json: values.json === true, allowUnbound: values['allow-unbound-evidence'] === true, allowUnpinnedCode: values['allow-unpinned-code'] === true };
   const set = (key: keyof Options, name: string) => {
     const v = text(name);
     if (v !== undefined) (o as unknown as Record<string, unknown>)[key] = v;
@@ -356,7 +364,12 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
     else io.stderr.write(`sigil verify-evidence: could not verify: ${message}\n`);
     return EVIDENCE_EXIT.unreadable;
   }
-  report.verified = report.checks.length > 0 && report.checks.every((c) => c.ok);
+  report.checks = report.checks.map((c) => {
+    if (c.name === 'evidence.report_data' && isNotPinned(c) && o.allowUnbound) return waive(c, '--allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted');
+    if (c.name !== 'evidence.report_data' && isNotPinned(c) && o.allowUnpinnedCode) return waive(c, '--allow-unpinned-code: values nobody pinned are accepted');
+    return c;
+  });
+  report.verified = verdictOf(report.checks).outcome !== 'not-verified';
   io.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatEvidenceReport(report));
   return report.verified ? EVIDENCE_EXIT.ok : EVIDENCE_EXIT.checkFailed;
 }

@@ -12,11 +12,12 @@ import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import type { GpuEvidence } from '../protocol/attestation.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
-import { checkMark, fail, isNotPinned, pass } from '../verify/check.ts';
+import { checkMark, fail, isNotPinned, isWaived, pass, verdictOf, waive, type VerdictOutcome } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
 import { VerifyError, isVerifyError } from '../verify/errors.ts';
+import { toEar } from '../verify/ear.ts';
 import { firstListedModel, sendChatWithReceipt } from '../verify/live-request.ts';
 import { policyModelCheck } from '../verify/policy-model.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
@@ -32,11 +33,11 @@ export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--reference FILE] [--collateral DIR] [--allow-no-tee] [--json]
+               [--reference FILE] [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--collateral DIR]
-               [--allow-no-tee] [--json]
+               [--allow-no-tee] [--allow-unpinned-code] [--json]
 
-Verifies a Sigil receipt (SPEC 3) and, with --url, the attestation evidence binding its key (SPEC 5).
+Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
 nonce and checks everything about it. Each check prints as "PASS name — detail" or "FAIL name — detail".
 
@@ -52,15 +53,20 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names
   --request FILE      the exact request body you sent
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
-  --reference FILE    reference values (SPEC 10): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
+  --reference FILE    reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
                       measurements must match
   --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
                       docs/auditing.md), verified offline: gives Intel's TCB status of the platform
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
-  --allow-no-tee      accept tee "none" (a development server without hardware evidence)
-  --json              print a machine-readable report
+  --allow-no-tee      accept tee "none" (a development server without hardware evidence): its checks
+                      print as WAIVED, never PASS
+  --allow-unpinned-code  accept measured values no reference value pins: they print as WAIVED; without
+                      it they print as ---- NOT PINNED and the verdict is NOT VERIFIED
+  --json              print a machine-readable report (same as --format json)
+  --format ear        print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)
 
-Exit status: 0 every check passed, 1 a check failed, 2 bad usage, 3 could not verify (I/O, network).
+Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a
+value is not pinned), 2 bad usage, 3 could not verify (I/O, network).
 `;
 
 export interface VerifyIo {
@@ -93,11 +99,16 @@ interface Options {
   collateral?: string;
   brand: string;
   allowNoTee: boolean;
+  allowUnpinnedCode: boolean;
   json: boolean;
+  /** --format ear: print the verdict as an IETF RATS EAR (JSON claims set). */
+  ear: boolean;
 }
 
 export interface VerifyReport {
+  /** True for verified and verified-with-waivers. */
   ok: boolean;
+  outcome: VerdictOutcome;
   mode: 'file' | 'live';
   checks: Check[];
   claims?: ReceiptClaims;
@@ -131,7 +142,9 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         collateral: { type: 'string' },
         brand: { type: 'string', default: 'Service' },
         'allow-no-tee': { type: 'boolean', default: false },
+        'allow-unpinned-code': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
+        format: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -141,7 +154,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   const { values: v, positionals } = parsed;
   if (v.help) throw new UsageError('');
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
-  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], json: v.json };
+  if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
+  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json || v.format === 'json', ear: v.format === 'ear' };
   const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
     if (value !== undefined) o[key] = value;
   };
@@ -282,7 +296,7 @@ async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce:
   }
   checks.push(
     o.allowNoTee
-      ? pass('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL} (accepted because of --allow-no-tee)`)
+      ? waive(fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`), '--allow-no-tee: a development service without hardware')
       : fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`),
   );
   if (o.measurement !== undefined) {
@@ -350,7 +364,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   if (o.response !== undefined) expected.responseBytes = await readBytes(o.response, 'response');
 
   const result = await verifyReceipt(jws, { jwks, expected, allowNoTee: o.allowNoTee });
-  // The library fails what it was not given (issue 10); the CLI says which flag gives it.
+  // The library fails what it was not given (docs/receipts.md, "How to verify"); the CLI says which flag gives it.
   const checks = result.checks.map((c) => (!c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c));
   const claims = result.claims;
   if (claims !== undefined) {
@@ -358,7 +372,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
     if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
   if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims, io)));
-  return report('file', checks, result);
+  return report('file', checks, result, o);
 }
 
 /**
@@ -388,7 +402,7 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
     // A service that claims hardware, or any https one, gets no prompt over a connection the enclave does not
     // vouch for. A development service (tee "none") over plain HTTP is verified on, and fails on its lack of TEE.
     const development = field(material.attestation, 'tee') === 'none' && new URL(base).protocol === 'http:';
-    if (!tlsKey.ok && !development) return report('live', [tlsKey, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
+    if (!tlsKey.ok && !development) return report('live', [tlsKey, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {}, o);
     const attestedHpke = field(field(material.attestation, 'binding'), 'hpke_key_config');
     const hpkeKey = typeof attestedHpke === 'string' ? hpkeBindingCheck(await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err), attestedHpke) : undefined;
     return await exchangeAndVerify(o, io, { base, nonce, nonceText, material, dispatcher, tlsKey, hpkeKey });
@@ -441,25 +455,23 @@ async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): P
   }
   if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
   checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims, io)));
-  return report('live', checks, result);
+  return report('live', checks, result, o);
 }
 
-function report(mode: VerifyReport['mode'], checks: Check[], result: { claims?: ReceiptClaims; kid?: string }): VerifyReport {
-  const out: VerifyReport = { ok: checks.length > 0 && checks.every((c) => c.ok), mode, checks };
+function report(mode: VerifyReport['mode'], found: Check[], result: { claims?: ReceiptClaims; kid?: string }, o: Options): VerifyReport {
+  const checks = o.allowUnpinnedCode ? found.map((c) => (isNotPinned(c) ? waive(c, '--allow-unpinned-code: values nobody pinned are accepted') : c)) : found;
+  const verdict = verdictOf(checks);
+  const out: VerifyReport = { ok: verdict.outcome !== 'not-verified', outcome: verdict.outcome, mode, checks };
   if (result.claims !== undefined) out.claims = result.claims;
   if (result.kid !== undefined) out.kid = result.kid;
   return out;
 }
 
-/** One line per check (PASS, FAIL, or ---- NOT PINNED), then the verdict. */
+/** One line per check (PASS, FAIL, ---- NOT PINNED, or WAIVED with its reason), then the verdict. */
 export function formatChecks(checks: Check[]): string {
-  const lines = checks.map((c) => `${checkMark(c)} ${c.name} — ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}`);
-  const failed = checks.filter((c) => !c.ok).length;
-  const unpinned = checks.filter(isNotPinned).length;
-  const compared = checks.length - unpinned;
-  const uncompared = checks.some((c) => c.name === 'reference.values' && isNotPinned(c));
-  const tail = (unpinned === 0 ? '' : `; ${unpinned} value(s) not pinned, so not compared with anything`) + (uncompared ? '; the code was not compared with reference values' : '');
-  lines.push(failed === 0 ? `verified: all ${compared} checks passed${tail}` : `NOT VERIFIED: ${failed} of ${compared} checks failed${tail}`);
+  const lines = checks.map((c) => `${checkMark(c)} ${c.name} — ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}${isWaived(c) ? ` (waived: ${c.waived})` : ''}`);
+  const uncompared = checks.some((c) => c.name === 'reference.values' && (isNotPinned(c) || isWaived(c)));
+  lines.push(verdictOf(checks).summary + (uncompared ? '; the code was not compared with reference values' : ''));
   return lines.join('\n') + '\n';
 }
 
@@ -492,7 +504,8 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     else io.stderr.write(`sigil verify: could not verify: ${message}\n`);
     return EXIT.unavailable;
   }
-  io.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
+  const ear = () => toEar(r.checks, { verifier: { developer: 'https://github.com/sigil', build: 'sigil verify' }, submod: o.url ?? o.receipt ?? 'receipt' });
+  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }
 

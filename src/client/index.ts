@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Identity } from 'ehbp';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { TrustRoots } from '../verify/attestation.ts';
-import type { Check } from '../verify/check.ts';
+import { isNotPinned, isWaived, type Check } from '../verify/check.ts';
+import type { Waivers } from '../verify/verify-service.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
@@ -19,10 +20,15 @@ export type { ReceiptResult } from './receipts.ts';
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
   baseURL: string;
-  /** Reference values (SPEC 10) as an object, or the path of a YAML or JSON file holding them. */
+  /** Reference values (docs/auditing.md) as an object, or the path of a YAML or JSON file holding them. */
   reference?: ReferenceValues | string;
-  /** Accept a development service with `tee: "none"` (nothing is attested then). Default false. */
+  /** Accept a development service with `tee: "none"`, over plain HTTP if so reached (nothing is attested then). Default false. */
   allowNoTee?: boolean;
+  /**
+   * Send prompts to a genuine enclave whose code nobody pinned: without `reference`, the service could be running
+   * any code at all, and the client refuses to send anything unless this is true. Default false.
+   */
+  allowUnpinnedCode?: boolean;
   /** The brand word in the service's header names (`X-<Brand>-Receipt`); default `Service`. */
   brand?: string;
   /** Called with each response's receipt verdict. */
@@ -66,9 +72,22 @@ export class AttestationError extends VerifyError {
 
 function failedSummary(checks: readonly Check[]): string {
   return checks
-    .filter((c) => !c.ok)
-    .map((c) => `${c.name}: ${c.detail}`)
+    .filter((c) => (!c.ok && !isWaived(c)) || isNotPinned(c))
+    .map((c) => `${c.name}: ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}`)
     .join('; ');
+}
+
+/** The response header that says an answer was not authenticated: neither sealed, nor over TLS ending in the enclave, nor under a receipt. */
+export const UNVERIFIED_HEADER = 'x-attested-fetch-unverified';
+
+function markedUnverified(response: Response): Response {
+  const headers = new Headers(response.headers);
+  headers.set(UNVERIFIED_HEADER, 'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it');
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+function isEventStream(response: Response): boolean {
+  return (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
 }
 
 async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Array | undefined> {
@@ -81,7 +100,7 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
 }
 
 /**
- * An attested `fetch` (SPEC 8): before the first request it fetches the attestation with a fresh nonce over
+ * An attested `fetch` (docs/tls.md): before the first request it fetches the attestation with a fresh nonce over
  * a TLS connection pinned to the key it presents and verifies it (evidence, binding, TLS key, GPU evidence, reference
  * values); every request then goes only over connections presenting the attested key, and every receipt
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
@@ -94,9 +113,12 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const headerNames = { receipt: `x-${brand.toLowerCase()}-receipt`, nonce: `x-${brand.toLowerCase()}-nonce` };
   const onInvalid = options.onInvalidReceipt ?? 'throw';
 
+  const waive: Waivers = {};
+  if (allowNoTee) waive.noHardwareEnclave = 'allowNoTee: a development service without hardware is accepted';
+  if (options.allowUnpinnedCode === true) waive.unpinnedCode = 'allowUnpinnedCode: code nobody pinned is accepted';
   const verifyService = async (): Promise<Attested> => {
-    const result = await attest({ baseURL: options.baseURL, reference, allowNoTee, roots: options.roots, gpuRoots: options.gpuRoots });
-    if (!result.ok) throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${failedSummary(result.checks)}`, result.checks);
+    const result = await attest({ baseURL: options.baseURL, reference, waive, roots: options.roots, gpuRoots: options.gpuRoots });
+    if (result.verdict.outcome === 'not-verified') throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`, result.checks);
     return result;
   };
 
@@ -160,6 +182,14 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       headers.set(headerNames.receipt, 'true');
       if (!encrypts) headers.set(headerNames.nonce, nonce);
     }
+    const exchangeOf = (answer: Response, responseBytes: Uint8Array) => ({
+      path: url.pathname,
+      nonce,
+      requestBytes: body ?? new Uint8Array(),
+      responseBytes,
+      stream: isEventStream(answer),
+      receiptHeader: answer.headers.get(headerNames.receipt),
+    });
     let response: Response;
     if (encrypts) {
       // EHBP: sealed to the attested key; the response is opened as it streams (a missing or bad nonce fails).
@@ -179,28 +209,31 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         ({ sealed, raw } = await sendSealed());
       }
       nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
-      response = raw.headers.get('ehbp-response-nonce') === null && raw.status !== 200 ? raw : await (await identity()).decryptResponseWithContext(raw, sealed.context!);
+      if (raw.headers.get('ehbp-response-nonce') === null) {
+        // Nothing sealed it, so anyone on the way could have written it: never hand it over as the service's answer.
+        await raw.body?.cancel();
+        throw new VerifyError('ERR_VERIFY_UNSEALED_RESPONSE', `the answer to a sealed request (HTTP ${raw.status}) is not sealed to our request: it may not come from the enclave, so it is not returned`);
+      }
+      response = await (await identity()).decryptResponseWithContext(raw, sealed.context!);
     } else {
       response = (await send(url, { ...init, method, headers }, body)) as unknown as Response;
     }
-    if (!wantsReceipt || response.status !== 200 || response.body === null) return response;
+    if (!wantsReceipt && attested.tlsSpkiSha256 === null) return markedUnverified(response);
+    if (!wantsReceipt || response.status < 200 || response.status > 299) return response;
+    if (response.body === null) {
+      const result = await check(exchangeOf(response, new Uint8Array()));
+      if (!result.ok) throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
+      return response;
+    }
 
-    const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
-    const exchangeOf = (responseBytes: Uint8Array, receiptHeader = response.headers.get(headerNames.receipt)) => ({
-      path: url.pathname,
-      nonce,
-      requestBytes: body ?? new Uint8Array(),
-      responseBytes,
-      stream,
-      receiptHeader,
-    });
+    const stream = isEventStream(response);
     const init2 = { status: response.status, statusText: response.statusText, headers: response.headers as unknown as Headers };
     if (!stream) {
       let bytes = new Uint8Array(await response.arrayBuffer());
       // Sealed, the receipt is the body's last frame: the caller gets the engine's bytes alone.
       const trailer = encrypts ? splitSealedJson(bytes) : undefined;
       if (trailer !== undefined) bytes = new Uint8Array(trailer.body);
-      const result = await check(exchangeOf(bytes, encrypts ? (trailer?.receipt ?? null) : undefined));
+      const result = await check({ ...exchangeOf(response, bytes), receiptHeader: encrypts ? (trailer?.receipt ?? null) : response.headers.get(headerNames.receipt) });
       if (!result.ok && onInvalid === 'throw') throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
       return new Response(bytes, init2);
     }
@@ -212,7 +245,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         controller.enqueue(chunk);
       },
       async flush(controller) {
-        const result = await check(exchangeOf(Buffer.concat(chunks)));
+        const result = await check(exchangeOf(response, Buffer.concat(chunks)));
         if (!result.ok && onInvalid === 'throw') controller.error(new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'));
       },
     });

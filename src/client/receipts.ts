@@ -1,4 +1,4 @@
-import type { Check } from '../verify/check.ts';
+import { verdictOf, type Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
 import { verifyReceipt, type ReceiptExpectations } from '../verify/receipt.ts';
 import { splitReceiptStream } from '../verify/stream-receipt.ts';
@@ -54,7 +54,7 @@ export async function verifyExchangeReceipt(exchange: Exchange, attested: Attest
   };
   if (attested.attestationHash !== undefined) expected.attestationHash = attested.attestationHash;
   const result = await verifyReceipt(jws, { jwks: attested.jwks, expected, allowNoTee: attested.tee === 'none' });
-  const verdict: ReceiptResult = { path: exchange.path, stream: exchange.stream, ok: result.checks.length > 0 && result.checks.every((c) => c.ok), checks: result.checks };
+  const verdict: ReceiptResult = { path: exchange.path, stream: exchange.stream, ok: verdictOf(result.checks).outcome !== 'not-verified', checks: result.checks };
   if (result.claims !== undefined) verdict.claims = result.claims;
   return verdict;
 }

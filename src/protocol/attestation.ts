@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { canonicalJson } from './jcs.ts';
 
 /**
- * The attestation document v2 (SPEC 5) and its report data: the one definition the server builds
+ * The attestation document v2 (docs/attestation.md) and its report data: the one definition the server builds
  * and the verifier checks, so the two can never drift apart.
  */
 
@@ -16,7 +16,7 @@ export interface Jwks {
 export interface AttestationBinding {
   /** The JWKS served at /v1/verify/jwks.json (the keys receipts verify against). */
   jwks: Jwks;
-  /** `"sha256:" + hex` of the JCS policy document (SPEC 3). */
+  /** `"sha256:" + hex` of the JCS policy document (docs/receipts.md). */
   policy_hash: string;
   /** Lowercase hex SHA-256 of the DER SubjectPublicKeyInfo of the TLS key this listener serves; null without TLS. */
   tls_spki_sha256: string | null;
@@ -85,7 +85,7 @@ export interface EventLog {
   self_measurement: { extended: boolean; reason: string | null };
 }
 
-/** One attested GPU's SPDM evidence (SPEC 10), collected through NVML for the document's nonce. */
+/** One attested GPU's SPDM evidence (docs/auditing.md), collected through NVML for the document's nonce. */
 export interface GpuEvidence {
   /** NVML device index. */
   index: number;

@@ -1,5 +1,5 @@
 /**
- * Every error a client can see, in one place (SPEC 6). The catalogue is closed: each entry fixes
+ * Every error a client can see, in one place (docs/api.md). The catalogue is closed: each entry fixes
  * the HTTP status and the OpenAI `type`, the `code` is the entry's key, and nothing else can be
  * sent. Messages are written at the throw site. This module is the bottom layer: it imports nothing
  * of Sigil's, so the proxy, the limits, the receipts and the fleet can all throw these.
@@ -89,7 +89,7 @@ export function toHttpError(err: unknown): HttpError {
   return new HttpError('internal_error', 'The server had an error while processing your request.');
 }
 
-/** One SSE event carrying the error, for a stream that fails after it started (SPEC 6). */
+/** One SSE event carrying the error, for a stream that fails after it started (docs/api.md). */
 export function sseErrorEvent(err: HttpError): string {
   return `data: ${JSON.stringify(err.toJSON())}\n\n`;
 }
@@ -104,7 +104,7 @@ const ENGINE_REFUSALS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCod
 ]);
 
 /**
- * SPEC 2 and 6: an engine's refusal reaches the client in OpenAI's shape, with the engine's message
+ * docs/api.md and 6: an engine's refusal reaches the client in OpenAI's shape, with the engine's message
  * and param. Credentials refused (401, 403) and failures (5xx, or anything not a 4xx) are Sigil's
  * problem, not the client's: 502. An engine 429 keeps its `Retry-After`.
  */

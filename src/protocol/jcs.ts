@@ -16,7 +16,7 @@ export function sha256Tagged(bytes: Uint8Array | string): string {
   return 'sha256:' + createHash('sha256').update(bytes).digest('hex');
 }
 
-/** `"sha256:" + hex` of the RFC 8785 canonical form (SPEC 3, `policy_hash`). */
+/** `"sha256:" + hex` of the RFC 8785 canonical form (docs/receipts.md, `policy_hash`). */
 export function jcsSha256(value: unknown): string {
   return sha256Tagged(canonicalJson(value));
 }

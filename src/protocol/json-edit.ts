@@ -1,5 +1,5 @@
 /**
- * Byte-exact edits of a JSON object (issue 11). Sigil must rename `model` and drop its extension
+ * Byte-exact edits of a JSON object. Sigil must rename `model` and drop its extension
  * fields without re-serialising the body: `JSON.stringify(JSON.parse(x))` changes numbers
  * (`12345678901234567890`, `1e999`, `-0.0`) and the engine would get a request the receipt does not
  * describe. The scanner here walks text that `JSON.parse` has already accepted, so it only needs to

@@ -2,6 +2,7 @@ import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
 import { verifyService, type PageCheck, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
+import { verdictOf } from '../verify/check.ts';
 
 /** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
 
@@ -46,7 +47,7 @@ const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 
 let report: ServiceReport | undefined;
 const history: ChatMessage[] = [];
 
-/** The reference values file of SPEC 10, read by the verifier's own reader: an unknown key or a bad value is named. */
+/** The reference values file of docs/auditing.md, read by the verifier's own reader: an unknown key or a bad value is named. */
 function readReference(text: string): ReferenceValues | undefined {
   if (text.trim() === '') return undefined;
   return parseReferenceValues(text);
@@ -178,12 +179,12 @@ async function chat(event: SubmitEvent): Promise<void> {
     });
     history.push({ role: 'assistant', content: outcome.reply });
     input.value = '';
-    const failed = outcome.receipt.checks.filter((c) => !c.ok);
+    const verdict = verdictOf(outcome.receipt.checks);
     const item = element('li');
-    item.append(element('strong', failed.length === 0 ? 'Receipt verified' : 'Receipt NOT verified'));
+    item.append(element('strong', verdict.outcome === 'verified' ? 'Receipt verified' : verdict.outcome === 'verified-with-waivers' ? 'Receipt verified with waivers' : 'Receipt NOT verified'));
     item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
     const checks = element('ol', undefined, 'checks');
-    renderChecks(checks, outcome.receipt.checks.map((c) => ({ name: c.name, status: c.ok ? 'pass' : 'fail', detail: c.detail })));
+    renderChecks(checks, outcome.receipt.checks.map((c) => ({ name: c.name, status: c.waived !== undefined ? 'note' : c.ok ? 'pass' : 'fail', detail: c.waived !== undefined ? `${c.detail} (waived: ${c.waived})` : c.detail })));
     item.append(checks);
     byId('receipts').prepend(item);
     show('receipts-panel');

@@ -20,7 +20,7 @@ export interface ChatOptions {
   measurement: string;
   policyHash: string;
   allowNoTee: boolean;
-  /** The operator's brand word in header names (SPEC 1); `Service` by default. */
+  /** The operator's brand word in header names (docs/api.md); `Service` by default. */
   brand?: string;
   /** Called with each piece of the answer as it is decrypted. */
   onText(text: string): void;
@@ -78,7 +78,7 @@ async function errorMessage(response: Response): Promise<string> {
 /**
  * Sends a streamed chat request, encrypted with EHBP to the attested key when the service offers one,
  * renders the answer as it is decrypted, and verifies the message receipt over the exact plaintext bytes
- * this page sent and received (SPEC 3, 9).
+ * this page sent and received (docs/receipts.md, docs/ehbp.md).
  */
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   const brand = (options.brand ?? 'Service').trim() || 'Service';

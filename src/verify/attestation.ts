@@ -1,4 +1,4 @@
-import { fail, pass } from './check.ts';
+import { fail, notPinned, pass } from './check.ts';
 import type { Check } from './check.ts';
 import { toHex } from './evidence/byte-reader.ts';
 import { ATTESTATION_DOCUMENT_VERSION, splitSnpEvidence, type AttestationBinding } from '../protocol/attestation.ts';
@@ -21,15 +21,18 @@ export { DEFAULT_TRUST_ROOTS } from './evidence/trust-roots.ts';
 export interface VerifyAttestationOptions {
   /** The JWKS the receipt verified against: the evidence must bind exactly this. */
   jwks: { keys: object[] };
-  /** The nonce the client sent to GET /v1/verify/attestation; absent to accept the document's own (e.g. "" for the start evidence). */
+  /**
+   * The nonce the client sent to GET /v1/verify/attestation (START_NONCE for the start evidence). Absent,
+   * `attestation.report_data` fails: nothing says the evidence is fresh or what it is bound to.
+   */
   nonce?: Uint8Array;
-  /** The receipts' enclave_measurement (lowercase hex); absent to skip that comparison. */
+  /** The measurement the caller expects (lowercase hex); absent and not pinned by `reference`, `attestation.measurement` is NOT PINNED. */
   expectedMeasurement?: string;
   /** Trusted AMD and Intel roots; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
   /** The time certificates must be valid at; now by default. */
   now?: Date;
-  /** The auditor's reference values (SPEC 10); without them every measured value is reported as not pinned. */
+  /** The auditor's reference values (docs/auditing.md); without them every measured value is reported as not pinned. */
   reference?: ReferenceValues;
   /** Intel's collateral for TDX evidence (TCB info, QE identity, CRLs), verified at `now`; absent: TCB status not checked. */
   intelCollateral?: IntelCollateral;
@@ -102,7 +105,10 @@ function readDocument(doc: unknown): DocumentFields | string {
   };
 }
 
-function reportDataCheck(actual: Uint8Array, expected: Uint8Array | undefined, nonceHex: string): Check {
+function reportDataCheck(actual: Uint8Array, expected: Uint8Array | undefined, nonceHex: string | undefined): Check {
+  if (nonceHex === undefined) {
+    return fail('attestation.report_data', `the evidence's REPORT_DATA ${toHex(actual)} was compared with nothing: no nonce was given, so nothing says this evidence is fresh or which keys it binds`);
+  }
   const what = /^0+$/.test(nonceHex) ? 'the labelled hash of the binding and the all-zero nonce (the start evidence, not fresh)' : `the labelled hash of the binding and our nonce ${nonceHex}`;
   return expected !== undefined && Buffer.from(actual).equals(Buffer.from(expected))
     ? pass('attestation.report_data', `the evidence's REPORT_DATA equals ${what}: the enclave vouches for this binding`)
@@ -121,7 +127,7 @@ function jwksCheck(binding: AttestationBinding, jwks: { keys: object[] }): Check
     : fail('attestation.jwks', 'the binding carries a different JWKS from the one the receipts verify against');
 }
 
-function measurementCheck(actual: Uint8Array, field: string, documentMeasurement: string, expected: string | undefined): Check {
+function measurementCheck(actual: Uint8Array, field: string, documentMeasurement: string, expected: string | undefined, pinnedByReference: boolean): Check {
   const hex = toHex(actual);
   if (hex !== documentMeasurement.toLowerCase()) {
     return fail('attestation.measurement', `the evidence's ${field} ${hex} differs from the document's measurement ${documentMeasurement}`);
@@ -129,14 +135,17 @@ function measurementCheck(actual: Uint8Array, field: string, documentMeasurement
   if (expected !== undefined && hex !== expected.toLowerCase()) {
     return fail('attestation.measurement', `the evidence's ${field} ${hex} differs from the expected measurement ${expected}`);
   }
-  return pass('attestation.measurement', `${field} ${hex}${expected === undefined ? ' (equals the document; no expected value given)' : ' equals the expected measurement'}`);
+  if (expected !== undefined) return pass('attestation.measurement', `${field} ${hex} equals the expected measurement`);
+  if (pinnedByReference) return pass('attestation.measurement', `${field} ${hex} equals the document's measurement; the reference values below compare it with the audited code`);
+  return notPinned('attestation.measurement', `${field} ${hex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`);
 }
 
 /**
- * Verifies an attestation document (GET /v1/verify/attestation, SPEC 5) as a skeptical client: the hardware
- * evidence's signatures and certificate chain up to AMD's or Intel's root, its REPORT_DATA against
- * the labelled SHA-512 of the nonce and the binding (SPEC 5), the binding's JWKS against the receipts', and its launch measurement against the document and the receipts. One named
- * check per fact; the evidence is trustworthy only if every check passes.
+ * Verifies an attestation document (GET /v1/verify/attestation, docs/attestation.md) as a skeptical client: the
+ * hardware evidence's signatures and certificate chain up to AMD's or Intel's root, its REPORT_DATA against the
+ * labelled hash of our nonce and the binding (docs/attestation.md, "The report data"), the binding's JWKS against
+ * the receipts', and its launch measurement against the document and the expected value. One named check per
+ * fact; `verdictOf` says whether they add up to a verified service.
  */
 export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttestationOptions): Promise<Check[]> {
   const fields = readDocument(doc);
@@ -145,9 +154,8 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
 
   const roots = opts.roots ?? DEFAULT_TRUST_ROOTS;
   const now = opts.now ?? new Date();
-  const nonce = opts.nonce ?? new Uint8Array(Buffer.from(fields.nonce, 'hex'));
-  const expected = expectedReportData(nonce, fields.binding);
-  const nonceHex = toHex(nonce);
+  const expected = opts.nonce === undefined ? undefined : expectedReportData(opts.nonce, fields.binding);
+  const nonceHex = opts.nonce === undefined ? undefined : toHex(opts.nonce);
   const bound = jwksCheck(fields.binding, opts.jwks);
   if (fields.evidence === null) return [fail('attestation.document', `tee is ${fields.tee} but the document carries no evidence`)];
 
@@ -159,7 +167,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
       ...result.checks,
       reportDataCheck(result.report.reportData, expected, nonceHex),
       bound,
-      measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement),
+      measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement, (opts.reference?.snp?.measurement?.length ?? 0) > 0),
       ...snpReferenceChecks({ measurement: toHex(result.report.measurement), host_data: toHex(result.report.hostData) }, opts.reference),
       ...sigilStateChecks(doc, fields.binding, opts),
     ];
@@ -174,7 +182,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
     ...result.checks,
     reportDataCheck(result.quote.body.reportData, expected, nonceHex),
     bound,
-    measurementCheck(result.quote.body.mrTd, 'MRTD', fields.measurement, opts.expectedMeasurement),
+    measurementCheck(result.quote.body.mrTd, 'MRTD', fields.measurement, opts.expectedMeasurement, (opts.reference?.tdx?.mrtd?.length ?? 0) > 0),
     ...tdxReferenceChecks(tdxMeasurements(result.quote.body), opts.reference),
     ...eventLogChecks(fields.eventLog, result.quote.body.rtmr, opts.onEvents),
     ...sigilStateChecks(doc, fields.binding, opts),

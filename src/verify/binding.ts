@@ -3,11 +3,13 @@ import { canonicalJson } from '../protocol/jcs.ts';
 import { fail, pass } from './check.ts';
 import type { Check } from './check.ts';
 
-function field(doc: unknown, name: string): unknown {
+/** `doc[name]` when doc is an object; undefined otherwise. */
+export function field(doc: unknown, name: string): unknown {
   return typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>)[name] : undefined;
 }
 
-function sameJson(a: unknown, b: unknown): boolean {
+/** The two values have the same RFC 8785 canonical JSON (false when either cannot be canonicalized). */
+export function sameJson(a: unknown, b: unknown): boolean {
   try {
     return a !== undefined && canonicalJson(a) === canonicalJson(b);
   } catch {
@@ -15,7 +17,7 @@ function sameJson(a: unknown, b: unknown): boolean {
   }
 }
 
-/** The document's `binding` when it has the shape of SPEC 5; a sentence saying what is wrong otherwise. */
+/** The document's `binding` when it has the shape of docs/attestation.md; a sentence saying what is wrong otherwise. */
 export function readBinding(doc: unknown): AttestationBinding | string {
   const b = field(doc, 'binding');
   if (typeof b !== 'object' || b === null || Array.isArray(b)) return 'the document has no binding object';
@@ -28,7 +30,7 @@ export function readBinding(doc: unknown): AttestationBinding | string {
   return b as AttestationBinding;
 }
 
-/** REPORT_DATA the document's own binding and `nonce` give (SPEC 5), or undefined when the binding cannot be hashed. */
+/** REPORT_DATA the document's own binding and `nonce` give (docs/attestation.md), or undefined when the binding cannot be hashed. */
 export function expectedReportData(nonce: Uint8Array, binding: AttestationBinding): Uint8Array | undefined {
   try {
     return reportDataV2(nonce, binding);
@@ -70,7 +72,7 @@ export function verifyJwksBinding(doc: unknown, opts: { jwks: unknown; nonce: Ui
   const expectedHex = expected === undefined ? '' : Buffer.from(expected).toString('hex');
   checks.push(
     typeof reportData === 'string' && expectedHex !== '' && reportData.toLowerCase() === expectedHex
-      ? pass('binding.report_data', 'report_data is the labelled SHA-512 of our nonce and the binding (SPEC 5)')
+      ? pass('binding.report_data', 'report_data is the labelled SHA-512 of our nonce and the binding (docs/attestation.md)')
       : fail('binding.report_data', `report_data is ${JSON.stringify(reportData)}; SHA-512("sigil-attestation-v2" || 0 || nonce || SHA-256(JCS(binding))) is ${expectedHex || 'not computable'}`),
   );
   return checks;

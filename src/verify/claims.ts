@@ -1,4 +1,4 @@
-/** SPEC 3, as the client reads it. Re-declared here so the verifier depends on nothing server-side. */
+/** docs/receipts.md, as the client reads it. Re-declared here so the verifier depends on nothing server-side. */
 /** 1.1.0 adds `forwarded_request_hash` (docs/receipts.md): readers of 1.0.0 ignore it. */
 export const RECEIPT_SCHEMA_VERSION = '1.1.0';
 

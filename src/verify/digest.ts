@@ -12,7 +12,7 @@ export function canonicalJson(value: unknown): string {
   }
 }
 
-/** SPEC 3: `policy_hash` = "sha256:" + hex SHA-256 of the JCS-canonical policy document (GET /v1/verify/policy). */
+/** docs/receipts.md: `policy_hash` = "sha256:" + hex SHA-256 of the JCS-canonical policy document (GET /v1/verify/policy). */
 export function canonicalPolicyHash(policyDoc: unknown): string {
   return sha256Tagged(canonicalJson(policyDoc));
 }

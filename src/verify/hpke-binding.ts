@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { fail, pass, type Check } from './check.ts';
 import { fetchBytes, serviceUrl } from './service.ts';
 
-/** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (SPEC 9). */
+/** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (docs/ehbp.md). */
 export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher): Promise<Uint8Array> {
   return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher));
 }

@@ -1,6 +1,12 @@
 /** The client-side verifier's public API: importable on its own, with nothing from the server side. */
-export { checkMark, fail, isNotPinned, notPinned, pass } from './check.ts';
-export type { Check } from './check.ts';
+export { checkMark, fail, isNotPinned, isWaived, notPinned, pass, verdictOf, waive } from './check.ts';
+export type { Check, CheckMark, Verdict, VerdictOutcome } from './check.ts';
+export { verifyService } from './verify-service.ts';
+export type { ServiceEvidence, ServiceExpectations, ServiceFacts, ServiceVerification, Waivers } from './verify-service.ts';
+export { CHECKS, describeCheck } from './check-registry.ts';
+export type { CheckDeclaration } from './check-registry.ts';
+export { EAR_PROFILE, toEar } from './ear.ts';
+export type { Ear, EarOptions } from './ear.ts';
 export { RECEIPT_SCHEMA_VERSION, receiptShapeProblems } from './claims.ts';
 export type { ReceiptClaims, SelectedModel, Tee } from './claims.ts';
 export { canonicalJson, canonicalPolicyHash, sha256Tagged } from './digest.ts';

@@ -132,7 +132,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
     const split = splitReceiptStream(responseBytes);
     exchange = { requestBytes, responseBytes: split.body, receipt: split.receipt, receiptSource: 'stream comment' };
   } catch (err) {
-    // SPEC 3: the same message receipt is kept at GET /v1/receipts/{id} for a while.
+    // docs/receipts.md: the same message receipt is kept at GET /v1/receipts/{id} for a while.
     if (receiptId === undefined) throw err;
     let stored: { receipt?: unknown };
     try {

@@ -1,7 +1,7 @@
 import { request, type Dispatcher } from 'undici';
 import { VerifyError } from './errors.ts';
 
-/** The JSON documents a Sigil service publishes for verifiers (SPEC 1, 5). */
+/** The JSON documents a Sigil service publishes for verifiers (docs/api.md, docs/attestation.md). */
 export interface VerificationMaterial {
   jwks: { keys: unknown[] };
   policy: unknown;

@@ -1,6 +1,6 @@
 import { VerifyError } from './errors.ts';
 
-/** A streamed response cut where SPEC 3 cuts it: the hashed body, and the trailing message receipt. */
+/** A streamed response cut where docs/receipts.md cuts it: the hashed body, and the trailing message receipt. */
 export interface SplitStream {
   /** Every byte up to and including the `data: [DONE]` event's blank line: what `response_hash` covers. */
   body: Uint8Array;
@@ -32,7 +32,7 @@ const EVENT_END = /(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
  * Splits a complete event-stream body; throws ERR_VERIFY_STREAM unless it ends with the receipt
  * comment right after the stream's end: `data: [DONE]` and its blank line for chat and completions
  * (the default), the end of the last event for `/v1/responses` streams (`ending: 'event'`), which
- * have no [DONE] (SPEC 2b).
+ * have no [DONE].
  */
 export function splitReceiptStream(bytes: Uint8Array, options: { ending?: 'done' | 'event' } = {}): SplitStream {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
-import { fail, pass, type Check } from './check.ts';
+import { fail, pass, type Check, waive } from './check.ts';
 import { VerifyError } from './errors.ts';
 
 /** Lowercase hex SHA-256 of the DER SubjectPublicKeyInfo a TLS server presented: what `binding.tls_spki_sha256` states. */
@@ -91,7 +91,7 @@ export function tlsPinErrorOf(err: unknown): TlsPinError | undefined {
 
 /**
  * `attestation.tls_key`: the key every connection of this verification presented is the one the binding
- * attests (SPEC 5, 8). Over plain HTTP there is nothing to compare, and the check says so.
+ * attests (docs/attestation.md, docs/tls.md). Over plain HTTP there is nothing to compare, and the check says so.
  */
 export function tlsBindingCheck(url: URL, presented: readonly string[], attested: string | null): Check {
   if (url.protocol !== 'https:') {
@@ -109,10 +109,10 @@ export function tlsBindingCheck(url: URL, presented: readonly string[], attested
 }
 
 /**
- * A failed `attestation.tls_key` of a development service (tee "none") reached over plain HTTP, passed when
+ * A failed `attestation.tls_key` of a development service (tee "none") reached over plain HTTP, waived when
  * the caller accepts such a service (`acceptedBy` names the option that says so); any other check as it is.
  */
 export function acceptDevelopmentPlaintext(check: Check, url: URL, tee: unknown, acceptedBy: string | undefined): Check {
   if (check.ok || url.protocol !== 'http:' || tee !== 'none' || acceptedBy === undefined) return check;
-  return pass(check.name, `plain HTTP to a development service (tee "none"; accepted because of ${acceptedBy}): ${check.detail}`);
+  return waive(check, `${acceptedBy}: plain HTTP to a development service (tee "none")`);
 }

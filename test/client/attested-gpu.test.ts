@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { attest } from '../../src/client/attest.ts';
 import { AttestationError, createAttestedFetch } from '../../src/client/index.ts';
-import type { Check } from '../../src/verify/check.ts';
+import { checkMark, type Check } from '../../src/verify/check.ts';
 import { DEFAULT_GPU_TRUST_ROOTS, type GpuTrustRoots } from '../../src/verify/gpu/index.ts';
 import { createRimTestChain, gpuEntry, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, type RimTestChain } from '../support/gpu-fixtures.ts';
 import { startFakeService, type FakeService } from '../verify/cli-server.ts';
@@ -16,8 +16,8 @@ const file = (name: string, content: string) => {
   writeFileSync(join(work, name), content);
   return join(work, name);
 };
-const marks = (checks: Check[]) => Object.fromEntries(checks.filter((c) => c.name.startsWith('gpu')).map((c) => [c.name, c.ok ? (c.pinned === false ? '----' : 'PASS') : 'FAIL']));
-const failed = (checks: readonly Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
+const marks = (checks: Check[]) => Object.fromEntries(checks.filter((c) => c.name.startsWith('gpu')).map((c) => [c.name, checkMark(c)]));
+const failed = (checks: readonly Check[]) => checks.filter((c) => checkMark(c) === 'FAIL').map((c) => c.name);
 const detail = (checks: readonly Check[], name: string) => checks.find((c) => c.name === name)?.detail ?? `no check ${name}`;
 
 let service: FakeService;
@@ -52,10 +52,11 @@ const matchingRims = (change?: (index: number, value: string) => string) => ({
 describe('attest() on a document carrying the real H100 report', () => {
   it('verifies it for the nonce sent: binding, signature, chain, FWID, nonce; measurements not pinned without RIMs', async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(service.attestationNonces.at(-1)).toBe(VECTOR_NONCE);
     expect(failed(result.checks)).toEqual([]);
-    expect(result.ok).toBe(true);
+    expect(result.verdict.outcome).toBe('not-verified');
+    expect(result.verdict.notPinned.map((c) => c.name)).toEqual(['gpu[0].measurements', 'gpu[0].revocation']);
     expect(marks(result.checks)).toEqual({
       'gpu.binding': 'PASS',
       'gpu[0].report': 'PASS',
@@ -73,18 +74,18 @@ describe('attest() on a document carrying the real H100 report', () => {
 
   it('compares the measurements with the RIMs of reference.gpu.rims, and fails one pinned differently', async () => {
     service.gpu = [gpuEntry()];
-    const good = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
+    const good = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
     expect(failed(good.checks)).toEqual([]);
     expect(marks(good.checks)).toMatchObject({ 'gpu.rim[0].chain': 'PASS', 'gpu.rim[1].chain': 'PASS', 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS' });
-    const bad = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
-    expect(bad.ok).toBe(false);
+    const bad = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
+    expect(bad.verdict.outcome).toBe('not-verified');
     expect(failed(bad.checks)).toEqual(['gpu[0].measurements']);
   });
 
   it("does not use RIMs signed by a root other than NVIDIA's", async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: matchingRims() });
-    expect(result.ok).toBe(false);
+    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims() });
+    expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toEqual(['gpu.rim[0].chain', 'gpu.rim[1].chain', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
   });
 
@@ -92,18 +93,18 @@ describe('attest() on a document carrying the real H100 report', () => {
     const tampered = realReport();
     tampered[52] = tampered[52]! ^ 0x01;
     service.gpu = [gpuEntry(tampered)];
-    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(failed(result.checks)).toEqual(['gpu[0].signature']);
     service.gpu = [gpuEntry()];
     service.gpuBound = ['00'.repeat(32)];
-    const unbound = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce });
+    const unbound = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(failed(unbound.checks)).toEqual(['gpu.binding']);
   });
 
   it('fails gpu.rims when a RIM file cannot be read', async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, allowNoTee: true, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
-    expect(result.ok).toBe(false);
+    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
+    expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toContain('gpu.rims');
     expect(detail(result.checks, 'gpu.rims')).toContain('absent.swidtag named by the reference values cannot be read (ENOENT)');
   });

@@ -118,7 +118,7 @@ describe('the EHBP server', () => {
       allowNoTee: true,
       expected: { nonce: 'n-ehbp', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(plaintext), responseBytes: bytes, receiptType: 'message' },
     });
-    expect(checks.filter((c) => !c.ok)).toEqual([]);
+    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
     // What the engine received is the plaintext the client sealed.
     expect(engine.requests.at(-1)!.body.toString('utf8')).toContain('a secret question 51');
   });
@@ -139,7 +139,7 @@ describe('the EHBP server', () => {
       allowNoTee: true,
       expected: { nonce: 'n-stream', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(plaintext), responseBytes: split.body, receiptType: 'message' },
     });
-    expect(checks.filter((c) => !c.ok)).toEqual([]);
+    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
   it('works through the npm client\'s own transport, JSON and streams', async () => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Identity } from 'ehbp';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisServerInstalled, startTestRedis, type TestRedis } from '../fleet/redis-server.ts';
+import { redisTestsSkipped, startTestRedis, type TestRedis } from '../fleet/redis-server.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -81,8 +81,7 @@ describe('a replayed sealed request', () => {
   });
 });
 
-const installed = redisServerInstalled();
-describe.skipIf(!installed && process.env.SIGIL_SKIP_FLEET === '1')('in fleet mode', () => {
+describe.skipIf(redisTestsSkipped())('in fleet mode', () => {
   let redis: TestRedis;
   let replicas: TestSigil[];
   const namespace = `replay-${randomBytes(4).toString('hex')}`;

@@ -9,10 +9,9 @@ import { addKey, hashApiKey } from '../../src/auth/keys-file.ts';
 import { run as runKeysCli } from '../../src/cli/keys.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
-import { redisServerInstalled, startTestRedis, type TestRedis } from './redis-server.ts';
+import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
 
-const installed = redisServerInstalled();
-if (!installed) console.warn('test/fleet: redis-server is not installed (apt-get install redis-server); the fleet suite is skipped');
+const installed = !redisTestsSkipped();
 
 const RPM = 6;
 const KEY_TTL_S = 2;

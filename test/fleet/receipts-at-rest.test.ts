@@ -8,10 +8,9 @@ import { splitSealedJson } from '../../src/protocol/sealed-receipt.ts';
 import { splitReceiptStream } from '../../src/verify/index.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
-import { redisServerInstalled, startTestRedis, type TestRedis } from './redis-server.ts';
+import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
 
 /** docs/receipts.md, "Receipts at rest": whoever runs Redis reads no receipt, nor whose it is. */
-const installed = redisServerInstalled();
 const MODEL = 'at-rest-model-z9';
 const PROVIDER = 'at-rest-provider-w4';
 
@@ -78,7 +77,7 @@ async function sealedChat(target: TestSigil, stream: boolean) {
   return { jws: split.receipt, claims: JSON.parse(Buffer.from(split.receipt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, string> };
 }
 
-describe.skipIf(!installed && process.env.SIGIL_SKIP_FLEET === '1')('receipts at rest in Redis', () => {
+describe.skipIf(redisTestsSkipped())('receipts at rest in Redis', () => {
   it('a dump after sealed exchanges holds no model, nonce, completion id, receipt id or plaintext hash; GET /v1/receipts/{id} still answers the owner from every replica', async () => {
     const exchanges = [await sealedChat(a, false), await sealedChat(a, true), await sealedChat(b, false)];
     const text = await dump(redis.url);

@@ -78,7 +78,7 @@ describe('the bytes the engine receives', () => {
     const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
     const expected = { nonce: 'n-1', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(body), responseBytes: Buffer.from(await res.arrayBuffer()) };
     const { checks } = await verifyReceipt(jws, { jwks, allowNoTee: true, expected });
-    expect(checks.filter((c) => !c.ok)).toEqual([]);
+    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
   it('carry no forwarded_request_hash when they are the client\'s own', async () => {

@@ -101,18 +101,18 @@ describe('client input never chooses the upstream', () => {
   });
 
   it.each([
-    ['a Host header naming the attacker', (h: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
-    ['an absolute-form target naming the attacker', (h: string) => `POST http://${h}/v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
-    ['an absolute-form target on another loopback address', () => 'POST http://127.0.0.2:1/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.2:1\r\n'],
-    ['a network-path target (//host/path)', (h: string) => `POST //${h}/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n`],
-    ['an absolute-form target with userinfo', (h: string) => `POST http://user:pw@${h}/v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
-  ])('%s: only the configured engine is called, at its own path', async (_name, start) => {
+    ['a Host header naming the attacker', 200, (h: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
+    ['an absolute-form target naming the attacker', 200, (h: string) => `POST http://${h}/v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
+    ['an absolute-form target on another loopback address', 200, () => 'POST http://127.0.0.2:1/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.2:1\r\n'],
+    // The path //host/v1/chat/completions names no route: refused before any engine is called.
+    ['a network-path target (//host/path)', 404, (h: string) => `POST //${h}/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n`],
+    ['an absolute-form target with userinfo', 200, (h: string) => `POST http://user:pw@${h}/v1/chat/completions HTTP/1.1\r\nHost: ${h}\r\n`],
+  ])('%s: only the configured engine is called, at its own path', async (_name, status, start) => {
     const body = JSON.stringify(okBody);
     const request = `${start(new URL(attackerUrl).host)}Authorization: Bearer ${sigil.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
     const exchange = await rawRequest(sigil.url, [request], { waitMs: 3000 });
-    expect(exchange.statuses).toHaveLength(1);
-    expect(exchange.statuses[0]).toBeLessThan(500);
-    expectOnlyConfiguredEngine(exchange.statuses[0] === 200 ? 1 : 0);
+    expect(exchange.statuses).toEqual([status]);
+    expectOnlyConfiguredEngine(status === 200 ? 1 : 0);
   });
 
   it('path tricks do not reach other engine paths', async () => {

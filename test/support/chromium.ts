@@ -5,6 +5,8 @@ import puppeteer, { type Browser } from 'puppeteer-core';
 
 /** Debian's chromium, which `.ci/run` installs; the browser tests drive it with puppeteer-core. */
 export const CHROMIUM = '/usr/bin/chromium';
+/** Browser tests run unless SIGIL_SKIP_BROWSER_TESTS=1 says to skip them: a missing chromium fails them, never skips them silently. */
+export const SKIP_BROWSER_TESTS = process.env.SIGIL_SKIP_BROWSER_TESTS === '1';
 /** Where the browser tests leave their screenshots (the test output names them). */
 export const SHOTS = join(tmpdir(), 'sigil-trust-page-screenshots');
 

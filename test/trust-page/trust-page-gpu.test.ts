@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import koffi from 'koffi';
-import { CHROMIUM, launchChromium, SHOTS } from '../support/chromium.ts';
+import { launchChromium, SHOTS, SKIP_BROWSER_TESTS } from '../support/chromium.ts';
 import { type Browser, type ElementHandle, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { START_NONCE } from '../../src/protocol/attestation.ts';
@@ -109,7 +109,7 @@ async function shot(page: Page, name: string): Promise<void> {
 
 const statuses = (lines: Awaited<ReturnType<typeof checkLines>>) => Object.fromEntries(Object.entries(lines).filter(([name]) => name.startsWith('gpu')).map(([name, l]) => [name, l.status]));
 
-describe.skipIf(!existsSync(CHROMIUM))('the trust page verifies GPU evidence in chromium', () => {
+describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chromium', () => {
   it("passes the H100's report: signed by the GPU, chained to NVIDIA's root, its FWID and the page's nonce; measurements not compared", async () => {
     answer(realReport());
     const page = await browser.newPage();

@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
-import { CHROMIUM, launchChromium, SHOTS } from '../support/chromium.ts';
+import { launchChromium, SHOTS, SKIP_BROWSER_TESTS } from '../support/chromium.ts';
 import { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
@@ -58,7 +58,7 @@ async function shot(page: Page, name: string): Promise<void> {
   console.log(`screenshot: ${path}`);
 }
 
-describe.skipIf(!existsSync(CHROMIUM))('the trust page in chromium', () => {
+describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
   it('GET / serves the page with a strict content security policy', async () => {
     const res = await fetch(`${sigil.url}/`);
     expect(res.status).toBe(200);

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
-import type { Check } from '../../src/verify/check.ts';
+import { checkMark, verdictOf, type Check } from '../../src/verify/check.ts';
+import { START_NONCE } from '../../src/protocol/attestation.ts';
 import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
 import {
   amdCertTable,
@@ -87,13 +88,27 @@ describe('SEV-SNP attestation document', () => {
     expect(failing(checks)).toEqual([]);
   });
 
-  it('checks the start evidence (empty nonce) against the document nonce when the caller gives none', async () => {
+  it('fails REPORT_DATA when the caller gives no nonce, and checks the start evidence only when START_NONCE is given', async () => {
     const startData = expectedReportData(new Uint8Array(32), jwks);
     const report = buildSnpReport({ reportData: startData, measurement }, chain.vcekKey);
     const doc = snpDocument(report, amdCertTable(chain), new Uint8Array(32), jwks, measurementHex, startData);
-    const checks = await verifyAttestationDocument(doc, { jwks, roots: chain.roots });
+    const unanchored = await verifyAttestationDocument(doc, { jwks, roots: chain.roots });
+    expect(failing(unanchored)).toEqual(['attestation.report_data']);
+    expect(unanchored.find((c) => c.name === 'attestation.report_data')?.detail).toBe(
+      `the evidence's REPORT_DATA ${Buffer.from(startData).toString('hex')} was compared with nothing: no nonce was given, so nothing says this evidence is fresh or which keys it binds`,
+    );
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce: START_NONCE, roots: chain.roots });
     expect(failing(checks)).toEqual([]);
     expect(checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain('not fresh');
+  });
+
+  it('reports the measurement as NOT PINNED, never PASS, when nothing pins it', async () => {
+    const { doc } = validDocument();
+    const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
+    const check = checks.find((c) => c.name === 'attestation.measurement')!;
+    expect(checkMark(check)).toBe('----');
+    expect(check.detail).toBe(`MEASUREMENT ${measurementHex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`);
+    expect(verdictOf(checks).outcome).toBe('not-verified');
   });
 
   it('a measurement flipped inside the signed report breaks the signature and the measurement match', async () => {

@@ -25,7 +25,7 @@ async function sigilVerify(argv: string[], roots?: TrustRoots): Promise<{ code: 
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
 const text = async (url: string) => (await request(url, { dispatcher: insecure })).body.text();
 
-const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
+const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 
@@ -59,7 +59,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
 
   it('passes every check, the hardware ones included, for a JSON and a streamed completion', async () => {
     const service = await start(snpHardware(chain, measurement));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], chain.roots);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     expect(r.code).toBe(0);
     const lines = status(r.stdout);
@@ -67,7 +67,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
       expect(lines).toContain(`PASS ${name}`);
     }
     expect(r.stdout).toContain('PASS receipt.tee — tee is "sev-snp"; the hardware evidence is checked separately\n');
-    const streamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex')], chain.roots);
+    const streamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'], chain.roots);
     expect(failing(streamed.stdout)).toEqual([]);
     expect(streamed.code).toBe(0);
   });
@@ -96,7 +96,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
 
   it('verifies a kept receipt offline against the saved start evidence', async () => {
     const service = await start(snpHardware(chain, measurement));
-    const live = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json'], chain.roots);
+    const live = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json', '--allow-unpinned-code'], chain.roots);
     expect(JSON.parse(live.stdout).ok).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-'));
     const save = (name: string, data: string | Uint8Array) => {
@@ -112,6 +112,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
       '--request', save('req', service.last!.requestBytes),
       '--response', save('res', service.last!.responseBytes),
       '--measurement', measurement.toString('hex'),
+      '--allow-unpinned-code',
     ];
     const r = await sigilVerify(args, chain.roots);
     expect(failing(r.stdout)).toEqual([]);
@@ -132,7 +133,7 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
   afterAll(async () => service.close());
 
   it('passes every check, the quote ones included', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream'], chain.roots);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
     for (const name of ['tdx.quote_signature', 'tdx.qe_report_signature', 'tdx.qe_binding', 'tdx.pck_chain', 'attestation.report_data', 'attestation.measurement', 'receipt.attestation_hash']) {

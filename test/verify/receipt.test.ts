@@ -1,11 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Check } from '../../src/verify/check.ts';
+import { checkMark, verdictOf, type Check } from '../../src/verify/check.ts';
 import { canonicalPolicyHash, sha256Tagged } from '../../src/verify/digest.ts';
 import { NO_TEE_DETAIL, verifyReceipt } from '../../src/verify/receipt.ts';
 import { MEASUREMENT, POLICY_HASH, REQUEST_BYTES, RESPONSE_BYTES, b64url, makeSigner, messageClaims, signCompact } from './receipt-fixtures.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
-const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
+const failing = (checks: Check[]) => checks.filter((c) => !c.ok && c.waived === undefined).map((c) => c.name);
 const byName = (checks: Check[], name: string) => checks.find((c) => c.name === name);
 
 describe('verifyReceipt', () => {
@@ -124,7 +124,7 @@ describe('verifyReceipt', () => {
     expect(NO_TEE_DETAIL).toBe('no hardware evidence exists: this service is not running in a TEE');
     const allowed = await verifyReceipt(token, { jwks, expected, allowNoTee: true });
     expect(failing(allowed.checks)).toEqual([]);
-    expect(byName(allowed.checks, 'receipt.tee')?.detail).toContain(NO_TEE_DETAIL);
+    expect(byName(allowed.checks, 'receipt.tee')).toEqual({ name: 'receipt.tee', ok: false, detail: `tee is "none": ${NO_TEE_DETAIL}`, waived: 'no-TEE receipts allowed (development)' });
   });
 
   it('refuses a receipt type other than the one expected, and request bytes against a model receipt', async () => {
@@ -209,7 +209,11 @@ describe('a library caller that gives only the JWKS (issue 10)', () => {
       expected: { nonce, measurement: MEASUREMENT, policyHash: POLICY_HASH },
       waive: { requestBytes: 'the request was not kept', responseBytes: 'the response was not kept' },
     });
-    expect(waived.checks.filter((c) => !c.ok)).toEqual([]);
-    expect(waived.checks.find((c) => c.name === 'receipt.request_hash')?.detail).toBe('not checked, waived by the caller: the request was not kept');
+    // Waived is not passed: each stays ok: false, carries the caller's reason, and the verdict lists it.
+    expect(waived.checks.filter((c) => !c.ok).map((c) => [checkMark(c), c.name, c.waived])).toEqual([
+      ['WAIVED', 'receipt.request_hash', 'the request was not kept'],
+      ['WAIVED', 'receipt.response_hash', 'the response was not kept'],
+    ]);
+    expect(verdictOf(waived.checks).outcome).toBe('verified-with-waivers');
   });
 });

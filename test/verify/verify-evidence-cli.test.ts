@@ -25,11 +25,17 @@ const sigil = (argv: string[], extensions?: EvidenceExtension[]) => runVerifyEvi
 
 describe('sigil verify-evidence on SEV-SNP evidence', () => {
   it("passes dstack's Milan report with its VCEK and ASK, and prints the measured values", async () => {
-    const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem')]);
+    // REPORT_DATA compared with nothing and values nobody pinned: not verified, exit 1, until each is given or waived.
+    const strict = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem')]);
+    expect(strict.code).toBe(1);
+    expect(strict.marks).toMatchObject({ 'reference.values': '----', 'evidence.report_data': '----' });
+    expect(strict.stdout.trimEnd().split('\n').at(-1)).toMatch(/^NOT VERIFIED: 11 checks passed; 13 not pinned, so compared with nothing \(.*evidence\.report_data.*\); the code was not compared with reference values$/);
+    const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--allow-unbound-evidence', '--allow-unpinned-code']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('  measurement 7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d\n');
-    expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'reference.values': '----', 'evidence.report_data': '----' });
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('verified: all 11 checks passed; 13 value(s) not pinned, so not compared with anything; the code was not compared with reference values');
+    expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'reference.values': 'WAIVED', 'evidence.report_data': 'WAIVED' });
+    expect(r.stdout).toContain('(waived: --allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted)\n');
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^verified with waivers: 11 checks passed; 13 waived \(.*\); the code was not compared with reference values$/);
   });
 
   it('gives the measured values and the verdict as JSON, and fails a pinned MEASUREMENT that differs', async () => {
@@ -68,10 +74,10 @@ describe('sigil verify-evidence on TDX evidence', () => {
   );
 
   it("passes dstack's quote with its event log replayed and its reference values, listing the events", async () => {
-    const r = await sigil(['--tdx-quote', dstackJson, '--event-log-json', dstackJson, '--reference', reference]);
+    const r = await sigil(['--tdx-quote', dstackJson, '--event-log-json', dstackJson, '--reference', reference, '--allow-unbound-evidence', '--allow-unpinned-code']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.marks).toMatchObject({ 'eventlog.rtmr0': 'PASS', 'eventlog.rtmr3': 'PASS', 'reference.rtmr1': 'PASS', 'reference.rtmr3': 'PASS', 'reference.mrtd': '----', 'tdx.mr_config_id': 'PASS' });
+    expect(r.marks).toMatchObject({ 'eventlog.rtmr0': 'PASS', 'eventlog.rtmr3': 'PASS', 'reference.rtmr1': 'PASS', 'reference.rtmr3': 'PASS', 'reference.mrtd': 'WAIVED', 'tdx.mr_config_id': 'PASS' });
     expect(r.stdout).toContain('  #22 RTMR3 DSTACK_RUNTIME_EVENT "compose-hash" 0bdd53f6ce1e789e... — measured data 86b0e55f2fa8e4fb69d890f14f54d5612707646e2573d54e0d2ddaaade77caa9\n');
   });
 

@@ -1,0 +1,105 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
+import { checkMark, type Check } from '../../src/verify/check.ts';
+import { CHECKS, describeCheck } from '../../src/verify/check-registry.ts';
+import { canonicalPolicyHash } from '../../src/verify/digest.ts';
+import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
+import { verifyService, type ServiceEvidence } from '../../src/verify/verify-service.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, snpDocument, testBinding, testJwks, type AmdTestChain } from '../support/evidence-fixtures.ts';
+
+/** The one core, without any I/O: a document made with a test AMD chain, and what a caller fetched with it. */
+const jwks = testJwks();
+const nonce = new Uint8Array(32).fill(0x5a);
+const measurement = Buffer.alloc(48, 0x42);
+const policy = { version: 1, models: [] };
+const SPKI = 'ab'.repeat(32);
+const binding: AttestationBinding = { ...testBinding(jwks), policy_hash: canonicalPolicyHash(policy), tls_spki_sha256: SPKI };
+const PINNED: ReferenceValues = {
+  snp: { measurement: [measurement.toString('hex')], host_data: ['00'.repeat(32)], vmpl: [0], policy: { smt: [true] }, min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 } },
+};
+let chain: AmdTestChain;
+let document: Record<string, unknown>;
+
+beforeAll(async () => {
+  chain = await createAmdTestChain();
+  const reportData = reportDataV2(nonce, binding);
+  const report = buildSnpReport({ reportData, measurement }, chain.vcekKey);
+  document = { ...snpDocument(report, amdCertTable(chain), nonce, jwks, measurement.toString('hex'), reportData), binding };
+});
+
+const fetched = (over: Partial<ServiceEvidence> = {}): ServiceEvidence => ({
+  attestation: document,
+  jwks,
+  policy,
+  startAttestation: document,
+  connection: { url: new URL('https://inference.example'), presentedTlsKeys: [SPKI] },
+  ...over,
+});
+const marks = (checks: Check[]) => checks.map((c) => `${checkMark(c)} ${c.name}`);
+
+describe('verifyService', () => {
+  it('verifies a genuine enclave whose every measured value is pinned, over TLS ending in it', async () => {
+    const result = await verifyService(fetched(), { nonce, reference: PINNED, roots: chain.roots });
+    expect(result.checks.filter((c) => checkMark(c) !== 'PASS')).toEqual([]);
+    expect(result.verdict.outcome).toBe('verified');
+    expect(result.verdict.summary).toBe(`verified: all ${result.checks.length} checks passed`);
+    expect(result.facts).toMatchObject({ tee: 'sev-snp', measurement: measurement.toString('hex'), tlsSpkiSha256: SPKI, hpkeKeyConfig: null, policyHash: binding.policy_hash });
+    expect(result.facts.attestationHash).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it('declares every check it reports in the registry, with a title, plain words and a docs/ link', async () => {
+    const runs = await Promise.all([
+      verifyService(fetched(), { nonce, reference: PINNED, roots: chain.roots }),
+      verifyService(fetched(), { nonce, roots: chain.roots }),
+      verifyService(fetched({ attestation: { ...document, tee: 'none' } }), { nonce }),
+    ]);
+    const undeclared = runs.flatMap((r) => r.checks.map((c) => c.name)).filter((name) => describeCheck(name) === undefined);
+    expect(undeclared).toEqual([]);
+    expect(describeCheck('gpu[0].nonce')?.name).toBe('gpu.*');
+    expect(describeCheck('nothing.declared')).toBeUndefined();
+    for (const c of CHECKS) expect([c.title.length > 0, c.explains.endsWith('.'), /^docs\/[a-z-]+\.md#[a-z0-9-]+$/.test(c.doc)]).toEqual([true, true, true]);
+  });
+
+  it('does not verify a genuine enclave running code nobody pinned, and lists every unpinned value', async () => {
+    const result = await verifyService(fetched(), { nonce, roots: chain.roots });
+    expect(result.verdict.outcome).toBe('not-verified');
+    expect(result.verdict.failed).toEqual([]);
+    expect(result.verdict.notPinned.map((c) => c.name)).toEqual(['snp.smt', 'snp.vmpl', 'snp.reported_tcb', 'snp.launch_tcb', 'attestation.measurement', 'reference.values', 'reference.measurement', 'reference.host_data']);
+    expect(result.verdict.summary).toMatch(/^NOT VERIFIED: \d+ checks passed; 8 not pinned, so compared with nothing \(snp\.smt, /);
+  });
+
+  it('verifies it with waivers when the caller waives unpinned code, and prints each as WAIVED with the reason', async () => {
+    const result = await verifyService(fetched(), { nonce, roots: chain.roots, waive: { unpinnedCode: 'a test of the waiver' } });
+    expect(result.verdict.outcome).toBe('verified-with-waivers');
+    expect(result.verdict.waived.map((c) => [checkMark(c), c.waived])).toEqual(Array(8).fill(['WAIVED', 'a test of the waiver']));
+    expect(result.verdict.summary).toMatch(/^verified with waivers: \d+ checks passed; 8 waived \(snp\.smt, /);
+  });
+
+  it('fails the evidence for another nonce than ours', async () => {
+    const result = await verifyService(fetched(), { nonce: new Uint8Array(32).fill(1), reference: PINNED, roots: chain.roots });
+    expect(result.verdict.failed.map((c) => c.name)).toEqual(['attestation.report_data']);
+    expect(result.verdict.outcome).toBe('not-verified');
+  });
+
+  it('fails plain HTTP and a TLS key other than the attested one; no waiver turns them into passes', async () => {
+    const http = await verifyService(fetched({ connection: { url: new URL('http://inference.example'), presentedTlsKeys: [] } }), { nonce, reference: PINNED, roots: chain.roots, waive: { noHardwareEnclave: 'dev' } });
+    expect(marks(http.checks.filter((c) => c.name === 'attestation.tls_key'))).toEqual(['FAIL attestation.tls_key']);
+    const other = await verifyService(fetched({ connection: { url: new URL('https://inference.example'), presentedTlsKeys: ['cd'.repeat(32)] } }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(other.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key']);
+    expect(other.facts.tlsSpkiSha256).toBeNull();
+  });
+
+  it('fails a policy other than the one the enclave binds', async () => {
+    const result = await verifyService(fetched({ policy: { version: 1, models: ['other'] } }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(result.verdict.failed.map((c) => c.name)).toEqual(['attestation.policy']);
+  });
+
+  it('does not verify a development service (tee "none") unless waived, and then only with waivers', async () => {
+    const dev = { ...document, tee: 'none', evidence: null };
+    const refused = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce });
+    expect(refused.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key', 'attestation.tee']);
+    const waived = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce, waive: { noHardwareEnclave: 'local development' } });
+    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    expect(waived.verdict.outcome).toBe('verified-with-waivers');
+  });
+});
