@@ -17,6 +17,8 @@ const upstream = z.strictObject({
   idle_timeout_ms: positiveInt.default(120_000),
   region: z.string().min(1).optional(),
   connections: positiveInt.default(256),
+  /** How often an engine marked unreachable is asked whether it is back (default 5000). */
+  health_check_interval_ms: positiveInt.optional(),
   /** Client request headers passed on to this engine; none by default (not even Authorization). */
   forward_headers: z
     .array(

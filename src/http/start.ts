@@ -20,6 +20,7 @@ import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
+import { observeUpstreams } from '../metrics/upstreams.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
@@ -155,6 +156,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startDocument });
 
   const metrics = createMetrics();
+  observeUpstreams(metrics, upstreams);
   const sign = createReceiptSigner(signingKey);
   const ctx: AppContext = {
     config,

@@ -10,7 +10,7 @@ export interface PolicyDocument {
   receipts: { alg: 'ES256'; retention_s: number };
 }
 
-const LOGGED_FIELDS = ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'stream', 'receipt', 'usage_tokens', 'error_code'];
+const LOGGED_FIELDS = ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'key_id', 'upstream', 'stream', 'receipt', 'usage_tokens', 'error_code'];
 
 export function buildPolicy(catalogue: Catalogue, config: Pick<SigilConfig, 'upstreams' | 'attestation' | 'receipts'>): PolicyDocument {
   return {

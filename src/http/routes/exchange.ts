@@ -8,8 +8,8 @@ import { readBody, requireJson } from '../read-body.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestLog } from '../request-log.ts';
 import type { Caller } from '../../auth/bearer.ts';
-import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
-import { selectUpstream } from '../../proxy/select-upstream.ts';
+import { EngineAbort, engineErrorToHttp, postToEngines, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
+import { selectUpstreams } from '../../proxy/select-upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
@@ -74,7 +74,8 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
   log.model = chat.model.id;
   log.stream = chat.stream;
   log.receipt = receipt.wanted;
-  const upstream = selectUpstream(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
+  log.key_id = caller.keyId;
+  const candidates = selectUpstreams(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
 
   const exchange: Exchange = {
     endpoint,
@@ -97,7 +98,8 @@ async function handleExchange(endpoint: EndpointDescription, req: IncomingMessag
   const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));
   if (receipt.wanted && chat.stream) modelReceiptOnce();
 
-  const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
+  const { response: engine, upstream } = await postToEngines(candidates, endpoint.enginePath, exchange.forwarded, req.headers, abort);
+  log.upstream = upstream.name;
   if (engine.statusCode >= 300) {
     const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
     const retryAfter = engine.headers['retry-after'];
