@@ -13,6 +13,7 @@ import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './ehbp.ts';
+import type { RequestTracing } from '../tracing/request-tracing.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
 export interface BrandHeaders {
@@ -49,4 +50,6 @@ export interface AppContext {
   ehbp?: EhbpSettings & { keyConfig: Buffer };
   /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
+  /** OpenTelemetry spans, one per request; absent unless `tracing.otlp_endpoint` is set. */
+  tracing?: RequestTracing;
 }

@@ -112,6 +112,7 @@ export function createRequestHandler(state: AppState) {
     const requestId = clientRequestId(req.headers['x-request-id']) ?? nextRequestId();
     // The proxy forwards this header to the engine: the same id in Sigil's log and the engine's.
     req.headers['x-request-id'] = requestId;
+    const endSpan = ctx.tracing?.start(req.headers);
     res.setHeader('x-request-id', requestId);
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
     if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ request_id: requestId, method: req.method }, 'request received');
@@ -126,6 +127,7 @@ export function createRequestHandler(state: AppState) {
         ctx.logger.info({ ...line, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
       }
       recordMetrics(ctx, log, latencyMs / 1000);
+      endSpan?.(log);
     });
 
     try {

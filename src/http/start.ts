@@ -21,6 +21,7 @@ import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
+import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
@@ -183,6 +184,8 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     attestation: { sources, ...bound, start: startDocument },
     fleet: fleet?.status,
   };
+  const tracing = createRequestTracing(config.tracing);
+  if (tracing !== undefined) ctx.tracing = tracing;
   if (ehbpKey !== undefined) ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
   const state: AppState = { ctx, inFlight: 0, draining: false };
   const server = createHttpServer(state, tls);
@@ -214,6 +217,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     await tls?.close();
     await fleet?.close();
     await builtin?.stop();
+    await tracing?.close();
     logger.info({ url }, 'sigil stopped');
   };
   return {
