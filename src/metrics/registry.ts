@@ -22,7 +22,7 @@ export interface SigilMetrics {
   /** Each engine request by upstream and outcome: the engine's HTTP status, or the error code when it gave none. */
   upstreamRequests: Counter<'upstream' | 'outcome'>;
   /** Requests moved on from an unreachable engine to the next one. */
-  upstreamFailovers: Counter<'from' | 'to'>;
+  upstreamFailovers: Counter<'from_upstream' | 'to_upstream'>;
   /** 1 while an upstream is taken as reachable, 0 while it is skipped until a health check answers. */
   upstreamUp: Gauge<'upstream'>;
 }
@@ -52,9 +52,9 @@ export function createMetrics(): SigilMetrics {
     httpRejections: new Counter({ name: 'sigil_http_rejections_total', help: 'Connections refused at the HTTP level, before a request existed, by reason.', labelNames: ['reason'], registers: [registry] }),
     promptTokens: new Counter({ name: 'sigil_prompt_tokens_total', help: 'Prompt tokens the engines reported, by model and API key id.', labelNames: ['model', 'key_id'], registers: [registry] }),
     completionTokens: new Counter({ name: 'sigil_completion_tokens_total', help: 'Completion tokens the engines reported, by model and API key id.', labelNames: ['model', 'key_id'], registers: [registry] }),
-    upstreamDuration: new Histogram({ name: 'sigil_upstream_duration_seconds', help: "Time from sending a request to an engine to its response headers.", labelNames: ['upstream'], buckets: LATENCY_BUCKETS, registers: [registry] }),
-    upstreamRequests: new Counter({ name: 'sigil_upstream_requests_total', help: "Engine requests by upstream and outcome (the engine's status, or Sigil's error code when none came).", labelNames: ['upstream', 'outcome'], registers: [registry] }),
-    upstreamFailovers: new Counter({ name: 'sigil_upstream_failovers_total', help: 'Requests moved on from an unreachable engine to the next.', labelNames: ['from', 'to'], registers: [registry] }),
+    upstreamDuration: new Histogram({ name: 'sigil_upstream_duration_seconds', help: 'Seconds until an engine sent its response headers.', labelNames: ['upstream'], buckets: LATENCY_BUCKETS, registers: [registry] }),
+    upstreamRequests: new Counter({ name: 'sigil_upstream_requests_total', help: 'Engine requests by upstream and outcome: the HTTP status of the engine, or the error code when none came.', labelNames: ['upstream', 'outcome'], registers: [registry] }),
+    upstreamFailovers: new Counter({ name: 'sigil_upstream_failovers_total', help: 'Requests moved on from an unreachable engine to the next.', labelNames: ['from_upstream', 'to_upstream'], registers: [registry] }),
     upstreamUp: new Gauge({ name: 'sigil_upstream_up', help: '1 while an upstream is taken as reachable, 0 while it is skipped until a health check answers.', labelNames: ['upstream'], registers: [registry] }),
   };
 }

@@ -9,7 +9,7 @@ export function observeUpstreams(metrics: SigilMetrics, upstreams: UpstreamSet):
       metrics.upstreamRequests.inc({ upstream, outcome });
     },
     failedOver(from: string, to: string) {
-      metrics.upstreamFailovers.inc({ from, to });
+      metrics.upstreamFailovers.inc({ from_upstream: from, to_upstream: to });
     },
     healthChanged(upstream: string, up: boolean) {
       metrics.upstreamUp.set({ upstream }, up ? 1 : 0);

@@ -43,7 +43,7 @@ describe('a model served by several upstreams', () => {
     const [line] = await requestLines(sigil, before);
     expect(line).toMatchObject({ status: 200, upstream: 'second' });
     const text = await metrics();
-    expect(value(text, 'sigil_upstream_failovers_total{from="first",to="second"}')).toBe(1);
+    expect(value(text, 'sigil_upstream_failovers_total{from_upstream="first",to_upstream="second"}')).toBe(1);
     expect(value(text, 'sigil_upstream_up{upstream="first"}')).toBe(0);
     expect(value(text, 'sigil_upstream_up{upstream="second"}')).toBe(1);
     expect(value(text, 'sigil_upstream_requests_total{upstream="first",outcome="upstream_unreachable"}')).toBe(1);
@@ -53,7 +53,7 @@ describe('a model served by several upstreams', () => {
   it('sends the next requests straight to the upstream that is up, without trying the down one again', async () => {
     expect((await chat()).status).toBe(200);
     const text = await metrics();
-    expect(value(text, 'sigil_upstream_failovers_total{from="first",to="second"}')).toBe(1);
+    expect(value(text, 'sigil_upstream_failovers_total{from_upstream="first",to_upstream="second"}')).toBe(1);
     expect(value(text, 'sigil_upstream_requests_total{upstream="first",outcome="upstream_unreachable"}')).toBe(1);
     expect(value(text, 'sigil_upstream_requests_total{upstream="second",outcome="200"}')).toBe(2);
   });
