@@ -23,6 +23,8 @@ const upstream = z.strictObject({
   allow_outside_vm: z.boolean().default(false),
   /** Send each API key's own prefix-cache salt in `cache_salt` (vLLM) on chat and completions requests. */
   cache_salt: z.boolean().default(true),
+  /** How often an engine marked unreachable is asked whether it is back (default 5000). */
+  health_check_interval_ms: positiveInt.optional(),
   /** Client request headers passed on to this engine; none by default (not even Authorization). */
   forward_headers: z
     .array(
@@ -155,6 +157,16 @@ export const configSchema = z.strictObject({
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
   /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */
   trust_page: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
+  /** OpenTelemetry traces, off unless an OTLP endpoint is given (docs/operations.md#tracing). */
+  tracing: z
+    .strictObject({
+      /** OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (the collector's default port and path). */
+      otlp_endpoint: z.url({ protocol: /^https?$/ }).optional(),
+      service_name: z.string().min(1).default('sigil'),
+      /** Longest wait before a batch of spans is sent. */
+      export_delay_ms: positiveInt.default(5000),
+    })
+    .prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),

@@ -14,6 +14,7 @@ import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './ehbp.ts';
+import type { RequestTracing } from '../tracing/request-tracing.ts';
 
 /** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
 export interface BrandHeaders {
@@ -52,4 +53,6 @@ export interface AppContext {
   fleet?: FleetStatus;
   /** On a TEE: the runtime events and what a reload measures (docs/attestation.md). */
   measured?: MeasuredState;
+  /** OpenTelemetry spans, one per request; absent unless `tracing.otlp_endpoint` is set. */
+  tracing?: RequestTracing;
 }

@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { AppContext } from './context.ts';
 import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
 import { sendError } from './respond.ts';
-import type { RequestLog } from './request-log.ts';
+import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
 import type { MemoryBudget } from '../limits/memory-budget.ts';
@@ -87,6 +87,11 @@ function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void 
   metrics.duration.observe({ route: log.route }, seconds);
   if (log.ttft_s !== undefined) metrics.timeToFirstToken.observe({ model: log.model ?? '' }, log.ttft_s);
   if (log.error_code?.startsWith('upstream_')) metrics.engineErrors.inc({ code: log.error_code });
+  if (log.usage !== undefined) {
+    const labels = { model: log.model ?? '', key_id: log.key_id ?? '' };
+    metrics.promptTokens.inc(labels, log.usage.prompt_tokens);
+    metrics.completionTokens.inc(labels, log.usage.completion_tokens);
+  }
 }
 
 /** 16 random hex digits per request, cut from a 4 KiB block: one randomBytes call per 512 requests instead of one each. */
@@ -109,7 +114,10 @@ export function createRequestHandler(state: AppState) {
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
     const ctx = state.ctx;
-    const requestId = nextRequestId();
+    const requestId = clientRequestId(req.headers['x-request-id']) ?? nextRequestId();
+    // The proxy forwards this header to the engine: the same id in Sigil's log and the engine's.
+    req.headers['x-request-id'] = requestId;
+    const endSpan = ctx.tracing?.start(req.headers);
     res.setHeader('x-request-id', requestId);
     // Draining: each answer is the connection's last, so a client's next request goes to a replica that stays.
     if (state.draining) res.setHeader('connection', 'close');
@@ -127,6 +135,7 @@ export function createRequestHandler(state: AppState) {
         ctx.logger.info({ ...line, latency_ms: Math.round(latencyMs * 1000) / 1000 }, 'request');
       }
       recordMetrics(ctx, log, latencyMs / 1000);
+      endSpan?.(log);
     });
 
     try {
@@ -134,7 +143,7 @@ export function createRequestHandler(state: AppState) {
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) {
-        log.path = url.pathname.slice(0, 256);
+        log.path = unmatchedPathShape(url.pathname);
         throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       }
       log.route = matched.name;

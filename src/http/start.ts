@@ -26,6 +26,8 @@ import { MemoryBudget } from '../limits/memory-budget.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { joinFleet } from '../fleet/join.ts';
 import { createMetrics } from '../metrics/registry.ts';
+import { observeUpstreams } from '../metrics/upstreams.ts';
+import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
@@ -161,6 +163,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startDocument });
 
   const metrics = createMetrics();
+  observeUpstreams(metrics, upstreams);
   const sign = createReceiptSigner(signingKey);
   const ctx: AppContext = {
     config,
@@ -188,6 +191,8 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     fleet: fleet?.status,
     ...(measured === undefined ? {} : { measured: measured.state }),
   };
+  const tracing = createRequestTracing(config.tracing);
+  if (tracing !== undefined) ctx.tracing = tracing;
   if (ehbpKey !== undefined) {
     const replays = fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries });
     ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays };
@@ -232,6 +237,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     await tls?.close();
     await fleet?.close();
     await builtin?.stop();
+    await tracing?.close();
     logger.info({ url }, 'sigil stopped');
   };
   return {

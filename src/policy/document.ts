@@ -21,7 +21,7 @@ export interface PolicyDocument {
 }
 
 /** The request line (info) and the request-received line (debug): no other line names a request. */
-const REQUEST_LINE_FIELDS = ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'stream', 'receipt', 'usage_tokens', 'error_code'];
+const REQUEST_LINE_FIELDS = ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'key_id', 'upstream', 'stream', 'receipt', 'usage_tokens', 'error_code'];
 const LEVELS_WITH_REQUEST_LINES = new Set(['info', 'debug', 'trace']);
 
 export function buildPolicy(catalogue: Catalogue, config: Pick<SigilConfig, 'upstreams' | 'attestation' | 'receipts' | 'log'>): PolicyDocument {

@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { engineRefusal, HttpError } from '../protocol/errors.ts';
-import type { Upstream } from './upstream.ts';
+import { setUpstreamHealth, type Upstream } from './upstream.ts';
+import { validTraceparent, validTracestate } from '../tracing/traceparent.ts';
 
 export type EngineResponse = Dispatcher.ResponseData;
 
@@ -24,7 +25,7 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENET
 
 /** Maps a transport failure to what the client sees: 504 when the engine was too slow, 502 otherwise. */
 export function engineFailure(err: unknown): HttpError {
-  const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code ?? '';
+  const code = errorCode(err);
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return new HttpError('upstream_timeout', 'The engine did not accept the connection in time.');
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return new HttpError('upstream_timeout', 'The engine did not answer in time.');
   if (code === 'UND_ERR_BODY_TIMEOUT') return new HttpError('upstream_timeout', 'The engine stopped sending before the response was complete.');
@@ -32,7 +33,7 @@ export function engineFailure(err: unknown): HttpError {
   return new HttpError('upstream_bad_response', 'The engine sent a reply that could not be read.');
 }
 
-/** The engine's headers: its own credentials, the JSON framing, and only the client headers configured to pass. */
+/** The engine's headers: its own credentials, the JSON framing, the request's id and trace context, and only the client headers configured to pass. */
 function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders): Record<string, string> {
   const headers: Record<string, string> = {};
   if (upstream.forwardHeaders.length > 0) {
@@ -43,25 +44,70 @@ function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHea
       if (value !== undefined && !hopOnly.has(name)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
     }
   }
+  // Correlation: the request's id (Sigil's, or the client's when well formed) and a well-formed W3C trace context.
+  const requestId = client['x-request-id'];
+  if (typeof requestId === 'string') headers['x-request-id'] = requestId;
+  const traceparent = validTraceparent(client.traceparent);
+  if (traceparent !== undefined) {
+    headers.traceparent = traceparent;
+    const tracestate = validTracestate(client.tracestate);
+    if (tracestate !== undefined) headers.tracestate = tracestate;
+  }
   return { ...headers, ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) };
 }
 
-/** POSTs a body to the engine at `enginePath` (e.g. `/chat/completions`); resolves when its status and headers have arrived. */
-export async function postToEngine(upstream: Upstream, enginePath: string, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
-  try {
-    return await upstream.pool.request({
-      method: 'POST',
-      path: `${upstream.basePath}${enginePath}`,
-      headers: engineHeaders(upstream, body, client),
-      body,
-      signal,
-      headersTimeout: upstream.timeoutMs,
-      bodyTimeout: upstream.idleTimeoutMs,
-    });
-  } catch (err) {
-    if (signal.aborted) throw err;
-    throw engineFailure(err);
+/** Failures where the engine never got the request, so the next engine can be tried without running it twice. */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+
+const errorCode = (err: unknown) => (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code ?? '';
+
+/**
+ * POSTs a body to the first engine of `candidates` that can be reached, at `enginePath` (e.g.
+ * `/chat/completions`); resolves when its status and headers have arrived. An engine that cannot be
+ * connected to is marked down (health checks bring it back) and the next one is tried; any other
+ * failure is the answer, since that engine may have started on the request.
+ */
+export async function postToEngines(
+  candidates: readonly Upstream[],
+  enginePath: string,
+  bodyFor: Buffer | ((upstream: Upstream) => Buffer),
+  client: IncomingHttpHeaders,
+  signal: AbortSignal | EngineAbort,
+): Promise<{ response: EngineResponse; upstream: Upstream; body: Buffer }> {
+  for (let i = 0; ; i++) {
+    const upstream = candidates[i]!;
+    // The bytes may differ by engine (a per-engine setting such as cache_salt); the caller learns which were sent.
+    const body = typeof bodyFor === 'function' ? bodyFor(upstream) : bodyFor;
+    const started = performance.now();
+    try {
+      const response = await upstream.pool.request({
+        method: 'POST',
+        path: `${upstream.basePath}${enginePath}`,
+        headers: engineHeaders(upstream, body, client),
+        body,
+        signal,
+        headersTimeout: upstream.timeoutMs,
+        bodyTimeout: upstream.idleTimeoutMs,
+      });
+      setUpstreamHealth(upstream, true);
+      upstream.observer?.requestDone(upstream.name, (performance.now() - started) / 1000, String(response.statusCode));
+      return { response, upstream, body };
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const failure = engineFailure(err);
+      upstream.observer?.requestDone(upstream.name, (performance.now() - started) / 1000, failure.code);
+      if (!NOT_CONNECTED.has(errorCode(err))) throw failure;
+      setUpstreamHealth(upstream, false);
+      const next = candidates[i + 1];
+      if (next === undefined) throw failure;
+      upstream.observer?.failedOver(upstream.name, next.name);
+    }
   }
+}
+
+/** postToEngines with one engine. */
+export async function postToEngine(upstream: Upstream, enginePath: string, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
+  return (await postToEngines([upstream], enginePath, body, client, signal)).response;
 }
 
 /**

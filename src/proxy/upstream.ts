@@ -2,6 +2,50 @@ import { Pool } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
 import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
 
+/** What the proxy reports about its engines; the metrics implement it (the proxy knows nothing of Prometheus). */
+export interface UpstreamObserver {
+  /** One engine request: seconds to the engine's response headers (or to the failure), and its HTTP status or error code. */
+  requestDone(upstream: string, seconds: number, outcome: string): void;
+  /** A request moved on from an engine that could not be reached to the next one. */
+  failedOver(from: string, to: string): void;
+  /** An engine was marked unreachable, or reachable again. */
+  healthChanged(upstream: string, up: boolean): void;
+}
+
+/** Marks an engine reachable or not, telling the observer when that changes. */
+export function setUpstreamHealth(upstream: Upstream, up: boolean): void {
+  if (upstream.health.up === up) return;
+  upstream.health.up = up;
+  upstream.observer?.healthChanged(upstream.name, up);
+}
+
+export const DEFAULT_HEALTH_CHECK_INTERVAL_MS = 5000;
+
+/**
+ * Every `intervalMs`, asks each engine marked down for its model list; any HTTP answer means it is
+ * reachable again. Engines that are up get no extra traffic: a failed request is what marks one down.
+ */
+export function startHealthChecks(upstreams: readonly Upstream[], intervalMs: number): () => void {
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    void Promise.all(upstreams.filter((u) => !u.health.up).map(probe)).finally(() => (running = false));
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+async function probe(upstream: Upstream): Promise<void> {
+  try {
+    const response = await upstream.pool.request({ method: 'GET', path: `${upstream.basePath}/models`, headers: upstream.headers, headersTimeout: 5000, bodyTimeout: 5000 });
+    await response.body.dump();
+    setUpstreamHealth(upstream, true);
+  } catch {
+    // Still unreachable: stays down until a later check answers.
+  }
+}
+
 /** One engine Sigil forwards to, with its own connection pool. */
 export interface Upstream {
   name: string;
@@ -17,6 +61,10 @@ export interface Upstream {
   idleTimeoutMs: number;
   /** Whether chat and completions requests carry the caller's `cache_salt`. */
   cacheSalt: boolean;
+  /** Down after a request could not reach it; up again when a health check gets an answer. */
+  health: { up: boolean };
+  /** Told of every engine request; set by whoever keeps the metrics. */
+  observer: UpstreamObserver | undefined;
 }
 
 export class UpstreamConfigError extends Error {
@@ -49,15 +97,24 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
     timeoutMs: config.timeout_ms,
     idleTimeoutMs: config.idle_timeout_ms,
     cacheSalt: config.cache_salt,
+    health: { up: true },
+    observer: undefined,
   };
 }
 
 export type UpstreamSet = ReadonlyMap<string, Upstream>;
 
+const stopHealthChecks = new WeakMap<UpstreamSet, () => void>();
+
+/** The configured engines, with the health checks that bring an unreachable one back (stopped by closeUpstreams). */
 export function createUpstreams(configs: Record<string, UpstreamConfig>): Map<string, Upstream> {
-  return new Map(Object.entries(configs).map(([name, c]) => [name, createUpstream(name, c)]));
+  const upstreams = new Map(Object.entries(configs).map(([name, c]) => [name, createUpstream(name, c)]));
+  const intervals = Object.values(configs).map((c) => c.health_check_interval_ms ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS);
+  if (upstreams.size > 0) stopHealthChecks.set(upstreams, startHealthChecks([...upstreams.values()], Math.min(...intervals)));
+  return upstreams;
 }
 
 export async function closeUpstreams(upstreams: UpstreamSet): Promise<void> {
+  stopHealthChecks.get(upstreams)?.();
   await Promise.all([...upstreams.values()].map((u) => u.pool.close()));
 }

@@ -16,13 +16,16 @@ afterAll(async () => {
 });
 
 describe('what an operator sees in the log', () => {
-  it('a 404 line shows the path asked for, without its query', async () => {
+  it("a 404 line shows the path's shape: Sigil's own words, anything else as *, no query", async () => {
     const before = sigil.logs.length;
-    const res = await fetch(`${sigil.url}/v1/chat/completion?token=QUERY-SECRET-1`);
+    const res = await fetch(`${sigil.url}/v1/chat/completion/PATH-SECRET-2?token=QUERY-SECRET-1`);
     expect(res.status).toBe(404);
     const [line] = await requestLines(sigil, before);
-    expect(line).toMatchObject({ route: 'unmatched', path: '/v1/chat/completion', status: 404, error_code: 'not_found' });
-    expect(sigil.logs.slice(before).join('\n')).not.toContain('QUERY-SECRET-1');
+    expect(line).toMatchObject({ route: 'unmatched', path: '/v1/chat/*/*', status: 404, error_code: 'not_found' });
+    expect(sigil.logs.slice(before).join('\n')).not.toMatch(/QUERY-SECRET-1|PATH-SECRET-2|completion\//);
+    const before2 = sigil.logs.length;
+    await (await fetch(`${sigil.url}/v1/completions/`)).text();
+    expect((await requestLines(sigil, before2))[0]).toMatchObject({ path: '/v1/completions/' });
   });
 
   it('a shutdown leaves a last line', async () => {

@@ -47,7 +47,7 @@ describe('GET /v1/verify/policy', () => {
         prompt_content: 'never',
         completion_content: 'never',
         api_keys: 'never',
-        request_fields: ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'stream', 'receipt', 'usage_tokens', 'error_code'],
+        request_fields: ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'key_id', 'upstream', 'stream', 'receipt', 'usage_tokens', 'error_code'],
       },
       receipts: { alg: 'ES256', retention_s: 1 },
     });

@@ -10,8 +10,9 @@ import type { RequestLog } from '../request-log.ts';
 import { sealedExchangeOf } from '../ehbp.ts';
 import { sealedReceiptTrailer } from '../../protocol/sealed-receipt.ts';
 import type { Caller } from '../../auth/bearer.ts';
-import { EngineAbort, engineErrorToHttp, postToEngine, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
-import { selectUpstream } from '../../proxy/select-upstream.ts';
+import { EngineAbort, engineErrorToHttp, postToEngines, readEngineBody, type EngineResponse } from '../../proxy/engine-request.ts';
+import { selectUpstreams } from '../../proxy/select-upstream.ts';
+import type { Upstream } from '../../proxy/upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import { cacheSaltFor, withCacheSalt } from '../../proxy/cache-salt.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
@@ -97,7 +98,8 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
   log.model = chat.model.id;
   log.stream = chat.stream;
   log.receipt = receipt.wanted;
-  const upstream = selectUpstream(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
+  log.key_id = caller.keyId;
+  const candidates = selectUpstreams(chat.model, ctx.upstreams, chat.region, ctx.config.routing.strict_regions);
 
   const exchange: Exchange = {
     endpoint,
@@ -117,8 +119,6 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     streamsCut: shared.streamsCut,
     sealed: sealed !== undefined,
   };
-  // Prefix-cache isolation: the engine keys its cache by this salt, one per API key (docs/configuration.md).
-  if (upstream.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind)) exchange.forwarded = withCacheSalt(exchange.forwarded, cacheSaltFor(caller.secret));
   // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
   // only if the engine streams anyway.
   let modelReceipt: string | undefined;
@@ -126,7 +126,13 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
   // Sealed, the model receipt is not sent (no clear header may carry it); the message receipt ends the stream.
   if (receipt.wanted && chat.stream && !exchange.sealed) modelReceiptOnce();
 
-  const engine = await postToEngine(upstream, endpoint.enginePath, exchange.forwarded, req.headers, abort);
+  // Prefix-cache isolation: an engine that takes it keys its cache by this salt, one per API key (docs/configuration.md).
+  const unsalted = exchange.forwarded;
+  let salted: Buffer | undefined;
+  const bodyFor = (u: Upstream) => (u.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind) ? (salted ??= withCacheSalt(unsalted, cacheSaltFor(caller.secret))) : unsalted);
+  const { response: engine, upstream, body: sent } = await postToEngines(candidates, endpoint.enginePath, bodyFor, req.headers, abort);
+  exchange.forwarded = sent;
+  log.upstream = upstream.name;
   if (engine.statusCode >= 300) {
     const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
     const retryAfter = engine.headers['retry-after'];
