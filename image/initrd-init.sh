@@ -5,6 +5,8 @@
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# No udev in the initrd: libdevmapper makes the /dev/mapper node itself.
+export DM_DISABLE_UDEV=1
 die() { echo "sigil-initrd: $*" >&2; poweroff -f; }
 for m in $(cat /modules.order); do insmod "/lib/modules/$m" || die "cannot load $m"; done
 for arg in $(cat /proc/cmdline); do
