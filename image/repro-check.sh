@@ -6,6 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 base=${1:-$(mktemp -d "${TMPDIR:-/tmp}/sigil-repro.XXXXXX")}
 mkdir -p "$base/first/tmp" "$base/second/tmp"
+# One epoch for both builds: a commit made between them must not count as a difference.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$(dirname "$here")" log -1 --format=%ct)}
 TMPDIR="$base/first/tmp" "$here/build.sh" "$base/first/out"
 sleep "${SIGIL_REPRO_PAUSE:-5}"
 TMPDIR="$base/second/tmp" "$here/build.sh" "$base/second/out"
