@@ -3,7 +3,7 @@
  * through test/architecture/layers.test.ts, so an upward import fails the build.
  * Type-only imports count: a type from a higher layer is still a dependency on it.
  */
-const LOWER = '^src/(protocol|config|log|metrics|auth|limits|catalogue|policy|receipts|attestation|proxy|fleet|verify|engine)/';
+const LOWER = '^src/(protocol|config|log|metrics|tracing|auth|limits|catalogue|policy|receipts|attestation|proxy|fleet|verify|engine|measure)/';
 
 module.exports = {
   forbidden: [
@@ -14,6 +14,8 @@ module.exports = {
     { name: 'trust-page-is-a-client', severity: 'error', comment: 'The trust page runs in a browser: it may use the verifier and the protocol, never the server.', from: { path: '^src/trust-page/' }, to: { path: '^src/', pathNot: '^src/(trust-page|verify|protocol)/' } },
     { name: 'client-is-a-client', severity: 'error', comment: 'The attested client runs at the caller: it may use the verifier and the protocol, never the server.', from: { path: '^src/client/' }, to: { path: '^src/', pathNot: '^src/(client|verify|protocol)/' } },
     { name: 'lower-layers-do-not-import-http', severity: 'error', comment: 'The HTTP layer composes the lower ones; they never reach up into it.', from: { path: LOWER }, to: { path: '^src/(http|cli|tls|ehbp)/' } },
+    { name: 'measure-stands-alone', severity: 'error', comment: 'The reference-value calculator runs on an auditor\'s machine: it imports only itself and the protocol.', from: { path: '^src/measure/' }, to: { path: '^src/', pathNot: '^src/(measure|protocol)/' } },
+    { name: 'tls-and-ehbp-sit-under-http', severity: 'error', comment: 'TLS and encrypted bodies are composed by the HTTP layer; they never reach up into it or the CLI.', from: { path: '^src/(tls|ehbp)/' }, to: { path: '^src/(http|cli)/' } },
     { name: 'only-cli-imports-cli', severity: 'error', comment: 'The CLI is the top: nothing imports it.', from: { path: '^src/', pathNot: '^src/cli/' }, to: { path: '^src/cli/' } },
     { name: 'config-and-log-are-leaves', severity: 'error', comment: 'Configuration and logging sit under everything that reads them.', from: { path: '^src/(config|log)/' }, to: { path: '^src/', pathNot: '^src/(config|log|protocol)/' } },
     { name: 'src-does-not-import-tests', severity: 'error', from: { path: '^src/' }, to: { path: '^(test|bench)/' } },

@@ -166,6 +166,12 @@ function engineMessage(bytes: Buffer): { message?: string; param?: string } {
 }
 
 /** SPEC 2 and 6: the engine's refusal as the catalogue entry that carries it on, with its own message. */
-export function engineErrorToHttp(status: number, bytes: Buffer, retryAfter: string | undefined): HttpError {
-  return engineRefusal(status, engineMessage(bytes), retryAfter);
+/**
+ * An engine's refusal in Sigil's error shape. With `rename`, the engine's own name of the model is
+ * replaced by the catalogue id in its message: the client never learns what the engine calls it.
+ */
+export function engineErrorToHttp(status: number, bytes: Buffer, retryAfter: string | undefined, rename?: { engine: string; catalogue: string }): HttpError {
+  const info = engineMessage(bytes);
+  if (rename !== undefined && info.message !== undefined) info.message = info.message.split(rename.engine).join(rename.catalogue);
+  return engineRefusal(status, info, retryAfter);
 }

@@ -204,6 +204,13 @@ describe('engine failures', () => {
     });
   });
 
+  it("names the catalogue's model, never the engine's internal name, in an engine refusal", async () => {
+    vllm.behaviour = { status: 404, errorMessage: 'The model `engine/renamed` does not exist.' };
+    const missing = await post({ ...chatBody, model: 'renamed' });
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error).toEqual({ message: 'The model `renamed` does not exist.', type: 'invalid_request_error', param: null, code: 'upstream_not_found' });
+  });
+
   it('passes an engine 429 on as upstream_rate_limited with its Retry-After, and an engine 404 as upstream_not_found', async () => {
     vllm.behaviour = { status: 429, retryAfter: '7' };
     const limited = await post(chatBody);

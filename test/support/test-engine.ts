@@ -21,6 +21,8 @@ export interface Misbehaviour {
   omitDone?: boolean;
   /** Answer with this status and an error body. */
   status?: number;
+  /** With `status`, the error message (default `engine says <status>`). */
+  errorMessage?: string;
   /** With `status`, a Retry-After header (an engine that sheds load says when to come back). */
   retryAfter?: string;
   /** Answer 200 with a body that is not JSON. */
@@ -113,7 +115,7 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     if (b.hang) return;
     if (b.firstByteDelayMs) await sleep(b.firstByteDelayMs);
     if (b.status) {
-      res.writeHead(b.status, { 'content-type': 'application/json', ...(b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {}) }).end(errorBody(b.status, `engine says ${b.status}`));
+      res.writeHead(b.status, { 'content-type': 'application/json', ...(b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {}) }).end(errorBody(b.status, b.errorMessage ?? `engine says ${b.status}`));
       return;
     }
     if (b.invalidJson) {

@@ -136,7 +136,8 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
   if (engine.statusCode >= 300) {
     const bytes = await readEngineBody(engine, ENGINE_ERROR_LIMIT).catch(() => Buffer.alloc(0));
     const retryAfter = engine.headers['retry-after'];
-    throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined);
+    const rename = exchange.rewriteModel === undefined ? undefined : { engine: chat.model.upstream_model, catalogue: chat.model.id };
+    throw engineErrorToHttp(engine.statusCode, bytes, typeof retryAfter === 'string' ? retryAfter : undefined, rename);
   }
   const type = String(engine.headers['content-type'] ?? '');
   if (type.startsWith('text/event-stream')) await relayStream(exchange, engine, receipt.wanted && !exchange.sealed ? modelReceiptOnce() : undefined);
