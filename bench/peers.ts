@@ -79,7 +79,7 @@ export async function pinnedProcess<N extends string>(
     await waitForPort(port, 30_000, spawned.child);
   } catch (err) {
     await stopChild(spawned.child);
-    throw new Error(`${(err as Error).message}; see ${spawned.log}`);
+    throw new Error(`${(err as Error).message}; see ${spawned.log}`, { cause: err });
   }
   const pids = () => [spawned.pid, ...extraPids()];
   for (const pid of pids()) pin(pid, PROXY_CORE);

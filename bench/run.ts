@@ -19,7 +19,6 @@ import {
   directPeer,
   LOAD_CORE,
   nginxVersion,
-  PEER_LABELS,
   portkeyEntry,
   ROOT,
   startEngine,

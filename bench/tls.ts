@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TLS_1_2_CIPHERS, TLS_1_3_CIPHERSUITES } from '../src/tls/hardening.ts';
 import type { LoadJob, LoadResult, Target, WorkerMessage } from './load-client.ts';
-import { LOAD_CORE, nginxVersion, pinnedProcess, PROXY_CORE, ROOT, startEngine, startNodeHttpProxy, writeSigilConfig, type Engine, type NamedPeer } from './peers.ts';
+import { LOAD_CORE, nginxVersion, pinnedProcess, ROOT, startEngine, startNodeHttpProxy, writeSigilConfig, type Engine, type NamedPeer } from './peers.ts';
 import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb, runBenchmark, spawnLogged, stopChild } from './processes.ts';
 import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';

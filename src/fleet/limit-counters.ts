@@ -116,7 +116,8 @@ export class RedisLimitCounters implements LimitCounters {
   }
 
   #scheduleRetry(): void {
-    this.#retryTimer ??= setTimeout(() => {
+    if (this.#retryTimer !== undefined) return;
+    this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;
       void this.#retryReleases();
     }, RELEASE_RETRY_MS).unref();

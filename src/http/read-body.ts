@@ -65,7 +65,7 @@ function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hol
       cleanup();
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
-    const onError = (err: Error) => {
+    const onError = () => {
       cleanup();
       reject(new HttpError('body_read_failed', 'The connection failed before the request body was complete.'));
     };

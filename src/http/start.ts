@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
 import type { RtmrFs } from '../attestation/self-measurement.ts';
-import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
+import { measureStart, refuseUnmeasuredRuntime } from '../attestation/measured-state.ts';
 import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
 import { START_NONCE, type Jwks, type KeyOrigins } from '../protocol/attestation.ts';

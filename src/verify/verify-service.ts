@@ -129,7 +129,6 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   if (hpke !== undefined) checks.push(hpke);
 
   let attestationHash: string | undefined;
-  let gpus: GpuReportSummary[];
   if (tee === 'none') {
     const noTee = fail('attestation.tee', 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for');
     checks.push(waivers.noHardwareEnclave === undefined ? noTee : waive(noTee, waivers.noHardwareEnclave));
@@ -150,7 +149,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   }
   const gpu = gpuChecks(doc, evidence, expect, now);
   checks.push(...gpu.checks);
-  gpus = gpu.gpus;
+  const gpus = gpu.gpus;
   checks.push(policyCheck(evidence.policy, field(binding, 'policy_hash')));
 
   const final = waivers.unpinnedCode === undefined ? checks : checks.map((c) => (isNotPinned(c) ? waive(c, waivers.unpinnedCode!) : c));

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,6 @@ import { FakeConfigfs } from './fake-configfs.ts';
 import { FakeSysfsRtmr } from './fake-sysfs-rtmr.ts';
 
 const MRTD = Buffer.alloc(48, 0x4d);
-const sha256 = (data: string | Uint8Array) => createHash('sha256').update(data).digest('hex');
 const sha384 = (...parts: Uint8Array[]) => parts.reduce((h, p) => h.update(p), createHash('sha384')).digest();
 
 let engine: TestEngine;

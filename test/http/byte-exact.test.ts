@@ -15,7 +15,7 @@ let engine: TestEngine;
 let sigil: TestSigil;
 /** An engine whose JSON parser keeps the FIRST copy of a key (as some do), logging the model it would serve. */
 let firstKeyWins: Server;
-let firstKeyModels: string[] = [];
+const firstKeyModels: string[] = [];
 let firstKeySigil: TestSigil;
 
 beforeAll(async () => {

@@ -10,7 +10,7 @@ import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.t
 let engine: TestEngine;
 let sigil: TestSigil;
 let client: OpenAI;
-let captured: Array<{ url: string; requestBytes: Buffer; response: Response }> = [];
+const captured: Array<{ url: string; requestBytes: Buffer; response: Response }> = [];
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['gen', 'engine/embed', 'chat-only'] });

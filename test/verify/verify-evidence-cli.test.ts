@@ -133,7 +133,7 @@ describe('sigil verify-evidence usage and inputs', () => {
   it('prints its usage for --help', async () => {
     const r = await sigil(['--help']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^usage:\n  sigil verify-evidence --tdx-quote FILE/);
+    expect(r.stdout).toMatch(/^usage:\n {2}sigil verify-evidence --tdx-quote FILE/);
   });
 
   it('exits 3 when an input cannot be read, or a reference file is malformed (naming the key)', async () => {

@@ -1,7 +1,7 @@
 import { createPublicKey } from 'node:crypto';
 import { bundleFromJSON, isBundleWithDsseEnvelope, type Bundle, type BundleWithDsseEnvelope } from '@sigstore/bundle';
 import { PublicKeyDetails, TrustedRoot } from '@sigstore/protobuf-specs';
-import { PolicyError, toSignedEntity, toTrustMaterial, VerificationError, Verifier, type Signer, type TrustMaterial } from '@sigstore/verify';
+import { toSignedEntity, toTrustMaterial, VerificationError, Verifier, type Signer, type TrustMaterial } from '@sigstore/verify';
 import { fail, notPinned, pass, type Check } from '../check.ts';
 import type { ReferenceValues } from '../reference/reference-values.ts';
 import { IN_TOTO_PAYLOAD_TYPE, parseReleaseStatement, ReleaseManifestError, type ReleaseStatement } from './manifest.ts';
