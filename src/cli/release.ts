@@ -18,10 +18,12 @@ verify   verifies a release manifest bundle offline: against the pinned key (--k
          --identity is the certificate identity, e.g.
          https://github.com/OWNER/REPO/.github/workflows/release.yml@refs/tags/v1.0.0 (a final * matches
          any ending), --issuer its OIDC issuer, e.g. https://token.actions.githubusercontent.com.
-         With every check passed, --reference-out writes the manifest's values as a reference-values file
-         (what sigil verify --reference reads).
+         With every check passed (under --key, release.tlog is waived: a keyed manifest is not logged),
+         --reference-out writes the manifest's values as a reference-values file (what sigil verify
+         --reference reads).
 
-Exit status: 0 signed / every check passed, 1 a check failed, 2 bad usage, 3 an input could not be read.
+Exit status: 0 signed / verified (under --key: verified with waivers), 1 a check failed, 2 bad usage,
+3 an input could not be read.
 `;
 
 export const RELEASE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;

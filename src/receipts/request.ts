@@ -12,7 +12,8 @@ const PRINTABLE = /^[\x20-\x7e]{1,256}$/;
 /** SPEC 3: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
 export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receipt: string; nonce: string }): ReceiptRequest {
   const flag = headers[names.receipt];
-  const value = typeof flag === 'string' ? flag.trim().toLowerCase() : undefined;
+  // Only HTTP's optional whitespace (SP, HTAB) is stripped, as the parser does: `\u00a0true` is not `true`.
+  const value = typeof flag === 'string' ? flag.replace(/^[ \t]+|[ \t]+$/g, '').toLowerCase() : undefined;
   // Anything but true or false (`yes`, `1`) is refused: ignoring it would silently send no receipt.
   if (value !== undefined && value !== 'true' && value !== 'false') {
     throw httpError('invalid_value', `The ${names.receipt} header must be true or false.`, names.receipt);

@@ -34,6 +34,9 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('attestation.policy', 'Policy bound', 'The policy the service publishes (models, limits, logging) is the one the enclave vouches for.', ATTESTATION),
   entry('attestation.tls_key', 'Encrypted connection ends in the enclave', 'The encrypted connection ends inside the enclave, so nobody on the way can read or change the traffic.', TLS),
   entry('attestation.hpke_key', 'Encrypted bodies', 'Requests are sealed to a key only the enclave holds, so only the enclave can read them.', 'docs/ehbp.md#clients'),
+  entry('attestation.key_origin', 'Keys made in the enclave', 'Each private key (receipt, TLS, HPKE) was made inside the enclave or sealed to it, not read from a file the operator controls.', 'docs/attestation.md#keys'),
+  entry('attestation.events', 'Runtime events', 'The record of what Sigil started and reloaded is the one the enclave signed, and its last entry names the code and policy in force now.', 'docs/attestation.md#runtime-events'),
+  entry('attestation.manifest', 'Measured manifest', 'The code, runtime, configuration and catalogue the enclave measured are the audited ones you pinned.', 'docs/attestation.md#the-manifest'),
   entry('evidence.report_data', 'Evidence bound to your input', 'The raw evidence carries the report data you expected, so it is fresh and bound to what you named.', 'docs/auditing.md#5-raw-evidence-without-a-service'),
   entry('receipt.*', 'Receipt', 'The receipt is signed by the enclave and describes exactly this request and answer.', RECEIPTS),
   entry('live.*', 'Live request', 'A real request to the service returned an answer with a receipt.', RECEIPTS),
@@ -45,6 +48,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('eventlog.*', 'Boot event log', 'The log of what booted replays to the measured registers, so its readable contents are what ran.', AUDITING),
   entry('gpu.*', 'GPU evidence', "Each GPU is a genuine NVIDIA GPU in confidential mode answering our challenge, running the firmware its maker published.", GPU),
   entry('binding.*', 'Attestation binding', 'The attestation document speaks of these keys and this challenge.', ATTESTATION),
+  entry('release.*', 'Signed release manifest', 'The reference values come from a release manifest signed by the signer you expect, unaltered, logged in public and not expired.', 'docs/release.md#verifying'),
 ];
 
 const exact = new Map(CHECKS.filter((c) => !c.name.endsWith('.*')).map((c) => [c.name, c]));

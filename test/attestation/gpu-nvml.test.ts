@@ -46,18 +46,41 @@ function collector(mode: GpuAttestationMode, nvmlLibrary = library) {
 
 describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/support/fake-nvml)', () => {
   it("collects every GPU's report and chain for the nonce, through the FFI, as the verifier accepts them", async () => {
-    configure(2, 1);
+    // The stand-in returns the one recorded (really signed) H100 report for every device, and only one real report
+    // answers VECTOR_NONCE: one GPU is what the verifier can accept; two identical ones are one GPU counted twice.
+    configure(1, 1);
     const { make, logged } = collector('required');
+    const gpus = make();
+    expect(gpus.gpus).toBe(1);
+    const entries = await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
+    expect(lastNonce()).toBe(VECTOR_NONCE);
+    expect(entries).toEqual([{ index: 0, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE }]);
+    const { checks } = verifyGpuEvidence(entries, { nonce: VECTOR_NONCE, at: VECTOR_TIME });
+    expect(checks.filter((c) => !c.ok)).toEqual([]);
+    for (const what of ['report', 'signature', 'chain', 'root', 'fwid', 'nonce']) expect(checks.find((c) => c.name === `gpu[0].${what}`)?.ok).toBe(true);
+    expect(checks.map((c) => c.name)).not.toContain('gpu.evidence'); // made only when there are two entries or more
+    expect(logged).toEqual([]);
+    gpus.close();
+  });
+
+  it('asks every GPU NVML lists, each under its own index (auto does not verify)', async () => {
+    configure(2, 1);
+    const { make, logged } = collector('auto');
     const gpus = make();
     expect(gpus.gpus).toBe(2);
     const entries = await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
     expect(lastNonce()).toBe(VECTOR_NONCE);
     expect(entries).toEqual([0, 1].map((index) => ({ index, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE })));
-    const { checks } = verifyGpuEvidence(entries, { nonce: VECTOR_NONCE, at: VECTOR_TIME });
-    for (const i of [0, 1]) {
-      for (const what of ['report', 'signature', 'chain', 'root', 'fwid', 'nonce']) expect(checks.find((c) => c.name === `gpu[${i}].${what}`)?.ok).toBe(true);
-    }
     expect(logged).toEqual([]);
+    gpus.close();
+  });
+
+  it('required refuses two GPUs that return the same report: one GPU would be counted twice', async () => {
+    configure(2, 1);
+    const gpus = collector('required').make();
+    const collected = gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
+    await expect(collected).rejects.toThrow(GpuAttestationUnavailable);
+    await expect(collected).rejects.toThrow('attestation.gpu is required but the GPU evidence NVML returned does not verify (gpu.evidence: GPU entries 0 and 1 carry the same report: one GPU would be counted twice)');
     gpus.close();
   });
 

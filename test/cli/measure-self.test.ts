@@ -20,7 +20,7 @@ function cloneAndBuild(name: string): string {
 
 /** `sigil measure self` in a clean environment (no NODE_OPTIONS, as Sigil is started), from the given build. */
 const measure = (build: string, ...args: string[]) =>
-  execFileSync(process.execPath, [join(build, 'bin/sigil.js'), 'measure', 'self', '--config', join(work, 'sigil.yaml'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH! } });
+  execFileSync(process.execPath, [join(build, 'bin/sigil.js'), 'measure', 'self', '--config', join(work, 'sigil.yaml'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH! }, maxBuffer: 64 * 1024 * 1024 }); // --files lists every installed file: megabytes
 
 let first: string;
 let second: string;

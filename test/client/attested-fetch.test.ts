@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch, UNVERIFIED_HEADER, type AttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
+import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
@@ -197,17 +198,37 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
   let chain: AmdTestChain;
   let service: FakeService;
   beforeAll(async () => {
-    chain = await createAmdTestChain();
+    chain = await createAmdTestChain('Milan');
     service = await startFakeService(await makeSigner(), {
       tee: 'sev-snp',
       measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
     });
   });
   afterAll(async () => service.close());
+  const clear = <K extends string>(...bits: K[]) => Object.fromEntries(bits.map((b) => [b, [false]])) as Record<K, boolean[]>;
+  /** Every value the stand-in's evidence shows, pinned: its manifest (cli-server.ts SERVICE_MANIFEST), report fields and machine. */
+  const pinned = (): ReferenceValues => ({
+    sigil: { manifest_sha384: ['5e'.repeat(48)] },
+    snp: {
+      measurement: [measurement.toString('hex')],
+      host_data: ['00'.repeat(32)],
+      vmpl: [0],
+      policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
+      platform_info: clear('smt_enabled', 'tsme_enabled', 'ecc_enabled', 'rapl_disabled', 'ciphertext_hiding_enabled', 'alias_check_complete'),
+      min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 },
+      min_build: 0,
+      min_api_version: { major: 0, minor: 0 },
+      family_id: ['00'.repeat(16)],
+      image_id: ['00'.repeat(16)],
+      id_key_digest: ['00'.repeat(48)],
+      min_guest_svn: 3,
+      chip_id: ['c1'.repeat(64)],
+    },
+  });
 
   it('accepts the service when the measurement is one of the reference values, and verifies its receipts', async () => {
-    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { snp: { measurement: [measurement.toString('hex')], host_data: ['00'.repeat(32)], vmpl: [0], policy: { smt: [true] }, min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 } } } });
+    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: pinned() });
     try {
       expect(attested.attestation.tee).toBe('sev-snp');
       expect(attested.attestation.verdict.outcome).toBe('verified');
@@ -234,7 +255,22 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
     const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true });
     try {
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
-      expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual(['snp.smt', 'snp.vmpl', 'snp.reported_tcb', 'snp.launch_tcb', 'attestation.measurement', 'reference.values', 'reference.measurement', 'reference.host_data']);
+      expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual([
+        'snp.smt',
+        'snp.vmpl',
+        'snp.reported_tcb',
+        'snp.launch_tcb',
+        'snp.firmware_version',
+        'snp.guest_policy',
+        'snp.platform_info',
+        'snp.id_block',
+        'snp.instance',
+        'attestation.measurement',
+        'reference.values',
+        'reference.measurement',
+        'reference.host_data',
+        'attestation.manifest',
+      ]);
       expect(attested.attestation.verdict.waived.every((c) => c.waived === 'allowUnpinnedCode: code nobody pinned is accepted')).toBe(true);
     } finally {
       await attested.close();

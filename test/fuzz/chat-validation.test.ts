@@ -281,7 +281,7 @@ describe('request validation never crashes and never answers 5xx for client garb
     );
   });
 
-  it('receipt headers with any value: a bad nonce is 400 invalid_nonce, anything else is served', async () => {
+  it('receipt headers with any value: a receipt flag other than true or false is 400 invalid_value naming the header, else a bad nonce is 400 invalid_nonce, else it is served', async () => {
     // Every byte HTTP allows in a header value (SP, VCHAR, obs-text); DEL is refused by Node's parser itself.
     const latin1 = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 300 });
     const body = JSON.stringify({ model: 'same', messages: [{ role: 'user', content: 'hi' }] });
@@ -300,12 +300,17 @@ describe('request validation never crashes and never answers 5xx for client garb
         const exchange = await rawRequest(sigil.url, [Buffer.from(`${lines.join('\r\n')}\r\n\r\n${body}`, 'latin1')], { waitMs: 2000 });
         const status = exchange.statuses[0];
         const answer = { status: status ?? 0, type: /\r\ncontent-type: ([^\r]*)/i.exec(exchange.text)?.[1] ?? '', text: firstBody(exchange) };
-        // HTTP strips optional whitespace (SP, HTAB) around a header value; the rule applies to what remains.
-        const sent = nonce?.replace(/^[ \t]+|[ \t]+$/g, '');
-        if (sent !== undefined && !/^[\x20-\x7e]{1,256}$/.test(sent)) expect(expectClientError(answer).code).toBe('invalid_nonce');
+        // HTTP strips optional whitespace (SP, HTAB) around a header value; the rules apply to what remains.
+        const ows = (v: string) => v.replace(/^[ \t]+|[ \t]+$/g, '');
+        const wanted = ows(flag).toLowerCase();
+        const sent = nonce === undefined ? undefined : ows(nonce);
+        if (wanted !== 'true' && wanted !== 'false') {
+          // The flag is read first: anything but true or false (any case) is refused, naming the header.
+          expect(expectClientError(answer)).toMatchObject({ code: 'invalid_value', param: 'x-service-receipt', message: 'The x-service-receipt header must be true or false.' });
+        } else if (sent !== undefined && !/^[\x20-\x7e]{1,256}$/.test(sent)) expect(expectClientError(answer).code).toBe('invalid_nonce');
         else {
           expectServed(answer, 'same', false);
-          expect(/\r\nx-service-receipt: /i.test(exchange.text)).toBe(flag.trim().toLowerCase() === 'true');
+          expect(/\r\nx-service-receipt: /i.test(exchange.text)).toBe(wanted === 'true');
         }
       }),
       { seed: SEED, numRuns: 150 },

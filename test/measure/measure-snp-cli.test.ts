@@ -79,7 +79,7 @@ describe('sigil measure snp refuses inputs it cannot measure, saying why', () =>
 describe('sigil measure names its platforms', () => {
   it('prints its usage and exits 2 without one, and refuses one it does not know', async () => {
     const none = await runMeasure([]);
-    expect([none.code, none.stdout.startsWith('usage: sigil measure snp --ovmf FILE [options]\n')]).toEqual([2, true]);
+    expect([none.code, none.stdout.startsWith('usage: sigil measure self [--config FILE] [--files]\n       sigil measure snp --ovmf FILE [options]\n       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)\n')]).toEqual([2, true]);
     const sgx = await runMeasure(['sgx']);
     expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', "sigil measure: unknown platform 'sgx'"]);
   });

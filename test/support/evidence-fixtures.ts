@@ -115,6 +115,8 @@ export interface SnpReportFields {
   chipId?: Uint8Array;
   /** 0: VCEK, 1: VLEK. */
   signingKey?: number;
+  /** CPUID family and model (report v3+, offsets 0x188 and 0x189); default zero, a CPU no product line names. */
+  cpuid?: { family: number; model: number };
 }
 
 const SNP_REPORT_SIZE = 0x4a0;
@@ -134,6 +136,10 @@ export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Ar
   Buffer.from(fields.reportData).copy(report, 0x50);
   Buffer.from(fields.measurement).copy(report, 0x90);
   tcb.copy(report, 0x180);
+  if (fields.cpuid !== undefined) {
+    report.writeUInt8(fields.cpuid.family, 0x188);
+    report.writeUInt8(fields.cpuid.model, 0x189);
+  }
   Buffer.from(fields.chipId ?? Buffer.alloc(64, 0xc1)).copy(report, 0x1a0);
   tcb.copy(report, 0x1e0);
   tcb.copy(report, 0x1f0);

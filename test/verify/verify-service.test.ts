@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
 import { checkMark, type Check } from '../../src/verify/check.ts';
@@ -13,18 +14,41 @@ const nonce = new Uint8Array(32).fill(0x5a);
 const measurement = Buffer.alloc(48, 0x42);
 const policy = { version: 1, models: [] };
 const SPKI = 'ab'.repeat(32);
-const binding: AttestationBinding = { ...testBinding(jwks), policy_hash: canonicalPolicyHash(policy), tls_spki_sha256: SPKI };
+const MANIFEST = '4d'.repeat(48);
+/** Sigil's start event naming this binding's manifest and policy (the shared fixture's names another policy). */
+const startEvent = (() => {
+  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: MANIFEST, policy_hash: canonicalPolicyHash(policy), reason: 'start', seq: 0 });
+  return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
+})();
+const binding: AttestationBinding = { ...testBinding(jwks), policy_hash: canonicalPolicyHash(policy), tls_spki_sha256: SPKI, manifest_sha384: MANIFEST, runtime_events_sha384: [startEvent.digest] };
+const clear = <K extends string>(...bits: K[]) => Object.fromEntries(bits.map((b) => [b, [false]])) as Record<K, boolean[]>;
 const PINNED: ReferenceValues = {
-  snp: { measurement: [measurement.toString('hex')], host_data: ['00'.repeat(32)], vmpl: [0], policy: { smt: [true] }, min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 } },
+  sigil: { manifest_sha384: [MANIFEST] },
+  snp: {
+    measurement: [measurement.toString('hex')],
+    host_data: ['00'.repeat(32)],
+    vmpl: [0],
+    policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
+    platform_info: clear('smt_enabled', 'tsme_enabled', 'ecc_enabled', 'rapl_disabled', 'ciphertext_hiding_enabled', 'alias_check_complete'),
+    min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 },
+    min_build: 0,
+    min_api_version: { major: 0, minor: 0 },
+    family_id: ['00'.repeat(16)],
+    image_id: ['00'.repeat(16)],
+    id_key_digest: ['00'.repeat(48)],
+    min_guest_svn: 3,
+    chip_id: ['c1'.repeat(64)],
+  },
 };
 let chain: AmdTestChain;
 let document: Record<string, unknown>;
 
 beforeAll(async () => {
-  chain = await createAmdTestChain();
+  chain = await createAmdTestChain('Milan');
   const reportData = reportDataV2(nonce, binding);
-  const report = buildSnpReport({ reportData, measurement }, chain.vcekKey);
-  document = { ...snpDocument(report, amdCertTable(chain), nonce, jwks, measurement.toString('hex'), reportData), binding };
+  const report = buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey);
+  const doc = snpDocument(report, amdCertTable(chain), nonce, jwks, measurement.toString('hex'), reportData);
+  document = { ...doc, binding, event_log: { ...(doc.event_log as object), runtime_events: [startEvent] } };
 });
 
 const fetched = (over: Partial<ServiceEvidence> = {}): ServiceEvidence => ({
@@ -64,15 +88,30 @@ describe('verifyService', () => {
     const result = await verifyService(fetched(), { nonce, roots: chain.roots });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(result.verdict.failed).toEqual([]);
-    expect(result.verdict.notPinned.map((c) => c.name)).toEqual(['snp.smt', 'snp.vmpl', 'snp.reported_tcb', 'snp.launch_tcb', 'attestation.measurement', 'reference.values', 'reference.measurement', 'reference.host_data']);
-    expect(result.verdict.summary).toMatch(/^NOT VERIFIED: \d+ checks passed; 8 not pinned, so compared with nothing \(snp\.smt, /);
+    expect(result.verdict.notPinned.map((c) => c.name)).toEqual([
+      'snp.smt',
+      'snp.vmpl',
+      'snp.reported_tcb',
+      'snp.launch_tcb',
+      'snp.firmware_version',
+      'snp.guest_policy',
+      'snp.platform_info',
+      'snp.id_block',
+      'snp.instance',
+      'attestation.measurement',
+      'reference.values',
+      'reference.measurement',
+      'reference.host_data',
+      'attestation.manifest',
+    ]);
+    expect(result.verdict.summary).toMatch(/^NOT VERIFIED: \d+ checks passed; 14 not pinned, so compared with nothing \(snp\.smt, /);
   });
 
   it('verifies it with waivers when the caller waives unpinned code, and prints each as WAIVED with the reason', async () => {
     const result = await verifyService(fetched(), { nonce, roots: chain.roots, waive: { unpinnedCode: 'a test of the waiver' } });
     expect(result.verdict.outcome).toBe('verified-with-waivers');
-    expect(result.verdict.waived.map((c) => [checkMark(c), c.waived])).toEqual(Array(8).fill(['WAIVED', 'a test of the waiver']));
-    expect(result.verdict.summary).toMatch(/^verified with waivers: \d+ checks passed; 8 waived \(snp\.smt, /);
+    expect(result.verdict.waived.map((c) => [checkMark(c), c.waived])).toEqual(Array(14).fill(['WAIVED', 'a test of the waiver']));
+    expect(result.verdict.summary).toMatch(/^verified with waivers: \d+ checks passed; 14 waived \(snp\.smt, /);
   });
 
   it('fails the evidence for another nonce than ours', async () => {

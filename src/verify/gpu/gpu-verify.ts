@@ -240,6 +240,17 @@ function bindingCheck(entries: GpuEvidence[], bound: string[]): Check {
     : fail('gpu.binding', `the binding lists ${bound.length} GPU report hashes that differ from the SHA-256 of the ${actual.length} reports given: these GPU reports are not the ones the CPU's report vouches for`);
 }
 
+/**
+ * What identifies a report however it is spelled: its bytes, without the zero padding after the signature that the
+ * reader ignores (so a padded or re-encoded copy of one GPU's report is still that GPU's report).
+ */
+function reportIdentity(report: string): string {
+  const bytes = Buffer.from(report, 'base64');
+  let end = bytes.length;
+  while (end > 0 && bytes[end - 1] === 0) end--;
+  return bytes.subarray(0, end).toString('hex');
+}
+
 /** One report per GPU: the same report twice, or two entries with one index, would count a GPU twice. */
 function distinctEntriesCheck(entries: GpuEvidence[]): Check {
   const seenReport = new Map<string, number>();
@@ -248,9 +259,10 @@ function distinctEntriesCheck(entries: GpuEvidence[]): Check {
     const e = entry as Partial<GpuEvidence>;
     const index = e.index ?? k;
     if (typeof e.report === 'string') {
-      const earlier = seenReport.get(e.report);
+      const identity = reportIdentity(e.report);
+      const earlier = seenReport.get(identity);
       if (earlier !== undefined) return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
-      seenReport.set(e.report, index as number);
+      seenReport.set(identity, index as number);
     }
     if (seenIndex.has(index)) return fail('gpu.evidence', `two GPU entries claim index ${String(index)}: each GPU has its own index`);
     seenIndex.add(index);

@@ -1,5 +1,5 @@
 import { parse as parseYaml } from 'yaml';
-import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-guest-checks.ts';
+import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-bits.ts';
 
 /**
  * Reference values (SPEC 10): what an auditor expects the evidence to show, obtained independently of the

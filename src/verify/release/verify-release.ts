@@ -2,14 +2,14 @@ import { createPublicKey } from 'node:crypto';
 import { bundleFromJSON, isBundleWithDsseEnvelope, type Bundle, type BundleWithDsseEnvelope } from '@sigstore/bundle';
 import { PublicKeyDetails, TrustedRoot } from '@sigstore/protobuf-specs';
 import { toSignedEntity, toTrustMaterial, VerificationError, Verifier, type Signer, type TrustMaterial } from '@sigstore/verify';
-import { fail, notPinned, pass, type Check } from '../check.ts';
+import { fail, isWaived, notPinned, pass, verdictOf, waive, type Check } from '../check.ts';
 import type { ReferenceValues } from '../reference/reference-values.ts';
 import { IN_TOTO_PAYLOAD_TYPE, parseReleaseStatement, ReleaseManifestError, type ReleaseStatement } from './manifest.ts';
 import { referenceValuesFromRelease } from './reference-from-release.ts';
 import { identityMatches, publicGoodTrustedRoot, publicKeyHint, type ReleaseTrust } from './trust.ts';
 
 export interface ReleaseVerification {
-  /** True when every check passed (a waived check, shown as not pinned, does not count against it). */
+  /** True when every check passed or was waived (`verdictOf` is verified or verified-with-waivers): none failed, none is NOT PINNED. */
   ok: boolean;
   /** Only when ok: the manifest's values as the verifier's reference values. */
   referenceValues: ReferenceValues | undefined;
@@ -107,7 +107,11 @@ function cryptoChecks(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): { ch
     }
     if (step === 'release.signer') checks.push(pass(step, signerPass(trust)));
     else if (step === 'release.signature') checks.push(pass(step, "the DSSE signature over the manifest verifies with the signer's key: the manifest is byte for byte what was signed"));
-    else if (trust.kind === 'key') checks.push(notPinned(step, 'waived: a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests'));
+    else if (trust.kind === 'key') {
+      // Pinning a key (--key) is the auditor's choice to trust its holder without a log: an explicit waiver, never a pass.
+      const unlogged = notPinned(step, 'a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests');
+      checks.push(waive(unlogged, "the signer's key is pinned (--key), and a keyed manifest is not logged"));
+    }
     else if (entries.length === 0 || entries.some((e) => e.inclusionProof === undefined)) {
       checks.push(fail(step, 'the bundle carries only the log\'s signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees'));
     } else {
@@ -171,12 +175,13 @@ export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now:
   }
   const bundleCheck = pass('release.bundle', `a Sigstore bundle (${bundle.mediaType}) holding one DSSE envelope`);
   const crypto = cryptoChecks(bundle, trust);
-  const cryptoOk = crypto.checks.every((c) => c.ok);
+  // A waived step (release.tlog under a pinned key) was given up by the auditor, not failed: later steps still run.
+  const cryptoOk = crypto.checks.every((c) => c.ok || isWaived(c));
   const identity = identityCheck(trust, crypto.signer, cryptoOk);
   // An unauthenticated payload is not read: its fields would mean nothing.
   const { check: statementResult, statement } = identity.ok ? statementCheck(bundle) : { check: notChecked('release.statement', 'the signature or signer check'), statement: undefined };
   const checks = [bundleCheck, ...crypto.checks, identity, statementResult, expiryCheck(statement, now)];
-  const ok = checks.every((c) => c.ok);
+  const ok = verdictOf(checks).outcome !== 'not-verified';
   return {
     ok,
     referenceValues: ok && statement !== undefined ? referenceValuesFromRelease(statement.predicate) : undefined,

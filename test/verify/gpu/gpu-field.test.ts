@@ -56,6 +56,15 @@ describe('a GPU listed more than once', () => {
     expect(detail(checks, 'gpu.evidence')).toBe('GPU entries 0 and 1 carry the same report: one GPU would be counted twice');
   });
 
+  it('is refused when a copy differs only in zero padding after the signature or in its base64 spelling', () => {
+    const padded = Buffer.concat([Buffer.from(realReport()), Buffer.alloc(1)]);
+    const unpadded = gpuEntry();
+    const spaced = { ...gpuEntry(), index: 2, report: unpadded.report.replace(/(.{64})/g, '$1\n') };
+    const { checks } = verifyGpuEvidence([unpadded, { ...gpuEntry(padded), index: 1 }, spaced], { nonce: VECTOR_NONCE, at: VECTOR_TIME });
+    expect(marks(checks)[0]).toEqual(['gpu.evidence', false]);
+    expect(detail(checks, 'gpu.evidence')).toBe('GPU entries 0 and 1 carry the same report: one GPU would be counted twice');
+  });
+
   it('is refused when two entries claim the same index', () => {
     const { checks } = verifyGpuEvidence([gpuEntry(), gpuEntry(ciReport(), ciChain(), CI_NONCE)], { nonce: VECTOR_NONCE, at: VECTOR_TIME });
     expect(marks(checks)[0]).toEqual(['gpu.evidence', false]);
