@@ -45,6 +45,10 @@ const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 
 };
 
 let report: ServiceReport | undefined;
+/** The service the verdict on screen is about: the chat talks to this base URL only, never to the field's current text. */
+let verifiedBase: string | undefined;
+/** Bumped whenever the verdict is cleared: a check still running when the user changes the target is thrown away. */
+let generation = 0;
 const history: ChatMessage[] = [];
 
 /** The reference values file of docs/auditing.md, read by the verifier's own reader: an unknown key or a bad value is named. */
@@ -123,22 +127,84 @@ function render(r: ServiceReport): void {
   }
 }
 
-async function verify(event: SubmitEvent): Promise<void> {
-  event.preventDefault();
+/** The origin of `base`, or undefined when it is no http(s) URL. */
+function originOf(base: string): string | undefined {
+  try {
+    const url = new URL(base);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The origin that served this page, when it came over HTTP(S); a page opened from a file has none. */
+function ownOrigin(): string | undefined {
+  return location.protocol === 'http:' || location.protocol === 'https:' ? location.origin : undefined;
+}
+
+/** A service other than the one that served this page: it is checked, and sent a key, only on the user's explicit choice. */
+function isOtherService(base: string): boolean {
+  const own = ownOrigin();
+  return own === undefined || originOf(base) !== own;
+}
+
+/** Forgets the verdict on screen and hides the chat: nothing may be sent until a service is verified again. */
+function clearVerdict(): void {
+  generation += 1;
+  report = undefined;
+  verifiedBase = undefined;
+  history.length = 0;
+  for (const id of ['verdict-panel', 'checks-panel', 'facts-panel', 'models-panel', 'chat-panel', 'receipts-panel']) byId(id).hidden = true;
+  byId('verdict').textContent = '';
+  byId('chat-log').replaceChildren();
+  byId('receipts').replaceChildren();
+}
+
+/** Says whether the field names another service than this page's, and asks for the user's explicit choice if so. */
+function showTarget(): void {
+  const base = byId<HTMLInputElement>('service-url').value.trim();
+  const other = base !== '' && isOtherService(base);
+  const notice = byId('other-service');
+  notice.hidden = !other;
+  if (other) {
+    const own = ownOrigin();
+    byId('other-service-text').textContent = own === undefined
+      ? `This page was opened from a file. It will check ${originOf(base) ?? base} only if you choose to; your API key goes only to a service it has verified.`
+      : `${originOf(base) ?? base} is another service than ${own}, which served this page. It is checked, and your API key sent to it, only if you choose so below.`;
+  } else {
+    byId<HTMLInputElement>('allow-other-service').checked = false;
+  }
+}
+
+async function verify(event?: SubmitEvent): Promise<void> {
+  event?.preventDefault();
   const button = byId<HTMLButtonElement>('verify-button');
+  const base = byId<HTMLInputElement>('service-url').value.trim();
+  clearVerdict();
+  if (isOtherService(base) && !byId<HTMLInputElement>('allow-other-service').checked) {
+    showTarget();
+    byId('other-service-text').textContent += ' Tick the box to check it.';
+    byId<HTMLInputElement>('allow-other-service').focus();
+    return;
+  }
+  const mine = generation;
   button.disabled = true;
   try {
-    const base = byId<HTMLInputElement>('service-url').value.trim();
     let reference: ReferenceValues | undefined;
     try {
       reference = readReference(byId<HTMLTextAreaElement>('reference').value);
     } catch (err) {
+      if (mine !== generation) return;
       report = { verdict: 'failed', checks: [{ name: 'reference.file', status: 'fail', detail: (err as Error).message }], models: [] };
       render(report);
       return;
     }
     const rims: RimFile[] = await Promise.all(Array.from(byId<HTMLInputElement>('rim-files').files ?? [], async (file) => ({ name: file.name, text: await file.text() })));
-    report = await verifyService(base, { ...(reference === undefined ? {} : { reference }), ...(rims.length === 0 ? {} : { rims }) });
+    const result = await verifyService(base, { ...(reference === undefined ? {} : { reference }), ...(rims.length === 0 ? {} : { rims }) });
+    // The target changed (or was checked again) meanwhile: this verdict is about a URL no longer on screen.
+    if (mine !== generation) return;
+    report = result;
+    verifiedBase = base;
     render(report);
   } finally {
     button.disabled = false;
@@ -156,7 +222,9 @@ function addMessage(role: 'user' | 'assistant', text: string): HTMLElement {
 
 async function chat(event: SubmitEvent): Promise<void> {
   event.preventDefault();
-  if (report?.document === undefined || report.jwks === undefined || report.policyHash === undefined) return;
+  const base = verifiedBase;
+  if (base === undefined || report?.document === undefined || report.jwks === undefined || report.policyHash === undefined) return;
+  if (isOtherService(base) && !byId<HTMLInputElement>('allow-other-service').checked) return;
   const button = byId<HTMLButtonElement>('chat-send');
   const input = byId<HTMLTextAreaElement>('chat-message');
   const text = input.value;
@@ -166,7 +234,7 @@ async function chat(event: SubmitEvent): Promise<void> {
   const answer = addMessage('assistant', '');
   try {
     const outcome = await sendChat({
-      base: byId<HTMLInputElement>('service-url').value.trim(),
+      base,
       apiKey: byId<HTMLInputElement>('api-key').value,
       model: byId<HTMLSelectElement>('chat-model').value,
       messages: history,
@@ -205,8 +273,18 @@ function start(): void {
     const file = (event.target as HTMLInputElement).files?.[0];
     if (file !== undefined) byId<HTMLTextAreaElement>('reference').value = await file.text();
   });
+  url.addEventListener('input', () => {
+    clearVerdict();
+    showTarget();
+  });
+  byId<HTMLInputElement>('allow-other-service').addEventListener('change', (event) => {
+    if (!(event.target as HTMLInputElement).checked) clearVerdict();
+  });
   byId<HTMLFormElement>('target-form').addEventListener('submit', (e) => void verify(e));
   byId<HTMLFormElement>('chat-form').addEventListener('submit', (e) => void chat(e));
+  showTarget();
+  // The page's own service is checked at once; another one waits for the user's explicit choice.
+  if (url.value.trim() !== '' && !isOtherService(url.value.trim())) void verify();
 }
 
 start();

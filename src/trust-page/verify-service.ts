@@ -143,7 +143,7 @@ export async function verifyService(base: string, options: VerifyServiceOptions 
       getBytes(base, '.well-known/hpke-keys'),
     ])) as [AttestationDocumentV2, { keys: unknown[] }, unknown, unknown, Uint8Array | undefined];
   } catch (err) {
-    return { verdict: 'failed', checks: [page('page.fetch', 'fail', `could not read the service: ${(err as Error).message}`)], models: [] };
+    return { verdict: 'failed', checks: [page('attestation.document', 'fail', `could not read the service: ${(err as Error).message}`)], models: [] };
   }
   const models = ((modelList as { data?: ModelRow[] }).data ?? []).map((m) => ({ ...m }));
 

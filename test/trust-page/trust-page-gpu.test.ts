@@ -135,7 +135,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chr
       expect(lines['binding.report_data']?.status).toBe('PASS');
       expect(lines['gpu[0].signature']).toEqual({
         status: 'PASS',
-        title: 'The GPU signed its report',
+        title: 'GPU evidence',
         detail: "the GPU's key (GH100 A01 GSP FMC LF) signed the request and its answer (ECDSA P-384, SHA-384 over 4021 bytes): the measurements are the GPU's own",
       });
       expect(lines['gpu[0].root']?.detail).toBe('the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report');
@@ -233,7 +233,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chr
       const lines = await checkLines(page);
       expect(lines['gpu.rims']).toEqual({
         status: 'FAIL',
-        title: 'GPU reference values (RIMs)',
+        title: 'GPU evidence',
         detail: 'the reference values name 2 RIM file(s) (driver.swidtag, vbios.swidtag) but none was loaded into this page, so the GPU measurements cannot be compared with them',
       });
       expect(lines['gpu[0].measurements']?.status).toBe('NOT CHECKED');

@@ -36,14 +36,50 @@ afterAll(async () => {
   await engine?.close();
 });
 
-async function verifyIn(page: Page, url: string, serviceUrl?: string): Promise<string> {
+/** Opens the page, which checks its own service at once; another service is typed in, chosen explicitly and checked. */
+async function verifyIn(page: Page, url: string, otherServiceUrl?: string): Promise<string> {
   await page.goto(url, { waitUntil: 'load' });
-  if (serviceUrl !== undefined) {
-    await page.$eval('#service-url', (input, value) => ((input as HTMLInputElement).value = value), serviceUrl);
+  if (otherServiceUrl !== undefined) {
+    await retype(page, '#service-url', otherServiceUrl);
+    await page.click('#allow-other-service');
+    await page.click('#verify-button');
   }
-  await page.click('#verify-button');
   await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 20_000 });
   return page.$eval('#verdict', (e) => e.textContent ?? '');
+}
+
+/** Replaces a field's text the way a person does: select it all, type over it. */
+async function retype(page: Page, selector: string, text: string): Promise<void> {
+  await page.click(selector, { count: 3 });
+  await page.keyboard.press('Backspace');
+  await page.type(selector, text);
+}
+
+/**
+ * A service on another loopback port that passes every GET through to the real Sigil (so it verifies like it),
+ * allows any origin, and records every Authorization header it is sent; a chat request gets 401.
+ */
+async function startAttacker(): Promise<{ url: string; authorizations: string[]; close: () => void }> {
+  const authorizations: string[] = [];
+  const server: Server = createServer(async (req, res) => {
+    if (req.headers.authorization !== undefined) authorizations.push(req.headers.authorization);
+    const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': req.headers['access-control-request-headers'] ?? '*', 'access-control-allow-methods': 'GET, POST' };
+    if (req.method === 'OPTIONS') return void res.writeHead(204, cors).end();
+    if (req.method !== 'GET') return void res.writeHead(401, { ...cors, 'content-type': 'application/json' }).end('{"error":{"message":"no"}}');
+    const upstream = await fetch(`${sigil.url}${req.url}`);
+    res.writeHead(upstream.status, { ...cors, 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await upstream.arrayBuffer()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, authorizations, close: () => server.close() };
+}
+
+/** Does what the page lets a person do: if a chat box is offered, types the key and a message and sends it. */
+async function chatIfOffered(page: Page): Promise<void> {
+  if (await page.$eval('#chat-panel', (e) => (e as HTMLElement).hidden)) return;
+  await page.type('#api-key', sigil.key);
+  await page.type('#chat-message', 'my secret');
+  await page.click('#chat-send');
+  await page.waitForFunction(() => (document.querySelector('.message.assistant .content')?.textContent ?? '') !== '', { timeout: 20_000 });
 }
 
 async function checkStatuses(page: Page): Promise<Record<string, string>> {
@@ -88,6 +124,64 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       ]);
     } finally {
       await page.close();
+    }
+  });
+
+  it('checks its own service as soon as it loads, without a button press', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
+      await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 15_000 });
+      expect(await page.$eval('#verdict', (e) => e.textContent)).toBe('Development service: no confidential hardware. Do not send anything private.');
+      expect(await page.$eval('#service-url', (e) => (e as HTMLInputElement).value)).toBe(sigil.url);
+      expect(await page.$eval('#other-service', (e) => (e as HTMLElement).hidden)).toBe(true);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('never sends the API key to another service a ?url= link names, and checks it only on the user\'s explicit choice', async () => {
+    const attacker = await startAttacker();
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${sigil.url}/?url=${encodeURIComponent(attacker.url)}`, { waitUntil: 'load' });
+      await page.click('#verify-button');
+      await page.waitForFunction(
+        () => (document.getElementById('verdict')?.textContent ?? '') !== '' || (document.getElementById('other-service-text')?.textContent ?? '').endsWith('Tick the box to check it.'),
+        { timeout: 20_000 },
+      );
+      await chatIfOffered(page);
+      await shot(page, 'other-service-link');
+      expect(attacker.authorizations).toEqual([]);
+      expect(await page.$eval('#other-service-text', (e) => e.textContent)).toBe(
+        `${attacker.url} is another service than ${sigil.url}, which served this page. It is checked, and your API key sent to it, only if you choose so below. Tick the box to check it.`,
+      );
+      expect(await page.$eval('#verdict', (e) => e.textContent)).toBe('');
+      expect(await page.$eval('#chat-panel', (e) => (e as HTMLElement).hidden)).toBe(true);
+    } finally {
+      await page.close();
+      attacker.close();
+    }
+  });
+
+  it('forgets the verdict and closes the chat when the service URL is edited after verifying', async () => {
+    const attacker = await startAttacker();
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
+      // Clicked for pages that do not check on load; one that does checks again.
+      await page.click('#verify-button');
+      await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 20_000 });
+      expect(await page.$eval('#chat-panel', (e) => (e as HTMLElement).hidden)).toBe(false);
+      await retype(page, '#service-url', attacker.url);
+      await chatIfOffered(page);
+      expect(attacker.authorizations).toEqual([]);
+      expect(await page.$eval('#verdict', (e) => e.textContent)).toBe('');
+      expect(await page.$eval('#chat-panel', (e) => (e as HTMLElement).hidden)).toBe(true);
+      expect(await page.$eval('#other-service', (e) => (e as HTMLElement).hidden)).toBe(false);
+    } finally {
+      await page.close();
+      attacker.close();
     }
   });
 
@@ -150,7 +244,12 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       expect(engine.requests.at(-1)?.body.toString('utf8')).toContain('Hello there');
       const lines = await page.$$eval('#receipts li .checks li', (items) => items.map((li) => `${li.querySelector('.status')?.textContent} ${(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]}`));
       expect(lines).toEqual(expect.arrayContaining(['PASS receipt.signature', 'PASS receipt.request_hash', 'PASS receipt.response_hash', 'PASS receipt.nonce']));
-      expect(lines.filter((l) => !l.startsWith('PASS '))).toEqual(['NOT CHECKED receipt.tee']);
+      // A development service has no hardware: its receipts' tee is waived (shown as not checked), never passed.
+      expect(lines).toEqual([
+        'PASS receipt.jwks', 'PASS receipt.signature', 'PASS receipt.claims', 'PASS receipt.schema_version', 'PASS receipt.receipt_type',
+        'PASS receipt.nonce', 'PASS receipt.measurement', 'PASS receipt.policy_hash', 'PASS receipt.model', 'PASS receipt.request_hash',
+        'PASS receipt.response_hash', 'PASS receipt.issued_at', 'NOT CHECKED receipt.tee',
+      ]);
       // The key was typed into the page only: never in a log line.
       expect(sigil.logs.some((line) => line.includes(sigil.key))).toBe(false);
     } finally {
