@@ -5,6 +5,7 @@ import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
 import { formatChecks } from './verify.ts';
+import { releaseTrustFrom } from './release-trust.ts';
 
 export const RELEASE_USAGE = `usage:
   sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
@@ -53,14 +54,6 @@ async function read(path: string, what: string): Promise<Buffer> {
   }
 }
 
-function json(file: Buffer, path: string, what: string): unknown {
-  try {
-    return JSON.parse(file.toString('utf8')) as unknown;
-  } catch {
-    throw new UnreadableError(`${what} ${path} is not JSON`);
-  }
-}
-
 async function sign(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
   if (values.key === undefined || files.length !== 1) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
   if (values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined || values['reference-out'] !== undefined) {
@@ -87,14 +80,7 @@ async function sign(values: Record<string, string | undefined>, files: string[],
 }
 
 async function trustFrom(values: Record<string, string | undefined>): Promise<ReleaseTrust> {
-  const keyless = values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined;
-  if (values.key !== undefined && keyless) throw new UsageError('give --key, or --identity and --issuer, not both');
-  if (values.key !== undefined) return { kind: 'key', publicKey: (await read(values.key, 'public key')).toString('utf8') };
-  if (values.identity === undefined || values.issuer === undefined) throw new UsageError('verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
-  const trust: ReleaseTrust = { kind: 'sigstore', identity: values.identity, issuer: values.issuer };
-  const root = values['trusted-root'];
-  if (root !== undefined) trust.trustedRoot = json(await read(root, 'trusted root'), root, 'trusted root');
-  return trust;
+  return releaseTrustFrom(values, { read, usage: (m) => new UsageError(m), unreadable: (m) => new UnreadableError(m) });
 }
 
 async function verify(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
