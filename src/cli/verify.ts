@@ -27,7 +27,7 @@ import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } fro
 import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 import type { Dispatcher } from 'undici';
 import { releaseReference } from '../verify/release/release-reference.ts';
-import { RELEASE_TRUST_OPTIONS, releaseTrustFrom } from './release-trust.ts';
+import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -207,17 +207,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
 
 /** --release goes with exactly one way of naming its signer, and replaces --reference. */
 function releaseUsage(o: Options): void {
-  const t = o.releaseTrust;
-  const given = Object.entries(t).filter(([, value]) => value !== undefined).map(([name]) => `--${name}`);
-  if (o.release === undefined) {
-    if (given.length > 0) throw new UsageError(`${given.join(', ')} name the signer of a release manifest: give --release FILE too`);
-    return;
-  }
-  if (o.reference !== undefined) throw new UsageError('give --reference FILE or --release FILE, not both: the release manifest is the reference values');
-  if (t.key !== undefined && given.length > 1) throw new UsageError('give --key, or --identity and --issuer, not both');
-  if (t.key === undefined && (t.identity === undefined || t.issuer === undefined)) {
-    throw new UsageError('--release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
-  }
+  const problem = releaseUsageProblem(o.release, o.reference, o.releaseTrust);
+  if (problem !== undefined) throw new UsageError(problem);
 }
 
 async function readAll(stream: Readable): Promise<Buffer> {
