@@ -36,8 +36,8 @@ describe('sigil release', () => {
     const verified = await release(['verify', bundle, '--key', PUB, '--reference-out', refOut]);
     expect(verified.code).toBe(0);
     expect(verified.stdout.split('\n').map((l) => l.split(' — ')[0])).toEqual([
-      'PASS release.bundle', 'PASS release.signer', '---- release.tlog', 'PASS release.signature', 'PASS release.identity', 'PASS release.statement', 'PASS release.expiry',
-      'verified: all 6 checks passed; 1 value(s) not pinned, so not compared with anything', `reference values written to ${refOut}`, '',
+      'PASS release.bundle', 'PASS release.signer', 'WAIVED release.tlog', 'PASS release.signature', 'PASS release.identity', 'PASS release.statement', 'PASS release.expiry',
+      'verified with waivers: 6 checks passed; 1 waived (release.tlog)', `reference values written to ${refOut}`, '',
     ]);
     expect(parseReferenceValues(readFileSync(refOut, 'utf8')).snp).toEqual({ measurement: [SNP_MEASUREMENT] });
   });
@@ -49,7 +49,7 @@ describe('sigil release', () => {
     const result = await release(['verify', bundle, '--key', PUB, '--reference-out', refOut, '--at', '2026-12-03T00:00:00Z']);
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('FAIL release.expiry — the manifest expired at 2026-12-02T00:00:00.000Z (now 2026-12-03T00:00:00.000Z)');
-    expect(result.stdout).toContain('NOT VERIFIED: 1 of 6 checks failed');
+    expect(result.stdout).toContain('NOT VERIFIED: 1 of 7 checks failed; 1 waived (release.tlog)');
     expect(() => readFileSync(refOut)).toThrow(/ENOENT/);
   });
 
@@ -85,6 +85,6 @@ describe('sigil release', () => {
     const bundle = join(dir, 'cli.sigstore.json');
     await release(['sign', '--key', KEY, '--out', bundle, STATEMENT]);
     const { stdout } = await promisify(execFile)(process.execPath, [...SIGIL_FROM_SOURCES, 'release', 'verify', bundle, '--key', PUB, '--at', '2026-11-30T00:00:00Z']);
-    expect(stdout.split('\n').at(-2)).toBe('verified: all 6 checks passed; 1 value(s) not pinned, so not compared with anything');
+    expect(stdout.split('\n').at(-2)).toBe('verified with waivers: 6 checks passed; 1 waived (release.tlog)');
   });
 });
