@@ -8,7 +8,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 out=${1:?usage: image/measure.sh OUT}
+# The sigil command: the built bin/sigil.js, or SIGIL_CLI (words split on spaces, e.g. a run from the sources).
 sigil=(node "$repo/bin/sigil.js")
+if [ -n "${SIGIL_CLI:-}" ]; then read -ra sigil <<< "$SIGIL_CLI"; fi
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 has_measure() { "${sigil[@]}" measure --help >/dev/null 2>&1; }
