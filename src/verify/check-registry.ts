@@ -37,6 +37,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('evidence.report_data', 'Evidence bound to your input', 'The raw evidence carries the report data you expected, so it is fresh and bound to what you named.', 'docs/auditing.md#5-raw-evidence-without-a-service'),
   entry('receipt.*', 'Receipt', 'The receipt is signed by the enclave and describes exactly this request and answer.', RECEIPTS),
   entry('live.*', 'Live request', 'A real request to the service returned an answer with a receipt.', RECEIPTS),
+  entry('release.*', 'Release manifest', 'The signed release manifest comes from the expected signer, is unchanged and unexpired, so its values can be trusted as what this release must measure.', 'docs/release.md#verifying'),
   entry('policy.model', 'Model in policy', 'The model that answered is one the published policy allows.', RECEIPTS),
   entry('reference.*', 'Reference values', 'The code running is the audited code: each measured value equals one you pinned.', AUDITING),
   entry('snp.*', 'AMD SEV-SNP evidence', "AMD's signed report is genuine, current and from an enclave configured safely.", AUDITING),

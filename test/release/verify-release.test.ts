@@ -200,5 +200,7 @@ describe('sigil/verify (src/verify/index.ts): the release verifier a user import
     const expired = api.releaseReference(bundle, trust, new Date('2026-12-02T00:00:00Z'));
     expect(expired.checks.filter((c) => checkMark(c) === 'FAIL').map((c) => c.name)).toEqual(['release.expiry']);
     expect(expired.referenceValues).toBeUndefined();
+    // Declared once, so the client and the trust page can explain each release check in words.
+    for (const c of ok.checks) expect(api.describeCheck(c.name)?.title).toBe('Release manifest');
   });
 });
