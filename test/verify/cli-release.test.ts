@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import { amdCertTable, buildSnpReport, createAmdTestChain } from '../support/evidence-fixtures.ts';
@@ -21,6 +22,8 @@ const save = (name: string, data: string) => {
 const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+/** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
+const insecure = new Agent({ connect: { rejectUnauthorized: false } });
 
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
@@ -86,6 +89,16 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('other', other, new Date(Date.now() + DAY))]);
     expect(failing(r.stdout)).toEqual(['reference.measurement']);
     expect(r.stdout).toContain(`is none of the 1 accepted reference value(s)`);
+    expect(r.code).toBe(1);
+  });
+
+  it('checks the release of a kept receipt verified without evidence: a tampered one still fails the verdict', async () => {
+    await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code']);
+    const jwks = await (await request(`${service.url}/v1/verify/jwks.json`, { dispatcher: insecure })).body.text();
+    const args = [save('kept.jws', service.last!.receipt), '--jwks', save('kept-jwks.json', jwks)];
+    const r = await sigilVerify([...args, ...release('kept', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex'))]);
+    expect(failing(r.stdout)).toEqual(expect.arrayContaining(['attestation.evidence', 'release.signature']));
+    expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest/m);
     expect(r.code).toBe(1);
   });
 
