@@ -8,20 +8,41 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 out=${1:?usage: image/measure.sh OUT}
+# The sigil command: the built bin/sigil.js, or SIGIL_CLI (words split on spaces, e.g. a run from the sources).
 sigil=(node "$repo/bin/sigil.js")
+if [ -n "${SIGIL_CLI:-}" ]; then read -ra sigil <<< "$SIGIL_CLI"; fi
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 has_measure() { "${sigil[@]}" measure --help >/dev/null 2>&1; }
 
-# One platform's measurements for one shape, as the JSON of the reference-values file `sigil measure` prints.
+# One shape's value of a shape field, or empty.
+shape_field() { node -e 'const v=JSON.parse(process.argv[1])[process.argv[2]]; if (v !== undefined) console.log(String(v))' "$1" "$2"; }
+
+# `sigil measure snp|tdx --digest` for one shape, as a JSON object of register -> hex. `sigil measure snp`
+# takes the OVMF image as --ovmf and the shape as --vcpus, --vcpu-type, --vmm (lowercase) and --guest-features,
+# and with --digest prints the launch digest alone; `sigil measure tdx` takes --firmware and --memory (its
+# vCPU count does not enter MRTD or RTMR1/2) and with --digest prints `NAME HEX` lines (docs/measure.md).
 measure() {
-  local platform=$1 firmware=$2 shape=$3
+  local platform=$1 firmware=$2 shape=$3 args digest
   if ! has_measure; then echo '{"not_measured": "sigil measure is not in this tree"}'; return; fi
   if [ -z "$firmware" ]; then echo "{\"not_measured\": \"no firmware given (SIGIL_$( [ "$platform" = snp ] && echo OVMF || echo TDVF))\"}"; return; fi
-  # shellcheck disable=SC2046
-  "${sigil[@]}" measure "$platform" --firmware "$firmware" --kernel "$out/vmlinuz" --initrd "$out/initrd.img" \
-    --append "$(cat "$out/cmdline")" $(node -e 'const s=JSON.parse(process.argv[1]); console.log(Object.entries(s).filter(([k])=>k!=="name").map(([k,v])=>`--${k.replaceAll("_","-")} ${v}`).join(" "))' "$shape") \
-    --format json
+  args=(--kernel "$out/vmlinuz" --initrd "$out/initrd.img" --append "$(cat "$out/cmdline")" --digest)
+  if [ "$platform" = snp ]; then
+    args+=(--ovmf "$firmware")
+    local v
+    v=$(shape_field "$shape" vcpus); [ -n "$v" ] && args+=(--vcpus "$v")
+    v=$(shape_field "$shape" vcpu_type); [ -n "$v" ] && args+=(--vcpu-type "$v")
+    v=$(shape_field "$shape" vmm); [ -n "$v" ] && args+=(--vmm "${v,,}")
+    v=$(shape_field "$shape" guest_features); [ -n "$v" ] && args+=(--guest-features "$v")
+    digest=$("${sigil[@]}" measure snp "${args[@]}")
+    echo "{\"measurement\": \"$digest\"}"
+  else
+    args+=(--firmware "$firmware")
+    local memory
+    memory=$(shape_field "$shape" memory); [ -n "$memory" ] && args+=(--memory "$memory")
+    digest=$("${sigil[@]}" measure tdx "${args[@]}")
+    node -e 'const o={}; for (const l of process.argv[1].split("\n")) { const [k, v] = l.trim().split(/\s+/); if (k && v) o[k] = v; } console.log(JSON.stringify(o))' "$digest"
+  fi
 }
 
 targets=()

@@ -21,8 +21,13 @@ const firmware = {
 const targets = m.targets
   .filter((t) => t.measurements.not_measured === undefined)
   .map((t) => {
-    const values = t.platform === 'sev-snp' ? t.measurements.snp : t.measurements.tdx;
-    const measurements = Object.fromEntries(Object.entries(values).filter(([k]) => ['measurement', 'mrtd', 'rtmr0', 'rtmr1', 'rtmr2'].includes(k)).map(([k, v]) => [k, Array.isArray(v) ? v[0] : v]));
+    // image/measure.sh records `sigil measure --digest`: register name -> hex (SEV-SNP: measurement; TDX: mrtd, rtmr1, rtmr2).
+    const allowed = t.platform === 'sev-snp' ? ['measurement'] : ['mrtd', 'rtmr0', 'rtmr1', 'rtmr2'];
+    const measurements = Object.fromEntries(Object.entries(t.measurements).filter(([k]) => allowed.includes(k)));
+    if (Object.keys(measurements).length === 0) {
+      console.error(`image/release-statement.sh: ${t.platform} lists no ${allowed.join('/')} in measurements.json`);
+      process.exit(1);
+    }
     return { platform: t.platform, shape: t.shape, firmware: firmware[t.platform], measurements };
   });
 if (targets.length === 0) {

@@ -3,8 +3,9 @@ import { parseArgs } from 'node:util';
 import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/manifest.ts';
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
-import { verifyRelease } from '../verify/release/verify-release.ts';
+import { releaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './verify.ts';
+import { releaseTrustFrom } from './release-trust.ts';
 
 export const RELEASE_USAGE = `usage:
   sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
@@ -55,14 +56,6 @@ async function read(path: string, what: string): Promise<Buffer> {
   }
 }
 
-function json(file: Buffer, path: string, what: string): unknown {
-  try {
-    return JSON.parse(file.toString('utf8')) as unknown;
-  } catch {
-    throw new UnreadableError(`${what} ${path} is not JSON`);
-  }
-}
-
 async function sign(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
   if (values.key === undefined || files.length !== 1) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
   if (values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined || values['reference-out'] !== undefined) {
@@ -89,14 +82,7 @@ async function sign(values: Record<string, string | undefined>, files: string[],
 }
 
 async function trustFrom(values: Record<string, string | undefined>): Promise<ReleaseTrust> {
-  const keyless = values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined;
-  if (values.key !== undefined && keyless) throw new UsageError('give --key, or --identity and --issuer, not both');
-  if (values.key !== undefined) return { kind: 'key', publicKey: (await read(values.key, 'public key')).toString('utf8') };
-  if (values.identity === undefined || values.issuer === undefined) throw new UsageError('verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
-  const trust: ReleaseTrust = { kind: 'sigstore', identity: values.identity, issuer: values.issuer };
-  const root = values['trusted-root'];
-  if (root !== undefined) trust.trustedRoot = json(await read(root, 'trusted root'), root, 'trusted root');
-  return trust;
+  return releaseTrustFrom(values, { read, usage: (m) => new UsageError(m), unreadable: (m) => new UnreadableError(m) });
 }
 
 async function verify(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
@@ -110,18 +96,20 @@ async function verify(values: Record<string, string | undefined>, files: string[
   const trust = await trustFrom(values);
   let result;
   try {
-    result = verifyRelease(await read(files[0]!, 'release manifest'), trust, now);
+    // As sigil verify --release reports it: with --key, release.tlog is waived for the pinned key.
+    result = releaseReference(await read(files[0]!, 'release manifest'), trust, now);
   } catch (err) {
     if (err instanceof UnreadableError) throw err;
     throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);
   }
   io.stdout.write(formatChecks(result.checks));
   const out = values['reference-out'];
-  if (result.ok && out !== undefined) {
+  const ok = result.referenceValues !== undefined;
+  if (ok && out !== undefined) {
     await writeFile(out, `${JSON.stringify(result.referenceValues, null, 2)}\n`);
     io.stdout.write(`reference values written to ${out}\n`);
   }
-  return result.ok ? RELEASE_EXIT.ok : RELEASE_EXIT.checkFailed;
+  return ok ? RELEASE_EXIT.ok : RELEASE_EXIT.checkFailed;
 }
 
 /** `sigil release` with its output given, so tests run it in-process. */

@@ -14,6 +14,8 @@ import { verifySnpEvidence } from '../verify/evidence/snp-verify.ts';
 import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from '../verify/evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-roots.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
+import { releaseReference } from '../verify/release/release-reference.ts';
+import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/reference-checks.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { tdxMeasurements } from '../verify/attestation.ts';
@@ -33,9 +35,11 @@ function usage(extensions: readonly EvidenceExtension[]): string {
   const more = extensions.map((e) => e.usage).join('');
   return `usage:
   sigil verify-evidence --tdx-quote FILE [--ccel-table FILE --ccel-data FILE | --event-log-json FILE]
-                        [--reference FILE] [--collateral DIR] [--report-data HEX] [--at RFC3339] [--json]
+                        [--reference FILE | --release FILE RELEASE_TRUST] [--collateral DIR] [--report-data HEX]
+                        [--at RFC3339] [--json]
   sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]]
-                        [--reference FILE] [--report-data HEX] [--at RFC3339] [--json]
+                        [--reference FILE | --release FILE RELEASE_TRUST] [--report-data HEX] [--at RFC3339] [--json]
+  RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 Verifies raw hardware evidence without a live service (docs/auditing.md): signatures and certificate chains up to
 the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
@@ -50,6 +54,10 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
   --vcek FILE           the VCEK (or VLEK) certificate that signed it, PEM or DER
   --ask FILE            the ASK (or ASVK) that signed the VCEK (default: the built-in ones)
   --reference FILE      reference values (YAML or JSON, docs/auditing.md)
+  --release FILE        a signed release manifest (docs/release.md), verified offline at --at; its values are the
+                        reference values, and any failed release.* check makes the verdict NOT VERIFIED.
+                        --key pins the signer's key (release.tlog prints WAIVED); --identity and --issuer name
+                        a Sigstore signer, checked against the public-good root or --trusted-root FILE
   --collateral DIR      Intel collateral: tcbinfo.json, qeidentity.json, tcb-signing-chain.pem,
                         pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der
   --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
@@ -77,6 +85,7 @@ interface Options {
   vcek?: string;
   ask?: string;
   reference?: string;
+  release?: string;
   collateral?: string;
   reportData?: string;
   allowUnbound: boolean;
@@ -94,6 +103,8 @@ const BASE_OPTIONS = {
   vcek: { type: 'string' },
   ask: { type: 'string' },
   reference: { type: 'string' },
+  release: { type: 'string' },
+  ...RELEASE_TRUST_OPTIONS,
   collateral: { type: 'string' },
   'report-data': { type: 'string' },
   'allow-unbound-evidence': { type: 'boolean' },
@@ -126,6 +137,9 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   set('vcek', 'vcek');
   set('ask', 'ask');
   set('reference', 'reference');
+  set('release', 'release');
+  const releaseProblem = releaseUsageProblem(o.release, o.reference, values);
+  if (releaseProblem !== undefined) throw new UsageError(releaseProblem);
   set('collateral', 'collateral');
   set('reportData', 'report-data');
   const at = text('at');
@@ -341,7 +355,19 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
   let report: EvidenceReport;
   try {
     let reference: ReferenceValues | undefined;
-    if (o.reference !== undefined) {
+    let releaseChecks: Check[] = [];
+    if (o.release !== undefined) {
+      const trust = await releaseTrustFrom(o.values, { read, usage: (m) => new UsageError(m), unreadable: (m) => new UnreadableError(m) });
+      const bundle = await read(o.release, 'release manifest');
+      let release;
+      try {
+        release = releaseReference(bundle, trust, o.at);
+      } catch (err) {
+        throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);
+      }
+      releaseChecks = release.checks;
+      reference = release.referenceValues;
+    } else if (o.reference !== undefined) {
       await read(o.reference, 'reference values');
       try {
         reference = await readReferenceValues(o.reference);
@@ -351,6 +377,7 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
     }
     const roots = io.roots ?? DEFAULT_TRUST_ROOTS;
     report = o.tdxQuote !== undefined ? await verifyTdx(o, reference, roots) : o.snpReport !== undefined ? await verifySnp(o, reference, roots) : { verified: false, measured: {}, checks: [] };
+    report.checks.unshift(...releaseChecks);
     const ctx: EvidenceContext = { at: o.at, reference, read };
     for (const extension of extensions.filter((e) => e.wants(o.values))) {
       const extra = await extension.verify(o.values, ctx);

@@ -26,6 +26,8 @@ import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../
 import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 import type { Dispatcher } from 'undici';
+import { releaseReference } from '../verify/release/release-reference.ts';
+import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -33,9 +35,11 @@ export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--reference FILE] [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--collateral DIR]
-               [--allow-no-tee] [--allow-unpinned-code] [--json]
+               [--reference FILE | --release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
+               [--allow-unpinned-code] [--json]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE | --release FILE RELEASE_TRUST]
+               [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
+  RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
@@ -55,6 +59,11 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --response FILE     the exact response body you received (streams: up to and including data: [DONE])
   --reference FILE    reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
                       measurements must match
+  --release FILE      a signed release manifest (Sigstore bundle, docs/release.md), verified offline; its values
+                      are the reference values. Any failed release.* check makes the verdict NOT VERIFIED.
+                      Whom it must come from: --key PUB.pem (a pinned key; release.tlog prints WAIVED), or
+                      --identity ID --issuer URL (a Sigstore certificate identity and OIDC issuer, checked
+                      against the public-good trust root, or --trusted-root FILE), as sigil release verify
   --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
                       docs/auditing.md), verified offline: gives Intel's TCB status of the platform
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
@@ -96,6 +105,9 @@ interface Options {
   request?: string;
   response?: string;
   reference?: string;
+  /** --release FILE and the options naming its signer (--key, --identity, --issuer, --trusted-root). */
+  release?: string;
+  releaseTrust: Record<string, string | undefined>;
   collateral?: string;
   brand: string;
   allowNoTee: boolean;
@@ -140,6 +152,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
         response: { type: 'string' },
         reference: { type: 'string' },
         collateral: { type: 'string' },
+        release: { type: 'string' },
+        ...RELEASE_TRUST_OPTIONS,
         brand: { type: 'string', default: 'Service' },
         'allow-no-tee': { type: 'boolean', default: false },
         'allow-unpinned-code': { type: 'boolean', default: false },
@@ -155,7 +169,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   if (v.help) throw new UsageError('');
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
   if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
-  const o: Options = { stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json || v.format === 'json', ear: v.format === 'ear' };
+  const releaseTrust = { key: v.key, identity: v.identity, issuer: v.issuer, 'trusted-root': v['trusted-root'] };
+  const o: Options = { releaseTrust, stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json || v.format === 'json', ear: v.format === 'ear' };
   const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
     if (value !== undefined) o[key] = value;
   };
@@ -172,6 +187,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
   set('response', v.response);
   set('reference', v.reference);
   set('collateral', v.collateral);
+  set('release', v.release);
+  releaseUsage(o);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
   if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
   if (o.receipt === undefined) {
@@ -186,6 +203,12 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
     if (o.url !== undefined && o.attestation !== undefined) throw new UsageError('give --url BASE (fresh evidence) or --attestation FILE (saved), not both');
   }
   return o;
+}
+
+/** --release goes with exactly one way of naming its signer, and replaces --reference. */
+function releaseUsage(o: Options): void {
+  const problem = releaseUsageProblem(o.release, o.reference, o.releaseTrust);
+  if (problem !== undefined) throw new UsageError(problem);
 }
 
 async function readAll(stream: Readable): Promise<Buffer> {
@@ -255,6 +278,34 @@ async function loadReference(path: string | undefined): Promise<LoadedReference 
   return loaded;
 }
 
+interface ReleaseResult {
+  checks: Check[];
+  reference: LoadedReference | undefined;
+}
+
+/** The release manifest verified offline: its checks, and its values as reference values once every check passed. */
+async function loadRelease(o: Options, io: VerifyIo): Promise<ReleaseResult> {
+  const trust = await releaseTrustFrom(o.releaseTrust, {
+    read: readBytes,
+    usage: (m) => new VerifyError('ERR_VERIFY_FETCH', m),
+    unreadable: (m) => new VerifyError('ERR_VERIFY_FETCH', m),
+  });
+  const bundle = await readBytes(o.release!, 'release manifest');
+  let result;
+  try {
+    result = releaseReference(bundle, trust, io.now ?? new Date());
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${(err as Error).message}`);
+  }
+  return { checks: result.checks, reference: result.referenceValues === undefined ? undefined : { values: result.referenceValues } };
+}
+
+/** The reference values of --reference FILE or --release FILE, with the release's own checks. */
+async function referenceFor(o: Options, io: VerifyIo): Promise<ReleaseResult> {
+  if (o.release !== undefined) return loadRelease(o, io);
+  return { checks: [], reference: await loadReference(o.reference) };
+}
+
 async function loadCollateral(dir: string): Promise<IntelCollateral> {
   try {
     return await readCollateralBundle(dir);
@@ -279,8 +330,8 @@ function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference |
 /** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
 async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, claims: ReceiptClaims | undefined, io: VerifyIo): Promise<Check[]> {
   const roots = io.roots;
-  const reference = await loadReference(o.reference);
-  const checks = verifyJwksBinding(doc, { jwks, nonce });
+  const { checks: releaseChecks, reference } = await referenceFor(o, io);
+  const checks = [...releaseChecks, ...verifyJwksBinding(doc, { jwks, nonce })];
   if (field(doc, 'tee') !== 'none') {
     // The hardware verifier compares the evidence's measurement with the document's and with this one.
     const expectedMeasurement = o.measurement ?? claims?.enclave_measurement;
@@ -371,6 +422,8 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
     if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
     if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
   }
+  // Without evidence nothing is compared with the release, but a bad release still fails the verdict.
+  if (doc === undefined && o.release !== undefined) checks.push(...(await loadRelease(o, io)).checks);
   if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims, io)));
   return report('file', checks, result, o);
 }

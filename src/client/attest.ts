@@ -8,6 +8,9 @@ import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig } from '../verify/hpke-binding.ts';
+import { releaseReference } from '../verify/release/release-reference.ts';
+import type { ReleaseTrust } from '../verify/release/trust.ts';
+import { VerifyError } from '../verify/errors.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
@@ -18,6 +21,11 @@ export interface AttestOptions {
   /** NVIDIA's device identity and RIM roots; the built-in ones unless a test brings its own. */
   gpuRoots?: GpuTrustRoots | undefined;
   ca?: string | undefined;
+  /**
+   * A signed release manifest (docs/release.md) whose values are the reference values, verified again at each
+   * attestation (it may expire); its `release.*` checks join the others and any failure refuses the service.
+   */
+  release?: { bundle: Uint8Array; trust: ReleaseTrust } | undefined;
   /** The nonce to send; default 32 fresh random bytes. A nonce the caller chose proves freshness only if nobody else knew it. */
   nonce?: Uint8Array | undefined;
 }
@@ -43,11 +51,22 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
   return { rims, checks };
 }
 
+/** The release checked now: a key or trust root that cannot be used at all is an error, not a verdict. */
+function verifiedRelease(release: NonNullable<AttestOptions['release']>): ReturnType<typeof releaseReference> {
+  try {
+    return releaseReference(release.bundle, release.trust, new Date());
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_ATTESTATION', `the release manifest's trust (key or Sigstore trusted root) could not be used: ${(err as Error).message}`);
+  }
+}
+
 /**
  * Fetches the attestation with a fresh nonce over a connection pinned to the key it presents, and verifies
  * it with the one core (`verifyService`). The caller goes on only when `verdict.outcome` is not not-verified.
  */
 export async function attest(options: AttestOptions): Promise<Attested> {
+  const release = options.release === undefined ? undefined : verifiedRelease(options.release);
+  const reference = release === undefined ? options.reference : release.referenceValues;
   const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
@@ -59,16 +78,16 @@ export async function attest(options: AttestOptions): Promise<Attested> {
       evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(options.baseURL, dispatcher).catch((err: Error) => err);
     }
     if (field(doc, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(options.baseURL, dispatcher);
-    const rims = await readRims(options.reference);
+    const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.connection = { url: evidence.connection.url, presentedTlsKeys: pin.accepted };
     const expect: ServiceExpectations = { nonce };
-    if (options.reference !== undefined) expect.reference = options.reference;
+    if (reference !== undefined) expect.reference = reference;
     if (options.waive !== undefined) expect.waive = options.waive;
     if (options.roots !== undefined) expect.roots = options.roots;
     if (options.gpuRoots !== undefined) expect.gpuRoots = options.gpuRoots;
     const result = await verifyService(evidence, expect);
-    const checks = [...rims.checks, ...result.checks];
+    const checks = [...(release?.checks ?? []), ...rims.checks, ...result.checks];
     return { ...result.facts, checks, verdict: verdictOf(checks), at: new Date() };
   } finally {
     await dispatcher.close();

@@ -10,18 +10,27 @@ import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
 import { attest, type Attested } from './attest.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import type { ReleaseTrust } from '../verify/release/trust.ts';
+import { readFile } from 'node:fs/promises';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
 import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
 export type { ReceiptResult } from './receipts.ts';
+export type { ReleaseTrust } from '../verify/release/trust.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
   baseURL: string;
   /** Reference values (docs/auditing.md) as an object, or the path of a YAML or JSON file holding them. */
   reference?: ReferenceValues | string;
+  /**
+   * A signed release manifest (docs/release.md) instead of `reference`: its bytes or the path of the bundle, and
+   * whom it must come from (`{ kind: 'key', publicKey }` or `{ kind: 'sigstore', identity, issuer, trustedRoot? }`).
+   * It is verified offline at every attestation; a failed `release.*` check refuses the service like any other.
+   */
+  release?: { bundle: Uint8Array | string; trust: ReleaseTrust };
   /** Accept a development service with `tee: "none"`, over plain HTTP if so reached (nothing is attested then). Default false. */
   allowNoTee?: boolean;
   /**
@@ -106,7 +115,10 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
  */
 export async function createAttestedFetch(options: AttestedFetchOptions): Promise<AttestedFetch> {
+  if (options.release !== undefined && options.reference !== undefined) throw new TypeError('give reference or release, not both: the release manifest is the reference values');
   const reference = typeof options.reference === 'string' ? await readReferenceValues(options.reference) : options.reference;
+  const releaseBundle = options.release === undefined ? undefined : typeof options.release.bundle === 'string' ? await readFile(options.release.bundle) : options.release.bundle;
+  const release = releaseBundle === undefined ? undefined : { bundle: releaseBundle, trust: options.release!.trust };
   const allowNoTee = options.allowNoTee ?? false;
   const base = new URL(options.baseURL);
   const brand = options.brand ?? 'Service';
@@ -117,7 +129,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   if (allowNoTee) waive.noHardwareEnclave = 'allowNoTee: a development service without hardware is accepted';
   if (options.allowUnpinnedCode === true) waive.unpinnedCode = 'allowUnpinnedCode: code nobody pinned is accepted';
   const verifyService = async (): Promise<Attested> => {
-    const result = await attest({ baseURL: options.baseURL, reference, waive, roots: options.roots, gpuRoots: options.gpuRoots });
+    const result = await attest({ baseURL: options.baseURL, reference, release, waive, roots: options.roots, gpuRoots: options.gpuRoots });
     if (result.verdict.outcome === 'not-verified') throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`, result.checks);
     return result;
   };

@@ -48,7 +48,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('eventlog.*', 'Boot event log', 'The log of what booted replays to the measured registers, so its readable contents are what ran.', AUDITING),
   entry('gpu.*', 'GPU evidence', "Each GPU is a genuine NVIDIA GPU in confidential mode answering our challenge, running the firmware its maker published.", GPU),
   entry('binding.*', 'Attestation binding', 'The attestation document speaks of these keys and this challenge.', ATTESTATION),
-  entry('release.*', 'Signed release manifest', 'The reference values come from a release manifest signed by the signer you expect, unaltered, logged in public and not expired.', 'docs/release.md#verifying'),
+  entry('release.*', 'Release manifest', 'The signed release manifest comes from the expected signer, is unchanged and unexpired, so its values can be trusted as what this release must measure.', 'docs/release.md#verifying'),
 ];
 
 const exact = new Map(CHECKS.filter((c) => !c.name.endsWith('.*')).map((c) => [c.name, c]));

@@ -1,4 +1,6 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { IN_TOTO_STATEMENT_TYPE, RELEASE_PREDICATE_TYPE, type ReleaseStatement } from '../../src/verify/release/manifest.ts';
+import { signReleaseWithKey } from '../../src/verify/release/sign-with-key.ts';
 
 export const SNP_MEASUREMENT = '5d'.repeat(48);
 export const TDX_MRTD = '7d'.repeat(48);
@@ -26,4 +28,25 @@ export function releaseStatement(): ReleaseStatement {
       ],
     },
   };
+}
+
+/** A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at `expires`. */
+export function keyedSnpRelease(snpMeasurement: string, expires: Date): { bundle: string; publicKeyPem: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const statement = releaseStatement();
+  statement.predicate.expires = expires.toISOString().replace(/\.\d+Z$/, 'Z');
+  statement.predicate.targets = [{ ...statement.predicate.targets[0]!, measurements: { measurement: snpMeasurement } }];
+  return {
+    bundle: signReleaseWithKey(statement, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()),
+    publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+  };
+}
+
+/** The bundle with its signed payload changed after signing: the measurement replaced by `measurement`. */
+export function tamperedRelease(bundle: string, measurement: string): string {
+  const doc = JSON.parse(bundle) as { dsseEnvelope: { payload: string } };
+  const payload = JSON.parse(Buffer.from(doc.dsseEnvelope.payload, 'base64').toString('utf8')) as ReleaseStatement;
+  payload.predicate.targets[0]!.measurements = { measurement };
+  doc.dsseEnvelope.payload = Buffer.from(JSON.stringify(payload)).toString('base64');
+  return JSON.stringify(doc);
 }

@@ -131,7 +131,7 @@ describe('a locally keyed release manifest (sigil release sign --key)', () => {
       name: 'release.tlog',
       ok: false,
       detail: 'a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests',
-      waived: "the signer's key is pinned (--key), and a keyed manifest is not logged",
+      waived: "the signer's key is pinned (--key): the auditor trusts its holder without a transparency log",
     });
     expect(result.ok).toBe(true);
     expect(result.referenceValues).toEqual({
@@ -186,5 +186,24 @@ describe('a locally keyed release manifest (sigil release sign --key)', () => {
       'the signed statement is not a Sigil release manifest: predicate.expires: must be a non-empty string',
     );
     expect(checkMark(result.checks.find((c) => c.name === 'release.expiry')!)).toBe('FAIL');
+  });
+});
+
+describe('sigil/verify (src/verify/index.ts): the release verifier a user imports', () => {
+  it('exports verifyRelease and releaseReference; releaseReference waives a keyed release.tlog and gives values only when all passed', async () => {
+    const api = await import('../../src/verify/index.ts');
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const trust: ReleaseTrust = { kind: 'key', publicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+    const bundle = Buffer.from(signReleaseWithKey(releaseStatement(), privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()));
+    expect(api.verifyRelease(bundle, trust, NOW).ok).toBe(true);
+    const ok = api.releaseReference(bundle, trust, NOW);
+    expect(ok.checks.map((c) => `${checkMark(c)} ${c.name}`)).toContain('WAIVED release.tlog');
+    expect(ok.checks.find((c) => c.name === 'release.tlog')!.waived).toBe("the signer's key is pinned (--key): the auditor trusts its holder without a transparency log");
+    expect(ok.referenceValues?.snp).toEqual({ measurement: [SNP_MEASUREMENT] });
+    const expired = api.releaseReference(bundle, trust, new Date('2026-12-02T00:00:00Z'));
+    expect(expired.checks.filter((c) => checkMark(c) === 'FAIL').map((c) => c.name)).toEqual(['release.expiry']);
+    expect(expired.referenceValues).toBeUndefined();
+    // Declared once, so the client and the trust page can explain each release check in words.
+    for (const c of ok.checks) expect(api.describeCheck(c.name)?.title).toBe('Release manifest');
   });
 });

@@ -7,3 +7,5 @@ export type { KeyReleaseTrust, ReleaseTrust, SigstoreReleaseTrust } from './trus
 export { IN_TOTO_PAYLOAD_TYPE, IN_TOTO_STATEMENT_TYPE, parseReleaseStatement, RELEASE_PREDICATE_TYPE, ReleaseManifestError } from './manifest.ts';
 export type { ReleaseFirmware, ReleasePlatform, ReleasePredicate, ReleaseStatement, ReleaseTarget } from './manifest.ts';
 export { referenceValuesFromRelease } from './reference-from-release.ts';
+export { releaseReference } from './release-reference.ts';
+export type { ReleaseReference } from './release-reference.ts';

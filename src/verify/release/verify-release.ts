@@ -110,7 +110,7 @@ function cryptoChecks(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): { ch
     else if (trust.kind === 'key') {
       // Pinning a key (--key) is the auditor's choice to trust its holder without a log: an explicit waiver, never a pass.
       const unlogged = notPinned(step, 'a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests');
-      checks.push(waive(unlogged, "the signer's key is pinned (--key), and a keyed manifest is not logged"));
+      checks.push(waive(unlogged, "the signer's key is pinned (--key): the auditor trusts its holder without a transparency log"));
     }
     else if (entries.length === 0 || entries.some((e) => e.inclusionProof === undefined)) {
       checks.push(fail(step, 'the bundle carries only the log\'s signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees'));

@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttestedFetch } from '../../src/client/index.ts';
+import { checkMark } from '../../src/verify/check.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
+import { makeSigner } from '../verify/receipt-fixtures.ts';
+
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+const DAY = 86_400_000;
+const work = mkdtempSync(join(tmpdir(), 'sigil-client-release-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe('createAttestedFetch with a release manifest as its reference values (a test AMD chain)', () => {
+  const measurement = randomBytes(48);
+  let chain: AmdTestChain;
+  let service: FakeService;
+  beforeAll(async () => {
+    chain = await createAmdTestChain();
+    service = await startFakeService(await makeSigner(), {
+      tee: 'sev-snp',
+      measurement: measurement.toString('hex'),
+      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    });
+  });
+  afterAll(async () => service.close());
+
+  const keyed = (values: string, expires: Date, tamper?: string) => {
+    const r = keyedSnpRelease(values, expires);
+    return { bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
+  };
+
+  it('accepts the service whose measurement the release lists (bundle read from a file), and verifies its receipts', async () => {
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const path = join(work, 'release.sigstore.json');
+    writeFileSync(path, r.bundle);
+    // The platform values a release does not list stay not pinned: waived here with allowUnpinnedCode.
+    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release: { bundle: path, trust: { kind: 'key', publicKey: r.publicKeyPem } } });
+    try {
+      const marks = Object.fromEntries(attested.attestation.checks.map((c) => [c.name, checkMark(c)]));
+      expect(marks).toMatchObject({
+        'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
+        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS',
+      });
+      expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
+      expect(attested.attestation.verdict.failed).toEqual([]);
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
+    } finally {
+      await attested.close();
+    }
+  });
+
+  const refusal = async (release: ReturnType<typeof keyed>) => {
+    const lastExchange = service.last;
+    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release }).catch((e: unknown) => e)) as Error & { code?: string };
+    expect(service.last).toBe(lastExchange);
+    expect(error?.code).toBe('ERR_VERIFY_ATTESTATION');
+    return error.message;
+  };
+
+  it('refuses the service, sending nothing, with an expired release: release.expiry', async () => {
+    const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() - DAY)));
+    expect(message).toMatch(/^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: 1 of \d+ checks failed; .*: release\.expiry: the manifest expired at /);
+  });
+
+  it('refuses it with a release changed after signing: release.signature', async () => {
+    const message = await refusal(keyed('ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex')));
+    expect(message).toContain('release.signature: the signature does not match the manifest: it was altered after signing, or signed by another key');
+  });
+
+  it('refuses it with a release of other code: reference.measurement', async () => {
+    const message = await refusal(keyed('ab'.repeat(48), new Date(Date.now() + DAY)));
+    expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: reference\.measurement: MEASUREMENT [0-9a-f]{96} is none of the 1 accepted reference value\(s\)/);
+  });
+
+  it('refuses release and reference together', async () => {
+    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: {}, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toBe('give reference or release, not both: the release manifest is the reference values');
+  });
+});

@@ -1,0 +1,117 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyCommand } from '../../src/cli/verify.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain } from '../support/evidence-fixtures.ts';
+import type { AmdTestChain } from '../support/evidence-fixtures.ts';
+import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { TEST_API_KEY, startFakeService } from './cli-server.ts';
+import type { FakeService } from './cli-server.ts';
+import { makeSigner } from './receipt-fixtures.ts';
+
+const DAY = 86_400_000;
+const dir = mkdtempSync(join(tmpdir(), 'sigil-verify-release-'));
+const save = (name: string, data: string) => {
+  writeFileSync(join(dir, name), data);
+  return join(dir, name);
+};
+const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
+const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+/** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
+const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+
+describe('sigil verify --release: a signed release manifest as the reference values', () => {
+  let chain: AmdTestChain;
+  let service: FakeService;
+  const measurement = randomBytes(48);
+
+  async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots: chain.roots };
+    const code = await verifyCommand(argv, io);
+    return { code, stdout, stderr };
+  }
+
+  function release(name: string, values: string, expires: Date, tamper?: string): string[] {
+    const r = keyedSnpRelease(values, expires);
+    return ['--release', save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
+  }
+
+  beforeAll(async () => {
+    chain = await createAmdTestChain();
+    service = await startFakeService(await makeSigner(), {
+      tee: 'sev-snp',
+      measurement: measurement.toString('hex'),
+      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    });
+  });
+  afterAll(async () => service.close());
+
+  it('verifies a service whose measurement the release lists, printing the release checks with the others', async () => {
+    // The platform values a release does not list (TCB minimums, policy bits...) stay not pinned: waived here.
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY))]);
+    expect(failing(r.stdout)).toEqual([]);
+    const lines = status(r.stdout);
+    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement']) {
+      expect(lines).toContain(`PASS ${name}`);
+    }
+    expect(r.stdout).toMatch(/^WAIVED release\.tlog — a locally keyed manifest is not in a transparency log, .* \(waived: the signer's key is pinned \(--key\): the auditor trusts its holder without a transparency log\)$/m);
+    const hex = measurement.toString('hex');
+    expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
+    expect(r.stdout).toMatch(/^verified with waivers: 45 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
+    expect(r.code).toBe(0);
+  });
+
+  it('fails release.expiry for an expired release, and compares nothing with its values', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('expired', measurement.toString('hex'), new Date(Date.now() - DAY))]);
+    expect(failing(r.stdout)).toEqual(['release.expiry']);
+    expect(r.stdout).toMatch(/^FAIL release\.expiry — the manifest expired at /m);
+    expect(r.stdout).toMatch(/^---- reference\.values — NOT PINNED: no reference values given/m);
+    expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
+    expect(r.code).toBe(1);
+  });
+
+  it('fails release.signature for a release changed after signing, even when the change names the service\'s measurement', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('tampered', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex'))]);
+    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry']);
+    expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest: it was altered after signing, or signed by another key/m);
+    expect(r.code).toBe(1);
+  });
+
+  it('fails reference.measurement when the release lists other code than the service runs', async () => {
+    const other = 'ab'.repeat(48);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('other', other, new Date(Date.now() + DAY))]);
+    expect(failing(r.stdout)).toEqual(['reference.measurement']);
+    expect(r.stdout).toContain(`is none of the 1 accepted reference value(s)`);
+    expect(r.code).toBe(1);
+  });
+
+  it('checks the release of a kept receipt verified without evidence: a tampered one still fails the verdict', async () => {
+    await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code']);
+    const jwks = await (await request(`${service.url}/v1/verify/jwks.json`, { dispatcher: insecure })).body.text();
+    const args = [save('kept.jws', service.last!.receipt), '--jwks', save('kept-jwks.json', jwks)];
+    const r = await sigilVerify([...args, ...release('kept', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex'))]);
+    expect(failing(r.stdout)).toEqual(expect.arrayContaining(['attestation.evidence', 'release.signature']));
+    expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest/m);
+    expect(r.code).toBe(1);
+  });
+
+  it('refuses --release without a signer, and with --reference, as bad usage', async () => {
+    const [, bundle] = release('usage', measurement.toString('hex'), new Date(Date.now() + DAY));
+    const unnamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!]);
+    expect(unnamed.code).toBe(2);
+    expect(unnamed.stderr).toContain('sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
+    const both = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!, '--key', bundle!, '--reference', bundle!]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give --reference FILE or --release FILE, not both');
+    const orphan = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--key', bundle!]);
+    expect(orphan.code).toBe(2);
+    expect(orphan.stderr).toContain('--key name the signer of a release manifest: give --release FILE too');
+  });
+});

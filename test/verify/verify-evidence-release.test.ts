@@ -1,0 +1,70 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { runVerifyEvidence } from '../support/cli.ts';
+
+const vectors = new URL('../vectors/', import.meta.url).pathname;
+const v = (path: string) => join(vectors, path);
+const work = mkdtempSync(join(tmpdir(), 'sigil-verify-evidence-release-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+const file = (name: string, content: string | Uint8Array) => {
+  writeFileSync(join(work, name), content);
+  return join(work, name);
+};
+
+// dstack's Milan attestation (real evidence): the 1184-byte report starts at byte 4.
+const milan = file('milan-report.bin', readFileSync(v('snp/dstack-milan-attestation.bin')).subarray(4, 4 + 1184));
+const MILAN_MEASUREMENT = '7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d';
+const AT = new Date('2026-07-01T00:00:00Z');
+const DAY = 86_400_000;
+const evidence = ['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--allow-unbound-evidence', '--allow-unpinned-code'];
+
+function release(name: string, measurement: string, expires: Date, tamper?: string): string[] {
+  const r = keyedSnpRelease(measurement, expires);
+  return ['--release', file(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', file(`${name}.pub.pem`, r.publicKeyPem)];
+}
+
+const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
+
+describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
+  it("pins dstack's Milan MEASUREMENT with a release that lists it", async () => {
+    const r = await runVerifyEvidence([...evidence, ...release('good', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY))], AT);
+    expect(failing(r.stdout)).toEqual([]);
+    expect(r.marks).toMatchObject({
+      'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
+      'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS',
+    });
+    expect(r.stdout).toContain('PASS release.expiry — the manifest is valid until 2026-07-02T00:00:00.000Z (now 2026-07-01T00:00:00.000Z)\n');
+    expect(r.code).toBe(0);
+  });
+
+  it('fails release.expiry for a release that expired before --at', async () => {
+    const r = await runVerifyEvidence([...evidence, ...release('expired', MILAN_MEASUREMENT, new Date(AT.getTime() - DAY))], AT);
+    expect(failing(r.stdout)).toEqual(['release.expiry']);
+    expect(r.stdout).toContain('FAIL release.expiry — the manifest expired at 2026-06-30T00:00:00.000Z (now 2026-07-01T00:00:00.000Z)');
+    expect(r.code).toBe(1);
+  });
+
+  it('fails release.signature for a release whose values were changed after signing', async () => {
+    const r = await runVerifyEvidence([...evidence, ...release('tampered', '00'.repeat(48), new Date(AT.getTime() + DAY), MILAN_MEASUREMENT)], AT);
+    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry']);
+    expect(r.code).toBe(1);
+  });
+
+  it('fails reference.measurement for a release of other code', async () => {
+    const r = await runVerifyEvidence([...evidence, ...release('other', '00'.repeat(48), new Date(AT.getTime() + DAY))], AT);
+    expect(failing(r.stdout)).toEqual(['reference.measurement']);
+    expect(r.code).toBe(1);
+  });
+
+  it('refuses --release with --reference, and a signer option without --release', async () => {
+    const both = await runVerifyEvidence([...evidence, ...release('both', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', milan], AT);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/^sigil verify-evidence: give --reference FILE or --release FILE, not both: the release manifest is the reference values\n/);
+    const orphan = await runVerifyEvidence([...evidence, '--identity', 'x', '--issuer', 'y'], AT);
+    expect(orphan.code).toBe(2);
+    expect(orphan.stderr).toMatch(/^sigil verify-evidence: --identity, --issuer name the signer of a release manifest: give --release FILE too\n/);
+  });
+});
