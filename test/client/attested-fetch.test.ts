@@ -8,7 +8,7 @@ import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.t
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTlsMitm, type TlsMitm } from '../support/tls-mitm.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
 
@@ -206,26 +206,8 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
     });
   });
   afterAll(async () => service.close());
-  const clear = <K extends string>(...bits: K[]) => Object.fromEntries(bits.map((b) => [b, [false]])) as Record<K, boolean[]>;
   /** Every value the stand-in's evidence shows, pinned: its manifest (cli-server.ts SERVICE_MANIFEST), report fields and machine. */
-  const pinned = (): ReferenceValues => ({
-    sigil: { manifest_sha384: ['5e'.repeat(48)] },
-    snp: {
-      measurement: [measurement.toString('hex')],
-      host_data: ['00'.repeat(32)],
-      vmpl: [0],
-      policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
-      platform_info: clear('smt_enabled', 'tsme_enabled', 'ecc_enabled', 'rapl_disabled', 'ciphertext_hiding_enabled', 'alias_check_complete'),
-      min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 },
-      min_build: 0,
-      min_api_version: { major: 0, minor: 0 },
-      family_id: ['00'.repeat(16)],
-      image_id: ['00'.repeat(16)],
-      id_key_digest: ['00'.repeat(48)],
-      min_guest_svn: 3,
-      chip_id: ['c1'.repeat(64)],
-    },
-  });
+  const pinned = (): ReferenceValues => pinnedSnpReference(measurement, '5e'.repeat(48));
 
   it('accepts the service when the measurement is one of the reference values, and verifies its receipts', async () => {
     const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: pinned() });

@@ -8,6 +8,7 @@ import { createHash, generateKeyPairSync, KeyObject, sign, webcrypto, type JsonW
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { SNP_CERT_GUID } from '../../src/verify/evidence/snp-cert-table.ts';
+import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import type { TrustRoots } from '../../src/verify/evidence/trust-roots.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
@@ -121,6 +122,30 @@ export interface SnpReportFields {
 
 const SNP_REPORT_SIZE = 0x4a0;
 const SNP_SIGNED = 0x2a0;
+
+const clear = <K extends string>(...bits: K[]) => Object.fromEntries(bits.map((b) => [b, [false]])) as Record<K, boolean[]>;
+
+/** Reference values pinning every value a `buildSnpReport` report shows by default (its fields, platform and chip), and the manifest. */
+export function pinnedSnpReference(measurement: Uint8Array, manifestSha384: string): ReferenceValues {
+  return {
+    sigil: { manifest_sha384: [manifestSha384] },
+    snp: {
+    measurement: [Buffer.from(measurement).toString('hex')],
+      host_data: ['00'.repeat(32)],
+      vmpl: [0],
+      policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
+      platform_info: clear('smt_enabled', 'tsme_enabled', 'ecc_enabled', 'rapl_disabled', 'ciphertext_hiding_enabled', 'alias_check_complete'),
+      min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 },
+      min_build: 0,
+      min_api_version: { major: 0, minor: 0 },
+      family_id: ['00'.repeat(16)],
+      image_id: ['00'.repeat(16)],
+      id_key_digest: ['00'.repeat(48)],
+      min_guest_svn: 3,
+      chip_id: ['c1'.repeat(64)],
+    },
+  };
+}
 
 /** An SEV-SNP attestation report signed with `key` in AMD's layout: r and s little-endian, 72 bytes each. */
 export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Array {

@@ -6,7 +6,7 @@ import { CHECKS, describeCheck } from '../../src/verify/check-registry.ts';
 import { canonicalPolicyHash } from '../../src/verify/digest.ts';
 import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyService, type ServiceEvidence } from '../../src/verify/verify-service.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, snpDocument, testBinding, testJwks, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, snpDocument, testBinding, testJwks, type AmdTestChain } from '../support/evidence-fixtures.ts';
 
 /** The one core, without any I/O: a document made with a test AMD chain, and what a caller fetched with it. */
 const jwks = testJwks();
@@ -21,25 +21,7 @@ const startEvent = (() => {
   return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
 })();
 const binding: AttestationBinding = { ...testBinding(jwks), policy_hash: canonicalPolicyHash(policy), tls_spki_sha256: SPKI, manifest_sha384: MANIFEST, runtime_events_sha384: [startEvent.digest] };
-const clear = <K extends string>(...bits: K[]) => Object.fromEntries(bits.map((b) => [b, [false]])) as Record<K, boolean[]>;
-const PINNED: ReferenceValues = {
-  sigil: { manifest_sha384: [MANIFEST] },
-  snp: {
-    measurement: [measurement.toString('hex')],
-    host_data: ['00'.repeat(32)],
-    vmpl: [0],
-    policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
-    platform_info: clear('smt_enabled', 'tsme_enabled', 'ecc_enabled', 'rapl_disabled', 'ciphertext_hiding_enabled', 'alias_check_complete'),
-    min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 },
-    min_build: 0,
-    min_api_version: { major: 0, minor: 0 },
-    family_id: ['00'.repeat(16)],
-    image_id: ['00'.repeat(16)],
-    id_key_digest: ['00'.repeat(48)],
-    min_guest_svn: 3,
-    chip_id: ['c1'.repeat(64)],
-  },
-};
+const PINNED: ReferenceValues = pinnedSnpReference(measurement, MANIFEST);
 let chain: AmdTestChain;
 let document: Record<string, unknown>;
 
