@@ -1,5 +1,5 @@
 /**
- * The root of every error the verifier, the measurement tool and the CLI throw (docs/verifier.md#errors).
+ * The root of every error the verifier, the measurement tool and the CLI throw (docs/architecture.md#errors).
  * Each family is a subclass with its own closed set of codes; `code` is stable (`ERR_RECEIPT_ALG`), so
  * callers branch on `err.code` or `instanceof`, never on the message. Errors a client of the server sees
  * are `HttpError` (src/protocol/errors.ts), which carries an OpenAI error code instead.

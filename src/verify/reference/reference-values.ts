@@ -3,7 +3,7 @@ import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type 
 import { SigilError } from '../../protocol/sigil-error.ts';
 
 /**
- * Reference values (SPEC 10): what an auditor expects the evidence to show, obtained independently of the
+ * Reference values (docs/auditing.md#2-write-the-reference-values-file): what an auditor expects the evidence to show, obtained independently of the
  * service (a reproducible build, a vendor's published values). Every key is optional; an absent key is "not
  * pinned" and reported as such. Byte values are lowercase hex; each pinned value is a list of accepted values.
  */
