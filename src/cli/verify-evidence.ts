@@ -23,6 +23,7 @@ import { formatChecks } from './verify.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
+import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
 export const EVIDENCE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
@@ -218,7 +219,7 @@ async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roo
     try {
       collateral = await readCollateralBundle(o.collateral);
     } catch (err) {
-      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
     }
   }
   const result = collateral === undefined ? verifyTdxEvidence(bytes, roots, o.at, reference?.tdx) : await verifyTdxEvidenceWithCollateral(bytes, roots, o.at, reference?.tdx, collateral);

@@ -29,6 +29,7 @@ import type { Dispatcher } from 'undici';
 import { verifyRelease } from '../verify/release/verify-release.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
+import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -307,7 +308,7 @@ async function loadCollateral(dir: string): Promise<IntelCollateral> {
   try {
     return await readCollateralBundle(dir);
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
   }
 }
 
