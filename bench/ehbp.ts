@@ -1,5 +1,5 @@
 /**
- * What encrypted bodies (EHBP) cost Sigil, measured as ratios in one run (issue 13): the same Sigil
+ * What encrypted bodies (EHBP) cost Sigil, measured as ratios in one run: the same Sigil
  * process serves plain and EHBP requests in interleaved rounds; its CPU time (from /proc) per JSON request
  * and per streamed event is compared. The client (npm `ehbp`, on the other core) seals each request and
  * opens each answer; its own cost is not counted. Every stream is checked event by event: each event must

@@ -287,7 +287,7 @@ export function renderMarkdown(r: Report): string {
   );
   if (r.targets.length > 0) {
     L.push('');
-    L.push('**Targets** (issue 5; medians over the repetitions)');
+    L.push('**Targets** (medians over the repetitions)');
     L.push('');
     L.push('| target | measured | holds |');
     L.push('|---|---|---|');

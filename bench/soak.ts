@@ -1,5 +1,5 @@
 /**
- * Soak test (issue 6): `npm run soak [-- --seconds 60 --concurrency 32 --settle 10]`.
+ * Soak test: `npm run soak [-- --seconds 60 --concurrency 32 --settle 10]`.
  *
  * Starts two fake engines in this process (one healthy, one that always fails with 500) and Sigil as
  * a separate process (`node bin/sigil.js serve`), then runs a bounded, loopback-only mixed load:

@@ -1,5 +1,5 @@
 /**
- * Issue 11 item 3: the SSE relay's work on one long line must grow linearly with its length.
+ * The SSE relay's work on one long line must grow linearly with its length.
  * Relays a single `data:` line of N MiB (in 64 KiB engine writes, rename mode, the mode that used to
  * re-copy and re-scan the pending line on every chunk) for N = 4, 8 and 16, and prints the CPU time
  * of each and the ratio of 16 MiB to 4 MiB: about 4 when linear, about 16 when quadratic.

@@ -1,5 +1,5 @@
 /**
- * TLS benchmarks (issue 12, item 6): what Sigil's own TLS costs, side by side in one run with
+ * TLS benchmarks: what Sigil's own TLS costs, side by side in one run with
  * interleaved repetitions, against nginx terminating TLS and a bare node:https pass-through (the floor),
  * all in front of the same fake engine and all with the same P-256 key and self-signed certificate
  * (made with openssl for the run).
@@ -519,7 +519,7 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     L.push('');
   }
   // Targets
-  const targetLines: string[] = ['| target (issue 12) | measured | holds |', '|---|---|---|'];
+  const targetLines: string[] = ['| target | measured | holds |', '|---|---|---|'];
   const abTarget = ab.find((r) => r.a === FLOOR && r.b === 'sigil');
   if (abTarget !== undefined) {
     const q = quartiles(abTarget.ratios);

@@ -56,7 +56,7 @@ function evidenceBase64(raw: RawEvidence): string | null {
 
 /**
  * Collects the GPUs' evidence and the CPU evidence for `nonce`, with REPORT_DATA committing to the
- * binding (SPEC 5), and returns the attestation document v2.
+ * binding (docs/attestation.md#the-binding), and returns the attestation document v2.
  */
 export async function makeAttestationDocument(sources: EvidenceSources, parts: BindingParts, nonce: Uint8Array): Promise<MadeDocument> {
   const gpu = await sources.collectGpuEvidence(nonce);

@@ -1,7 +1,7 @@
 import type { Catalogue, CatalogueModel } from './catalogue.ts';
 import type { Endpoint } from './schema.ts';
 
-/** SPEC 4: a model as GET /v1/models shows it. */
+/** A model as GET /v1/models (docs/api.md#endpoints) shows it. */
 export interface ModelItem {
   id: string;
   object: 'model';
@@ -10,7 +10,7 @@ export interface ModelItem {
   name: string;
   context_window: number;
   reasoning: boolean;
-  /** The endpoints a client may call with this model (SPEC 2b). */
+  /** The endpoints a client may call with this model (docs/api.md#completions-embeddings-responses). */
   endpoints: Endpoint[];
   provider?: string;
   regions?: string[];

@@ -1,12 +1,12 @@
 import { z } from 'zod';
 
-/** SPEC 2b: the OpenAI endpoints a model can be served on. */
+/** The OpenAI endpoints (docs/api.md#completions-embeddings-responses) a model can be served on. */
 export const ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 /** An entry without `endpoints` is a generative model: everything but embeddings. */
 export const DEFAULT_ENDPOINTS: readonly Endpoint[] = ['chat', 'completions', 'responses'];
 
-/** SPEC 4: one entry of config/models.yaml. */
+/** One entry of config/models.yaml (docs/configuration.md#the-model-catalogue). */
 const modelEntry = z.strictObject({
   id: z.string().min(1).max(256),
   name: z.string().min(1),
@@ -30,7 +30,7 @@ const modelEntry = z.strictObject({
   /** The engine's name for the model, when it differs from `id`. */
   upstream_model: z.string().min(1).optional(),
   description: z.string().optional(),
-  /** The endpoints it serves (SPEC 2b); default: all but embeddings. */
+  /** The endpoints it serves (docs/api.md#completions-embeddings-responses); default: all but embeddings. */
   endpoints: z
     .array(z.enum(ENDPOINTS))
     .min(1)

@@ -1,6 +1,6 @@
 import { DEFAULT_CONFIG_PATH, loadConfig, type LoadedConfig } from '../config/load.ts';
 
-/** SPEC 7: `--config FILE`, else `SIGIL_CONFIG`, else config/sigil.yaml. */
+/** docs/configuration.md#the-cli: `--config FILE`, else `SIGIL_CONFIG`, else config/sigil.yaml. */
 export function configPath(flag: string | undefined): string {
   return flag ?? process.env.SIGIL_CONFIG ?? DEFAULT_CONFIG_PATH;
 }

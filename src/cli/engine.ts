@@ -5,6 +5,7 @@ import { makeModel } from '../engine/model/make-model.ts';
 import { startEngine } from '../engine/server/start-engine.ts';
 
 import { ENGINE_USAGE as USAGE } from './engine-usage.ts';
+import { UsageError } from './cli-errors.ts';
 
 /** `sigil engine`: the built-in llama.cpp engine, or `make-model` to write a tiny GGUF for it. */
 export async function run(argv: string[]): Promise<number> {
@@ -19,8 +20,6 @@ export async function run(argv: string[]): Promise<number> {
     await disposeLlama();
   }
 }
-
-class UsageError extends Error {}
 
 async function runMakeModel(argv: string[]): Promise<number> {
   const { values } = parse(argv, {

@@ -10,6 +10,7 @@ import { ovmfLaunchDigest, snpLaunchDigest, svsmLaunchDigest, type SnpVmm } from
 import { DEFAULT_ACPI_DATA_SIZE } from '../measure/qemu-kernel-setup.ts';
 import { measureTdx } from '../measure/tdx-measurements.ts';
 import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
+import { UsageError, UnreadableError } from './cli-errors.ts';
 
 /** Exit statuses: 0 printed; 1 the inputs cannot be measured; 2 bad usage; 3 an input could not be read. */
 export const MEASURE_EXIT = { ok: 0, failed: 1, usage: 2, unreadable: 3 } as const;
@@ -68,9 +69,6 @@ Prints the AMD SEV-SNP launch digest (the attestation report's MEASUREMENT) as a
 
 Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.
 `;
-
-class UsageError extends Error {}
-class UnreadableError extends Error {}
 
 async function readInput(path: string, what: string): Promise<Buffer> {
   try {

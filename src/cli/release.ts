@@ -3,9 +3,10 @@ import { parseArgs } from 'node:util';
 import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/manifest.ts';
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
-import { releaseReference } from '../verify/release/release-reference.ts';
+import { verifyRelease } from '../verify/release/verify-release.ts';
 import { formatChecks } from './verify.ts';
 import { releaseTrustFrom } from './release-trust.ts';
+import { UsageError, UnreadableError } from './cli-errors.ts';
 
 export const RELEASE_USAGE = `usage:
   sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
@@ -34,9 +35,6 @@ export interface ReleaseIo {
   stderr: { write(text: string): unknown };
   now?: Date;
 }
-
-class UsageError extends Error {}
-class UnreadableError extends Error {}
 
 const OPTIONS = {
   key: { type: 'string' },
@@ -97,7 +95,7 @@ async function verify(values: Record<string, string | undefined>, files: string[
   let result;
   try {
     // As sigil verify --release reports it: with --key, release.tlog is waived for the pinned key.
-    result = releaseReference(await read(files[0]!, 'release manifest'), trust, now);
+    result = verifyRelease(await read(files[0]!, 'release manifest'), trust, now);
   } catch (err) {
     if (err instanceof UnreadableError) throw err;
     throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);

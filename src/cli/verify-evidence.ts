@@ -14,7 +14,7 @@ import { verifySnpEvidence } from '../verify/evidence/snp-verify.ts';
 import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from '../verify/evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-roots.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
-import { releaseReference } from '../verify/release/release-reference.ts';
+import { verifyRelease } from '../verify/release/verify-release.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/reference-checks.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
@@ -22,6 +22,8 @@ import { tdxMeasurements } from '../verify/attestation.ts';
 import { formatChecks } from './verify.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
+import { UsageError, UnreadableError } from './cli-errors.ts';
+import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
 export const EVIDENCE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
@@ -72,9 +74,6 @@ is not pinned), 2 bad usage, 3 an input could not be read.
 `;
 }
 
-class UsageError extends Error {}
-class UnreadableError extends Error {}
-
 interface Options {
   values: Record<string, string | boolean | undefined>;
   tdxQuote?: string;
@@ -114,7 +113,7 @@ const BASE_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], now: Date): Options {
+function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], now: Date): Options | 'help' {
   let values: Record<string, string | boolean | undefined>;
   try {
     const options = Object.assign({}, ...extensions.map((e) => e.options), BASE_OPTIONS) as typeof BASE_OPTIONS;
@@ -122,7 +121,7 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  if (values.help === true) throw new UsageError('');
+  if (values.help === true) return 'help';
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const o: Options = { values, at: now, json: values.json === true, allowUnbound: values['allow-unbound-evidence'] === true, allowUnpinnedCode: values['allow-unpinned-code'] === true };
   const set = (key: keyof Options, name: string) => {
@@ -220,7 +219,7 @@ async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roo
     try {
       collateral = await readCollateralBundle(o.collateral);
     } catch (err) {
-      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
     }
   }
   const result = collateral === undefined ? verifyTdxEvidence(bytes, roots, o.at, reference?.tdx) : await verifyTdxEvidenceWithCollateral(bytes, roots, o.at, reference?.tdx, collateral);
@@ -340,17 +339,16 @@ export interface EvidenceIo {
 /** `sigil verify-evidence` with its output given, so tests run it in-process. */
 export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Promise<number> {
   const extensions = io.extensions ?? EVIDENCE_EXTENSIONS;
-  let o: Options;
+  let o: Options | 'help';
   try {
     o = parseOptions(argv, extensions, io.now ?? new Date());
   } catch (err) {
-    const message = (err as Error).message;
-    if (message === '') {
-      io.stdout.write(usage(extensions));
-      return EVIDENCE_EXIT.ok;
-    }
-    io.stderr.write(`sigil verify-evidence: ${message}\n\n${usage(extensions)}`);
+    io.stderr.write(`sigil verify-evidence: ${(err as Error).message}\n\n${usage(extensions)}`);
     return EVIDENCE_EXIT.usage;
+  }
+  if (o === 'help') {
+    io.stdout.write(usage(extensions));
+    return EVIDENCE_EXIT.ok;
   }
   let report: EvidenceReport;
   try {
@@ -361,7 +359,7 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
       const bundle = await read(o.release, 'release manifest');
       let release;
       try {
-        release = releaseReference(bundle, trust, o.at);
+        release = verifyRelease(bundle, trust, o.at);
       } catch (err) {
         throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);
       }

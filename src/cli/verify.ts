@@ -26,8 +26,10 @@ import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../
 import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
 import type { Dispatcher } from 'undici';
-import { releaseReference } from '../verify/release/release-reference.ts';
+import { verifyRelease } from '../verify/release/verify-release.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
+import { UsageError } from './cli-errors.ts';
+import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -128,11 +130,7 @@ export interface VerifyReport {
   kid?: string;
 }
 
-class UsageError extends Error {
-  readonly code = 'ERR_VERIFY_USAGE';
-}
-
-function parseOptions(argv: string[], env: VerifyIo['env']): Options {
+function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   let parsed;
   try {
     parsed = parseArgs({
@@ -166,7 +164,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options {
     throw new UsageError((err as Error).message);
   }
   const { values: v, positionals } = parsed;
-  if (v.help) throw new UsageError('');
+  if (v.help) return 'help';
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
   if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
   const releaseTrust = { key: v.key, identity: v.identity, issuer: v.issuer, 'trusted-root': v['trusted-root'] };
@@ -293,7 +291,7 @@ async function loadRelease(o: Options, io: VerifyIo): Promise<ReleaseResult> {
   const bundle = await readBytes(o.release!, 'release manifest');
   let result;
   try {
-    result = releaseReference(bundle, trust, io.now ?? new Date());
+    result = verifyRelease(bundle, trust, io.now ?? new Date());
   } catch (err) {
     throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${(err as Error).message}`);
   }
@@ -310,7 +308,7 @@ async function loadCollateral(dir: string): Promise<IntelCollateral> {
   try {
     return await readCollateralBundle(dir);
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
   }
 }
 
@@ -534,17 +532,16 @@ export function formatReport(r: VerifyReport): string {
 
 /** `sigil verify` with its input and output given, so tests run it in-process. */
 export async function verifyCommand(argv: string[], io: VerifyIo): Promise<number> {
-  let o: Options;
+  let o: Options | 'help';
   try {
     o = parseOptions(argv, io.env);
   } catch (err) {
-    const message = (err as Error).message;
-    if (message === '') {
-      io.stdout.write(USAGE);
-      return EXIT.ok;
-    }
-    io.stderr.write(`sigil verify: ${message}\n\n${USAGE}`);
+    io.stderr.write(`sigil verify: ${(err as Error).message}\n\n${USAGE}`);
     return EXIT.usage;
+  }
+  if (o === 'help') {
+    io.stdout.write(USAGE);
+    return EXIT.ok;
   }
   let r: VerifyReport;
   try {

@@ -8,7 +8,7 @@ import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig } from '../verify/hpke-binding.ts';
-import { releaseReference } from '../verify/release/release-reference.ts';
+import { verifyRelease, type ReleaseVerification } from '../verify/release/verify-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
@@ -52,9 +52,9 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
 }
 
 /** The release checked now: a key or trust root that cannot be used at all is an error, not a verdict. */
-function verifiedRelease(release: NonNullable<AttestOptions['release']>): ReturnType<typeof releaseReference> {
+function verifiedRelease(release: NonNullable<AttestOptions['release']>): ReleaseVerification {
   try {
-    return releaseReference(release.bundle, release.trust, new Date());
+    return verifyRelease(release.bundle, release.trust, new Date());
   } catch (err) {
     throw new VerifyError('ERR_VERIFY_ATTESTATION', `the release manifest's trust (key or Sigstore trusted root) could not be used: ${(err as Error).message}`);
   }

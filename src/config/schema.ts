@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** SPEC 7: the shape of sigil.yaml. Every object is strict, so an unknown key fails at start. */
+/** The shape of sigil.yaml (docs/configuration.md#sigilyaml). Every object is strict, so an unknown key fails at start. */
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
 /** Headers that belong to one connection or to the body's framing: never forwarded, whatever the config says. */
@@ -65,7 +65,7 @@ export const configSchema = z.strictObject({
       ccel_data_path: z.string().min(1).default('/sys/firmware/acpi/tables/data/CCEL'),
       /** TDX: where the RTMR3 events of earlier starts in this VM are kept (tmpfs: it must be cleared when the VM is). */
       runtime_log_path: z.string().min(1).default('/run/sigil/rtmr-events.json'),
-      /** NVIDIA GPU evidence (SPEC 10): auto = when the GPUs run in confidential-computing mode; required = refuse to start otherwise. */
+      /** NVIDIA GPU evidence (docs/attestation.md#gpu-evidence): auto = when the GPUs run in confidential-computing mode; required = refuse to start otherwise. */
       gpu: z.enum(['auto', 'required', 'off']).default('auto'),
       /** The NVML library to load (a name the dynamic loader resolves, or a path). */
       nvml_library: z.string().min(1).default('libnvidia-ml.so.1'),
@@ -86,7 +86,7 @@ export const configSchema = z.strictObject({
       /** Fresh attestations (GET /v1/verify/attestation?nonce=) each client may ask at once, then per second: per API key, else per address. */
       fresh_attestation_burst: positiveInt.default(10),
       fresh_attestations_per_s: z.number().positive().default(5),
-      /** One engine stream event larger than this ends the stream with an error event (issue 11). */
+      /** One engine stream event larger than this ends the stream with an error event (docs/decisions.md#hostile-peers). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
@@ -107,7 +107,7 @@ export const configSchema = z.strictObject({
       shutdown_drain_ms: z.number().int().nonnegative().default(5_000),
     })
     .prefault({}),
-  /** TLS that ends inside the enclave (SPEC 8); its key's SPKI hash is bound in the attestation. */
+  /** TLS that ends inside the enclave (docs/tls.md); its key's SPKI hash is bound in the attestation. */
   tls: z
     .strictObject({
       mode: z.enum(['off', 'self-signed', 'acme', 'files']).default('off'),
@@ -142,7 +142,7 @@ export const configSchema = z.strictObject({
       if (tls.mode === 'acme' && tls.acme === undefined) need('acme', 'tls.mode acme needs tls.acme.directory_url');
       if (tls.mode === 'acme' && tls.hostnames.length === 0) need('hostnames', 'tls.mode acme needs at least one hostname to ask a certificate for');
     }),
-  /** End-to-end encrypted bodies (SPEC 9, EHBP): on by default; `required` refuses POSTs sent in the clear. */
+  /** End-to-end encrypted bodies (docs/ehbp.md): on by default; `required` refuses POSTs sent in the clear. */
   ehbp: z
     .strictObject({
       enabled: z.boolean().default(true),
@@ -155,7 +155,7 @@ export const configSchema = z.strictObject({
     .prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */
   cors: z.strictObject({ allowed_origins: z.array(z.string().min(1)).default([]) }).prefault({}),
-  /** The trust page's built files (SPEC 11); default: dist/trust-page in the package. */
+  /** The trust page's built files (docs/trust-page.md); default: dist/trust-page in the package. */
   trust_page: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
   /** OpenTelemetry traces, off unless an OTLP endpoint is given (docs/operations.md#tracing). */
   tracing: z
@@ -184,7 +184,7 @@ export const configSchema = z.strictObject({
       context_size: positiveInt.default(4096),
     })
     .prefault({}),
-  /** Fleet mode (issue 7): replicas share limits, receipts, signing keys and revocations through Redis. Absent: single node. */
+  /** Fleet mode (docs/operations.md#fleet-mode): replicas share limits, receipts, signing keys and revocations through Redis. Absent: single node. */
   fleet: z
     .strictObject({
       redis_url: z.url({ protocol: /^rediss?$/ }),

@@ -6,7 +6,7 @@ import { deriveResponseKeys, ResponseSealer } from './response-seal.ts';
 import type { EhbpServerKey } from './server-key.ts';
 import { ENC_BYTES, KEY_CONFIG_PROBLEM_TYPE, REQUEST_INFO, RESPONSE_EXPORT_LABEL, RESPONSE_NONCE_BYTES } from './suite.ts';
 
-/** What went wrong, for errors that must not say more (EHBP SPEC 5.4.4: no fine-grained oracle). */
+/** What went wrong, for errors that must not say more (the EHBP specification §5.4.4: no fine-grained oracle). */
 const INVALID_BODY = 'The encrypted request body could not be opened.';
 
 /** The encapsulated key of `Ehbp-Encapsulated-Key`: 32 bytes of hex, once. */
@@ -18,7 +18,7 @@ export function readEncapsulatedKey(values: readonly string[] | undefined): Uint
 }
 
 /**
- * One encrypted exchange (EHBP SPEC 4, 5.2): the request's HPKE context, and the response's nonce and
+ * One encrypted exchange (the EHBP specification §4, §5.2): the request's HPKE context, and the response's nonce and
  * sealer derived from it. Errors are sealed too once a frame has opened (the client holds the context).
  */
 export class EhbpExchange {
@@ -52,7 +52,7 @@ export class EhbpExchange {
   }
 
   /**
-   * Opens the request body (EHBP SPEC 4.3): LEN (4 bytes, big-endian) || ciphertext, repeated, each opened
+   * Opens the request body (the EHBP specification §4.3): LEN (4 bytes, big-endian) || ciphertext, repeated, each opened
    * in order; empty frames are skipped. A first frame that does not open is a key-configuration mismatch
    * (422: the client may hold a stale key); any later failure, or framing cut short, is a 400 that says no
    * more. The plaintext may not exceed `maxPlaintext` (413).

@@ -1,6 +1,6 @@
 import { createCipheriv, hkdfSync } from 'node:crypto';
 
-/** The AES-256-GCM key and nonce base of one response (EHBP SPEC 4.4, as OHTTP RFC 9458 derives them). */
+/** The AES-256-GCM key and nonce base of one response (the EHBP specification §4.4, as OHTTP RFC 9458 derives them). */
 export interface ResponseKeys {
   key: Buffer;
   nonceBase: Buffer;

@@ -12,11 +12,11 @@ function withoutLength(headers: Headers): Headers {
 }
 
 /**
- * Seals everything written to `res` from now on (EHBP SPEC 5.2): each write becomes one frame, sealed and
+ * Seals everything written to `res` from now on (the EHBP specification §5.2): each write becomes one frame, sealed and
  * written at once (an SSE event leaves as it arrives, never held back); the status and the headers stay
  * readable (receipts, rate limits), Content-Length goes (the framing changes the length) and
  * `Ehbp-Response-Nonce` is added. The route code above keeps writing plaintext, so receipts hash the
- * plaintext (SPEC 9).
+ * plaintext (docs/ehbp.md).
  */
 export function sealResponse(res: ServerResponse, exchange: EhbpExchange): void {
   res.setHeader(RESPONSE_NONCE_HEADER, exchange.responseNonce);

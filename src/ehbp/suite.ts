@@ -1,6 +1,6 @@
 import { AEAD_AES_256_GCM, CipherSuite, KDF_HKDF_SHA256, KEM_DHKEM_X25519_HKDF_SHA256 } from 'hpke';
 
-/** EHBP's one suite (its SPEC 3.2): X25519 HKDF-SHA256, HKDF-SHA256, AES-256-GCM. */
+/** EHBP's one suite (its specification §3.2): X25519 HKDF-SHA256, HKDF-SHA256, AES-256-GCM. */
 export const KEM_ID = 0x0020;
 export const KDF_ID = 0x0001;
 export const AEAD_ID = 0x0002;

@@ -19,7 +19,7 @@ export interface BuiltinEngine {
 }
 
 /**
- * Zero-config start (SPEC 7): with no upstream configured, run the built-in llama.cpp engine as a
+ * Zero-config start (docs/configuration.md#sigilyaml): with no upstream configured, run the built-in llama.cpp engine as a
  * child process and proxy to it. Without `engine.model`, the demo model is made (or reused); its
  * catalogue entry says plainly that its weights are random, and its hash is computed from the file.
  */

@@ -85,7 +85,7 @@ function checkOptional(body: Record<string, unknown>, model: CatalogueModel): vo
   }
 }
 
-/** SPEC 2: what a chat request must hold besides its model: messages, and the fields Sigil checks. */
+/** What a chat request must hold besides its model: messages, and the fields Sigil checks. */
 export function checkChatFields(body: Record<string, unknown>, model: CatalogueModel): void {
   checkMessages(body.messages);
   checkOptional(body, model);
@@ -102,7 +102,7 @@ function checkCommonFields(body: Record<string, unknown>): void {
 }
 
 /**
- * SPEC 2 and 2b: checks the fields Sigil owns (the model, known and serving this endpoint; for chat
+ * docs/api.md#chat-completions: checks the fields Sigil owns (the model, known and serving this endpoint; for chat
  * its messages and limits); other fields are the engine's business.
  */
 export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, endpoint: { kind: Endpoint; path: string; checkFields(body: Record<string, unknown>, model: CatalogueModel): void }): ChatRequest {
@@ -123,7 +123,7 @@ export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, 
 }
 
 
-/** Fields of Sigil's own (SPEC 2) that the engine never sees. */
+/** Fields of Sigil's own (docs/api.md#chat-completions) that the engine never sees. */
 const EXTENSION_FIELDS = ['region'] as const;
 
 /**

@@ -16,7 +16,7 @@ import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './ehbp.ts';
 import type { RequestTracing } from '../tracing/request-tracing.ts';
 
-/** Header names carry the operator's brand word (SPEC 1); Node gives us request headers in lower case. */
+/** Header names carry the operator's brand word (docs/api.md#headers); Node gives us request headers in lower case. */
 export interface BrandHeaders {
   receipt: string;
   nonce: string;
@@ -45,11 +45,11 @@ export interface AppContext {
   jwks: Jwks;
   /** Pre-serialised bodies of the documents that only change on reload. */
   documents: { jwks: string; policy: string; startEvidence: string };
-  /** What fresh attestation documents are made from; `start` is the document made at start (SPEC 5). */
+  /** What fresh attestation documents are made from; `start` is the document made at start (docs/attestation.md#the-document-version-2). */
   attestation: { sources: EvidenceSources; tlsSpkiSha256: string | null; hpkeKeyConfig: string | null; start: AttestationDocumentV2 };
-  /** Encrypted bodies (SPEC 9): the enclave's HPKE key and the key config served at /.well-known/hpke-keys; absent when off. */
+  /** Encrypted bodies (docs/ehbp.md): the enclave's HPKE key and the key config served at /.well-known/hpke-keys; absent when off. */
   ehbp?: EhbpSettings & { keyConfig: Buffer };
-  /** Present in fleet mode (issue 7): whether the shared state in Redis is reachable. */
+  /** Present in fleet mode (docs/operations.md#fleet-mode): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
   /** On a TEE: the runtime events and what a reload measures (docs/attestation.md). */
   measured?: MeasuredState;

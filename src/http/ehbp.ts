@@ -24,7 +24,7 @@ export interface EhbpSettings {
 }
 
 /**
- * EHBP on a POST (SPEC 9): with `Ehbp-Encapsulated-Key`, the body is opened when the route reads it (after
+ * EHBP on a POST (docs/ehbp.md#on-the-server): with `Ehbp-Encapsulated-Key`, the body is opened when the route reads it (after
  * authentication and admission, like any body) and the response is sealed from then on; errors before
  * that are in the clear, as no context exists yet. Without the header the request is served in the clear,
  * unless `ehbp.required`.

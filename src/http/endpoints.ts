@@ -4,7 +4,7 @@ import { chatUsage, type StreamCompletion, type TokenUsage } from '../proxy/sse-
 import { checkChatFields } from './chat-request.ts';
 
 /**
- * What differs between the OpenAI endpoints Sigil relays (SPEC 2 and 2b); everything else (auth,
+ * What differs between the OpenAI endpoints Sigil relays (docs/api.md#completions-embeddings-responses); everything else (auth,
  * limits, model mapping, byte-exact relay, receipts) is one pipeline for all of them.
  */
 export interface EndpointDescription {

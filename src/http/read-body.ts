@@ -85,7 +85,7 @@ function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hol
   });
 }
 
-/** SPEC 6: chat bodies must be JSON (415 otherwise). */
+/** docs/api.md#errors: chat bodies must be JSON (415 otherwise). */
 export function requireJson(req: IncomingMessage): void {
   const type = req.headers['content-type'];
   const essence = type?.split(';', 1)[0]!.trim().toLowerCase();

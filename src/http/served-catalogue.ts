@@ -13,7 +13,7 @@ export interface ServedCatalogue {
 }
 
 /**
- * The one place the served catalogue is made (issue 10): the catalogue as loaded, minus the models
+ * The one place the served catalogue is made: the catalogue as loaded, minus the models
  * no engine lists when `routing.hide_unlisted_models` says so, and the policy over what is left.
  */
 export async function buildServedCatalogue(loaded: Catalogue, config: LoadedConfig, upstreams: UpstreamSet, logger: Logger): Promise<ServedCatalogue> {

@@ -28,7 +28,7 @@ interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
   name: string;
   methods: Record<string, Handler>;
-  /** Public documents any page may read (SPEC 11): served with `Access-Control-Allow-Origin: *`, never with credentials. */
+  /** Public documents any page may read (docs/trust-page.md): served with `Access-Control-Allow-Origin: *`, never with credentials. */
   public?: true;
 }
 
@@ -74,7 +74,7 @@ function buildRoutes(state: AppState) {
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
 }
 
-/** GET /.well-known/hpke-keys (SPEC 9): the exact key config bytes the attestation binds; 404 with EHBP off. */
+/** GET /.well-known/hpke-keys (docs/ehbp.md#on-the-server): the exact key config bytes the attestation binds; 404 with EHBP off. */
 function handleHpkeKeys(req: IncomingMessage, res: ServerResponse, ctx: AppContext): void {
   if (ctx.ehbp === undefined) throw httpError('not_found', 'Encrypted bodies (EHBP) are off on this service.');
   res.writeHead(200, { 'content-type': KEYS_MEDIA_TYPE, 'content-length': ctx.ehbp.keyConfig.length, 'cache-control': 'no-cache' });
@@ -174,7 +174,7 @@ export function createRequestHandler(state: AppState) {
 }
 
 /**
- * Headers whose duplicates would let a front proxy and Sigil read different requests (issue 11):
+ * Headers whose duplicates would let a front proxy and Sigil read different requests (docs/decisions.md#hostile-peers):
  * Node keeps the first copy of these, another hop may keep the last.
  */
 function refuseDuplicateHeaders(req: IncomingMessage, ctx: AppContext): void {
@@ -235,7 +235,7 @@ export function handleClientError(state: AppState) {
 }
 
 /**
- * Plain HTTP, or HTTPS ending here in the enclave (SPEC 8). A TLS handshake gets the same time as the
+ * Plain HTTP, or HTTPS ending here in the enclave (docs/tls.md). A TLS handshake gets the same time as the
  * request headers: a client that stalls mid-handshake is dropped like one that stalls mid-headers.
  */
 export function createHttpServer(state: AppState, tls?: ServedTls): Server {

@@ -66,7 +66,7 @@ const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
 async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<AttestationProvider> {
   const { provider, warning } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
   // `auto` falling back to none is fine on a developer's loopback; on an address the network reaches it
-  // would sign tee "none" receipts for real clients, so only an explicit `none` may do that (issue 11).
+  // would sign tee "none" receipts for real clients, so only an explicit `none` may do that (docs/decisions.md#hostile-peers).
   if (config.attestation.provider === 'auto' && provider.tee === 'none' && !LOOPBACK.test(config.listen.host)) {
     throw new ConfigError(
       `attestation.provider is auto, no TEE was found (${config.attestation.tsm_path}), and listen.host ${config.listen.host} is reachable from the network: ` +

@@ -20,7 +20,7 @@ function tooMany(message: string, retryAfterS: number, headers: Record<string, s
 }
 
 /**
- * SPEC 6 and issue 6: concurrency overall (this replica) and per key, request and token rates per key.
+ * docs/configuration.md#sigilyaml (`limits`): concurrency overall (this replica) and per key, request and token rates per key.
  * `admit` runs before the request is forwarded and returns the function that releases its slots and
  * charges the tokens it used.
  */

@@ -1,3 +1,5 @@
+import { SigilError } from '../protocol/sigil-error.ts';
+
 /** Every error `sigil measure` reports, by stable code. Callers branch on `code`, never on the message. */
 export const MEASURE_ERROR_CODES = {
   ERR_MEASURE_FIRMWARE: 'the firmware image lacks a table or section the measurement needs',
@@ -7,12 +9,8 @@ export const MEASURE_ERROR_CODES = {
 
 export type MeasureErrorCode = keyof typeof MEASURE_ERROR_CODES;
 
-export class MeasureError extends Error {
-  readonly code: MeasureErrorCode;
-
+export class MeasureError extends SigilError<MeasureErrorCode> {
   constructor(code: MeasureErrorCode, message: string = MEASURE_ERROR_CODES[code]) {
-    super(message);
-    this.name = 'MeasureError';
-    this.code = code;
+    super(code, message);
   }
 }

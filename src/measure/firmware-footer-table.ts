@@ -1,4 +1,5 @@
 import { guidBytes, guidText } from './guid.ts';
+import { MeasureError } from './errors.ts';
 
 /** The GUID that closes OVMF's footer table, 32 bytes before the end of the image (the reset vector follows). */
 export const FOOTER_TABLE_GUID = '96b582de-1fb2-45f7-baea-a366c55a082d';
@@ -21,7 +22,7 @@ export function readFooterTable(image: Uint8Array): Map<string, Buffer> {
   const start = footerStart - tableSize;
   while (end - start >= ENTRY_HEADER) {
     const size = data.readUInt16LE(end - ENTRY_HEADER);
-    if (size < ENTRY_HEADER || size > end - start) throw new RangeError(`the firmware's footer table has an entry of impossible size ${size}`);
+    if (size < ENTRY_HEADER || size > end - start) throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's footer table has an entry of impossible size ${size}`);
     const guid = guidText(data.subarray(end - ENTRY_HEADER + 2, end));
     table.set(guid, data.subarray(end - size, end - ENTRY_HEADER));
     end -= size;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { MeasureError } from './errors.ts';
 
 /** The SNP page types the launch digest records (AMD SEV-SNP ABI, SNP_LAUNCH_UPDATE). */
 export const PageType = { NORMAL: 1, VMSA: 2, ZERO: 3, UNMEASURED: 4, SECRETS: 5, CPUID: 6 } as const;
@@ -21,7 +22,7 @@ export class LaunchDigest {
   #digest: Buffer;
 
   constructor(seed: Uint8Array = ZEROS) {
-    if (seed.length !== 48) throw new RangeError(`a launch digest seed is 48 bytes, got ${seed.length}`);
+    if (seed.length !== 48) throw new MeasureError('ERR_MEASURE_INPUT', `a launch digest seed is 48 bytes, got ${seed.length}`);
     this.#digest = Buffer.from(seed);
   }
 
@@ -40,18 +41,18 @@ export class LaunchDigest {
   }
 
   normalPages(gpa: number, data: Uint8Array): void {
-    if (data.length % PAGE !== 0) throw new RangeError('measured data must be whole 4 KiB pages');
+    if (data.length % PAGE !== 0) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'measured data must be whole 4 KiB pages');
     for (let offset = 0; offset < data.length; offset += PAGE) this.update(PageType.NORMAL, gpa + offset, sha384(data.subarray(offset, offset + PAGE)));
   }
 
   vmsaPage(page: Uint8Array): void {
-    if (page.length !== PAGE) throw new RangeError('a VMSA is one 4 KiB page');
+    if (page.length !== PAGE) throw new MeasureError('ERR_MEASURE_INPUT', 'a VMSA is one 4 KiB page');
     this.update(PageType.VMSA, VMSA_GPA, sha384(page));
   }
 
   /** Pages whose contents are not measured: ZERO, UNMEASURED, SECRETS and CPUID. */
   blankPages(type: PageType, gpa: number, size: number): void {
-    if (size % PAGE !== 0) throw new RangeError('a section must be whole 4 KiB pages');
+    if (size % PAGE !== 0) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'a section must be whole 4 KiB pages');
     for (let offset = 0; offset < size; offset += PAGE) this.update(type, gpa + offset, ZEROS);
   }
 }

@@ -1,7 +1,8 @@
+import { MeasureError } from './errors.ts';
 /** A GUID as firmware stores it: the first three fields little-endian, the last two as written. */
 export function guidBytes(guid: string): Buffer {
   const hex = guid.replace(/-/g, '');
-  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new Error(`not a GUID: ${guid}`);
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new MeasureError('ERR_MEASURE_INPUT', `not a GUID: ${guid}`);
   const raw = Buffer.from(hex, 'hex');
   return Buffer.concat([
     Buffer.from(raw.subarray(0, 4)).reverse(),

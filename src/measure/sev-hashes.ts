@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { guidBytes } from './guid.ts';
+import { MeasureError } from './errors.ts';
 
 const TABLE_GUID = '9438d606-4f22-4cc9-b479-a793d411fd21';
 const KERNEL_GUID = '4de79437-abd2-427f-b835-d5b172d2045b';
@@ -30,7 +31,7 @@ export function kernelHashes(kernel: Uint8Array, initrd: Uint8Array | null, appe
 }
 
 function entry(guid: string, digest: Buffer): Buffer {
-  if (digest.length !== 32) throw new RangeError('a kernel-hashes entry holds a 32-byte SHA-256');
+  if (digest.length !== 32) throw new MeasureError('ERR_MEASURE_INPUT', 'a kernel-hashes entry holds a 32-byte SHA-256');
   const out = Buffer.alloc(ENTRY_SIZE);
   guidBytes(guid).copy(out, 0);
   out.writeUInt16LE(ENTRY_SIZE, 16);
@@ -52,7 +53,7 @@ export function sevHashesTable(hashes: KernelHashes): Buffer {
 /** The 4 KiB page the table lives in, at its offset within that page. */
 export function sevHashesPage(hashes: KernelHashes, offsetInPage: number): Buffer {
   const table = sevHashesTable(hashes);
-  if (offsetInPage + table.length > 4096) throw new RangeError('the kernel-hashes table does not fit in its page');
+  if (offsetInPage + table.length > 4096) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the kernel-hashes table does not fit in its page');
   const page = Buffer.alloc(4096);
   table.copy(page, offsetInPage);
   return page;

@@ -1,3 +1,4 @@
+import { MeasureError } from './errors.ts';
 /** The hypervisors whose initial vCPU state is modelled; each sets a few VMSA fields its own way. */
 export const VMM_TYPES = ['qemu', 'ec2', 'gce'] as const;
 export type VmmType = (typeof VMM_TYPES)[number];
@@ -95,7 +96,7 @@ export function svsmVmsa(eip: number, vcpuSig: number): Buffer {
 export function vmsaPages(vcpus: number, bsp: Buffer, ap: Buffer | null): Buffer[] {
   const pages: Buffer[] = [];
   for (let i = 0; i < vcpus; i++) {
-    if (i > 0 && ap === null) throw new RangeError('more than one vCPU needs an AP reset vector');
+    if (i > 0 && ap === null) throw new MeasureError('ERR_MEASURE_INPUT', 'more than one vCPU needs an AP reset vector');
     pages.push(i === 0 ? bsp : ap!);
   }
   return pages;

@@ -2,7 +2,7 @@ import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { SigilConfig } from '../config/schema.ts';
 import { policyUpstream, type PolicyUpstream } from './upstreams.ts';
 
-/** SPEC 5: what this deployment promises, hashed into every receipt as `policy_hash`; derived from the running configuration. */
+/** What this deployment promises (docs/attestation.md#the-policy-document), hashed into every receipt as `policy_hash`; derived from the running configuration. */
 export interface PolicyDocument {
   schema_version: '1.1.0';
   models: Array<{ id: string; provider: string; model_hash: string; upstream_model: string; upstreams: Array<{ name: string; url: string; region: string | null }> }>;

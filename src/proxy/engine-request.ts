@@ -165,7 +165,7 @@ function engineMessage(bytes: Buffer): { message?: string; param?: string } {
   return out;
 }
 
-/** SPEC 2 and 6: the engine's refusal as the catalogue entry that carries it on, with its own message. */
+/** docs/api.md#errors: the engine's refusal as the catalogue entry that carries it on, with its own message. */
 /**
  * An engine's refusal in Sigil's error shape. With `rename`, the engine's own name of the model is
  * replaced by the catalogue id in its message: the client never learns what the engine calls it.

@@ -3,7 +3,7 @@ import { httpError } from '../protocol/errors.ts';
 import type { Upstream, UpstreamSet } from './upstream.ts';
 
 /**
- * SPEC 2: the engines to try for a model, in order. The preferred region's engines first (an upstream
+ * The engines to try for a model, in order. The preferred region's engines first (an upstream
  * with no region of its own serves the model's catalogue regions), then the others, unless regions are
  * strict; a region nobody serves falls back to the others, unless strict. Within that order, engines
  * that are up come before those marked unreachable, which are kept last rather than dropped: when all

@@ -1,5 +1,5 @@
 import type { Tee } from '../attestation/provider.ts';
-// SPEC 3's payload is declared once, by the verifier, so signer and verifier cannot disagree.
+// The receipt payload (docs/receipts.md#claims) is declared once, by the verifier, so signer and verifier cannot disagree.
 import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../verify/claims.ts';
 
 export { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel };

@@ -9,7 +9,7 @@ export interface ReceiptRequest {
 
 const PRINTABLE = /^[\x20-\x7e]{1,256}$/;
 
-/** SPEC 3: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
+/** docs/api.md#headers: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
 export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receipt: string; nonce: string }): ReceiptRequest {
   const flag = headers[names.receipt];
   // Only HTTP's optional whitespace (SP, HTAB) is stripped, as the parser does: `\u00a0true` is not `true`.

@@ -11,7 +11,7 @@ export interface TlsCredentials {
   key: string;
   /** PEM certificate chain, leaf first. */
   cert: string;
-  /** Lowercase hex SHA-256 of the DER SubjectPublicKeyInfo of the served key: `binding.tls_spki_sha256` (SPEC 5). */
+  /** Lowercase hex SHA-256 of the DER SubjectPublicKeyInfo of the served key: `binding.tls_spki_sha256` (docs/attestation.md#the-binding). */
   spkiSha256: string;
   /** The leaf certificate's end of validity. */
   notAfter: Date;

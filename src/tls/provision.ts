@@ -22,7 +22,7 @@ function fixed(mode: ServedTls['mode'], credentials: TlsCredentials, keyOrigin: 
   return { mode, current: credentials, keyOrigin, onRenewed: () => undefined, close: async () => undefined };
 }
 
-/** Makes or loads the TLS key and certificate `tls.mode` asks for (SPEC 8); undefined for `off`. */
+/** Makes or loads the TLS key and certificate `tls.mode` asks for (docs/tls.md#tlsmode); undefined for `off`. */
 export async function provisionTls(config: LoadedConfig, logger: Logger): Promise<ServedTls | undefined> {
   const { tls } = config;
   switch (tls.mode) {

@@ -8,7 +8,7 @@ const VALIDITY_DAYS = 397;
 
 /**
  * `tls.mode: self-signed`: a P-256 key and a certificate for it made in this process at every start
- * (SPEC 8). Clients trust it by pinning the attested SPKI hash, not through a CA.
+ * (docs/tls.md#tlsmode). Clients trust it by pinning the attested SPKI hash, not through a CA.
  */
 export async function makeSelfSignedCredentials(hostnames: readonly string[], now = new Date()): Promise<TlsCredentials> {
   const names = hostnames.length > 0 ? hostnames : ['localhost'];

@@ -1,3 +1,5 @@
+import { SigilError } from '../protocol/sigil-error.ts';
+
 /** Every error the verifier throws, by stable code. Callers branch on `code`, never on the message. */
 export const VERIFY_ERROR_CODES = {
   ERR_RECEIPT_FORMAT: 'not a compact JWS (three base64url parts, a JSON object header)',
@@ -20,13 +22,10 @@ export const VERIFY_ERROR_CODES = {
 
 export type VerifyErrorCode = keyof typeof VERIFY_ERROR_CODES;
 
-export class VerifyError extends Error {
-  readonly code: VerifyErrorCode;
-
+/** A receipt, JWKS or service that did not verify, or could not be fetched. */
+export class VerifyError extends SigilError<VerifyErrorCode> {
   constructor(code: VerifyErrorCode, message: string = VERIFY_ERROR_CODES[code]) {
-    super(message);
-    this.name = 'VerifyError';
-    this.code = code;
+    super(code, message);
   }
 }
 

@@ -1,55 +1,66 @@
-/** The client-side verifier's public API: importable on its own, with nothing from the server side. */
-export { checkMark, fail, isNotPinned, isWaived, notPinned, pass, verdictOf, waive } from './check.ts';
-export type { Check, CheckMark, Verdict, VerdictOutcome } from './check.ts';
+/**
+ * `sigil/verify`, the client-side verifier's public API (src/verify/README.md#the-public-api): the core, the
+ * readers an auditor needs, their types and the error classes. Importable on its own, with nothing from the
+ * server side. Everything else is internal: Sigil's own callers import the modules directly. The list is
+ * pinned by test/verify/public-api.test.ts, so adding a name is a decision.
+ */
+
+// The core: one verification of a service, its verdict, the check registry and the verdict as an EAR.
 export { verifyService } from './verify-service.ts';
 export type { ServiceEvidence, ServiceExpectations, ServiceFacts, ServiceVerification, Waivers } from './verify-service.ts';
+export { checkMark, isNotPinned, isWaived, verdictOf } from './check.ts';
+export type { Check, CheckMark, Verdict, VerdictOutcome } from './check.ts';
 export { CHECKS, describeCheck } from './check-registry.ts';
 export type { CheckDeclaration } from './check-registry.ts';
-export { EAR_PROFILE, toEar } from './ear.ts';
+export { toEar } from './ear.ts';
 export type { Ear, EarOptions } from './ear.ts';
-export { RECEIPT_SCHEMA_VERSION, receiptShapeProblems } from './claims.ts';
-export type { ReceiptClaims, SelectedModel, Tee } from './claims.ts';
-export { canonicalJson, canonicalPolicyHash, sha256Tagged } from './digest.ts';
-export { VERIFY_ERROR_CODES, VerifyError, isVerifyError } from './errors.ts';
-export type { VerifyErrorCode } from './errors.ts';
-export { P256_ORDER, assertEs256SignatureEncoding, verifyEs256 } from './es256.ts';
-export { importJwks } from './jwks.ts';
-export type { EcPublicJwk, ImportedJwks, SkippedKey, VerificationKey } from './jwks.ts';
-export { verifyCompactJws } from './jws.ts';
-export type { ProtectedHeader, VerifiedJws } from './jws.ts';
-export { NO_TEE_DETAIL, verifyReceipt } from './receipt.ts';
+
+// Receipts and the attestation document.
+export { verifyReceipt } from './receipt.ts';
 export type { ReceiptExpectations, ReceiptVerification, RequiredExpectation, VerifyReceiptOptions } from './receipt.ts';
-export { evidenceBytes, verifyJwksBinding } from './binding.ts';
-export { policyModelCheck } from './policy-model.ts';
-export { endsWithDone, splitReceiptStream } from './stream-receipt.ts';
+export { splitReceiptStream } from './stream-receipt.ts';
 export type { SplitStream } from './stream-receipt.ts';
-export { fetchJson, fetchJwks, fetchStartAttestation, fetchVerificationMaterial, serviceUrl } from './service.ts';
-export type { VerificationMaterial } from './service.ts';
-export { firstListedModel, sendChatWithReceipt } from './live-request.ts';
-export type { LiveExchange, LiveRequestOptions } from './live-request.ts';
+export { canonicalPolicyHash } from './digest.ts';
+export type { ReceiptClaims, SelectedModel, Tee } from './claims.ts';
 export { DEFAULT_TRUST_ROOTS, verifyAttestationDocument } from './attestation.ts';
 export type { TrustRoots, VerifyAttestationOptions } from './attestation.ts';
-export { parseReferenceValues, ReferenceValuesError, TCB_STATUSES } from './reference/reference-values.ts';
-export type { GpuReferenceValues, ReferenceValues, SnpMinTcb, SnpReferenceValues, TcbStatus, TdxReferenceValues } from './reference/reference-values.ts';
-export { readReferenceValues } from './reference/load.ts';
-export { releaseReference, verifyRelease } from './release/index.ts';
-export type { KeyReleaseTrust, ReleaseFirmware, ReleasePlatform, ReleasePredicate, ReleaseReference, ReleaseStatement, ReleaseTarget, ReleaseTrust, ReleaseVerification, SigstoreReleaseTrust } from './release/index.ts';
-export { compareMeasured, referenceFileCheck, snpReferenceChecks, tdxReferenceChecks } from './reference/reference-checks.ts';
-export type { Measured, SnpMeasurements, TdxMeasurements } from './reference/reference-checks.ts';
-export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu/index.ts';
-export type { GpuEvidenceVerification, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu/index.ts';
-export { pinnedAgent, pinningConnector, presentedSpkiSha256, SpkiPin, tlsBindingCheck, TlsPinError } from './tls-pin.ts';
-export { fetchHpkeKeyConfig, hpkeBindingCheck } from './hpke-binding.ts';
-export { verifyTdxEventLog } from './evidence/event-log/tdx-event-log.ts';
-export type { TdxEventLogInput, TdxEventLogResult } from './evidence/event-log/tdx-event-log.ts';
-export { readCcelEventLog, readCcelTable } from './evidence/event-log/ccel.ts';
-export { readDstackEventLog } from './evidence/event-log/dstack-log.ts';
-export { replayRtmrs } from './evidence/event-log/replay.ts';
-export { formatEventListing } from './evidence/event-log/measured-event.ts';
-export type { EventListing, MeasuredEvent } from './evidence/event-log/measured-event.ts';
-export { COLLATERAL_FILES, matchTdxTcbLevel, verifyIntelCollateral } from './evidence/collateral/intel-collateral.ts';
-export type { CollateralResult, IntelCollateral } from './evidence/collateral/intel-collateral.ts';
-export { readCollateralBundle } from './evidence/collateral/bundle.ts';
+
+// Raw hardware evidence: readers and verifiers for an auditor's own files.
+export { readSnpReport } from './evidence/snp-report.ts';
+export type { SnpReport } from './evidence/snp-report.ts';
+export { readTdxQuote } from './evidence/tdx-quote.ts';
+export type { TdxQuote } from './evidence/tdx-quote.ts';
 export { verifySnpEvidence } from './evidence/snp-verify.ts';
 export { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from './evidence/tdx-verify.ts';
-export type { TdxTcbVerdict } from './evidence/tdx-policy.ts';
+export { readCcelEventLog, readCcelTable } from './evidence/event-log/ccel.ts';
+export { verifyTdxEventLog } from './evidence/event-log/tdx-event-log.ts';
+export type { TdxEventLogInput, TdxEventLogResult } from './evidence/event-log/tdx-event-log.ts';
+export { readCollateralBundle } from './evidence/collateral/bundle.ts';
+export { verifyIntelCollateral } from './evidence/collateral/intel-collateral.ts';
+export type { CollateralResult, IntelCollateral } from './evidence/collateral/intel-collateral.ts';
+export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu/index.ts';
+export type { GpuEvidenceVerification, GpuTrustRoots, VerifyGpuEvidenceOptions } from './gpu/index.ts';
+export { readSpdmMeasurementReport } from './gpu/spdm-measurements.ts';
+export type { SpdmMeasurementReport } from './gpu/spdm-measurements.ts';
+
+// Reference values and signed releases.
+export { parseReferenceValues } from './reference/reference-values.ts';
+export type { GpuReferenceValues, ReferenceValues, SnpReferenceValues, TdxReferenceValues } from './reference/reference-values.ts';
+export { readReferenceValues } from './reference/load.ts';
+export { verifyRelease } from './release/verify-release.ts';
+export type { ReleaseVerification } from './release/verify-release.ts';
+export type { KeyReleaseTrust, ReleaseTrust, SigstoreReleaseTrust } from './release/trust.ts';
+export type { ReleaseStatement } from './release/manifest.ts';
+
+// Errors: one hierarchy under SigilError; branch on `code` or `instanceof`, never on the message.
+export { isSigilError, SigilError } from '../protocol/sigil-error.ts';
+export { VerifyError } from './errors.ts';
+export type { VerifyErrorCode } from './errors.ts';
+export { EvidenceError } from './evidence/errors.ts';
+export type { EvidenceErrorCode } from './evidence/errors.ts';
+export { GpuEvidenceError } from './gpu/errors.ts';
+export type { GpuEvidenceErrorCode } from './gpu/errors.ts';
+export { ReferenceValuesError } from './reference/reference-values.ts';
+export { ReleaseError, type ReleaseErrorCode } from './release/errors.ts';
+export { ReleaseManifestError } from './release/manifest.ts';
+export { TlsPinError } from './tls-pin.ts';

@@ -3,7 +3,7 @@ import type { Check } from './check.ts';
 import { receiptShapeProblems } from './claims.ts';
 import type { ReceiptClaims } from './claims.ts';
 import { sha256Tagged } from './digest.ts';
-import { isVerifyError } from './errors.ts';
+import { describeError } from '../protocol/sigil-error.ts';
 import { importJwks } from './jwks.ts';
 import type { ImportedJwks } from './jwks.ts';
 import { verifyCompactJws } from './jws.ts';
@@ -63,10 +63,6 @@ export const NO_TEE_DETAIL = 'no hardware evidence exists: this service is not r
 
 /** Receipts dated further ahead than this are refused as clock trouble or forgery. */
 const MAX_CLOCK_SKEW_S = 300;
-
-function reason(err: unknown): string {
-  return isVerifyError(err) ? `${err.code}: ${err.message}` : String(err);
-}
 
 function jwksCheck(imported: ImportedJwks): Check {
   const skipped = imported.skipped.map((s) => `key ${s.index}${s.kid === undefined ? '' : ` (kid ${s.kid})`}: ${s.reason}`);
@@ -170,7 +166,7 @@ export async function verifyReceipt(jws: string, opts: VerifyReceiptOptions): Pr
   try {
     imported = await importJwks(opts.jwks);
   } catch (err) {
-    checks.push(fail('receipt.jwks', reason(err)));
+    checks.push(fail('receipt.jwks', describeError(err)));
     return { checks };
   }
   checks.push(jwksCheck(imported));
@@ -180,7 +176,7 @@ export async function verifyReceipt(jws: string, opts: VerifyReceiptOptions): Pr
   try {
     verified = verifyCompactJws(jws.trim(), imported.keys);
   } catch (err) {
-    checks.push(fail('receipt.signature', reason(err)));
+    checks.push(fail('receipt.signature', describeError(err)));
     return { checks };
   }
   const { key } = verified;

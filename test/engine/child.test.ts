@@ -48,7 +48,7 @@ describe('the engine as a child process', () => {
     const { url } = engine;
     await engine.stop();
     engine = undefined;
-    await expect(fetch(`${url}/health`)).rejects.toThrow();
+    await expect(fetch(`${url}/health`)).rejects.toMatchObject({ message: 'fetch failed', cause: { code: 'ECONNREFUSED' } });
   });
 
   it('fails with the reason when the model file does not exist', async () => {

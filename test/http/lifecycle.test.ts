@@ -34,7 +34,7 @@ describe('graceful shutdown (SIGTERM)', () => {
     await new Promise((r) => setTimeout(r, 60));
     const closing = sigil.close(5000);
     await new Promise((r) => setTimeout(r, 20));
-    await expect(fetch(`${sigil.url}/healthz`)).rejects.toThrow();
+    await expect(fetch(`${sigil.url}/healthz`)).rejects.toMatchObject({ message: 'fetch failed', cause: { code: 'ECONNREFUSED' } });
     const text = await body;
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
     await closing;

@@ -190,19 +190,21 @@ describe('a locally keyed release manifest (sigil release sign --key)', () => {
 });
 
 describe('sigil/verify (src/verify/index.ts): the release verifier a user imports', () => {
-  it('exports verifyRelease and releaseReference; releaseReference waives a keyed release.tlog and gives values only when all passed', async () => {
+  it('exports verifyRelease, which waives a keyed release.tlog and gives reference values only when every check passed', async () => {
     const api = await import('../../src/verify/index.ts');
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const trust: ReleaseTrust = { kind: 'key', publicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
     const bundle = Buffer.from(signReleaseWithKey(releaseStatement(), privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()));
-    expect(api.verifyRelease(bundle, trust, NOW).ok).toBe(true);
-    const ok = api.releaseReference(bundle, trust, NOW);
+    const ok = api.verifyRelease(bundle, trust, NOW);
+    expect(ok.ok).toBe(true);
     expect(ok.checks.map((c) => `${checkMark(c)} ${c.name}`)).toContain('WAIVED release.tlog');
     expect(ok.checks.find((c) => c.name === 'release.tlog')!.waived).toBe("the signer's key is pinned (--key): the auditor trusts its holder without a transparency log");
     expect(ok.referenceValues?.snp).toEqual({ measurement: [SNP_MEASUREMENT] });
-    const expired = api.releaseReference(bundle, trust, new Date('2026-12-02T00:00:00Z'));
+    const expired = api.verifyRelease(bundle, trust, new Date('2026-12-02T00:00:00Z'));
     expect(expired.checks.filter((c) => checkMark(c) === 'FAIL').map((c) => c.name)).toEqual(['release.expiry']);
+    expect(expired.ok).toBe(false);
     expect(expired.referenceValues).toBeUndefined();
+    expect(expired.statement).toBeUndefined();
     // Declared once, so the client and the trust page can explain each release check in words.
     for (const c of ok.checks) expect(api.describeCheck(c.name)?.title).toBe('Release manifest');
   });

@@ -1,5 +1,5 @@
 /**
- * GPU evidence for the attestation document (SPEC 10): each confidential-computing GPU's SPDM report for the
+ * GPU evidence for the attestation document (docs/attestation.md#gpu-evidence): each confidential-computing GPU's SPDM report for the
  * document's nonce and its certificate chain, through NVML. `attestation.gpu` says what a machine without them means.
  */
 import type { Logger } from '../../log/logger.ts';

@@ -119,7 +119,7 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
     streamsCut: shared.streamsCut,
     sealed: sealed !== undefined,
   };
-  // The model receipt is signed once: before generation when a stream was asked for (SPEC 3), else
+  // The model receipt is signed once: before generation when a stream was asked for (docs/receipts.md#the-two-receipts-and-where-they-travel), else
   // only if the engine streams anyway.
   let modelReceipt: string | undefined;
   const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpError } from '../../protocol/errors.ts';
 
-/** The files of the built trust page (SPEC 11), by request path: nothing else under it is served. */
+/** The files of the built trust page (docs/trust-page.md), by request path: nothing else under it is served. */
 const FILES: Record<string, { file: string; type: string }> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/trust/app.js': { file: 'trust/app.js', type: 'text/javascript; charset=utf-8' },

@@ -1,3 +1,5 @@
+import { SigilError } from '../../protocol/sigil-error.ts';
+
 /** Why a piece of hardware evidence could not be read. Each code is stable: callers and tests match on it. */
 export type EvidenceErrorCode =
   | 'ERR_SNP_REPORT_TRUNCATED'
@@ -14,18 +16,11 @@ export type EvidenceErrorCode =
   | 'ERR_CCEL_TABLE'
   | 'ERR_COLLATERAL';
 
-export class EvidenceError extends Error {
-  readonly code: EvidenceErrorCode;
-
+export class EvidenceError extends SigilError<EvidenceErrorCode> {
   constructor(code: EvidenceErrorCode, message: string) {
-    super(message);
-    this.name = 'EvidenceError';
-    this.code = code;
+    super(code, message);
   }
 }
 
 /** A check's detail for a failure to read evidence: the stable code first, when there is one. */
-export function describeEvidenceError(err: unknown): string {
-  if (err instanceof EvidenceError) return `${err.code}: ${err.message}`;
-  return err instanceof Error ? err.message : String(err);
-}
+export { describeError as describeEvidenceError } from '../../protocol/sigil-error.ts';

@@ -49,7 +49,7 @@ function flagCheck(name: string, value: boolean, accepted: readonly boolean[], o
 }
 
 /**
- * SEV-SNP platform policy (SPEC 10): DEBUG and MIGRATE_MA clear, SMT and VMPL as pinned, reported and launch TCB
+ * SEV-SNP platform policy (docs/auditing.md#4-what-each-check-means-and-what-it-stops): DEBUG and MIGRATE_MA clear, SMT and VMPL as pinned, reported and launch TCB
  * at or above the floor, and the signing certificate's TCB extensions and hwID equal to the report's REPORTED_TCB
  * and CHIP_ID. `signer` is the VCEK/VLEK's extensions, or undefined when no certificate could be read.
  */

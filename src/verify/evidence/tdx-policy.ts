@@ -90,7 +90,7 @@ export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: Tcb
 }
 
 /**
- * TDX platform policy (SPEC 10): debug off always; TD attributes, XFAM, MRSEAM and the TEE_TCB_SVN floor as
+ * TDX platform policy (docs/auditing.md#4-what-each-check-means-and-what-it-stops): debug off always; TD attributes, XFAM, MRSEAM and the TEE_TCB_SVN floor as
  * pinned; MRCONFIGID, MROWNER, MROWNERCONFIG as pinned or else zero; Intel's TCB status when collateral was given.
  */
 export function tdxPlatformChecks(body: TdxReportBody, ref: TdxReferenceValues | undefined, verdict?: TdxTcbVerdict): Check[] {

@@ -1,5 +1,6 @@
 import { createHash, createPublicKey, verify as verifySignature, type BinaryLike, type KeyLike } from 'node:crypto';
 import { C14nCanonicalization, createOptionalCallbackFunction, SignedXml, type HashAlgorithm, type SignatureAlgorithm } from 'xml-crypto';
+import { GpuEvidenceError } from './errors.ts';
 
 export const XMLDSIG_NS = 'http://www.w3.org/2000/09/xmldsig#';
 export const C14N_11 = 'http://www.w3.org/2006/12/xml-c14n11';
@@ -38,7 +39,7 @@ export class EcdsaSha384Signature implements SignatureAlgorithm {
   });
 
   getSignature = createOptionalCallbackFunction((_signedInfo: BinaryLike, _key: KeyLike): string => {
-    throw new Error('the RIM verifier does not sign');
+    throw new GpuEvidenceError('ERR_RIM_UNSUPPORTED', 'the RIM verifier does not sign');
   });
 
   getAlgorithmName(): 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512' {

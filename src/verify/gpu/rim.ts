@@ -63,7 +63,7 @@ function attribute(el: Element, name: string, what: string): string {
 function parse(xml: string, what: string): Element {
   let root: Element | null = null;
   try {
-    const doc = new DOMParser({ onError: (level, message) => { if (level !== 'warning') throw new Error(message); } }).parseFromString(xml, 'text/xml');
+    const doc = new DOMParser({ onError: (level, message) => { if (level !== 'warning') throw new GpuEvidenceError('ERR_RIM_MALFORMED', `${what} is not well-formed XML: ${message}`); } }).parseFromString(xml, 'text/xml');
     if (doc.doctype !== null) throw new GpuEvidenceError('ERR_RIM_UNSUPPORTED', `${what} has a DOCTYPE, which a RIM never needs`);
     root = doc.documentElement;
   } catch (err) {

@@ -1,8 +1,9 @@
 import { parse as parseYaml } from 'yaml';
 import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-bits.ts';
+import { SigilError } from '../../protocol/sigil-error.ts';
 
 /**
- * Reference values (SPEC 10): what an auditor expects the evidence to show, obtained independently of the
+ * Reference values (docs/auditing.md#2-write-the-reference-values-file): what an auditor expects the evidence to show, obtained independently of the
  * service (a reproducible build, a vendor's published values). Every key is optional; an absent key is "not
  * pinned" and reported as such. Byte values are lowercase hex; each pinned value is a list of accepted values.
  */
@@ -90,13 +91,11 @@ export const TCB_STATUSES = [
 export type TcbStatus = (typeof TCB_STATUSES)[number];
 
 /** A reference-values file that cannot be used; `key` names the offending key, e.g. `tdx.rtmr1[0]`. */
-export class ReferenceValuesError extends Error {
-  readonly code = 'ERR_REFERENCE_VALUES';
+export class ReferenceValuesError extends SigilError<'ERR_REFERENCE_VALUES'> {
   readonly key: string | null;
 
   constructor(key: string | null, message: string) {
-    super(key === null ? message : `${key}: ${message}`);
-    this.name = 'ReferenceValuesError';
+    super('ERR_REFERENCE_VALUES', key === null ? message : `${key}: ${message}`);
     this.key = key;
   }
 }

@@ -1,3 +1,5 @@
+import { ReleaseError } from './errors.ts';
+
 /**
  * The release manifest (docs/release.md): an in-toto Statement whose predicate lists, per platform and VM
  * shape, what a Sigil deployment built from this release must measure, and until when that holds.
@@ -51,12 +53,9 @@ const MEASUREMENT_BYTES: Record<ReleasePlatform, Record<string, number>> = {
 };
 
 /** A statement that is not a Sigil release manifest; `path` names the offending field. */
-export class ReleaseManifestError extends Error {
-  readonly code = 'ERR_RELEASE_MANIFEST';
-
+export class ReleaseManifestError extends ReleaseError {
   constructor(readonly path: string, message: string) {
-    super(`${path}: ${message}`);
-    this.name = 'ReleaseManifestError';
+    super('ERR_RELEASE_MANIFEST', `${path}: ${message}`);
   }
 }
 

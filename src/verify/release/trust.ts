@@ -1,6 +1,7 @@
 import { createHash, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { ReleaseError } from './errors.ts';
 
 /**
  * Whom a release manifest must come from. `sigstore`: a keyless signature by a CI workflow, checked against a
@@ -34,7 +35,7 @@ export function publicGoodTrustedRoot(): unknown {
   const seedsPath = createRequire(import.meta.url).resolve('@sigstore/tuf/seeds.json');
   const seeds = JSON.parse(readFileSync(seedsPath, 'utf8')) as Record<string, { targets?: Record<string, string> }>;
   const target = seeds['https://tuf-repo-cdn.sigstore.dev']?.targets?.['trusted_root.json'];
-  if (target === undefined) throw new Error('@sigstore/tuf ships no public-good trusted_root.json');
+  if (target === undefined) throw new ReleaseError('ERR_RELEASE_TRUST_ROOT', '@sigstore/tuf ships no public-good trusted_root.json');
   return JSON.parse(Buffer.from(target, 'base64').toString('utf8')) as unknown;
 }
 

@@ -5,6 +5,7 @@ import { toSignedEntity, toTrustMaterial, VerificationError, Verifier, type Sign
 import { fail, isWaived, notPinned, pass, verdictOf, waive, type Check } from '../check.ts';
 import type { ReferenceValues } from '../reference/reference-values.ts';
 import { IN_TOTO_PAYLOAD_TYPE, parseReleaseStatement, ReleaseManifestError, type ReleaseStatement } from './manifest.ts';
+import { ReleaseError } from './errors.ts';
 import { referenceValuesFromRelease } from './reference-from-release.ts';
 import { identityMatches, publicGoodTrustedRoot, publicKeyHint, type ReleaseTrust } from './trust.ts';
 
@@ -48,7 +49,7 @@ function trustMaterial(trust: ReleaseTrust): TrustMaterial {
 function readBundle(bytes: Uint8Array): BundleWithDsseEnvelope {
   const json = JSON.parse(Buffer.from(bytes).toString('utf8')) as unknown;
   const bundle: Bundle = bundleFromJSON(json);
-  if (!isBundleWithDsseEnvelope(bundle)) throw new Error('it holds a bare message signature, not a DSSE envelope around an in-toto statement');
+  if (!isBundleWithDsseEnvelope(bundle)) throw new ReleaseError('ERR_RELEASE_BUNDLE', 'it holds a bare message signature, not a DSSE envelope around an in-toto statement');
   return bundle;
 }
 

@@ -1,6 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { COLLATERAL_FILES, type IntelCollateral } from './intel-collateral.ts';
+import { EvidenceError } from '../errors.ts';
 
 const DCAP_QVL_FIELDS = ['tcb_info', 'tcb_info_signature', 'tcb_info_issuer_chain', 'qe_identity', 'qe_identity_signature', 'pck_crl', 'pck_crl_issuer_chain', 'root_ca_crl'] as const;
 
@@ -14,14 +15,14 @@ export function readDcapQvlCollateral(text: string): IntelCollateral {
   try {
     doc = JSON.parse(text) as Record<string, unknown>;
   } catch {
-    throw new Error('not JSON (dcap-qvl collateral) and not a directory');
+    throw new EvidenceError('ERR_COLLATERAL', 'not JSON (dcap-qvl collateral) and not a directory');
   }
   for (const field of DCAP_QVL_FIELDS) {
-    if (typeof doc[field] !== 'string') throw new Error(`dcap-qvl collateral lacks ${field} (a string)`);
+    if (typeof doc[field] !== 'string') throw new EvidenceError('ERR_COLLATERAL', `dcap-qvl collateral lacks ${field} (a string)`);
   }
   const f = doc as Record<(typeof DCAP_QVL_FIELDS)[number], string>;
   const der = (hex: string, field: string): Uint8Array => {
-    if (!/^(?:[0-9a-fA-F]{2})+$/.test(hex)) throw new Error(`dcap-qvl collateral ${field} is not hex DER`);
+    if (!/^(?:[0-9a-fA-F]{2})+$/.test(hex)) throw new EvidenceError('ERR_COLLATERAL', `dcap-qvl collateral ${field} is not hex DER`);
     return new Uint8Array(Buffer.from(hex, 'hex'));
   };
   return {

@@ -19,7 +19,7 @@ export function replayRtmrs(events: readonly MeasuredEvent[]): Rtmrs {
 }
 
 /**
- * Sigil's own RTMR events (SPEC 10) as events to replay after the firmware's, each checked first: its digest must
+ * Sigil's own RTMR events (docs/attestation.md#runtime-events) as events to replay after the firmware's, each checked first: its digest must
  * be the SHA-384 of its payload, or the published payload is not what was measured.
  */
 export function readSigilRuntimeEvents(events: readonly RuntimeEvent[]): { events: MeasuredEvent[]; checks: Check[] } {
