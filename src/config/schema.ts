@@ -227,6 +227,8 @@ export const configSchema = z.strictObject({
       trusted_measurements: z.array(z.string().regex(/^[0-9a-f]+$/, 'must be lowercase hex')).default([]),
       /** Without hardware (tee none), serve peers' keys at all: nothing proves who made them, so whoever can write to Redis can add one. */
       admit_unattested_peers: z.boolean().default(false),
+      /** Serve a peer's key that its binding declares loaded from a file (the operator may hold a copy); default: only keys made in or sealed to an enclave. */
+      admit_loaded_keys: z.boolean().default(false),
     })
     .optional(),
 });
