@@ -13,6 +13,8 @@ import { verifyCommand } from '../../src/cli/verify.ts';
 import type { AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
+import { keyOriginCheck } from '../../src/verify/key-origin.ts';
+import { parseConfig } from '../../src/config/load.ts';
 import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
@@ -152,6 +154,23 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
       startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { receipts: { key_source: 'sealed' } }, start: { sevGuestLibrary: library } }),
     ).rejects.toThrow("receipts.key_source: sealed keys are derived by the SEV-SNP firmware (/dev/sev-guest), and this machine's TEE is none; use generated keys");
     await expect(startSealed(join(dir, 'no-such-device'))).rejects.toThrow(`cannot open ${join(dir, 'no-such-device')}: errno 2 (ENOENT); is this an SEV-SNP guest with the sev-guest driver loaded?`);
+  });
+
+  it('a key sealed without the measurement, or declared sealed on other evidence, fails the check; the config refuses such a sealing', () => {
+    const sealedTo = (boundTo: string) => ({ receipt: { origin: 'sealed', bound_to: boundTo }, tls: null, hpke: null });
+    expect(keyOriginCheck(sealedTo('sev-snp:vcek:policy'), false, 'sev-snp')).toEqual({
+      name: 'attestation.key_origin',
+      ok: false,
+      detail: 'the receipt signing key is sealed to sev-snp:vcek:policy, which leaves out the launch measurement, so any guest on that chip could derive it: the enclave does not vouch that only it holds that key',
+    });
+    expect(keyOriginCheck(sealedTo('sev-snp:vcek:measurement'), false, 'tdx').detail).toBe(
+      'the receipt signing key is declared sealed by the SEV-SNP firmware, but the evidence is tdx: the enclave does not vouch that only it holds that key',
+    );
+    expect(keyOriginCheck(sealedTo('tpm:srk'), false, 'sev-snp').ok).toBe(false);
+    expect(() => parseConfig('listen: {port: 0}\nauth: {keys_file: k}\nattestation: {sealing: {bind_to: [policy]}}\n', 'sigil.yaml')).toThrow(
+      'must include measurement: a key not bound to it can be derived by any guest on the same chip',
+    );
+    expect(() => parseConfig('listen: {port: 0}\nauth: {keys_file: k}\nreceipts: {key_source: sealed, key_file: k.pem}\n', 'sigil.yaml')).toThrow('receipts.key_file is read only with key_source file, not sealed');
   });
 
   it('the firmware refusing a request is reported with its status', () => {
