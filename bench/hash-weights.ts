@@ -3,13 +3,13 @@
  * against `sha256sum` on the same file, in the same run, so the two see the same disk and page cache.
  *
  *   tsx bench/hash-weights.ts FILE           # a multi-GB GGUF, for a real figure
- *   tsx bench/hash-weights.ts --make 64 F    # first writes F with 64 MB of random bytes (a check that it works)
+ *   tsx bench/hash-weights.ts --make 4096 F  # first writes F with 4096 MB of random bytes
  *
  * Each tool runs twice in turn (sigil, sha256sum, sigil, sha256sum); the second pass shows the cached speed.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { statSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, statSync, writeSync } from 'node:fs';
 import { hashModel } from '../src/engine/hash/model-hash.ts';
 
 async function time<T>(run: () => Promise<T> | T): Promise<{ value: T; seconds: number }> {
@@ -21,8 +21,10 @@ async function time<T>(run: () => Promise<T> | T): Promise<{ value: T; seconds: 
 const args = process.argv.slice(2);
 if (args[0] === '--make') {
   const mb = Number(args[1]);
-  const chunk = randomBytes(1 << 20);
-  writeFileSync(args[2]!, Buffer.concat(Array.from({ length: mb }, () => chunk)));
+  // Written a fresh random megabyte at a time: a multi-GB file never sits in memory, and no block repeats.
+  const fd = openSync(args[2]!, 'w');
+  for (let i = 0; i < mb; i++) writeSync(fd, randomBytes(1 << 20));
+  closeSync(fd);
   args.splice(0, 2);
 }
 const file = args[0];

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs before `npm test` (its pretest script): the tests start real servers (Redis, pebble, haproxy,
-// nginx, testssl.sh, chromium) and build a stand-in NVML with gcc, so a missing package would fail or
+// nginx, testssl.sh, chromium) and build a stand-in NVML and /dev/sev-guest with gcc, so a missing package would fail or
 // skip tests far into the run. As root, this installs what is missing; otherwise it stops at once and
 // prints the exact command. SIGIL_SKIP_PACKAGE_CHECK=1 skips the check (those tests then fail).
 import { spawnSync } from 'node:child_process';
@@ -13,7 +13,8 @@ const PACKAGES = {
   nginx: 'a TLS terminator in front of Sigil',
   'testssl.sh': 'the TLS settings audit',
   chromium: 'the trust page',
-  gcc: 'the stand-in GPU library',
+  gcc: 'the stand-in GPU library and /dev/sev-guest',
+  'linux-libc-dev': "the kernel's sev-guest.h the stand-in /dev/sev-guest is built from",
   openssl: 'test certificates',
 };
 

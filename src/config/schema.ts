@@ -69,17 +69,40 @@ export const configSchema = z.strictObject({
       gpu: z.enum(['auto', 'required', 'off']).default('auto'),
       /** The NVML library to load (a name the dynamic loader resolves, or a path). */
       nvml_library: z.string().min(1).default('libnvidia-ml.so.1'),
+      /** SEV-SNP: how keys with `key_source: sealed` are derived by the firmware (docs/attestation.md#keys). */
+      sealing: z
+        .strictObject({
+          device: z.string().min(1).default('/dev/sev-guest'),
+          /** The chip's VCEK, or the VM root key (VMRK) a migration agent carries to another chip. */
+          root_key: z.enum(['vcek', 'vmrk']).default('vcek'),
+          /** The launch values the key is bound to; `measurement` is required, or any guest on the chip could derive it. */
+          bind_to: z
+            .array(z.enum(['policy', 'image_id', 'family_id', 'measurement']))
+            .min(1)
+            .default(['measurement', 'policy'])
+            .refine((fields) => fields.includes('measurement'), 'must include measurement: a key not bound to it can be derived by any guest on the same chip'),
+        })
+        .prefault({}),
     })
     .prefault({}),
   receipts: z
     .strictObject({
+      /** generated: made at each start; file: `key_file`; sealed: derived by the SEV-SNP firmware. Default: file when key_file is set. */
+      key_source: z.enum(['generated', 'file', 'sealed']).optional(),
       key_file: z.string().min(1).optional(),
       retention_s: positiveInt.default(3600),
       max_stored: positiveInt.default(100_000),
       /** At most this many per API key, so one key cannot evict the others' receipts. */
       max_stored_per_key: positiveInt.default(10_000),
     })
-    .prefault({}),
+    .prefault({})
+    .superRefine((receipts, ctx) => {
+      const source = receipts.key_source;
+      if (source === 'file' && receipts.key_file === undefined) ctx.addIssue({ code: 'custom', path: ['key_file'], message: 'receipts.key_source file needs receipts.key_file' });
+      if (source !== undefined && source !== 'file' && receipts.key_file !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['key_file'], message: `receipts.key_file is read only with key_source file, not ${source}` });
+      }
+    }),
   limits: z
     .strictObject({
       max_body_bytes: positiveInt.default(4 * 1024 * 1024),
@@ -147,6 +170,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       enabled: z.boolean().default(true),
       required: z.boolean().default(false),
+      /** generated: a new HPKE key at each start; sealed: derived by the SEV-SNP firmware, the same on every start. */
+      key_source: z.enum(['generated', 'sealed']).default('generated'),
       /** How long the encapsulated key of a sealed request is remembered, so the same request sent again is refused. */
       replay_window_s: z.number().int().min(1).max(604800).default(3600),
       /** At most this many remembered at once (about 100 bytes each); full, sealed requests are refused with 503 until the oldest expire. */
@@ -202,6 +227,8 @@ export const configSchema = z.strictObject({
       trusted_measurements: z.array(z.string().regex(/^[0-9a-f]+$/, 'must be lowercase hex')).default([]),
       /** Without hardware (tee none), serve peers' keys at all: nothing proves who made them, so whoever can write to Redis can add one. */
       admit_unattested_peers: z.boolean().default(false),
+      /** Serve a peer's key that its binding declares loaded from a file (the operator may hold a copy); default: only keys made in or sealed to an enclave. */
+      admit_loaded_keys: z.boolean().default(false),
     })
     .optional(),
 });

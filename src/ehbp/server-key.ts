@@ -24,9 +24,10 @@ export function encodeKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
   return out.subarray(0, at);
 }
 
-export async function makeEhbpServerKey(): Promise<EhbpServerKey> {
+/** A new key pair, or with `sealedIkm` the one RFC 9180 DeriveKeyPair makes from that sealed key material. */
+export async function makeEhbpServerKey(sealedIkm?: Uint8Array): Promise<EhbpServerKey> {
   const suite = ehbpSuite();
-  const keyPair = await suite.GenerateKeyPair(false);
+  const keyPair = sealedIkm === undefined ? await suite.GenerateKeyPair(false) : await suite.DeriveKeyPair(sealedIkm, false);
   const publicKey = await suite.SerializePublicKey(keyPair.publicKey);
   return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey) };
 }

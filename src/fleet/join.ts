@@ -66,6 +66,7 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
       ours: parts.startDocument,
       measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]),
       admitUnattested: fleet.admit_unattested_peers,
+      admitLoaded: fleet.admit_loaded_keys,
     },
     logger,
   });

@@ -15,7 +15,8 @@ import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner } from '../receipts/signer.ts';
-import { loadSigningKey, receiptKeyOrigin } from '../receipts/signing-key.ts';
+import { loadSigningKey, receiptKeyOrigin, SEALED_KEY_MATERIAL_BYTES, sealedSigningKey } from '../receipts/signing-key.ts';
+import { sealedKeyMaterial, unsealSeed, type SealedSeed } from '../attestation/sealed-seed.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
 import { MemoryReplayWindow } from '../limits/replay-window.ts';
 import { startBuiltinEngine } from './builtin-engine.ts';
@@ -59,6 +60,8 @@ export interface StartOptions {
   rtmrFs?: RtmrFs;
   /** The node options and environment measured and checked; default this process's. */
   runtime?: ProcessRuntime;
+  /** For tests: a stand-in for the C library whose open/ioctl reach /dev/sev-guest (sealed keys). */
+  sevGuestLibrary?: string;
 }
 
 const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
@@ -104,9 +107,11 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   const keyRing = new KeyRing(readKeysFile(config.auth.keys_file));
   if (keyRing.size === 0) logger.warn({ keys_file: config.auth.keys_file }, 'no API keys: every chat request will be refused; add one with `sigil keys add`');
 
-  const signingKey = await loadSigningKey(config.receipts.key_file);
-  const jwks: Jwks = { keys: [signingKey.publicJwk] };
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
+  const sealed = unsealWhenAsked(config, provider, options.sevGuestLibrary);
+  const signingKey =
+    config.receipts.key_source === 'sealed' ? await sealedSigningKey(sealedKeyMaterial(sealed!, 'receipt', SEALED_KEY_MATERIAL_BYTES), sealed!.boundTo) : await loadSigningKey(config.receipts.key_file);
+  const jwks: Jwks = { keys: [signingKey.publicJwk] };
   if (provider.tee !== 'none') refuseUnmeasuredRuntime(options.runtime ?? currentRuntime(), provider.tee);
   if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
     throw new ConfigError(
@@ -122,7 +127,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   }
   const tls = await provisionTls(config, logger);
   try {
-    return await serve(config, logger, options, builtin, { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls });
+    return await serve(config, logger, options, builtin, { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed });
   } catch (err) {
     await tls?.close();
     throw err;
@@ -139,10 +144,21 @@ interface Prepared {
   jwks: Jwks;
   provider: AttestationProvider;
   tls: ServedTls | undefined;
+  sealed: SealedSeed | undefined;
+}
+
+/** The firmware-derived seed, when a key's `key_source` is sealed; only an SEV-SNP guest can derive one. */
+function unsealWhenAsked(config: LoadedConfig, provider: AttestationProvider, library: string | undefined): SealedSeed | undefined {
+  const asking = [config.receipts.key_source === 'sealed' ? 'receipts.key_source' : undefined, config.ehbp.enabled && config.ehbp.key_source === 'sealed' ? 'ehbp.key_source' : undefined].filter((name) => name !== undefined);
+  if (asking.length === 0) return undefined;
+  if (provider.tee !== 'sev-snp') {
+    throw new ConfigError(`${asking.join(' and ')}: sealed keys are derived by the SEV-SNP firmware (${config.attestation.sealing.device}), and this machine's TEE is ${provider.tee}; use generated keys`);
+  }
+  return unsealSeed(config.attestation.sealing, library);
 }
 
 async function serve(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined, prepared: Prepared): Promise<RunningSigil> {
-  const { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls } = prepared;
+  const { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed } = prepared;
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
   // On a TEE, Sigil records its start event (on TDX, extends RTMR3) before the start evidence is made, so that evidence covers it.
@@ -150,8 +166,10 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     provider.tee === 'none'
       ? undefined
       : await measureStart({ config, runtime: options.runtime ?? currentRuntime(), tee: provider.tee, models, policyHash, logger, ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }) });
-  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey() : undefined;
-  const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : { origin: 'generated' } };
+  const sealedHpke = config.ehbp.key_source === 'sealed' ? sealed : undefined;
+  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32)) : undefined;
+  const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
+  const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : hpkeOrigin };
   const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: measured?.state.events.eventLog() ?? null, manifestSha384: measured?.manifestSha384 ?? null, keyOrigin };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };

@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createECDH, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
@@ -11,9 +11,11 @@ export interface SigningKey {
   publicJwk: JWK & { kid: string };
   kid: string;
   /** Where the key came from, for the start-up log line (never the key). */
-  origin: 'generated' | 'loaded' | 'generated-and-saved';
+  origin: 'generated' | 'loaded' | 'generated-and-saved' | 'sealed';
   /** The file it was read from or saved to, when there is one. */
   file?: string;
+  /** A sealed key: what the TEE bound it to. */
+  boundTo?: string;
 }
 
 /**
@@ -21,6 +23,7 @@ export interface SigningKey {
  * from then on the host can read it, and the next start reads it back, so it is no longer a key only the enclave holds.
  */
 export function receiptKeyOrigin(key: SigningKey): KeyOrigin {
+  if (key.origin === 'sealed') return { origin: 'sealed', bound_to: key.boundTo! };
   return key.origin === 'generated' || key.file === undefined ? { origin: 'generated' } : { origin: 'loaded', file: key.file };
 }
 
@@ -56,4 +59,25 @@ export async function loadSigningKey(keyFile?: string): Promise<SigningKey> {
   mkdirSync(dirname(keyFile), { recursive: true });
   writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
   return { ...(await describe(privateKey, 'generated-and-saved')), file: keyFile };
+}
+
+/** P-256's group order n. */
+const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+/** Bytes of key material a sealed receipt key takes: 256 bits and 64 more, so reducing them modulo n is unbiased. */
+export const SEALED_KEY_MATERIAL_BYTES = 40;
+
+/**
+ * The receipt key derived from sealed key material (FIPS 186-5 A.2.1: d = (c mod (n - 1)) + 1), the same key for the
+ * same material on every start. The public point comes from node:crypto's ECDH on that scalar.
+ */
+export async function sealedSigningKey(material: Buffer, boundTo: string): Promise<SigningKey> {
+  if (material.length !== SEALED_KEY_MATERIAL_BYTES) throw new SigningKeyError(`a sealed receipt key needs ${SEALED_KEY_MATERIAL_BYTES} bytes of key material`);
+  const d = (BigInt(`0x${material.toString('hex')}`) % (P256_ORDER - 1n)) + 1n;
+  const scalar = Buffer.from(d.toString(16).padStart(64, '0'), 'hex');
+  const ecdh = createECDH('prime256v1');
+  ecdh.setPrivateKey(scalar);
+  const point = ecdh.getPublicKey();
+  const b64 = (bytes: Buffer) => bytes.toString('base64url');
+  const privateKey = createPrivateKey({ key: { kty: 'EC', crv: 'P-256', d: b64(scalar), x: b64(point.subarray(1, 33)), y: b64(point.subarray(33, 65)) }, format: 'jwk' });
+  return { ...(await describe(privateKey, 'sealed')), boundTo };
 }

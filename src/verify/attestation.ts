@@ -192,7 +192,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
 /** What Sigil states about itself: where its keys came from, its runtime events, and the receipt's place among them. */
 function sigilStateChecks(doc: unknown, binding: AttestationBinding, opts: VerifyAttestationOptions): Check[] {
   const { checks, events } = runtimeEventChecks(binding, (doc as { event_log?: unknown }).event_log ?? null, opts.reference?.sigil?.manifest_sha384);
-  const out = [keyOriginCheck(binding.key_origin, opts.reference?.sigil?.accept_loaded_keys), ...checks];
+  const out = [keyOriginCheck(binding.key_origin, opts.reference?.sigil?.accept_loaded_keys, (doc as { tee?: unknown }).tee as string | undefined), ...checks];
   if (opts.receipt !== undefined) out.push(receiptEventCheck(events, opts.receipt));
   return out;
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAttestationDocument, NO_GPUS } from '../../src/attestation/document.ts';
-import { START_NONCE } from '../../src/protocol/attestation.ts';
+import { START_NONCE, type KeyOrigins } from '../../src/protocol/attestation.ts';
 import { createNoneProvider } from '../../src/attestation/none.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { FleetConnection } from '../../src/fleet/connection.ts';
@@ -93,12 +93,14 @@ describe.skipIf(!installed)('RedisReceiptStore', () => {
 });
 
 describe.skipIf(!installed)('KeyRegistry', () => {
-  async function startDocument(signingKey: SigningKey, policyHash = 'sha256:' + '33'.repeat(32)) {
+  const GENERATED: KeyOrigins = { receipt: { origin: 'generated' }, tls: null, hpke: { origin: 'generated' } };
+
+  async function startDocument(signingKey: SigningKey, policyHash = 'sha256:' + '33'.repeat(32), keyOrigin = GENERATED) {
     const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash, tlsSpkiSha256: null, hpkeKeyConfig: null };
-    return (await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE)).document;
+    return (await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null, keyOrigin }, parts, START_NONCE)).document;
   }
 
-  async function registry(namespace: string, retentionMs: number, admitUnattested = true) {
+  async function registry(namespace: string, retentionMs: number, admitUnattested = true, admitLoaded = false) {
     const signingKey = await loadSigningKey();
     const document = await startDocument(signingKey);
     const r = new KeyRegistry({
@@ -109,7 +111,7 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       attestation: document,
       ttlMs: 300,
       retentionMs,
-      admission: { ours: document, measurements: new Set([document.measurement]), admitUnattested },
+      admission: { ours: document, measurements: new Set([document.measurement]), admitUnattested, admitLoaded },
       logger,
     });
     await r.start();
@@ -134,9 +136,9 @@ describe.skipIf(!installed)('KeyRegistry', () => {
   });
 
   /** Writes a peer into Redis as a replica would, or as whoever runs Redis could: entry, listing score and heartbeat. */
-  async function plant(namespace: string, key: SigningKey, options: { policyHash?: string; beatAt: number; score: number }) {
+  async function plant(namespace: string, key: SigningKey, options: { policyHash?: string; keyOrigin?: KeyOrigins; beatAt: number; score: number }) {
     const keys = fleetKeys(namespace);
-    const attestation = await startDocument(key, options.policyHash);
+    const attestation = await startDocument(key, options.policyHash, options.keyOrigin);
     const client = (await connect()).client;
     await client.set(keys.signingKeyPrefix + key.kid, JSON.stringify({ replica_id: 'planted', kid: key.kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
     await client.set(keys.heartbeatPrefix + key.kid, signHeartbeat(key, 'planted', options.beatAt), 'PX', 60_000);
@@ -190,6 +192,60 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
     expect(logLines.some((l) => l.includes(other.kid) && l.includes('the peer serves another catalogue'))).toBe(true);
     await a.registry.stop();
+  });
+
+  describe('the origin of a peer key', () => {
+    const LOADED: KeyOrigins = { receipt: { origin: 'loaded', file: '/etc/sigil/receipt-key.pem' }, tls: null, hpke: { origin: 'generated' } };
+    const SEALED: KeyOrigins = { receipt: { origin: 'sealed', bound_to: 'sev-snp:vcek:measurement+policy' }, tls: null, hpke: null };
+
+    it('refuses a peer whose binding declares its receipt key loaded from a file, and says how to accept it', async () => {
+      const ns = `t-${randomBytes(3).toString('hex')}`;
+      const a = await registry(ns, 700);
+      const loaded = await loadSigningKey();
+      await plant(ns, loaded, { keyOrigin: LOADED, beatAt: Date.now(), score: Date.now() });
+      await a.registry.refresh();
+      expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+      expect(
+        logLines.some(
+          (l) =>
+            l.includes(loaded.kid) &&
+            l.includes('the receipt signing key was loaded from /etc/sigil/receipt-key.pem: a file the operator controls, so the operator may hold the same key and sign or decrypt outside the enclave (set fleet.admit_loaded_keys to serve such keys)'),
+        ),
+      ).toBe(true);
+      await a.registry.stop();
+    });
+
+    it('serves it with fleet.admit_loaded_keys; a key declared sealed by SEV-SNP on a peer without that evidence is refused either way', async () => {
+      const ns = `t-${randomBytes(3).toString('hex')}`;
+      const accepting = await registry(ns, 700, true, true);
+      const strict = await registry(ns, 700);
+      const loaded = await loadSigningKey();
+      const sealed = await loadSigningKey();
+      await plant(ns, loaded, { keyOrigin: LOADED, beatAt: Date.now(), score: Date.now() });
+      await plant(ns, sealed, { keyOrigin: SEALED, beatAt: Date.now(), score: Date.now() });
+      await accepting.registry.refresh();
+      await strict.registry.refresh();
+      expect(accepting.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([accepting.kid, strict.kid, loaded.kid].sort());
+      expect(strict.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([accepting.kid, strict.kid].sort());
+      expect(logLines.some((l) => l.includes(sealed.kid) && l.includes('the receipt signing key is declared sealed by the SEV-SNP firmware, but the evidence is none'))).toBe(true);
+      await Promise.all([accepting.registry.stop(), strict.registry.stop()]);
+    });
+
+    it('refuses a peer that declares no key origin at all', async () => {
+      const ns = `t-${randomBytes(3).toString('hex')}`;
+      const a = await registry(ns, 700);
+      const silent = await loadSigningKey();
+      const attestation = await startDocument(silent);
+      delete (attestation.binding as Partial<typeof attestation.binding>).key_origin;
+      const client = (await connect()).client;
+      await client.set(fleetKeys(ns).signingKeyPrefix + silent.kid, JSON.stringify({ replica_id: 'old', kid: silent.kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
+      await client.set(fleetKeys(ns).heartbeatPrefix + silent.kid, signHeartbeat(silent, 'old', Date.now()), 'PX', 60_000);
+      await client.zadd(fleetKeys(ns).signingKeys, Date.now(), silent.kid);
+      await a.registry.refresh();
+      expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
+      expect(logLines.some((l) => l.includes(silent.kid) && l.includes('the binding does not say where its keys came from'))).toBe(true);
+      await a.registry.stop();
+    });
   });
 });
 
