@@ -1,8 +1,12 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AttestationError, createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark, type Check } from '../../src/verify/check.ts';
 import { startFakeService, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
+import { startTestEngine } from '../support/test-engine.ts';
+import { startTestSigil } from '../support/sigil.ts';
 
 /** docs/attestation.md, "Freshness from a signed nonce": what the attested client refuses. */
 let service: FakeService;
@@ -52,5 +56,24 @@ describe('the attested client and a signed nonce', () => {
     await attested.close();
     expect(service.attestationNonces).toHaveLength(1);
     expect(attested.attestation.checks.map((c) => c.name)).not.toContain('attestation.signed_nonce');
+  });
+});
+
+describe('a signed nonce after a catalogue reload', () => {
+  it('comes with a start document binding the new policy, so a development service still attests', async () => {
+    const engine = await startTestEngine({ modelNames: ['m'] });
+    const sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
+    try {
+      const catalogue = join(sigil.dir, 'models.yaml');
+      await writeFile(catalogue, (await readFile(catalogue, 'utf8')).replace('sha256:' + '01'.repeat(32), 'sha256:' + '02'.repeat(32)));
+      expect(await sigil.reload()).toMatchObject({ catalogue: true });
+      const attested = await createAttestedFetch({ baseURL: `${sigil.url}/v1`, allowNoTee: true });
+      await attested.close();
+      expect(failed(attested.attestation.checks)).toEqual([]);
+      expect(attested.attestation.checks.map((c) => c.name)).toContain('attestation.signed_nonce');
+    } finally {
+      await sigil.close(0);
+      await engine.close();
+    }
   });
 });
