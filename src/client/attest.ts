@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import { field } from '../verify/binding.ts';
+import { field, sameJson } from '../verify/binding.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import type { Dispatcher } from 'undici';
 import { fetchJson, fetchJwks, fetchSignedNonce, fetchStartAttestation, fetchVerificationMaterial, serviceUrl } from '../verify/service.ts';
@@ -71,7 +71,8 @@ async function fetchEvidence(baseURL: string, nonce: Uint8Array, freshReport: bo
   const connection = { url: new URL(baseURL), presentedTlsKeys: [] };
   if (!freshReport) {
     const [jwks, policy, signed] = await Promise.all([fetchJwks(serviceUrl(baseURL, 'v1/verify/jwks.json'), dispatcher), fetchJson(serviceUrl(baseURL, 'v1/verify/policy'), {}, dispatcher), fetchSignedNonce(baseURL, nonce, dispatcher)]);
-    return { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy, connection };
+    // A fleet's JWKS grows past the one key a replica's start evidence binds: then only a fresh report binds the JWKS served.
+    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks)) return { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy, connection };
   }
   const material = await fetchVerificationMaterial(baseURL, nonce, dispatcher);
   const evidence: ServiceEvidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy, connection };

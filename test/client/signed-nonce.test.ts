@@ -51,10 +51,21 @@ describe('the attested client and a signed nonce', () => {
     expect(failed(error.checks)).toEqual(['attestation.signed_nonce: the nonce is not signed by a key the start evidence binds: none of the 1 acceptable key(s) verifies the signature']);
   });
 
+  it('asks for a fresh report when the start evidence binds another JWKS than the one served (a fleet grown since start), and verifies that', async () => {
+    service.faults.startBindsOtherJwks = await makeSigner();
+    const reports = service.attestationNonces.length;
+    const attested = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true });
+    await attested.close();
+    expect(service.attestationNonces).toHaveLength(reports + 1);
+    expect(failed(attested.attestation.checks)).toEqual([]);
+    expect(attested.attestation.checks.map((c) => c.name)).not.toContain('attestation.signed_nonce');
+  });
+
   it('with freshReport asks for a hardware report instead, and has no signed-nonce check', async () => {
+    const [reports, signatures] = [service.attestationNonces.length, service.signedNonces.length];
     const attested = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, freshReport: true });
     await attested.close();
-    expect(service.attestationNonces).toHaveLength(1);
+    expect([service.attestationNonces.length, service.signedNonces.length]).toEqual([reports + 1, signatures]);
     expect(attested.attestation.checks.map((c) => c.name)).not.toContain('attestation.signed_nonce');
   });
 });

@@ -35,6 +35,8 @@ export interface Faults {
   tamperResponse?: boolean;
   /** Answer the attestation request with a nonce other than the one asked for. */
   staleAttestation?: boolean;
+  /** With `proof=signature`, send start evidence binding another JWKS than the one served (as a grown fleet's replica does). */
+  startBindsOtherJwks?: TestSigner;
   /** Sign the nonce asked with `proof=signature` under a key the start evidence does not bind. */
   foreignNonceKey?: TestSigner;
   /** Leave the receipt comment off the stream (the client must use GET /v1/receipts/{id}). */
@@ -135,7 +137,8 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
       if (url.searchParams.get('proof') === 'signature') {
         // As Sigil answers: the start evidence, and the nonce signed by the receipt key it binds (or, stale, another nonce).
         service.signedNonces.push(asked);
-        const start = { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: START_NONCE_HEX, binding: bindingFor(jwks, tlsSpki), report_data: reportDataFor(START_NONCE_HEX, jwks, tlsSpki).toString('hex'), evidence: startEvidence ?? null, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: [] };
+        const bound = service.faults.startBindsOtherJwks === undefined ? jwks : { keys: [signer.publicJwk, service.faults.startBindsOtherJwks.publicJwk] };
+        const start = { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: START_NONCE_HEX, binding: bindingFor(bound, tlsSpki), report_data: reportDataFor(START_NONCE_HEX, bound, tlsSpki).toString('hex'), evidence: startEvidence ?? null, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: [] };
         const claims = { nonce: service.faults.staleAttestation ? 'ee'.repeat(32) : asked, start_document_sha256: sha256(canonicalize(start)), iat: Math.floor(Date.now() / 1000) };
         return json(200, { attestation: start, signed_nonce: (service.faults.foreignNonceKey ?? signer).sign(claims, { alg: 'ES256', typ: SIGNED_NONCE_TYP, kid: signer.kid }) });
       }
