@@ -1,4 +1,4 @@
-import type { GpuEvidence } from '../protocol/attestation.ts';
+import { START_NONCE, type GpuEvidence } from '../protocol/attestation.ts';
 import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptions } from './attestation.ts';
 import { evidenceBytes, field, sameJson } from './binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } from './check.ts';
@@ -10,8 +10,6 @@ import { hpkeBindingCheck } from './hpke-binding.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 import { signedNonceCheck } from './signed-nonce.ts';
 import { tlsBindingCheck } from './tls-pin.ts';
-
-const START_NONCE = new Uint8Array(32);
 
 /** What was fetched from the service, however it was fetched (Node, a browser, files). */
 export interface ServiceEvidence {
