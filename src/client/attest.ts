@@ -3,9 +3,10 @@ import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import { field } from '../verify/binding.ts';
+import { field, sameJson } from '../verify/binding.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
-import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
+import type { Dispatcher } from 'undici';
+import { fetchJson, fetchJwks, fetchSignedNonce, fetchStartAttestation, fetchVerificationMaterial, serviceUrl } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { fetchHpkeKeyConfig } from '../verify/hpke-binding.ts';
 import { verifyRelease, type ReleaseVerification } from '../verify/release/verify-release.ts';
@@ -28,6 +29,11 @@ export interface AttestOptions {
   release?: { bundle: Uint8Array; trust: ReleaseTrust } | undefined;
   /** The nonce to send; default 32 fresh random bytes. A nonce the caller chose proves freshness only if nobody else knew it. */
   nonce?: Uint8Array | undefined;
+  /**
+   * Ask for a fresh hardware report binding the nonce. Default false: the start evidence and the nonce signed by the
+   * receipt key it binds (docs/attestation.md, "Freshness from a signed nonce"), which the service answers cheaply.
+   */
+  freshReport?: boolean | undefined;
 }
 
 /** A verified attestation: what every later request and receipt is held to. */
@@ -60,6 +66,20 @@ function verifiedRelease(release: NonNullable<AttestOptions['release']>): Releas
   }
 }
 
+/** The JWKS, the policy and either a fresh report for `nonce` (with the start evidence receipts name) or the start evidence and `nonce` signed. */
+async function fetchEvidence(baseURL: string, nonce: Uint8Array, freshReport: boolean, dispatcher: Dispatcher): Promise<ServiceEvidence> {
+  const connection = { url: new URL(baseURL), presentedTlsKeys: [] };
+  if (!freshReport) {
+    const [jwks, policy, signed] = await Promise.all([fetchJwks(serviceUrl(baseURL, 'v1/verify/jwks.json'), dispatcher), fetchJson(serviceUrl(baseURL, 'v1/verify/policy'), {}, dispatcher), fetchSignedNonce(baseURL, nonce, dispatcher)]);
+    // A fleet's JWKS grows past the one key a replica's start evidence binds: then only a fresh report binds the JWKS served.
+    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks)) return { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy, connection };
+  }
+  const material = await fetchVerificationMaterial(baseURL, nonce, dispatcher);
+  const evidence: ServiceEvidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy, connection };
+  if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(baseURL, dispatcher);
+  return evidence;
+}
+
 /**
  * Fetches the attestation with a fresh nonce over a connection pinned to the key it presents, and verifies
  * it with the one core (`verifyService`). The caller goes on only when `verdict.outcome` is not not-verified.
@@ -71,13 +91,11 @@ export async function attest(options: AttestOptions): Promise<Attested> {
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
   try {
-    const material = await fetchVerificationMaterial(options.baseURL, nonce, dispatcher);
-    const doc = material.attestation;
-    const evidence: ServiceEvidence = { attestation: doc, jwks: material.jwks, policy: material.policy, connection: { url: new URL(options.baseURL), presentedTlsKeys: [] } };
+    const evidence = await fetchEvidence(options.baseURL, nonce, options.freshReport === true, dispatcher);
+    const doc = evidence.attestation;
     if (typeof field(field(doc, 'binding'), 'hpke_key_config') === 'string') {
       evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(options.baseURL, dispatcher).catch((err: Error) => err);
     }
-    if (field(doc, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(options.baseURL, dispatcher);
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.connection = { url: evidence.connection.url, presentedTlsKeys: pin.accepted };

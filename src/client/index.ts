@@ -34,6 +34,11 @@ export interface AttestedFetchOptions {
   /** Accept a development service with `tee: "none"`, over plain HTTP if so reached (nothing is attested then). Default false. */
   allowNoTee?: boolean;
   /**
+   * Ask the service for a fresh hardware report at each attestation. Default false: the start evidence and our nonce signed
+   * by the receipt key it binds (`attestation.signed_nonce`; docs/attestation.md, "Freshness from a signed nonce").
+   */
+  freshReport?: boolean;
+  /**
    * Send prompts to a genuine enclave whose code nobody pinned: without `reference`, the service could be running
    * any code at all, and the client refuses to send anything unless this is true. Default false.
    */
@@ -129,7 +134,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   if (allowNoTee) waive.noHardwareEnclave = 'allowNoTee: a development service without hardware is accepted';
   if (options.allowUnpinnedCode === true) waive.unpinnedCode = 'allowUnpinnedCode: code nobody pinned is accepted';
   const verifyService = async (): Promise<Attested> => {
-    const result = await attest({ baseURL: options.baseURL, reference, release, waive, roots: options.roots, gpuRoots: options.gpuRoots });
+    const result = await attest({ baseURL: options.baseURL, reference, release, waive, roots: options.roots, gpuRoots: options.gpuRoots, freshReport: options.freshReport });
     if (result.verdict.outcome === 'not-verified') throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`, result.checks);
     return result;
   };

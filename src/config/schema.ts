@@ -109,6 +109,9 @@ export const configSchema = z.strictObject({
       /** Fresh attestations (GET /v1/verify/attestation?nonce=) each client may ask at once, then per second: per API key, else per address. */
       fresh_attestation_burst: positiveInt.default(10),
       fresh_attestations_per_s: z.number().positive().default(5),
+      /** Signed nonces (GET /v1/verify/attestation?nonce=&proof=signature, one ES256 signature each) per client at once, then per second. */
+      signed_nonce_burst: positiveInt.default(200),
+      signed_nonces_per_s: z.number().positive().default(100),
       /** One engine stream event larger than this ends the stream with an error event (docs/decisions.md#hostile-peers). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),

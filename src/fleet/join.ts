@@ -91,7 +91,7 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     status: { replicaId, health: () => connection.health },
     keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
     counters: new RedisLimitCounters(connection, keys),
-    receiptStore: new RedisReceiptStore(connection, keys, { retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored }),
+    receiptStore: new RedisReceiptStore(connection, keys, { retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, jwks: () => registry.jwks, logger }),
     replayWindow: new RedisReplayWindow(connection, keys, { windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
     get jwks() {
       return registry.jwks;

@@ -7,6 +7,7 @@ import type { Logger } from '../log/logger.ts';
 import type { UpstreamSet } from '../proxy/upstream.ts';
 import type { ReceiptContext } from '../receipts/claims.ts';
 import type { SignReceipt } from '../receipts/signer.ts';
+import type { SignNonce } from '../receipts/signed-nonce.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
 import type { Jwks } from '../protocol/attestation.ts';
@@ -40,6 +41,8 @@ export interface AppContext {
   upstreams: UpstreamSet;
   signingKey: SigningKey;
   signReceipt: SignReceipt;
+  /** Signs a client's nonce with the receipt key, for freshness without a hardware report (docs/attestation.md). */
+  signNonce: SignNonce;
   receiptStore: ReceiptStore;
   receiptContext: ReceiptContext;
   jwks: Jwks;

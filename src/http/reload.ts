@@ -46,17 +46,15 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
     const { catalogue, policy, policyHash } = await buildServedCatalogue(loaded, ctx.config, ctx.upstreams, ctx.logger);
     // On a TEE the new state is measured (on TDX, extended into RTMR3) and the start evidence remade before it serves.
     const now = state.ctx;
-    let attestation = now.attestation;
     let receiptContext = { ...now.receiptContext, policyHash };
     let manifest: string | undefined;
-    if (now.measured !== undefined) {
-      manifest = await measureReload(now.measured, now.attestation.sources, now.config, models, policyHash);
-      const { sources, tlsSpkiSha256, hpkeKeyConfig } = now.attestation;
-      const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, tlsSpkiSha256, hpkeKeyConfig }, START_NONCE);
-      attestation = { ...now.attestation, start: document };
-      const evidenceHash = attestationHash(document);
-      if (evidenceHash !== undefined) receiptContext = { ...receiptContext, attestationHash: evidenceHash };
-    }
+    if (now.measured !== undefined) manifest = await measureReload(now.measured, now.attestation.sources, now.config, models, policyHash);
+    // Without hardware too, so that the start document (sent with signed nonces) binds the policy in force.
+    const { sources, tlsSpkiSha256, hpkeKeyConfig } = now.attestation;
+    const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, tlsSpkiSha256, hpkeKeyConfig }, START_NONCE);
+    const attestation = { ...now.attestation, start: document };
+    const evidenceHash = attestationHash(document);
+    if (evidenceHash !== undefined) receiptContext = { ...receiptContext, attestationHash: evidenceHash };
     state.ctx = {
       ...state.ctx,
       catalogue,

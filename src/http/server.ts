@@ -46,12 +46,17 @@ export interface AppState {
 }
 
 function buildRoutes(state: AppState) {
+  const { limits } = state.ctx.config;
+  const attestationAllowances = {
+    fresh: { burst: limits.fresh_attestation_burst, perS: limits.fresh_attestations_per_s },
+    signed: { burst: limits.signed_nonce_burst, perS: limits.signed_nonces_per_s },
+  };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>([
     ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
     ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
     ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
-    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler({ burst: state.ctx.config.limits.fresh_attestation_burst, perS: state.ctx.config.limits.fresh_attestations_per_s })), public: true }],
+    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true }],
     ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
     [KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true }],
     ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],

@@ -15,6 +15,7 @@ import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner } from '../receipts/signer.ts';
+import { createNonceSigner } from '../receipts/signed-nonce.ts';
 import { loadSigningKey, receiptKeyOrigin, SEALED_KEY_MATERIAL_BYTES, sealedSigningKey } from '../receipts/signing-key.ts';
 import { sealedKeyMaterial, unsealSeed, type SealedSeed } from '../attestation/sealed-seed.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
@@ -197,6 +198,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
       metrics.receiptsSigned.inc({ type: claims.receipt_type });
       return sign(claims);
     },
+    signNonce: createNonceSigner(signingKey),
     receiptStore: fleet?.receiptStore ?? new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, maxPerKey: config.receipts.max_stored_per_key }),
     receiptContext,
     jwks: fleet?.jwks ?? jwks,

@@ -28,6 +28,12 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('attestation.document', 'Attestation document', 'The service published an attestation document this verifier can read.', ATTESTATION),
   entry('attestation.tee', 'Hardware enclave', 'The service runs in a hardware enclave (AMD SEV-SNP or Intel TDX), not on an ordinary machine.', ATTESTATION),
   entry('attestation.nonce', 'Fresh evidence', 'The evidence answers the random challenge we sent just now, so it is not a recording of older evidence.', ATTESTATION),
+  entry(
+    'attestation.signed_nonce',
+    'Fresh answer from the enclave key',
+    'The random challenge we sent just now is signed by the receipt key the hardware evidence names, so the service holding that key answered us now; the evidence itself is the one made at start.',
+    'docs/attestation.md#freshness-from-a-signed-nonce',
+  ),
   entry('attestation.report_data', 'Evidence bound to this service', "The hardware signed our challenge together with the service's keys and policy, so they belong to the enclave.", ATTESTATION),
   entry('attestation.jwks', 'Receipt keys bound', 'The keys that sign receipts are the ones the enclave vouches for.', ATTESTATION),
   entry('attestation.measurement', 'Launch measurement', 'The code the hardware measured at launch is the one the document and the receipts name.', ATTESTATION),

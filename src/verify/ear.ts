@@ -13,7 +13,7 @@ type Tier = keyof typeof TIER;
 
 /** Which checks speak to which AR4SI claim: a check belongs to the first claim whose prefixes it matches. */
 const CLAIMS: ReadonlyArray<[claim: string, prefixes: readonly string[]]> = [
-  ['instance-identity', ['attestation.report_data', 'attestation.jwks', 'attestation.tls_key', 'attestation.hpke_key', 'binding.']],
+  ['instance-identity', ['attestation.report_data', 'attestation.signed_nonce', 'attestation.jwks', 'attestation.tls_key', 'attestation.hpke_key', 'binding.']],
   ['executables', ['attestation.measurement', 'reference.', 'eventlog.', 'gpu[', 'gpu.rim']],
   ['configuration', ['attestation.policy', 'snp.debug', 'snp.migrate_ma', 'snp.smt', 'snp.vmpl', 'snp.reported_tcb', 'snp.launch_tcb', 'tdx.debug', 'tdx.td_attributes', 'tdx.xfam', 'tdx.mr', 'tdx.tee_tcb_svn', 'tdx.tcb_status', 'collateral.']],
   ['hardware', ['attestation.tee', 'attestation.evidence', 'attestation.document', 'snp.', 'tdx.', 'gpu.']],

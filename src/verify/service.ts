@@ -82,3 +82,17 @@ export async function fetchVerificationMaterial(base: string, nonce: Uint8Array,
 export async function fetchStartAttestation(base: string, dispatcher?: Dispatcher): Promise<unknown> {
   return fetchJson(serviceUrl(base, 'v1/verify/attestation'), {}, dispatcher);
 }
+
+/**
+ * GET /v1/verify/attestation?nonce=HEX&proof=signature: the start evidence and `nonce` signed by the receipt key it
+ * binds, both from the one server that answered (docs/attestation.md, "Freshness from a signed nonce").
+ */
+export async function fetchSignedNonce(base: string, nonce: Uint8Array, dispatcher?: Dispatcher): Promise<{ attestation: unknown; signedNonce: string }> {
+  const url = serviceUrl(base, 'v1/verify/attestation');
+  url.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
+  url.searchParams.set('proof', 'signature');
+  const body = await fetchJson(url, {}, dispatcher);
+  const signed = typeof body === 'object' && body !== null ? (body as { signed_nonce?: unknown }).signed_nonce : undefined;
+  if (typeof signed !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the answer has no signed_nonce`);
+  return { attestation: (body as { attestation?: unknown }).attestation, signedNonce: signed };
+}

@@ -1,4 +1,4 @@
-import type { GpuEvidence } from '../protocol/attestation.ts';
+import { START_NONCE, type GpuEvidence } from '../protocol/attestation.ts';
 import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptions } from './attestation.ts';
 import { evidenceBytes, field, sameJson } from './binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } from './check.ts';
@@ -8,12 +8,22 @@ import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
 import { hpkeBindingCheck } from './hpke-binding.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
+import { signedNonceCheck } from './signed-nonce.ts';
 import { tlsBindingCheck } from './tls-pin.ts';
 
 /** What was fetched from the service, however it was fetched (Node, a browser, files). */
 export interface ServiceEvidence {
-  /** GET /v1/verify/attestation?nonce=HEX, answered for `expect.nonce`. */
+  /**
+   * GET /v1/verify/attestation?nonce=HEX, answered for `expect.nonce`; or, with `signedNonce`, the start
+   * evidence GET /v1/verify/attestation?nonce=HEX&proof=signature sent with it.
+   */
   attestation: unknown;
+  /**
+   * `signed_nonce` of GET /v1/verify/attestation?nonce=HEX&proof=signature: `expect.nonce` signed by the receipt
+   * key the start evidence binds. Present, freshness rests on it (`attestation.signed_nonce`) instead of a
+   * fresh hardware report (docs/attestation.md, "Freshness from a signed nonce").
+   */
+  signedNonce?: string;
   /** GET /v1/verify/jwks.json */
   jwks: { keys: unknown[] };
   /** GET /v1/verify/policy */
@@ -122,6 +132,8 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   const attestedKey = field(binding, 'tls_spki_sha256');
   const attestedHpke = field(binding, 'hpke_key_config');
   const checks: Check[] = [];
+  // With a signed nonce the document is the start evidence, made for the all-zero nonce; the signature answers ours.
+  const documentNonce = evidence.signedNonce === undefined ? expect.nonce : START_NONCE;
 
   const hpke = typeof attestedHpke === 'string' ? hpkeBindingCheck(evidence.servedHpkeKeyConfig, attestedHpke) : undefined;
   const channel = channelCheck(evidence, tee, typeof attestedKey === 'string' ? attestedKey : null, hpke, waivers);
@@ -138,16 +150,18 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
         : fail('attestation.jwks', 'the document names a different JWKS from the one the receipts verify against'),
     );
   } else {
-    const options: VerifyAttestationOptions = { jwks: evidence.jwks as { keys: object[] }, nonce: expect.nonce, now };
+    const options: VerifyAttestationOptions = { jwks: evidence.jwks as { keys: object[] }, nonce: documentNonce, now };
     if (expect.roots !== undefined) options.roots = expect.roots;
     if (expect.reference !== undefined) options.reference = expect.reference;
     if (evidence.intelCollateral !== undefined) options.intelCollateral = evidence.intelCollateral;
     if (expect.onEvents !== undefined) options.onEvents = expect.onEvents;
     checks.push(...(await verifyAttestationDocument(doc, options)));
-    const start = evidence.startAttestation === undefined ? undefined : evidenceBytes(evidence.startAttestation);
+    const startDocument = evidence.signedNonce === undefined ? evidence.startAttestation : doc;
+    const start = startDocument === undefined ? undefined : evidenceBytes(startDocument);
     attestationHash = start === undefined ? undefined : sha256Tagged(start);
   }
-  const gpu = gpuChecks(doc, evidence, expect, now);
+  if (evidence.signedNonce !== undefined) checks.push(await signedNonceCheck(evidence.signedNonce, doc, expect.nonce));
+  const gpu = gpuChecks(doc, evidence, { ...expect, nonce: documentNonce }, now);
   checks.push(...gpu.checks);
   const gpus = gpu.gpus;
   checks.push(policyCheck(evidence.policy, field(binding, 'policy_hash')));

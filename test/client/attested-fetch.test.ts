@@ -64,10 +64,10 @@ describe('createAttestedFetch with the openai client', () => {
   });
   afterAll(async () => attested.close());
 
-  it('attests before the first request: the TLS key, the binding, the policy, all named', () => {
+  it('attests before the first request: the TLS key, the binding, the signed nonce, the policy, all named', () => {
     const names = attested.attestation.checks.map((c) => `${checkMark(c)} ${c.name}`);
-    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
-    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 5 checks passed; 1 waived (attestation.tee)');
+    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS attestation.signed_nonce', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 6 checks passed; 1 waived (attestation.tee)');
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });
@@ -215,7 +215,9 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
       expect(attested.attestation.tee).toBe('sev-snp');
       expect(attested.attestation.verdict.outcome).toBe('verified');
       expect(attested.attestation.checks.filter((c) => checkMark(c) !== 'PASS')).toEqual([]);
-      expect(attested.attestation.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['attestation.tls_key', 'snp.report_signature', 'attestation.report_data']));
+      expect(attested.attestation.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['attestation.tls_key', 'snp.report_signature', 'attestation.report_data', 'attestation.signed_nonce']));
+      // The hardware report is the start evidence; freshness is the nonce signed by the key it binds.
+      expect(attested.attestation.checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain('the all-zero nonce (the start evidence, not fresh)');
       const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
       await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });

@@ -52,7 +52,7 @@ const matchingRims = (change?: (index: number, value: string) => string) => ({
 describe('attest() on a document carrying the real H100 report', () => {
   it('verifies it for the nonce sent: binding, signature, chain, FWID, nonce; measurements not pinned without RIMs', async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
+    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(service.attestationNonces.at(-1)).toBe(VECTOR_NONCE);
     expect(failed(result.checks)).toEqual([]);
     expect(result.verdict.outcome).toBe('not-verified');
@@ -74,17 +74,17 @@ describe('attest() on a document carrying the real H100 report', () => {
 
   it('compares the measurements with the RIMs of reference.gpu.rims, and fails one pinned differently', async () => {
     service.gpu = [gpuEntry()];
-    const good = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
+    const good = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
     expect(failed(good.checks)).toEqual([]);
     expect(marks(good.checks)).toMatchObject({ 'gpu.rim[0].chain': 'PASS', 'gpu.rim[1].chain': 'PASS', 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS' });
-    const bad = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
+    const bad = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
     expect(bad.verdict.outcome).toBe('not-verified');
     expect(failed(bad.checks)).toEqual(['gpu[0].measurements']);
   });
 
   it("does not use RIMs signed by a root other than NVIDIA's", async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims() });
+    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims() });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toEqual(['gpu.rim[0].chain', 'gpu.rim[1].chain', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
   });
@@ -93,17 +93,17 @@ describe('attest() on a document carrying the real H100 report', () => {
     const tampered = realReport();
     tampered[52] = tampered[52]! ^ 0x01;
     service.gpu = [gpuEntry(tampered)];
-    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
+    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(failed(result.checks)).toEqual(['gpu[0].signature']);
     service.gpu = [gpuEntry()];
     service.gpuBound = ['00'.repeat(32)];
-    const unbound = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
+    const unbound = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(failed(unbound.checks)).toEqual(['gpu.binding']);
   });
 
   it('fails gpu.rims when a RIM file cannot be read', async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
+    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toContain('gpu.rims');
     expect(detail(result.checks, 'gpu.rims')).toContain('absent.swidtag named by the reference values cannot be read (ENOENT)');
@@ -114,7 +114,7 @@ describe('createAttestedFetch and GPU evidence', () => {
   it('refuses a service whose GPU report was made for another nonce than the fresh one it sent, and sends nothing', async () => {
     service.gpu = [gpuEntry()];
     const before = service.last;
-    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true }).catch((err: unknown) => err);
+    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, freshReport: true }).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(AttestationError);
     const checks = (error as AttestationError).checks;
     expect(failed(checks)).toEqual(['gpu[0].nonce']);
@@ -127,7 +127,7 @@ describe('createAttestedFetch and GPU evidence', () => {
   });
 
   it('accepts a service with no GPU evidence with a check saying so, unless reference values pin RIMs', async () => {
-    const attested = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true });
+    const attested = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, freshReport: true });
     await attested.close();
     expect(marks(attested.attestation.checks)).toEqual({ 'gpu.evidence': 'PASS' });
     expect(detail(attested.attestation.checks, 'gpu.evidence')).toBe('the evidence holds no GPU report: it says nothing about any GPU the model may run on');

@@ -120,4 +120,30 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
       await attested.close();
     }
   });
+
+  it("a sealed stream's receipt is the one a clear stream gets (the same claims: model, provider, model_hash, nonce, completion id, both hashes), also at GET /v1/receipts/{id}", async () => {
+    const claimsOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+    const clear = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': 'clear-nonce-0001' },
+      body: chatBody('a clear prompt', true),
+    });
+    const clearReceipt = claimsOf(splitReceiptStream(new Uint8Array(await clear.arrayBuffer())).receipt);
+
+    const keyConfig = new Uint8Array(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer());
+    const identity = await Identity.unmarshalPublicConfig(keyConfig);
+    const { request, context } = await identity.encryptRequestWithContext(
+      new Request(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' }, body: chatBody('a sealed prompt', true) }),
+    );
+    const opened = new Uint8Array(await (await identity.decryptResponseWithContext(await fetch(request), context!)).arrayBuffer());
+    const sealedJws = splitReceiptStream(opened).receipt;
+    const sealedReceipt = claimsOf(sealedJws);
+
+    expect(Object.keys(sealedReceipt).sort()).toEqual(Object.keys(clearReceipt).sort());
+    expect(sealedReceipt).toMatchObject({ receipt_type: 'message', selected_model: { provider: PROVIDER, model_id: MODEL, model_hash: `sha256:${MODEL_HASH}` } });
+    expect(sealedReceipt.selected_model).toEqual(clearReceipt.selected_model);
+    for (const claim of ['nonce', 'completion_id', 'request_hash', 'response_hash']) expect(sealedReceipt[claim]).toMatch(/^(sha256:)?[0-9a-zA-Z-]{8,}/);
+    const stored = await fetch(`${sigil.url}/v1/receipts/${String(sealedReceipt.receipt_id)}`, { headers: { authorization: `Bearer ${sigil.key}` } });
+    expect(await stored.json()).toEqual({ id: sealedReceipt.receipt_id, receipt: sealedJws });
+  });
 });

@@ -1,10 +1,15 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Identity } from 'ehbp';
 import { Redis } from 'ioredis';
 import { hashApiKey } from '../../src/auth/keys-file.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { splitSealedJson } from '../../src/protocol/sealed-receipt.ts';
+import { KeyRing } from '../../src/auth/bearer.ts';
+import { fleetKeys } from '../../src/fleet/redis-keys.ts';
+import { receiptIndex, sealReceipt } from '../../src/receipts/sealed-at-rest.ts';
+import { createJwsSigner } from '../../src/receipts/signer.ts';
+import { loadSigningKey } from '../../src/receipts/signing-key.ts';
 import { splitReceiptStream } from '../../src/verify/index.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
@@ -27,7 +32,7 @@ beforeAll(async () => {
     startTestSigil({
       upstreams: { e: { url: engine.baseUrl } },
       models: [{ id: MODEL, provider: PROVIDER }],
-      config: { fleet: { redis_url: redis.url, namespace, replica_id: id }, ...(auth ? { auth } : {}) },
+      config: { fleet: { redis_url: redis.url, namespace, replica_id: id, admit_unattested_peers: true }, ...(auth ? { auth } : {}) },
     });
   a = await start('a');
   b = await start('b', { keys_file: join(a.dir, 'api-keys') });
@@ -103,5 +108,45 @@ describe.skipIf(redisTestsSkipped())('receipts at rest in Redis', () => {
         await other.arrayBuffer();
       }
     }
+  });
+
+  /** Writes `jws` into Redis exactly where the owner's receipt `receiptId` would rest, sealed under the owner's key. */
+  async function plant(receiptId: string, jws: string): Promise<void> {
+    const owner = new KeyRing([{ hash: hashApiKey(a.key), created: '', label: '' }]).authenticate({ authorization: `Bearer ${a.key}` });
+    const index = receiptIndex(owner, receiptId);
+    const client = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await client.connect();
+    try {
+      await client.set(fleetKeys(namespace).receiptPrefix + index, sealReceipt(owner, index, jws), 'PX', 60_000);
+    } finally {
+      client.disconnect();
+    }
+  }
+
+  async function refusedFromRedis(receiptId: string): Promise<void> {
+    const logsBefore = b.logs.length;
+    const got = await fetch(`${b.url}/v1/receipts/${receiptId}`, { headers: { authorization: `Bearer ${a.key}` } });
+    expect(got.status).toBe(500);
+    expect(await got.json()).toEqual({
+      error: { message: 'The stored receipt failed its check (its id, or its signature by a key this service admits) and is not served.', type: 'server_error', param: null, code: 'stored_receipt_invalid' },
+    });
+    const logged = b.logs.slice(logsBefore).join('\n');
+    expect(logged).toContain('a receipt read from Redis failed its check');
+    expect(logged).not.toContain(receiptId);
+  }
+
+  it('a receipt sealed under the owner\'s key but signed by a key the fleet never admitted is refused, not served', async () => {
+    const { claims } = await sealedChat(a, false);
+    const receiptId = randomUUID();
+    const forged = createJwsSigner(await loadSigningKey(), 'JWT')({ ...claims, receipt_id: receiptId });
+    await plant(receiptId, forged);
+    await refusedFromRedis(receiptId);
+  });
+
+  it('a genuine receipt sealed where another receipt id rests (swapped) is refused, not served', async () => {
+    const { jws } = await sealedChat(a, false);
+    const otherId = randomUUID();
+    await plant(otherId, jws);
+    await refusedFromRedis(otherId);
   });
 });

@@ -13,6 +13,7 @@ import { RedisReceiptStore } from '../../src/fleet/receipt-store.ts';
 import { fleetKeys } from '../../src/fleet/redis-keys.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import { loadSigningKey, type SigningKey } from '../../src/receipts/signing-key.ts';
+import { createJwsSigner } from '../../src/receipts/signer.ts';
 import { signHeartbeat } from '../../src/fleet/heartbeat.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
 
@@ -79,10 +80,12 @@ describe.skipIf(!installed)('RedisLimitCounters', () => {
 describe.skipIf(!installed)('RedisReceiptStore', () => {
   it('gives a receipt to its owner on any replica, and forgets it after the retention', async () => {
     const keys = fleetKeys(`t-${randomBytes(3).toString('hex')}`);
-    const a = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
-    const b = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10 });
+    const signingKey = await loadSigningKey();
+    const jwks = { keys: [signingKey.publicJwk] };
+    const a = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10, jwks: () => jwks, logger });
+    const b = new RedisReceiptStore(await connect(), keys, { retentionS: 1, maxEntries: 10, jwks: () => jwks, logger });
     const owner = { keyHash: 'aa'.repeat(32), secret: randomBytes(32) };
-    const jws = `h.${Buffer.from(JSON.stringify({ receipt_id: 'r1' })).toString('base64url')}.s`;
+    const jws = createJwsSigner(signingKey, 'JWT')({ receipt_id: 'r1' });
     await a.put('r1', owner, jws);
     expect(await b.get('r1', owner)).toBe(jws);
     // Another key: same hash claimed, another secret (the hash alone opens nothing).

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import canonicalizeModule from 'canonicalize';
 import { gpuEvidenceSha256, reportDataV2, type AttestationBinding, type GpuEvidence } from '../../src/protocol/attestation.ts';
 import type { ReceiptClaims } from '../../src/verify/claims.ts';
+import { SIGNED_NONCE_TYP } from '../../src/protocol/signed-nonce.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
 const canonicalize = canonicalizeModule as unknown as (input: unknown) => string;
@@ -34,6 +35,10 @@ export interface Faults {
   tamperResponse?: boolean;
   /** Answer the attestation request with a nonce other than the one asked for. */
   staleAttestation?: boolean;
+  /** With `proof=signature`, send start evidence binding another JWKS than the one served (as a grown fleet's replica does). */
+  startBindsOtherJwks?: TestSigner;
+  /** Sign the nonce asked with `proof=signature` under a key the start evidence does not bind. */
+  foreignNonceKey?: TestSigner;
   /** Leave the receipt comment off the stream (the client must use GET /v1/receipts/{id}). */
   omitStreamReceipt?: boolean;
   /** Keep no message receipt for GET /v1/receipts/{id}. */
@@ -48,6 +53,8 @@ export interface FakeService {
   gpuBound?: string[];
   /** Every nonce a fresh attestation was asked for, oldest first. */
   attestationNonces: string[];
+  /** Every nonce a signed nonce was asked for, oldest first. */
+  signedNonces: string[];
   /** The last exchange, as the server saw it. */
   last?: { requestBytes: Buffer; responseBytes: Buffer; receipt: string };
   close(): Promise<void>;
@@ -115,7 +122,7 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     };
   };
 
-  const service: FakeService = { url: '', faults: {}, attestationNonces: [], close: async () => undefined };
+  const service: FakeService = { url: '', faults: {}, attestationNonces: [], signedNonces: [], close: async () => undefined };
   const server: Server = (tls === undefined ? createServer : (handler: RequestListener) => createTlsServer({ key: tls.key, cert: tls.cert }, handler))(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const json = (status: number, value: unknown) => {
@@ -127,6 +134,14 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
     if (req.method === 'GET' && url.pathname === '/v1/models') return json(200, { object: 'list', data: [{ id: 'm1', object: 'model' }] });
     if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
       const asked = url.searchParams.get('nonce') ?? '';
+      if (url.searchParams.get('proof') === 'signature') {
+        // As Sigil answers: the start evidence, and the nonce signed by the receipt key it binds (or, stale, another nonce).
+        service.signedNonces.push(asked);
+        const bound = service.faults.startBindsOtherJwks === undefined ? jwks : { keys: [signer.publicJwk, service.faults.startBindsOtherJwks.publicJwk] };
+        const start = { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: START_NONCE_HEX, binding: bindingFor(bound, tlsSpki), report_data: reportDataFor(START_NONCE_HEX, bound, tlsSpki).toString('hex'), evidence: startEvidence ?? null, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: [] };
+        const claims = { nonce: service.faults.staleAttestation ? 'ee'.repeat(32) : asked, start_document_sha256: sha256(canonicalize(start)), iat: Math.floor(Date.now() / 1000) };
+        return json(200, { attestation: start, signed_nonce: (service.faults.foreignNonceKey ?? signer).sign(claims, { alg: 'ES256', typ: SIGNED_NONCE_TYP, kid: signer.kid }) });
+      }
       const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
       if (asked !== '') service.attestationNonces.push(asked);
       const gpu = asked === '' ? [] : (service.gpu ?? []);

@@ -32,23 +32,43 @@ function clientOf(req: IncomingMessage, ctx: AppContext): string {
   return `addr:${req.socket.remoteAddress ?? ''}`;
 }
 
+interface Allowance {
+  burst: number;
+  perS: number;
+}
+
 /**
- * GET /v1/verify/attestation[?nonce=HEX]: without a nonce, the evidence made at start (the one
- * `attestation_hash` names); with a 32-byte hex nonce, fresh evidence binding it. Fresh evidence is
- * cached per nonce and rate-limited per client (docs/api.md), because hardware reports are slow and
- * shared: one client's flood spends its own allowance, never another's.
+ * GET /v1/verify/attestation[?nonce=HEX[&proof=signature]]: without a nonce, the evidence made at start
+ * (the one `attestation_hash` names); with a 32-byte hex nonce, fresh evidence binding it; with
+ * `proof=signature` as well, the start evidence and the nonce signed by the receipt key it binds
+ * (docs/attestation.md, "Freshness from a signed nonce"). Fresh evidence is cached per nonce and
+ * rate-limited per client (docs/api.md), because hardware reports are slow and shared: one client's
+ * flood spends its own allowance, never another's. A signed nonce costs one ES256 signature and has its
+ * own, generous allowance, so that clients sharing an address (behind a load balancer) still attest.
  */
-export function createAttestationHandler(limits: { burst: number; perS: number }) {
+export function createAttestationHandler(limits: { fresh: Allowance; signed: Allowance }) {
   const cache = new Map<string, Promise<string>>();
-  const buckets = new PerClientBuckets({ burst: limits.burst, perS: limits.perS, maxClients: TRACKED_CLIENTS });
+  const buckets = new PerClientBuckets({ ...limits.fresh, maxClients: TRACKED_CLIENTS });
+  const signedBuckets = new PerClientBuckets({ ...limits.signed, maxClients: TRACKED_CLIENTS });
 
   return async function handleAttestation(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
     const nonceHex = url.searchParams.get('nonce');
+    const proof = url.searchParams.get('proof');
+    if (proof !== null && proof !== 'signature' && proof !== 'report') throw httpError('invalid_value', "'proof' must be \"report\" (a fresh hardware report) or \"signature\" (the start evidence and a signed nonce).", 'proof');
     if (nonceHex === null || nonceHex === '') {
+      if (proof === 'signature') throw httpError('missing_required_parameter', "'proof=signature' needs a 'nonce' to sign.", 'nonce');
       sendJson(res, 200, ctx.documents.startEvidence, { 'cache-control': 'no-cache' });
       return;
     }
     if (!NONCE_HEX.test(nonceHex)) throw httpError('invalid_value', "'nonce' must be 32 bytes as 64 hex digits.", 'nonce');
+    if (proof === 'signature') {
+      if (!signedBuckets.take(clientOf(req, ctx))) {
+        throw new HttpError('rate_limit_exceeded', 'Too many signed-nonce requests; try again shortly.', { headers: { 'retry-after': '1' } });
+      }
+      const signed = ctx.signNonce(Buffer.from(nonceHex, 'hex'), ctx.attestation.start);
+      sendJson(res, 200, `{"attestation":${ctx.documents.startEvidence},"signed_nonce":${JSON.stringify(signed)}}`, { 'cache-control': 'no-store' });
+      return;
+    }
     // A reload adds an event and may change the policy: a document cached before it must not answer after it.
     const key = `${nonceHex.toLowerCase()}|${ctx.attestation.sources.eventLog?.runtime_events.length ?? 0}|${ctx.receiptContext.policyHash}`;
     let body = cache.get(key);
