@@ -42,6 +42,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('live.*', 'Live request', 'A real request to the service returned an answer with a receipt.', RECEIPTS),
   entry('policy.model', 'Model in policy', 'The model that answered is one the published policy allows.', RECEIPTS),
   entry('reference.*', 'Reference values', 'The code running is the audited code: each measured value equals one you pinned.', AUDITING),
+  entry('snp.crl', 'AMD revocation list', "AMD's own list of withdrawn signing keys, signed by AMD's root and current, does not name the key that vouches for this machine.", AUDITING),
   entry('snp.*', 'AMD SEV-SNP evidence', "AMD's signed report is genuine, current and from an enclave configured safely.", AUDITING),
   entry('tdx.*', 'Intel TDX evidence', "Intel's signed quote is genuine, current and from an enclave configured safely.", AUDITING),
   entry('collateral.*', 'Intel collateral', "Intel's own records say this platform is up to date and not revoked.", AUDITING),

@@ -57,6 +57,8 @@ export interface SnpReferenceValues {
   report_id?: string[];
   /** A machine allow-list: the CHIP_IDs of the machines the auditor accepts. */
   chip_id?: string[];
+  /** Accept evidence given without AMD's CRL: `snp.crl` is then WAIVED instead of failing; default false. */
+  allow_missing_crl?: boolean;
 }
 
 export interface GpuReferenceValues {
@@ -117,7 +119,7 @@ const TDX_HEX: Record<string, number> = {
 };
 const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
 const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64 };
-const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
+const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'allow_missing_crl', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
 const POLICY_KEYS = ['debug', 'migrate_ma', 'smt', ...Object.keys(SNP_POLICY_BITS)];
 const PLATFORM_INFO_KEYS = Object.keys(SNP_PLATFORM_INFO_BITS);
@@ -219,8 +221,8 @@ function readSnp(node: Node): SnpReferenceValues {
       const p: NonNullable<SnpReferenceValues['platform_info']> = {};
       for (const [bit, v] of Object.entries(bits)) p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
       out.platform_info = p;
-    } else if (name === 'permit_provisional_firmware') {
-      out.permit_provisional_firmware = booleanValue(single(value, key), key);
+    } else if (name === 'permit_provisional_firmware' || name === 'allow_missing_crl') {
+      out[name] = booleanValue(single(value, key), key);
     } else if (name === 'min_build' || name === 'min_guest_svn') {
       out[name] = integer(single(value, key), key, name === 'min_build' ? 255 : 0xffffffff);
     } else if (name === 'min_api_version') {

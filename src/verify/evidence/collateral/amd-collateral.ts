@@ -1,0 +1,41 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * AMD's collateral for one SEV-SNP report, as AMD's Key Distribution Service serves it (kdsintf.amd.com, AMD
+ * pub. 57230): the VCEK for the chip and TCB (or nothing for a VLEK, which the host provisions), the product's
+ * cert_chain (ASK or ASVK, then ARK) and its CRL. Each is optional so that a missing one is reported by name.
+ */
+export interface AmdCollateral {
+  /** amd-vcek.der: the VCEK (DER) from /vcek/v1/{product}/{chip id}?blSPL=..&teeSPL=..&snpSPL=..&ucodeSPL=... */
+  vcek?: Uint8Array;
+  /** amd-cert-chain.pem: /vcek/v1/{product}/cert_chain (ASK, ARK) or /vlek/v1/{product}/cert_chain (ASVK, ARK). */
+  certChain?: string;
+  /** amd-crl.der: /vcek/v1/{product}/crl or /vlek/v1/{product}/crl, signed by the ARK. */
+  crl?: Uint8Array;
+}
+
+/** The file names of AMD collateral in a bundle directory (`--collateral DIR`), beside Intel's. */
+export const AMD_COLLATERAL_FILES: Record<keyof AmdCollateral, string> = {
+  vcek: 'amd-vcek.der',
+  certChain: 'amd-cert-chain.pem',
+  crl: 'amd-crl.der',
+};
+
+/** Reads the AMD files of a bundle directory; an absent file is left out. */
+export async function readAmdCollateralBundle(dir: string): Promise<AmdCollateral> {
+  const read = async (name: string): Promise<Buffer | undefined> => {
+    try {
+      return await readFile(join(dir, name));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  };
+  const [vcek, certChain, crl] = await Promise.all([read(AMD_COLLATERAL_FILES.vcek), read(AMD_COLLATERAL_FILES.certChain), read(AMD_COLLATERAL_FILES.crl)]);
+  const out: AmdCollateral = {};
+  if (vcek !== undefined) out.vcek = new Uint8Array(vcek);
+  if (certChain !== undefined) out.certChain = certChain.toString('utf8');
+  if (crl !== undefined) out.crl = new Uint8Array(crl);
+  return out;
+}
