@@ -136,6 +136,8 @@ export interface SnpReportFields {
   signingKey?: number;
   /** CPUID family and model (report v3+, offsets 0x188 and 0x189); default zero, a CPU no product line names. */
   cpuid?: { family: number; model: number };
+  /** LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR (report v5, offsets 0x1F8 and 0x200); default zero. */
+  mitigationVectors?: { launch: bigint; current: bigint };
 }
 
 const SNP_REPORT_SIZE = 0x4a0;
@@ -161,6 +163,8 @@ export function pinnedSnpReference(measurement: Uint8Array, manifestSha384: stri
       id_key_digest: ['00'.repeat(48)],
       min_guest_svn: 3,
       chip_id: ['c1'.repeat(64)],
+      min_launch_mit_vector: 0n,
+      min_current_mit_vector: 0n,
     },
   };
 }
@@ -186,6 +190,10 @@ export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Ar
   Buffer.from(fields.chipId ?? Buffer.alloc(64, 0xc1)).copy(report, 0x1a0);
   tcb.copy(report, 0x1e0);
   tcb.copy(report, 0x1f0);
+  if (fields.mitigationVectors !== undefined) {
+    report.writeBigUInt64LE(fields.mitigationVectors.launch, 0x1f8);
+    report.writeBigUInt64LE(fields.mitigationVectors.current, 0x200);
+  }
   const sig = sign('sha384', report.subarray(0, SNP_SIGNED), { key, dsaEncoding: 'ieee-p1363' });
   Buffer.from(sig.subarray(0, 48)).reverse().copy(report, SNP_SIGNED);
   Buffer.from(sig.subarray(48, 96)).reverse().copy(report, SNP_SIGNED + 72);

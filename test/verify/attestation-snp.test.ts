@@ -39,6 +39,7 @@ const ALL_SNP_CHECKS = [
   'snp.platform_info',
   'snp.id_block',
   'snp.instance',
+  'snp.mitigation_vector',
   'snp.product',
   'attestation.report_data',
   'attestation.jwks',
