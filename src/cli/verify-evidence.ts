@@ -4,9 +4,9 @@ import { fail, isNotPinned, notPinned, pass, verdictOf, waive } from '../verify/
 import type { Check } from '../verify/check.ts';
 import { toHex } from '../verify/evidence/byte-reader.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
-import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+import { readAmdCollateralBundle, readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
-import { readAmdCollateralBundle, type AmdCollateral } from '../verify/evidence/collateral/amd-collateral.ts';
+import type { AmdCollateral } from '../verify/evidence/collateral/amd-collateral.ts';
 import { readCertificate, readPemCertificates } from '../verify/evidence/certificate-chain.ts';
 import { formatEventListing, type EventListing } from '../verify/evidence/event-log/measured-event.ts';
 import { verifyTdxEventLog, type TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-log.ts';

@@ -1,6 +1,3 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-
 /**
  * AMD's collateral for one SEV-SNP report, as AMD's Key Distribution Service serves it (kdsintf.amd.com, AMD
  * pub. 57230): the VCEK for the chip and TCB (or nothing for a VLEK, which the host provisions), the product's
@@ -21,21 +18,3 @@ export const AMD_COLLATERAL_FILES: Record<keyof AmdCollateral, string> = {
   certChain: 'amd-cert-chain.pem',
   crl: 'amd-crl.der',
 };
-
-/** Reads the AMD files of a bundle directory; an absent file is left out. */
-export async function readAmdCollateralBundle(dir: string): Promise<AmdCollateral> {
-  const read = async (name: string): Promise<Buffer | undefined> => {
-    try {
-      return await readFile(join(dir, name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
-  };
-  const [vcek, certChain, crl] = await Promise.all([read(AMD_COLLATERAL_FILES.vcek), read(AMD_COLLATERAL_FILES.certChain), read(AMD_COLLATERAL_FILES.crl)]);
-  const out: AmdCollateral = {};
-  if (vcek !== undefined) out.vcek = new Uint8Array(vcek);
-  if (certChain !== undefined) out.certChain = certChain.toString('utf8');
-  if (crl !== undefined) out.crl = new Uint8Array(crl);
-  return out;
-}
