@@ -8,6 +8,7 @@ import * as x509 from '@peculiar/x509';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collateralCommand } from '../../../src/cli/collateral.ts';
 import { ARK_GENOA, ASK_GENOA } from '../../../src/verify/evidence/roots/amd-genoa.ts';
+import { ARK_MILAN, ASVK_MILAN } from '../../../src/verify/evidence/roots/amd-milan.ts';
 import { runVerifyEvidence } from '../../support/cli.ts';
 
 const v = (path: string) => new URL(`../../vectors/${path}`, import.meta.url).pathname;
@@ -103,6 +104,17 @@ describe('sigil collateral fetch', () => {
     const verified = await runVerifyEvidence(['--snp-report', v('snp/openpcc-azure-genoa-report.bin'), '--collateral', out], new Date('2025-07-01T00:00:00Z'));
     expect(verified.marks).toMatchObject({ 'snp.cert_table': 'PASS', 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.root': 'PASS', 'snp.crl': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.vcek_tcb': 'PASS' });
     expect(verified.stdout).toContain('PASS snp.vcek_chain — SEV-VCEK <- SEV-Genoa (the certificate table) <- ARK-Genoa (the built-in AMD roots, self-signed)');
+  });
+
+  it("for a real Milan VLEK report asks KDS's vlek paths and no VCEK (no VLEK CRL is recorded: the replay has none, so it exits 3 naming it)", async () => {
+    ROUTES['/vlek/v1/Milan/cert_chain'] = { body: `${ASVK_MILAN.trim()}\n${ARK_MILAN.trim()}\n` };
+    requested.length = 0;
+    const out = join(work, 'vlek');
+    const r = await sigilCollateral(['fetch', '--snp-report', v('snp/trustee-milan-vlek-report.bin'), '--out', out, ...sources()]);
+    expect(requested).toEqual(['/vlek/v1/Milan/cert_chain', '/vlek/v1/Milan/crl']);
+    expect(readdirSync(out)).toEqual(['amd-cert-chain.pem']);
+    expect(r.stderr).toBe(`sigil collateral fetch: GET ${base}/vlek/v1/Milan/crl: HTTP 404\n`);
+    expect(r.code).toBe(3);
   });
 
   it('exits 3 naming the URL when a service answers with an error', async () => {
