@@ -4,9 +4,10 @@ import { fail, isNotPinned, notPinned, pass, verdictOf, waive } from '../verify/
 import type { Check } from '../verify/check.ts';
 import { toHex } from '../verify/evidence/byte-reader.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
-import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+import { readAmdCollateralBundle, readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
-import { readCertificate } from '../verify/evidence/certificate-chain.ts';
+import type { AmdCollateral } from '../verify/evidence/collateral/amd-collateral.ts';
+import { readCertificate, readPemCertificates } from '../verify/evidence/certificate-chain.ts';
 import { formatEventListing, type EventListing } from '../verify/evidence/event-log/measured-event.ts';
 import { verifyTdxEventLog, type TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-log.ts';
 import { encodeSnpCertTable, SNP_CERT_GUID } from '../verify/evidence/snp-cert-table.ts';
@@ -39,7 +40,7 @@ function usage(extensions: readonly EvidenceExtension[]): string {
   sigil verify-evidence --tdx-quote FILE [--ccel-table FILE --ccel-data FILE | --event-log-json FILE]
                         [--reference FILE | --release FILE RELEASE_TRUST] [--collateral DIR] [--report-data HEX]
                         [--at RFC3339] [--json]
-  sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]]
+  sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]] [--collateral DIR]
                         [--reference FILE | --release FILE RELEASE_TRUST] [--report-data HEX] [--at RFC3339] [--json]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
@@ -60,8 +61,10 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
                         reference values, and any failed release.* check makes the verdict NOT VERIFIED.
                         --key pins the signer's key (release.tlog prints WAIVED); --identity and --issuer name
                         a Sigstore signer, checked against the public-good root or --trusted-root FILE
-  --collateral DIR      Intel collateral: tcbinfo.json, qeidentity.json, tcb-signing-chain.pem,
-                        pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der
+  --collateral DIR      collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json,
+                        tcb-signing-chain.pem, pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der (or one dcap-qvl
+                        collateral JSON file). AMD: amd-crl.der, amd-vcek.der and amd-cert-chain.pem (used when
+                        --vcek and --ask are not given)
   --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
                         (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence
   --allow-unbound-evidence  accept REPORT_DATA compared with nothing: printed as WAIVED
@@ -154,9 +157,10 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
     if (problem !== undefined) throw new UsageError(problem);
   }
   if (kinds > 1) throw new UsageError('give --tdx-quote or --snp-report, not both');
-  if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined || o.collateral !== undefined) && o.tdxQuote === undefined) {
-    throw new UsageError('--ccel-table, --ccel-data, --event-log-json and --collateral go with --tdx-quote');
+  if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined) && o.tdxQuote === undefined) {
+    throw new UsageError('--ccel-table, --ccel-data and --event-log-json go with --tdx-quote');
   }
+  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined) throw new UsageError('--collateral goes with --tdx-quote or --snp-report');
   if (o.ccelTable !== undefined && o.ccelData === undefined) throw new UsageError('--ccel-table needs --ccel-data (the log it describes)');
   if (o.ccelData !== undefined && o.eventLogJson !== undefined) throw new UsageError('give --ccel-data or --event-log-json, not both');
   if ((o.vcek !== undefined || o.ask !== undefined) && o.snpReport === undefined) throw new UsageError('--vcek and --ask go with --snp-report');
@@ -259,9 +263,20 @@ async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roo
   };
 }
 
+async function amdCollateral(dir: string | undefined): Promise<AmdCollateral> {
+  if (dir === undefined) return {};
+  try {
+    return await readAmdCollateralBundle(dir);
+  } catch (err) {
+    throw new UnreadableError(`cannot read the collateral bundle ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 async function verifySnp(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
   const report = new Uint8Array(await read(o.snpReport!, 'SEV-SNP report'));
+  const bundle = await amdCollateral(o.collateral);
   const entries: Array<{ guid: string; der: Uint8Array }> = [];
+  const signerGuid = reportSignedByVlek(report) ? SNP_CERT_GUID.vlek : SNP_CERT_GUID.vcek;
   for (const [path, kind] of [
     [o.vcek, 'vcek'],
     [o.ask, 'ask'],
@@ -274,10 +289,19 @@ async function verifySnp(o: Options, reference: ReferenceValues | undefined, roo
     } catch (err) {
       throw new UnreadableError((err as Error).message);
     }
-    entries.push({ guid: kind === 'vcek' && reportSignedByVlek(report) ? SNP_CERT_GUID.vlek : SNP_CERT_GUID[kind], der });
+    entries.push({ guid: kind === 'vcek' ? signerGuid : SNP_CERT_GUID[kind], der });
+  }
+  if (o.vcek === undefined && bundle.vcek !== undefined) entries.push({ guid: signerGuid, der: bundle.vcek });
+  if (o.ask === undefined && bundle.certChain !== undefined) {
+    try {
+      const intermediate = readPemCertificates(bundle.certChain, 'amd-cert-chain.pem')[0];
+      if (intermediate !== undefined) entries.push({ guid: SNP_CERT_GUID.ask, der: new Uint8Array(intermediate.raw) });
+    } catch (err) {
+      throw new UnreadableError((err as Error).message);
+    }
   }
   const table = entries.length === 0 ? new Uint8Array(0) : encodeSnpCertTable(entries);
-  const result = verifySnpEvidence(report, table, roots, o.at, reference?.snp);
+  const result = verifySnpEvidence(report, table, roots, o.at, reference?.snp, bundle.crl === undefined ? {} : { crl: bundle.crl });
   const r = result.report;
   if (r === undefined) return { verified: false, tee: 'sev-snp', measured: {}, checks: result.checks };
   const measured = { measurement: toHex(r.measurement), host_data: toHex(r.hostData) };

@@ -132,7 +132,7 @@ describe('configfs-tsm provider', () => {
       roots: amd.roots,
     });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
-    expect(checks.filter((c) => c.pinned !== false)).toHaveLength(15);
+    expect(checks.filter((c) => c.pinned !== false)).toHaveLength(16);
   });
 });
 

@@ -249,6 +249,7 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
         'snp.platform_info',
         'snp.id_block',
         'snp.instance',
+        'snp.mitigation_vector',
         'attestation.measurement',
         'reference.values',
         'reference.measurement',

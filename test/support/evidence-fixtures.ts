@@ -49,7 +49,22 @@ export interface AmdTestChain {
   ask: x509.X509Certificate;
   vcek: x509.X509Certificate;
   vcekKey: KeyObject;
+  /** The ARK's private key, to sign CRLs in tests. */
+  arkKey: CryptoKey;
+  /** An AMD-style CRL signed by the ARK, revoking nothing; amdCertTable carries it as the CRL entry. */
+  crl: x509.X509Crl;
   roots: TrustRoots;
+}
+
+/** A CRL signed by the test ARK (RSA-PSS SHA-384 like AMD's), revoking `revokedSerials` (hex), valid over the test chain's lifetime unless told. */
+export function amdTestCrl(chain: Pick<AmdTestChain, 'ark' | 'arkKey'>, revokedSerials: string[] = [], validity: { thisUpdate: Date; nextUpdate: Date } = { thisUpdate: NOT_BEFORE, nextUpdate: NOT_AFTER }): Promise<x509.X509Crl> {
+  return x509.X509CrlGenerator.create({
+    issuer: chain.ark.subject,
+    ...validity,
+    entries: revokedSerials.map((serialNumber) => ({ serialNumber, revocationDate: new Date('2024-06-01T00:00:00Z') })),
+    signingKey: chain.arkKey,
+    signingAlgorithm: PSS_SIGN,
+  });
 }
 
 /** A fake AMD chain named like AMD's (ARK-Test, SEV-Test, SEV-VCEK). */
@@ -84,11 +99,14 @@ export async function createAmdTestChain(product = 'Test'): Promise<AmdTestChain
     signingAlgorithm: PSS_SIGN,
     extensions: vcekExtensions(),
   });
+  const crl = await amdTestCrl({ ark, arkKey: arkKeys.privateKey });
   return {
     ark,
     ask,
     vcek,
     vcekKey: KeyObject.from(vcekKeys.privateKey),
+    arkKey: arkKeys.privateKey,
+    crl,
     roots: { amdArks: [ark.toString('pem')], amdIntermediates: [ask.toString('pem')], intelRoots: [] },
   };
 }
@@ -118,6 +136,8 @@ export interface SnpReportFields {
   signingKey?: number;
   /** CPUID family and model (report v3+, offsets 0x188 and 0x189); default zero, a CPU no product line names. */
   cpuid?: { family: number; model: number };
+  /** LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR (report v5, offsets 0x1F8 and 0x200); default zero. */
+  mitigationVectors?: { launch: bigint; current: bigint };
 }
 
 const SNP_REPORT_SIZE = 0x4a0;
@@ -143,6 +163,8 @@ export function pinnedSnpReference(measurement: Uint8Array, manifestSha384: stri
       id_key_digest: ['00'.repeat(48)],
       min_guest_svn: 3,
       chip_id: ['c1'.repeat(64)],
+      min_launch_mit_vector: 0n,
+      min_current_mit_vector: 0n,
     },
   };
 }
@@ -168,6 +190,10 @@ export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Ar
   Buffer.from(fields.chipId ?? Buffer.alloc(64, 0xc1)).copy(report, 0x1a0);
   tcb.copy(report, 0x1e0);
   tcb.copy(report, 0x1f0);
+  if (fields.mitigationVectors !== undefined) {
+    report.writeBigUInt64LE(fields.mitigationVectors.launch, 0x1f8);
+    report.writeBigUInt64LE(fields.mitigationVectors.current, 0x200);
+  }
   const sig = sign('sha384', report.subarray(0, SNP_SIGNED), { key, dsaEncoding: 'ieee-p1363' });
   Buffer.from(sig.subarray(0, 48)).reverse().copy(report, SNP_SIGNED);
   Buffer.from(sig.subarray(48, 96)).reverse().copy(report, SNP_SIGNED + 72);
@@ -190,11 +216,13 @@ export function buildSnpCertTable(entries: Array<{ guid: string; der: Uint8Array
   return new Uint8Array(out);
 }
 
-export function amdCertTable(chain: Pick<AmdTestChain, 'ark' | 'ask' | 'vcek'>): Uint8Array {
+/** The certificate table of a test chain: VCEK, ASK, ARK and, when the chain has one, the ARK's CRL. */
+export function amdCertTable(chain: Pick<AmdTestChain, 'ark' | 'ask' | 'vcek'> & { crl?: x509.X509Crl }): Uint8Array {
   return buildSnpCertTable([
     { guid: SNP_CERT_GUID.vcek, der: new Uint8Array(chain.vcek.rawData) },
     { guid: SNP_CERT_GUID.ask, der: new Uint8Array(chain.ask.rawData) },
     { guid: SNP_CERT_GUID.ark, der: new Uint8Array(chain.ark.rawData) },
+    ...(chain.crl === undefined ? [] : [{ guid: SNP_CERT_GUID.crl, der: new Uint8Array(chain.crl.rawData) }]),
   ]);
 }
 

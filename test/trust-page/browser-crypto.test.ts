@@ -52,7 +52,7 @@ describe('the browser crypto adapter', () => {
     const measurement = Buffer.from(readSnpReport(gcpReport).measurement).toString('hex');
     const checks = (await verifyAttestationDocument(snpDocument(gcpReport, table, new Uint8Array(32), jwks, measurement, new Uint8Array(64)), { jwks, now: AT })) as Checks;
     // Their REPORT_DATA binds someone else's keys: every hardware check passes, the binding cannot.
-    expect(failing(checks)).toEqual(['attestation.report_data']);
+    expect(failing(checks)).toEqual(['snp.crl', 'attestation.report_data']); // no AMD CRL comes with the document
     expect(checks.find((c) => c.name === 'snp.root')?.ok).toBe(true);
   });
 
@@ -61,7 +61,7 @@ describe('the browser crypto adapter', () => {
     tampered[0x50] = tampered[0x50]! ^ 0x80;
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: der(gcpVcek) }]);
     const checks = (await verifyAttestationDocument(snpDocument(tampered, table, new Uint8Array(32), jwks, '00', new Uint8Array(64)), { jwks, now: AT })) as Checks;
-    expect(failing(checks)).toEqual(['snp.report_signature', 'attestation.report_data', 'attestation.measurement']);
+    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.crl', 'attestation.report_data', 'attestation.measurement']);
   });
 
   it('verifies the real Azure TDX quote, QE report and PCK chain (ECDSA P-256)', async () => {

@@ -24,6 +24,7 @@ const ALL_SNP_CHECKS = [
   'snp.report_signature',
   'snp.vcek_chain',
   'snp.root',
+  'snp.crl',
   'snp.debug',
   'snp.migrate_ma',
   'snp.smt',
@@ -38,6 +39,7 @@ const ALL_SNP_CHECKS = [
   'snp.platform_info',
   'snp.id_block',
   'snp.instance',
+  'snp.mitigation_vector',
   'snp.product',
   'attestation.report_data',
   'attestation.jwks',
@@ -152,13 +154,13 @@ describe('SEV-SNP attestation document', () => {
     const report = buildSnpReport({ reportData, measurement }, foreign.vcekKey);
     const doc = snpDocument(report, amdCertTable(foreign), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['snp.root']);
+    expect(failing(checks)).toEqual(['snp.root', 'snp.crl']);
   });
 
   it('the real AMD roots are the default, and a test chain does not chain to them', async () => {
     const { doc } = validDocument();
     const checks = await verifyAttestationDocument(doc, { jwks, nonce });
-    expect(failing(checks)).toEqual(['snp.root']);
+    expect(failing(checks)).toEqual(['snp.root', 'snp.crl']);
     expect(checks.find((c) => c.name === 'snp.root')?.detail).toContain('ARK-Test');
   });
 
@@ -167,12 +169,15 @@ describe('SEV-SNP attestation document', () => {
     const table = amdCertTable({ ...chain, vcek: foreign.vcek });
     const doc = snpDocument(report, table, nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.vcek_chain', 'snp.root']);
+    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.vcek_chain', 'snp.root', 'snp.crl']);
   });
 
   it('a table with only the VCEK chains through the built-in signing keys', async () => {
     const { report } = validDocument();
-    const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: new Uint8Array(chain.vcek.rawData) }]);
+    const table = buildSnpCertTable([
+      { guid: SNP_CERT_GUID.vcek, der: new Uint8Array(chain.vcek.rawData) },
+      { guid: SNP_CERT_GUID.crl, der: new Uint8Array(chain.crl.rawData) },
+    ]);
     const doc = snpDocument(report, table, nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
     expect(failing(checks)).toEqual([]);
@@ -193,7 +198,7 @@ describe('SEV-SNP attestation document', () => {
     const { report } = validDocument();
     const doc = snpDocument(report, new Uint8Array(32), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root', 'snp.vcek_tcb', 'snp.vcek_hwid']);
+    expect(failing(checks)).toEqual(['snp.cert_table', 'snp.report_signature', 'snp.vcek_chain', 'snp.root', 'snp.crl', 'snp.vcek_tcb', 'snp.vcek_hwid']);
   });
 
   it('a truncated certificate table fails the table check with its code', async () => {

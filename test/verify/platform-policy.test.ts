@@ -40,7 +40,7 @@ describe("AMD VCEK extensions", () => {
 describe("SEV-SNP platform policy on dstack's Milan report", () => {
   it('passes signature, chain, debug, MIGRATE_MA and the VCEK match; leaves SMT, VMPL and the TCB floor not pinned', () => {
     const { checks } = verifySnpEvidence(milanReport, milanTable, DEFAULT_TRUST_ROOTS, AT);
-    expect(failing(checks)).toEqual([]);
+    expect(failing(checks)).toEqual(['snp.crl']);
     expect(state(checks, SNP_POLICY)).toEqual(['PASS', 'PASS', 'not pinned', 'not pinned', 'not pinned', 'not pinned', 'PASS', 'PASS']);
     expect(detail(checks, 'snp.vcek_tcb')).toBe("the VCEK certificate's TCB extensions (bootloader 4, tee 0, snp 23, microcode 213) equal the report's REPORTED_TCB: the key belongs to the firmware level the report claims");
     expect(detail(checks, 'snp.vcek_hwid')).toBe("the VCEK's hwID equals the report's CHIP_ID 38d174589d2dff97...: the key is this chip's");
@@ -50,20 +50,20 @@ describe("SEV-SNP platform policy on dstack's Milan report", () => {
   it('fails the reported TCB against a floor above it, while the launch TCB (snp 24) meets it', () => {
     const ref = parseReferenceValues('snp:\n  vmpl: 0\n  min_tcb: { bootloader: 4, snp: 24, microcode: 213 }\n  policy: { smt: true }\n');
     const { checks } = verifySnpEvidence(milanReport, milanTable, DEFAULT_TRUST_ROOTS, AT, ref.snp);
-    expect(failing(checks)).toEqual(['snp.reported_tcb']);
+    expect(failing(checks)).toEqual(['snp.crl', 'snp.reported_tcb']);
     expect(detail(checks, 'snp.reported_tcb')).toBe('REPORTED_TCB bootloader 4, tee 0, snp 23, microcode 213 is below the floor (bootloader 4, snp 24, microcode 213): snp 23 < 24; firmware this old lacks fixes the auditor requires');
     expect(state(checks, SNP_POLICY)).toEqual(['PASS', 'PASS', 'PASS', 'PASS', 'FAIL', 'PASS', 'PASS', 'PASS']);
   });
 
   it('fails VMPL and SMT when pinned to other values', () => {
     const ref = parseReferenceValues('snp:\n  vmpl: [1, 2]\n  policy: { smt: false }\n');
-    expect(failing(verifySnpEvidence(milanReport, milanTable, DEFAULT_TRUST_ROOTS, AT, ref.snp).checks)).toEqual(['snp.smt', 'snp.vmpl']);
+    expect(failing(verifySnpEvidence(milanReport, milanTable, DEFAULT_TRUST_ROOTS, AT, ref.snp).checks)).toEqual(['snp.crl', 'snp.smt', 'snp.vmpl']);
   });
 
   it("fails the VCEK match, and the signature, when another chip's VCEK is presented", () => {
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: debugVcek }]);
     const { checks } = verifySnpEvidence(milanReport, table, DEFAULT_TRUST_ROOTS, AT);
-    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.vcek_tcb', 'snp.vcek_hwid']);
+    expect(failing(checks)).toEqual(['snp.report_signature', 'snp.crl', 'snp.vcek_tcb', 'snp.vcek_hwid']);
     expect(detail(checks, 'snp.vcek_tcb')).toBe("the VCEK certificate's TCB extensions differ from REPORTED_TCB (bootloader: certificate 2, report 4; snp: certificate 5, report 23; microcode: certificate 68, report 213): the report is signed with a key of another firmware level");
   });
 });
@@ -72,7 +72,7 @@ describe("go-sev-guest's real report with DEBUG set", () => {
   it('fails the debug check, and only it', () => {
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: debugVcek }]);
     const { checks } = verifySnpEvidence(debugReport, table, DEFAULT_TRUST_ROOTS, AT);
-    expect(failing(checks)).toEqual(['snp.debug']);
+    expect(failing(checks)).toEqual(['snp.crl', 'snp.debug']);
     expect(detail(checks, 'snp.debug')).toBe("guest policy 0xb0000 has DEBUG set: the host can read and change the guest's memory, so nothing in it is confidential");
   });
 });

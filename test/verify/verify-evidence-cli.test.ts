@@ -29,13 +29,15 @@ describe('sigil verify-evidence on SEV-SNP evidence', () => {
     const strict = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem')]);
     expect(strict.code).toBe(1);
     expect(strict.marks).toMatchObject({ 'reference.values': '----', 'evidence.report_data': '----' });
-    expect(strict.stdout.trimEnd().split('\n').at(-1)).toMatch(/^NOT VERIFIED: 11 checks passed; 13 not pinned, so compared with nothing \(.*evidence\.report_data.*\); the code was not compared with reference values$/);
-    const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--allow-unbound-evidence', '--allow-unpinned-code']);
+    // No AMD CRL is current while this VCEK is valid (from 2026-06-17): snp.crl fails unless the reference values accept that.
+    expect(strict.stdout.trimEnd().split('\n').at(-1)).toMatch(/^NOT VERIFIED: 1 of 26 checks failed; 14 not pinned, so compared with nothing \(.*evidence\.report_data.*\); the code was not compared with reference values$/);
+    const allowMissingCrl = file('allow-missing-crl.yaml', 'snp:\n  allow_missing_crl: true\n');
+    const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--reference', allowMissingCrl, '--allow-unbound-evidence', '--allow-unpinned-code']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('  measurement 7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d\n');
-    expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'reference.values': 'WAIVED', 'evidence.report_data': 'WAIVED' });
+    expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'snp.crl': 'WAIVED', 'evidence.report_data': 'WAIVED' });
     expect(r.stdout).toContain('(waived: --allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted)\n');
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^verified with waivers: 11 checks passed; 13 waived \(.*\); the code was not compared with reference values$/);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^verified with waivers: 12 checks passed; 14 waived \(snp\.crl, .*\)$/);
   });
 
   it('gives the measured values and the verdict as JSON, and fails a pinned MEASUREMENT that differs', async () => {
@@ -46,14 +48,17 @@ describe('sigil verify-evidence on SEV-SNP evidence', () => {
     expect(report.verified).toBe(false);
     expect(report.tee).toBe('sev-snp');
     expect(report.measured).toMatchObject({ measurement: '7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d', vmpl: 0, reported_tcb: '0xd517000000000004' });
-    expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['reference.measurement']);
+    expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['snp.crl', 'reference.measurement']);
     expect(report.checks.find((c) => c.name === 'reference.host_data')?.ok).toBe(true);
   });
 
   it("fails go-sev-guest's real DEBUG report on the debug check", async () => {
     const r = await sigil(['--snp-report', v('snp/go-sev-guest-debug-report.bin'), '--vcek', v('snp/go-sev-guest-debug-vcek.der')]);
     expect(r.code).toBe(1);
-    expect(Object.entries(r.marks).filter(([, m]) => m === 'FAIL')).toEqual([['snp.debug', 'FAIL']]);
+    expect(Object.entries(r.marks).filter(([, m]) => m === 'FAIL')).toEqual([
+      ['snp.crl', 'FAIL'],
+      ['snp.debug', 'FAIL'],
+    ]);
   });
 
   it('fails every check needing the VCEK when none is given', async () => {
@@ -142,7 +147,7 @@ describe('sigil verify-evidence usage and inputs', () => {
     expect(JSON.parse(missing.stdout)).toEqual({ verified: false, error: { code: 'ERR_EVIDENCE_UNREADABLE', message: `cannot read SEV-SNP report ${join(work, 'absent.bin')}: ENOENT` } });
     const bad = await sigil(['--snp-report', milan, '--reference', file('bad-ref.yaml', 'snp:\n  measurment: 00\n')]);
     expect(bad.code).toBe(3);
-    expect(bad.stderr).toBe(`sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id)\n`);
+    expect(bad.stderr).toBe(`sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, allow_missing_crl, min_launch_mit_vector, min_current_mit_vector, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id, report_id_ma)\n`);
   });
 
   it('runs extensions (the place for GPU evidence) with their own options', async () => {

@@ -80,20 +80,21 @@ describe('verifyService', () => {
       'snp.platform_info',
       'snp.id_block',
       'snp.instance',
+      'snp.mitigation_vector',
       'attestation.measurement',
       'reference.values',
       'reference.measurement',
       'reference.host_data',
       'attestation.manifest',
     ]);
-    expect(result.verdict.summary).toMatch(/^NOT VERIFIED: \d+ checks passed; 14 not pinned, so compared with nothing \(snp\.smt, /);
+    expect(result.verdict.summary).toMatch(/^NOT VERIFIED: \d+ checks passed; 15 not pinned, so compared with nothing \(snp\.smt, /);
   });
 
   it('verifies it with waivers when the caller waives unpinned code, and prints each as WAIVED with the reason', async () => {
     const result = await verifyService(fetched(), { nonce, roots: chain.roots, waive: { unpinnedCode: 'a test of the waiver' } });
     expect(result.verdict.outcome).toBe('verified-with-waivers');
-    expect(result.verdict.waived.map((c) => [checkMark(c), c.waived])).toEqual(Array(14).fill(['WAIVED', 'a test of the waiver']));
-    expect(result.verdict.summary).toMatch(/^verified with waivers: \d+ checks passed; 14 waived \(snp\.smt, /);
+    expect(result.verdict.waived.map((c) => [checkMark(c), c.waived])).toEqual(Array(15).fill(['WAIVED', 'a test of the waiver']));
+    expect(result.verdict.summary).toMatch(/^verified with waivers: \d+ checks passed; 15 waived \(snp\.smt, /);
   });
 
   it('fails the evidence for another nonce than ours', async () => {

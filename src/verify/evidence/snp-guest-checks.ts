@@ -82,16 +82,55 @@ function idBlockCheck(report: SnpReport, ref: SnpReferenceValues | undefined): C
     : fail('snp.id_block', `${wrong.join('; ')}: the guest was not launched with the identity the auditor expects`);
 }
 
+const NO_MIGRATION_AGENT = 'ff'.repeat(32);
+
+/** REPORT_ID_MA in words: all ones is the firmware's way of saying no migration agent is bound to the guest. */
+function migrationAgentText(reportIdMa: string): string {
+  return reportIdMa === NO_MIGRATION_AGENT ? 'REPORT_ID_MA is all ones: no migration agent is bound to this guest' : `REPORT_ID_MA ${reportIdMa.slice(0, 16)}...: a migration agent is bound to this guest`;
+}
+
 function instanceCheck(report: SnpReport, ref: SnpReferenceValues | undefined): Check {
   const chip = toHex(report.chipId);
   const reportId = toHex(report.reportId);
-  if (ref?.chip_id === undefined && ref?.report_id === undefined) {
-    return notPinned('snp.instance', `CHIP_ID ${chip.slice(0, 16)}... and REPORT_ID ${reportId.slice(0, 16)}... were compared with nothing: no machine allow-list (snp.chip_id) or guest (snp.report_id) is pinned, so any AMD machine passes`);
+  const reportIdMa = toHex(report.reportIdMa);
+  if (ref?.chip_id === undefined && ref?.report_id === undefined && ref?.report_id_ma === undefined) {
+    return notPinned(
+      'snp.instance',
+      `CHIP_ID ${chip.slice(0, 16)}... and REPORT_ID ${reportId.slice(0, 16)}... were compared with nothing (${migrationAgentText(reportIdMa)}): no machine allow-list (snp.chip_id), guest (snp.report_id) or migration agent (snp.report_id_ma) is pinned, so any AMD machine passes`,
+    );
   }
   const wrong: string[] = [];
   if (ref.chip_id !== undefined && !ref.chip_id.includes(chip)) wrong.push(`CHIP_ID ${chip.slice(0, 16)}... is not one of the ${ref.chip_id.length} allowed machine(s)`);
   if (ref.report_id !== undefined && !ref.report_id.includes(reportId)) wrong.push(`REPORT_ID ${reportId.slice(0, 16)}... is not the pinned guest`);
-  return wrong.length === 0 ? pass('snp.instance', `CHIP_ID${ref.report_id === undefined ? '' : ' and REPORT_ID'} are on the allow-list: this is one of the machines the auditor named`) : fail('snp.instance', `${wrong.join('; ')}: the report comes from elsewhere`);
+  if (ref.report_id_ma !== undefined && !ref.report_id_ma.includes(reportIdMa)) {
+    wrong.push(`${migrationAgentText(reportIdMa)}, which is not the pinned ${ref.report_id_ma.includes(NO_MIGRATION_AGENT) ? 'value (all ones: no migration agent)' : 'migration agent'}`);
+  }
+  if (wrong.length > 0) return fail('snp.instance', `${wrong.join('; ')}: the report comes from elsewhere`);
+  const pinned = [...(ref.chip_id === undefined ? [] : ['CHIP_ID']), ...(ref.report_id === undefined ? [] : ['REPORT_ID']), ...(ref.report_id_ma === undefined ? [] : ['REPORT_ID_MA'])];
+  return pass('snp.instance', `${pinned.join(', ')} as pinned (${migrationAgentText(reportIdMa)}): this is one of the machines and guests the auditor named`);
+}
+
+const hex64 = (n: bigint): string => `0x${n.toString(16)}`;
+
+/** go-sev-guest's MinimumLaunchMitigationVector / MinimumCurrentMitigationVector: every required bit set (report v5). */
+function mitigationCheck(report: SnpReport, ref: SnpReferenceValues | undefined): Check {
+  const required = { launch: ref?.min_launch_mit_vector, current: ref?.min_current_mit_vector };
+  const keys = 'snp.min_launch_mit_vector, snp.min_current_mit_vector';
+  const v = report.mitigationVectors;
+  if (v === undefined) {
+    const absent = `report version ${report.version} carries no mitigation vectors (version 5 adds LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR)`;
+    return required.launch === undefined && required.current === undefined
+      ? notPinned('snp.mitigation_vector', `${absent}; none is required (${keys})`)
+      : fail('snp.mitigation_vector', `not checked: ${absent}, but the reference values require mitigation bits: the firmware cannot show it applies them`);
+  }
+  const shown = `LAUNCH_MIT_VECTOR ${hex64(v.launch)}, CURRENT_MIT_VECTOR ${hex64(v.current)}`;
+  if (required.launch === undefined && required.current === undefined) return notPinned('snp.mitigation_vector', `${shown} were compared with nothing: no required mitigation bits (${keys}) were given`);
+  const missing = (['launch', 'current'] as const)
+    .filter((k) => required[k] !== undefined && (v[k] & required[k]) !== required[k])
+    .map((k) => `${k.toUpperCase()}_MIT_VECTOR lacks bits ${hex64(required[k]! & ~v[k])} of the required ${hex64(required[k]!)}`);
+  return missing.length === 0
+    ? pass('snp.mitigation_vector', `${shown}: every required mitigation bit is set`)
+    : fail('snp.mitigation_vector', `${shown}: ${missing.join('; ')}: the firmware does not apply mitigations the auditor requires`);
 }
 
 /** AMD product line from CPUID family and model (report v3+): the line whose keys must have signed the report. */
@@ -134,6 +173,7 @@ export function snpGuestChecks(report: SnpReport, reportBytes: Uint8Array, signe
     bitsCheck('snp.platform_info', 'PLATFORM_INFO', report.platformInfo, SNP_PLATFORM_INFO_BITS, ref?.platform_info, 'snp.platform_info.smt_enabled, tsme_enabled, ecc_enabled, rapl_disabled, ciphertext_hiding_enabled, alias_check_complete'),
     idBlockCheck(report, ref),
     instanceCheck(report, ref),
+    mitigationCheck(report, ref),
     productCheck(report, reportBytes, signer),
   ];
 }

@@ -59,6 +59,8 @@ export interface SnpReport {
   chipId: Uint8Array;
   committedTcb: SnpTcb;
   launchTcb: SnpTcb;
+  /** LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR (0x1F8, 0x200): report version 5 and later only, else absent. */
+  mitigationVectors?: { launch: bigint; current: bigint };
   /** Bytes 0x000..0x29F, what the signature covers. */
   signedBytes: Uint8Array;
   /** r and s as big-endian 48-byte integers (P-384), ready for IEEE P1363 verification. */
@@ -132,6 +134,7 @@ export function readSnpReport(bytes: Uint8Array): SnpReport {
     chipId: reader.slice(0x1a0, 64),
     committedTcb: readTcb(reader, 0x1e0),
     launchTcb: readTcb(reader, 0x1f0),
+    ...(version >= 5 ? { mitigationVectors: { launch: reader.u64(0x1f8), current: reader.u64(0x200) } } : {}),
     signedBytes: reader.slice(0, SNP_SIGNED_LENGTH),
     signature: {
       r: p384Component(reader.slice(sigOffset, SNP_SIGNATURE_COMPONENT_LENGTH)),

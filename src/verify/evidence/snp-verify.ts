@@ -11,6 +11,13 @@ import { snpGuestChecks } from './snp-guest-checks.ts';
 import { reportCpuFamily, snpPlatformChecks } from './snp-policy.ts';
 import type { SnpReferenceValues } from '../reference/reference-values.ts';
 import type { TrustRoots } from './trust-roots.ts';
+import { amdCrlCheck, type AmdCrlChain } from './amd-crl.ts';
+
+/** AMD collateral for one report, as `sigil collateral fetch` writes it (collateral/amd-collateral.ts). */
+export interface SnpEvidenceCollateral {
+  /** AMD's CRL for the product (KDS /vcek/v1/{product}/crl or /vlek/v1/{product}/crl), DER or PEM. */
+  crl?: Uint8Array;
+}
 
 export interface SnpEvidenceResult {
   checks: Check[];
@@ -43,7 +50,13 @@ function findIssuer(child: X509Certificate, candidates: X509Certificate[], now: 
   return candidates.find((c) => issuanceProblem(child, c, now) === null);
 }
 
-function chainChecks(signer: X509Certificate, signerName: string, table: SnpCertEntry[], roots: TrustRoots, now: Date): Check[] {
+interface ChainResult {
+  checks: Check[];
+  /** Present when the chain verified up to a trusted ARK: what the AMD CRL is checked against. */
+  trusted?: AmdCrlChain;
+}
+
+function chainChecks(signer: X509Certificate, signerName: string, table: SnpCertEntry[], roots: TrustRoots, now: Date): ChainResult {
   const trustedArks = roots.amdArks.map((pem, i) => readCertificate(pem, `built-in AMD ARK ${i}`));
   const tableAsk = table.find((e) => e.kind === 'ask');
   const tableArk = table.find((e) => e.kind === 'ark');
@@ -55,15 +68,17 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
     intermediateFrom = 'the built-in AMD signing keys';
     intermediate = findIssuer(signer, roots.amdIntermediates.map((pem, i) => readCertificate(pem, `built-in AMD intermediate ${i}`)), now);
     if (intermediate === undefined) {
-      return [
-        fail('snp.vcek_chain', `the certificate table has no ASK and no built-in AMD signing key issued the ${signerName} (${commonName(signer)})`),
-        fail('snp.root', 'no chain to check against the AMD roots'),
-      ];
+      return {
+        checks: [
+          fail('snp.vcek_chain', `the certificate table has no ASK and no built-in AMD signing key issued the ${signerName} (${commonName(signer)})`),
+          fail('snp.root', 'no chain to check against the AMD roots'),
+        ],
+      };
     }
   }
   const leafProblem = issuanceProblem(signer, intermediate, now);
   if (leafProblem !== null) {
-    return [fail('snp.vcek_chain', leafProblem), fail('snp.root', 'no valid chain to check against the AMD roots')];
+    return { checks: [fail('snp.vcek_chain', leafProblem), fail('snp.root', 'no valid chain to check against the AMD roots')] };
   }
   let ark: X509Certificate | undefined;
   let arkFrom = 'the certificate table';
@@ -73,10 +88,12 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
     arkFrom = 'the built-in AMD roots';
     ark = findIssuer(intermediate, trustedArks, now);
     if (ark === undefined) {
-      return [
-        fail('snp.vcek_chain', `the certificate table has no ARK and no built-in AMD root issued ${commonName(intermediate)}`),
-        fail('snp.root', `${commonName(intermediate)} does not chain to a built-in AMD root`),
-      ];
+      return {
+        checks: [
+          fail('snp.vcek_chain', `the certificate table has no ARK and no built-in AMD root issued ${commonName(intermediate)}`),
+          fail('snp.root', `${commonName(intermediate)} does not chain to a built-in AMD root`),
+        ],
+      };
     }
   }
   const midProblem = issuanceProblem(intermediate, ark, now) ?? issuanceProblem(ark, ark, now);
@@ -91,7 +108,7 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
       ? pass('snp.root', `the chain ends at ${commonName(ark)}, a trusted AMD root (SHA-256 ${ark.fingerprint256})`)
       : fail('snp.root', `the chain ends at ${commonName(ark)} (SHA-256 ${ark.fingerprint256}), which is not a trusted AMD root`),
   );
-  return checks;
+  return midProblem === null && trusted !== undefined ? { checks, trusted: { ark: trusted, intermediate } } : { checks };
 }
 
 /**
@@ -99,7 +116,14 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
  * that the ARK is a trusted AMD root, and the platform policy (snp-policy.ts) against `reference`. REPORT_DATA and MEASUREMENT
  * are compared by the caller, who knows what they must be.
  */
-export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8Array, roots: TrustRoots, now: Date = new Date(), reference?: SnpReferenceValues): SnpEvidenceResult {
+export function verifySnpEvidence(
+  reportBytes: Uint8Array,
+  certTableBytes: Uint8Array,
+  roots: TrustRoots,
+  now: Date = new Date(),
+  reference?: SnpReferenceValues,
+  collateral: SnpEvidenceCollateral = {},
+): SnpEvidenceResult {
   let report: SnpReport;
   try {
     report = readSnpReport(reportBytes);
@@ -111,6 +135,12 @@ export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8
   ];
   const signer = signerChecks(report, certTableBytes, roots, now);
   checks.push(...signer.checks);
+  const tableCrl = signer.table?.find((e) => e.kind === 'crl')?.data;
+  checks.push(
+    collateral.crl !== undefined
+      ? amdCrlCheck(collateral.crl, 'the collateral bundle (amd-crl.der)', signer.trusted, now, reference)
+      : amdCrlCheck(tableCrl, "the certificate table's CRL entry", signer.trusted, now, reference),
+  );
   let extensions: AmdCertificateTcb | undefined;
   try {
     extensions = signer.certificate === undefined ? undefined : readAmdCertificateTcb(new Uint8Array(signer.certificate.raw));
@@ -122,7 +152,14 @@ export function verifySnpEvidence(reportBytes: Uint8Array, certTableBytes: Uint8
   return { checks, report };
 }
 
-function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: TrustRoots, now: Date): { checks: Check[]; certificate?: X509Certificate } {
+interface SignerResult {
+  checks: Check[];
+  certificate?: X509Certificate;
+  table?: SnpCertEntry[];
+  trusted?: AmdCrlChain;
+}
+
+function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: TrustRoots, now: Date): SignerResult {
   const notChecked = (why: string): Check[] => [
     fail('snp.report_signature', `not checked: ${why}`),
     fail('snp.vcek_chain', `not checked: ${why}`),
@@ -149,10 +186,13 @@ function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: Trus
   }
   const checks: Check[] = [pass('snp.cert_table', `certificate table with ${table.map((e) => e.kind.toUpperCase()).join(', ')}`)];
   checks.push(signatureCheck(report, signer, signerName));
+  let trusted: AmdCrlChain | undefined;
   try {
-    checks.push(...chainChecks(signer, signerName, table, roots, now));
+    const chain = chainChecks(signer, signerName, table, roots, now);
+    checks.push(...chain.checks);
+    trusted = chain.trusted;
   } catch (err) {
     checks.push(fail('snp.vcek_chain', describeEvidenceError(err)), fail('snp.root', 'not checked: unreadable certificate'));
   }
-  return { checks, certificate: signer };
+  return trusted === undefined ? { checks, certificate: signer, table } : { checks, certificate: signer, table, trusted };
 }

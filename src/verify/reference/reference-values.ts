@@ -58,6 +58,13 @@ export interface SnpReferenceValues {
   report_id?: string[];
   /** A machine allow-list: the CHIP_IDs of the machines the auditor accepts. */
   chip_id?: string[];
+  /** REPORT_ID_MA: the migration agent's report id for this guest; all ones (ff x 32) is the value when it has none. */
+  report_id_ma?: string[];
+  /** Bits LAUNCH_MIT_VECTOR / CURRENT_MIT_VECTOR (report v5) must all have set, as a 64-bit number. */
+  min_launch_mit_vector?: bigint;
+  min_current_mit_vector?: bigint;
+  /** Accept evidence given without AMD's CRL: `snp.crl` is then WAIVED instead of failing; default false. */
+  allow_missing_crl?: boolean;
 }
 
 export interface GpuReferenceValues {
@@ -115,8 +122,8 @@ const TDX_HEX: Record<string, number> = {
   mrseam: 48,
 };
 const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
-const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64 };
-const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
+const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64, report_id_ma: 32 };
+const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'allow_missing_crl', 'min_launch_mit_vector', 'min_current_mit_vector', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
 const POLICY_KEYS = ['debug', 'migrate_ma', 'smt', ...Object.keys(SNP_POLICY_BITS)];
 const PLATFORM_INFO_KEYS = Object.keys(SNP_PLATFORM_INFO_BITS);
@@ -218,10 +225,14 @@ function readSnp(node: Node): SnpReferenceValues {
       const p: NonNullable<SnpReferenceValues['platform_info']> = {};
       for (const [bit, v] of Object.entries(bits)) p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
       out.platform_info = p;
-    } else if (name === 'permit_provisional_firmware') {
-      out.permit_provisional_firmware = booleanValue(single(value, key), key);
+    } else if (name === 'permit_provisional_firmware' || name === 'allow_missing_crl') {
+      out[name] = booleanValue(single(value, key), key);
     } else if (name === 'min_build' || name === 'min_guest_svn') {
       out[name] = integer(single(value, key), key, name === 'min_build' ? 255 : 0xffffffff);
+    } else if (name === 'min_launch_mit_vector' || name === 'min_current_mit_vector') {
+      const text = single(value, key);
+      if (!/^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) || BigInt(text) > 0xffffffffffffffffn) throw new ReferenceValuesError(key, `must be a 64-bit number, decimal or 0x-hex (the bits required), got ${JSON.stringify(text)}`);
+      out[name] = BigInt(text);
     } else if (name === 'min_api_version') {
       const m = /^(\d{1,3})\.(\d{1,3})$/.exec(single(value, key));
       if (m === null || Number(m[1]) > 255 || Number(m[2]) > 255) throw new ReferenceValuesError(key, `must be MAJOR.MINOR, e.g. 1.55, got ${JSON.stringify(single(value, key))}`);

@@ -56,7 +56,7 @@ describe("go-sev-guest's validate checks on a real Milan report", () => {
   it('passes every pin taken from the real report', async () => {
     const r = await run(pinned());
     expect(NEW_CHECKS.map((n) => [n, r.mark(n)])).toEqual(NEW_CHECKS.map((n) => [n, 'PASS']));
-    expect(r.line('snp.instance')).toBe('PASS snp.instance — CHIP_ID and REPORT_ID are on the allow-list: this is one of the machines the auditor named');
+    expect(r.line('snp.instance')).toBe('PASS snp.instance — CHIP_ID, REPORT_ID as pinned (REPORT_ID_MA is all ones: no migration agent is bound to this guest): this is one of the machines and guests the auditor named');
   });
 
   it('fails the machine allow-list for a chip that is not on it', async () => {

@@ -1,5 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { AMD_COLLATERAL_FILES, type AmdCollateral } from './amd-collateral.ts';
 import { COLLATERAL_FILES, type IntelCollateral } from './intel-collateral.ts';
 import { EvidenceError } from '../errors.ts';
 
@@ -35,6 +36,26 @@ export function readDcapQvlCollateral(text: string): IntelCollateral {
   };
 }
 
+/** A bundle file's bytes, or undefined when the bundle has no such file. */
+async function readIfPresent(dir: string, name: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(join(dir, name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** Reads the AMD files of a bundle directory (AMD_COLLATERAL_FILES); an absent file is left out. */
+export async function readAmdCollateralBundle(dir: string): Promise<AmdCollateral> {
+  const [vcek, certChain, crl] = await Promise.all([readIfPresent(dir, AMD_COLLATERAL_FILES.vcek), readIfPresent(dir, AMD_COLLATERAL_FILES.certChain), readIfPresent(dir, AMD_COLLATERAL_FILES.crl)]);
+  const out: AmdCollateral = {};
+  if (vcek !== undefined) out.vcek = new Uint8Array(vcek);
+  if (certChain !== undefined) out.certChain = certChain.toString('utf8');
+  if (crl !== undefined) out.crl = new Uint8Array(crl);
+  return out;
+}
+
 /**
  * Reads a collateral bundle directory (`--collateral DIR`), file names as in COLLATERAL_FILES, or one dcap-qvl
  * collateral JSON file. A file that is absent is left out, so the check needing it fails by name; a directory that
@@ -42,14 +63,7 @@ export function readDcapQvlCollateral(text: string): IntelCollateral {
  */
 export async function readCollateralBundle(dir: string): Promise<IntelCollateral> {
   if (!(await stat(dir)).isDirectory()) return readDcapQvlCollateral(await readFile(dir, 'utf8'));
-  const read = async (name: string): Promise<Buffer | undefined> => {
-    try {
-      return await readFile(join(dir, name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
-  };
+  const read = (name: string) => readIfPresent(dir, name);
   const out: IntelCollateral = {};
   const [tcbInfo, qeIdentity, tcbSigningChain, pckCrl, pckCrlIssuerChain, rootCrl] = await Promise.all(
     (['tcbInfo', 'qeIdentity', 'tcbSigningChain', 'pckCrl', 'pckCrlIssuerChain', 'rootCrl'] as const).map((k) => read(COLLATERAL_FILES[k])),

@@ -12,6 +12,7 @@ import type { TdxQuote } from '../tdx-quote.ts';
 import type { TrustRoots } from '../trust-roots.ts';
 import { readPckExtension, type PckExtension } from './pck-extension.ts';
 import { rawJsonMember } from './signed-json.ts';
+import { tdxModuleCheck, worseStatus, type TdxModuleStatus, type TdxModuleTcbInfo } from './tdx-module.ts';
 
 /**
  * Intel's collateral for one TDX platform, as Intel PCS serves it (api.trustedservices.intel.com/tdx/certification/v4):
@@ -58,14 +59,13 @@ interface TcbLevel {
   tcbStatus: string;
   advisoryIDs?: string[];
 }
-interface TcbInfo {
+interface TcbInfo extends TdxModuleTcbInfo {
   id: string;
   version: number;
   issueDate: string;
   nextUpdate: string;
   fmspc: string;
   pceId: string;
-  tdxModule?: { mrsigner: string; attributes: string; attributesMask: string };
   tcbLevels: TcbLevel[];
 }
 interface QeIdentity {
@@ -235,6 +235,7 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
 
   // TCB info: which TCB levels exist for this FMSPC, and their status.
   let tcbInfo: TcbInfo | undefined;
+  let moduleStatus: TdxModuleStatus | undefined;
   if (c.tcbInfo === undefined) checks.push(fail('collateral.tcb_info', missing('tcbInfo')));
   else if (signing === undefined) checks.push(fail('collateral.tcb_info', 'not checked: no trusted TCB signing certificate'));
   else {
@@ -251,15 +252,9 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       } else {
         tcbInfo = body;
         checks.push(pass('collateral.tcb_info', `Intel's TDX TCB info for FMSPC ${body.fmspc} (evaluation ${String((body as unknown as { tcbEvaluationDataNumber?: number }).tcbEvaluationDataNumber ?? '?')}, ${body.tcbLevels.length} levels) is signed by Intel SGX TCB Signing and current at ${at.toISOString()} (next update ${body.nextUpdate})`));
-        if (body.tdxModule !== undefined) {
-          const signerOk = toHex(quote.body.mrSignerSeam) === body.tdxModule.mrsigner.toLowerCase();
-          const attrsOk = maskedEqual(quote.body.seamAttributes, body.tdxModule.attributes, body.tdxModule.attributesMask);
-          checks.push(
-            signerOk && attrsOk
-              ? pass('tdx.module_identity', `MRSIGNERSEAM and SEAMATTRIBUTES match Intel's TDX module identity: the TDX module is Intel's`)
-              : fail('tdx.module_identity', `the TDX module's ${signerOk ? 'SEAMATTRIBUTES' : `MRSIGNERSEAM ${toHex(quote.body.mrSignerSeam)}`} does not match Intel's TDX module identity: the module isolating the TD is not one Intel signed`),
-          );
-        }
+        const module = tdxModuleCheck(body, quote.body);
+        checks.push(module.check);
+        moduleStatus = module.status;
       }
     } catch (err) {
       checks.push(fail('collateral.tcb_info', describeEvidenceError(err)));
@@ -338,9 +333,15 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
   }
   const platform = knownStatus(level.tcbStatus);
   if (platform === undefined) return { checks, verdict: untrusted(`${where} gives the unknown status ${JSON.stringify(level.tcbStatus)}`) };
-  const status = converge(platform, qeStatus);
-  const advisoryIds = [...new Set([...(level.advisoryIDs ?? []), ...qeAdvisories])];
-  const qeNote = status === platform ? '' : ` (platform ${platform}, Quoting Enclave ${qeStatus})`;
+  const converged = converge(platform, qeStatus);
+  // The TDX module's own status counts too (Intel's QVL, dcap-qvl): the worse one wins.
+  const status = moduleStatus === undefined ? converged : worseStatus(converged, moduleStatus.status);
+  const advisoryIds = [...new Set([...(level.advisoryIDs ?? []), ...qeAdvisories, ...(moduleStatus?.advisoryIds ?? [])])];
+  const notes = [
+    ...(converged === platform ? [] : [`platform ${platform}, Quoting Enclave ${qeStatus}`]),
+    ...(moduleStatus === undefined || status === converged ? [] : [`${moduleStatus.source}: ${moduleStatus.status}`]),
+  ];
+  const qeNote = notes.length === 0 ? '' : ` (${notes.join('; ')})`;
   const evaluation = (tcbInfo as unknown as { tcbEvaluationDataNumber?: unknown }).tcbEvaluationDataNumber;
   const verdict: TdxTcbVerdict = { status, advisoryIds, source: `${where}, TCB level of ${level.tcbDate.slice(0, 10)}${qeNote}` };
   if (typeof evaluation === 'number') verdict.evaluationDataNumber = evaluation;

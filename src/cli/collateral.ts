@@ -1,0 +1,98 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
+import { DEFAULT_COLLATERAL_SOURCES, fetchCollateral, type CollateralEvidence, type CollateralSources, type HttpGet } from '../verify/evidence/collateral/fetch.ts';
+
+export const COLLATERAL_USAGE = `usage:
+  sigil collateral fetch (--tdx-quote FILE | --snp-report FILE [--amd-product NAME]) --out DIR
+                         [--intel-pcs URL] [--intel-root-crl URL] [--amd-kds URL]
+
+Fetches what the verifier needs to judge the evidence into DIR, the bundle "sigil verify-evidence --collateral DIR"
+reads (docs/auditing.md, section 3):
+  TDX quote      Intel PCS: TCB info for the PCK certificate's FMSPC and its issuer chain, the TD QE identity, the
+                 PCK CRL of the CA that issued the PCK certificate and its issuer chain, the root CA's CRL
+  SEV-SNP report AMD KDS: the VCEK for the report's CHIP_ID and REPORTED_TCB, the product's cert_chain and CRL
+                 (for a VLEK-signed report: the VLEK cert_chain and CRL; the VLEK comes with the evidence)
+Nothing fetched is trusted: the verifier checks every signature against its built-in roots.
+
+  --tdx-quote FILE       a TDX quote: raw bytes, hex (0x optional) or base64 text
+  --snp-report FILE      an SEV-SNP attestation report (1184 bytes, raw)
+  --amd-product NAME     Milan, Genoa or Turin, for a report (version 2) that names no CPU
+  --out DIR              the bundle directory (created if needed; files of the same name are replaced)
+  --intel-pcs URL        default ${DEFAULT_COLLATERAL_SOURCES.intelPcs}
+  --intel-root-crl URL   default ${DEFAULT_COLLATERAL_SOURCES.intelRootCrl}
+  --amd-kds URL          default ${DEFAULT_COLLATERAL_SOURCES.amdKds}
+
+Exit status: 0 fetched, 2 bad usage, 3 the evidence could not be read or a service did not answer.
+`;
+
+export const COLLATERAL_EXIT = { ok: 0, usage: 2, failed: 3 } as const;
+
+export interface CollateralIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  /** The HTTP client; Node's fetch unless a test brings its own. */
+  get?: HttpGet;
+}
+
+const OPTIONS = {
+  'tdx-quote': { type: 'string' },
+  'snp-report': { type: 'string' },
+  'amd-product': { type: 'string' },
+  out: { type: 'string' },
+  'intel-pcs': { type: 'string' },
+  'intel-root-crl': { type: 'string' },
+  'amd-kds': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** `sigil collateral fetch` with its output given, so tests run it in-process. */
+export async function collateralCommand(argv: string[], io: CollateralIo): Promise<number> {
+  const usage = (message: string) => {
+    io.stderr.write(`sigil collateral: ${message}\n\n${COLLATERAL_USAGE}`);
+    return COLLATERAL_EXIT.usage;
+  };
+  if (argv[0] !== 'fetch') {
+    if (argv[0] === '--help' || argv[0] === '-h') {
+      io.stdout.write(COLLATERAL_USAGE);
+      return COLLATERAL_EXIT.ok;
+    }
+    return usage(argv[0] === undefined ? 'give a subcommand: fetch' : `unknown subcommand ${JSON.stringify(argv[0])}`);
+  }
+  let values: { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'string' ? string : boolean };
+  try {
+    values = parseArgs({ args: argv.slice(1), options: OPTIONS, allowPositionals: false }).values;
+  } catch (err) {
+    return usage((err as Error).message);
+  }
+  if (values.help === true) {
+    io.stdout.write(COLLATERAL_USAGE);
+    return COLLATERAL_EXIT.ok;
+  }
+  const quote = values['tdx-quote'];
+  const report = values['snp-report'];
+  if ((quote === undefined) === (report === undefined)) return usage('give --tdx-quote FILE or --snp-report FILE (one of them)');
+  if (values.out === undefined) return usage('give --out DIR');
+  if (values['amd-product'] !== undefined && !['Milan', 'Genoa', 'Turin'].includes(values['amd-product'])) return usage('--amd-product is Milan, Genoa or Turin');
+  const sources: CollateralSources = {
+    intelPcs: values['intel-pcs'] ?? DEFAULT_COLLATERAL_SOURCES.intelPcs,
+    intelRootCrl: values['intel-root-crl'] ?? DEFAULT_COLLATERAL_SOURCES.intelRootCrl,
+    amdKds: values['amd-kds'] ?? DEFAULT_COLLATERAL_SOURCES.amdKds,
+  };
+  try {
+    const evidence: CollateralEvidence = {};
+    if (quote !== undefined) evidence.tdxQuote = decodeEvidenceText(new Uint8Array(await readFile(quote)), quote);
+    if (report !== undefined) evidence.snpReport = new Uint8Array(await readFile(report));
+    if (values['amd-product'] !== undefined) evidence.amdProduct = values['amd-product'];
+    const fetched = await fetchCollateral(evidence, values.out, sources, undefined, io.get);
+    for (const f of fetched) io.stdout.write(`${f.file} (${f.bytes} bytes) from ${f.url}\n`);
+    return COLLATERAL_EXIT.ok;
+  } catch (err) {
+    io.stderr.write(`sigil collateral fetch: ${(err as Error).message}\n`);
+    return COLLATERAL_EXIT.failed;
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  return collateralCommand(argv, { stdout: process.stdout, stderr: process.stderr });
+}
