@@ -12,3 +12,5 @@ export { formatVbiosVersion, readOpaqueFields } from './opaque-data.ts';
 export type { GpuFirmwareInfo, OpaqueField } from './opaque-data.ts';
 export { GpuEvidenceError } from './errors.ts';
 export type { GpuEvidenceErrorCode } from './errors.ts';
+export { readOcspBundle, revocationCheck } from './ocsp.ts';
+export type { OcspBundle, OcspCheckOptions, RecordedOcspResponse } from './ocsp.ts';

@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { DOMParser, type Element } from '@xmldom/xmldom';
 import { fail, pass, type Check } from '../check.ts';
 import { commonName, issuanceProblem, sameCertificate } from '../evidence/certificate-chain.ts';
+import { revocationCheck, type OcspBundle } from './ocsp.ts';
 import { describeGpuEvidenceError, GpuEvidenceError } from './errors.ts';
 import { rimSignedXml, XMLDSIG_NS } from './rim-signature.ts';
 import { readRimInput, vbiosBoard, type VbiosBoard } from './rim-service.ts';
@@ -49,6 +50,10 @@ export interface RimVerification {
 export interface VerifyRimOptions {
   /** The check name prefix, e.g. `gpu.rim[0]`. */
   name: string;
+  /** Recorded OCSP responses for the signing chain; absent, its revocation is not pinned. */
+  bundle?: OcspBundle;
+  /** A signing certificate no recorded response covers is waived, not failed. */
+  allowMissing?: boolean;
   /** PEM of the trusted RIM roots (NVIDIA's CoRIM signing root). */
   roots: string[];
   at: Date;
@@ -212,5 +217,9 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
     return { checks };
   }
   checks.push(pass(`${name}.chain`, `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}, ending at a trusted RIM root`));
+  const revocation = revocationCheck(`${name}.revocation`, `${label}'s signing chain`, certs, { ...options, at });
+  checks.push(revocation);
+  // A RIM whose signer is revoked (or whose revocation the auditor required and nobody answered) describes nothing.
+  if (!revocation.ok && revocation.waived === undefined) return { checks };
   return { checks, rim: { label, kind, signer: commonName(certs[0]!), id, board, ...body } };
 }

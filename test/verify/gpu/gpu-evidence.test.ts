@@ -62,8 +62,10 @@ describe('verifyGpuEvidence on the real report and chain', () => {
     expect(byName(checks)).toEqual({
       'gpu.rim[0].signature': true,
       'gpu.rim[0].chain': true,
+      'gpu.rim[0].revocation': true,
       'gpu.rim[1].signature': true,
       'gpu.rim[1].chain': true,
+      'gpu.rim[1].revocation': true,
       'gpu[0].report': true,
       'gpu[0].certificates': true,
       'gpu[0].signature': true,

@@ -23,6 +23,12 @@ describe("NVIDIA's signed RIMs (nvtrust samples)", () => {
         ok: true,
         detail: 'HCC RIM L4 Signer <- NVIDIA Reference Value L3 GH100 001 <- NVIDIA Reference Value GH100 CA <- NVIDIA CoRIM signing Root CA: each certificate signed by the next and valid at 2024-06-01T00:00:00.000Z, ending at a trusted RIM root',
       },
+      {
+        name: 'rim.revocation',
+        ok: true,
+        pinned: false,
+        detail: "not checked: no recorded OCSP responses were given for the driver RIM 545.00 (GH100)'s signing chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed",
+      },
     ]);
     expect(driver.rim).toMatchObject({ kind: 'driver', version: '545.00', product: 'GH100', signer: 'HCC RIM L4 Signer' });
     expect(driver.rim!.measurements.filter((m) => m.active).map((m) => m.index)).toEqual([7, ...Array.from({ length: 20 }, (_, i) => 21 + i)]);
