@@ -14,3 +14,5 @@ export { GpuEvidenceError } from './errors.ts';
 export type { GpuEvidenceErrorCode } from './errors.ts';
 export { readOcspBundle, revocationCheck } from './ocsp.ts';
 export type { OcspBundle, OcspCheckOptions, RecordedOcspResponse } from './ocsp.ts';
+export { CollateralFetchError, fetchNvidiaCollateral, NVIDIA_OCSP_SERVICE, NVIDIA_RIM_SERVICE, ocspRequestFor, rimIdsForReport } from './collateral-fetch.ts';
+export type { NvidiaCollateral, NvidiaCollateralOptions, NvidiaCollateralRequest } from './collateral-fetch.ts';

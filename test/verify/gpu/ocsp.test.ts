@@ -3,24 +3,20 @@
  * test/vectors/README.md), so the responses here are made and signed in the test, by a test CA, with the same
  * library family Sigil reads them with; the GPU cases use NVIDIA's real H100 chain and RIMs.
  */
-import { createHash, KeyObject, sign, webcrypto, X509Certificate } from 'node:crypto';
+import { KeyObject, webcrypto, X509Certificate } from 'node:crypto';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
-import { AlgorithmIdentifier, Certificate } from '@peculiar/asn1-x509';
-import { BasicOCSPResponse, CertID, CertStatus, OCSPResponse, OCSPResponseStatus, ResponderID, ResponseBytes, ResponseData, RevokedInfo, SingleResponse, id_pkix_ocsp_basic } from '@peculiar/asn1-ocsp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readOcspBundle, revocationCheck } from '../../../src/verify/gpu/ocsp.ts';
 import { verifyGpuEvidence } from '../../../src/verify/gpu/index.ts';
 import { checkMark } from '../../../src/verify/check.ts';
 import { gpuEntry, realChainPem, rimText, VECTOR_NONCE, VECTOR_TIME } from '../../support/gpu-fixtures.ts';
+import { AT, HOUR, ocspResponse, type ResponseSpec } from '../../support/ocsp-fixtures.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
 const P384: EcKeyGenParams = { name: 'ECDSA', namedCurve: 'P-384' };
 const SHA384_SIGN = { name: 'ECDSA', hash: 'SHA-384' } as EcdsaParams;
-const AT = new Date('2030-01-01T00:00:00Z');
-const HOUR = 3600_000;
 
 interface Issued {
   cert: x509.X509Certificate;
@@ -35,51 +31,6 @@ async function issue(subject: string, serial: string, issuer: Issued | null, ext
       ? await x509.X509CertificateGenerator.createSelfSigned({ ...common, name: subject, keys })
       : await x509.X509CertificateGenerator.create({ ...common, subject, issuer: issuer.cert.subject, publicKey: keys.publicKey, signingKey: (issuer as Issued & { cryptoKey: CryptoKey }).cryptoKey });
   return Object.assign({ cert, key: KeyObject.from(keys.privateKey) }, { cryptoKey: keys.privateKey });
-}
-
-interface ResponseSpec {
-  /** The certificate asked about and its issuer, both DER. */
-  cert: Uint8Array;
-  issuer: Uint8Array;
-  status?: 'good' | 'revoked' | 'unknown';
-  thisUpdate?: Date;
-  nextUpdate?: Date | null;
-  signer: KeyObject;
-  /** A delegated responder's certificate, sent in the response. */
-  signerCert?: Uint8Array;
-  hash?: 'sha1' | 'sha384';
-}
-
-const HASH_OIDS = { sha1: '1.3.14.3.2.26', sha384: '2.16.840.1.101.3.4.2.2' };
-
-/** A DER OCSP response as a responder makes one (RFC 6960), signed ECDSA-SHA384. */
-function ocspResponse(spec: ResponseSpec): Uint8Array {
-  const hash = spec.hash ?? 'sha384';
-  const issuerTbs = AsnConvert.parse(spec.issuer, Certificate).tbsCertificate;
-  const serial = AsnConvert.parse(spec.cert, Certificate).tbsCertificate.serialNumber;
-  const h = (bytes: ArrayBuffer) => createHash(hash).update(new Uint8Array(bytes)).digest();
-  const certID = new CertID({
-    hashAlgorithm: new AlgorithmIdentifier({ algorithm: HASH_OIDS[hash], parameters: null }),
-    issuerNameHash: new OctetString(h(AsnConvert.serialize(issuerTbs.subject))),
-    issuerKeyHash: new OctetString(h(issuerTbs.subjectPublicKeyInfo.subjectPublicKey)),
-    serialNumber: serial,
-  });
-  const status = spec.status ?? 'good';
-  const certStatus =
-    status === 'good' ? new CertStatus({ good: null }) : status === 'revoked' ? new CertStatus({ revoked: new RevokedInfo({ revocationTime: new Date('2029-06-01T00:00:00Z') }) }) : new CertStatus({ unknown: null });
-  const thisUpdate = spec.thisUpdate ?? new Date(AT.getTime() - HOUR);
-  const nextUpdate = spec.nextUpdate === undefined ? new Date(AT.getTime() + 24 * HOUR) : spec.nextUpdate;
-  const single = new SingleResponse({ certID, certStatus, thisUpdate, ...(nextUpdate === null ? {} : { nextUpdate }) });
-  const tbs = new ResponseData({ responderID: new ResponderID({ byKey: new OctetString(createHash('sha1').update('responder').digest()) }), producedAt: thisUpdate, responses: [single] });
-  const signature = sign('sha384', Buffer.from(AsnConvert.serialize(tbs)), spec.signer);
-  const basic = new BasicOCSPResponse({
-    tbsResponseData: tbs,
-    signatureAlgorithm: new AlgorithmIdentifier({ algorithm: '1.2.840.10045.4.3.3' }),
-    signature: new Uint8Array(signature).buffer,
-    ...(spec.signerCert === undefined ? {} : { certs: [AsnConvert.parse(spec.signerCert, Certificate)] }),
-  });
-  const response = new OCSPResponse({ responseStatus: OCSPResponseStatus.successful, responseBytes: new ResponseBytes({ responseType: id_pkix_ocsp_basic, response: new OctetString(AsnConvert.serialize(basic)) }) });
-  return new Uint8Array(AsnConvert.serialize(response));
 }
 
 let root: Issued;
