@@ -14,6 +14,8 @@ import { MeasurementError, RuntimeEventLog, type RtmrFs } from './self-measureme
 export interface MeasuredState {
   events: RuntimeEventLog;
   runtime: ProcessRuntime;
+  /** The manifest text (JCS) in force: the one the last event names. */
+  manifest: string;
   /** For tests: the code folder measured instead of the running one. */
   codeDir?: string;
 }
@@ -52,7 +54,7 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
     runtimeLogPath: a.runtime_log_path,
     ...(m.rtmrFs === undefined ? {} : { fs: m.rtmrFs }),
   });
-  const { sha384 } = manifestDigest(await manifestOfConfig(m.config, m.runtime, m.models, m.codeDir));
+  const { sha384, text } = manifestDigest(await manifestOfConfig(m.config, m.runtime, m.models, m.codeDir));
   try {
     const event = await events.record({ reason: 'start', manifestSha384: sha384, policyHash: m.policyHash });
     const { reason } = events.eventLog().self_measurement;
@@ -64,7 +66,7 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
     m.logger.warn({ reason: err.message }, 'Sigil could not measure itself into RTMR3');
   }
   if (m.tee === 'tdx' && events.eventLog().ccel_data === null) m.logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
-  return { state: { events, runtime: m.runtime, ...(m.codeDir === undefined ? {} : { codeDir: m.codeDir }) }, manifestSha384: sha384 };
+  return { state: { events, runtime: m.runtime, manifest: text, ...(m.codeDir === undefined ? {} : { codeDir: m.codeDir }) }, manifestSha384: sha384 };
 }
 
 /**
@@ -73,13 +75,15 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
  */
 export async function measureReload(state: MeasuredState, sources: EvidenceSources, config: LoadedConfig, models: MeasuredModel[], policyHash: string): Promise<string> {
   let sha384: string;
+  let text: string;
   try {
-    ({ sha384 } = manifestDigest(await manifestOfConfig(config, state.runtime, models, state.codeDir)));
+    ({ sha384, text } = manifestDigest(await manifestOfConfig(config, state.runtime, models, state.codeDir)));
   } catch (err) {
     throw new MeasurementError(`the new state cannot be measured (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
   await state.events.record({ reason: 'reload', manifestSha384: sha384, policyHash });
   sources.eventLog = state.events.eventLog();
   sources.manifestSha384 = sha384;
+  state.manifest = text;
   return sha384;
 }

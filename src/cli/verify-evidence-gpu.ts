@@ -1,6 +1,7 @@
 import type { GpuEvidence } from '../protocol/attestation.ts';
 import { fail, type Check } from '../verify/check.ts';
 import { describeGpuEvidenceError } from '../verify/gpu/errors.ts';
+import { readOcspBundle } from '../verify/gpu/ocsp.ts';
 import { readSpdmMeasurementReport, verifyGpuEvidence, type GpuTrustRoots, type SpdmMeasurementReport } from '../verify/gpu/index.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
 import type { EvidenceExtension } from './evidence-extension.ts';
@@ -70,6 +71,8 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
       const chain = (await ctx.read(values['gpu-certs'] as string, 'GPU certificate chain')).toString('latin1');
       const rimPaths = ctx.reference?.gpu?.rims ?? [];
       const rims = await Promise.all(rimPaths.map(async (path) => (await ctx.read(path, 'RIM')).toString('utf8')));
+      const ocspPaths = ctx.reference?.gpu?.ocsp;
+      const ocsp = ocspPaths === undefined ? undefined : readOcspBundle(await Promise.all(ocspPaths.map(async (path) => ({ label: path, der: new Uint8Array(await ctx.read(path, 'OCSP response')) }))));
       let report: SpdmMeasurementReport;
       try {
         report = readSpdmMeasurementReport(bytes);
@@ -82,6 +85,8 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
       const options: Parameters<typeof verifyGpuEvidence>[1] = { at: ctx.at };
       if (typeof values.nonce === 'string') options.nonce = values.nonce.toLowerCase();
       if (rims.length > 0) options.rims = rims;
+      if (ocsp !== undefined) options.ocsp = ocsp;
+      if (ctx.reference?.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = ctx.reference.gpu.ocsp_allow_missing;
       if (roots !== undefined) options.roots = roots;
       return { checks: verifyGpuEvidence([entry], options).checks, measured: measuredValues(report) };
     },

@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { verifyAttestationDocument } from '../verify/attestation.ts';
 import { verifyGpuEvidence, type GpuTrustRoots } from '../verify/gpu/index.ts';
+import { readOcspBundle, type OcspBundle } from '../verify/gpu/ocsp.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
@@ -261,6 +262,8 @@ interface LoadedReference {
   values: ReferenceValues;
   /** The text of each RIM the reference file names (gpu.rims). */
   rims?: string[];
+  /** The recorded OCSP responses the reference file names (gpu.ocsp). */
+  ocsp?: OcspBundle;
 }
 
 async function loadReference(path: string | undefined): Promise<LoadedReference | undefined> {
@@ -273,6 +276,7 @@ async function loadReference(path: string | undefined): Promise<LoadedReference 
   }
   const loaded: LoadedReference = { values };
   if (values.gpu?.rims !== undefined) loaded.rims = await Promise.all(values.gpu.rims.map(async (rim) => (await readBytes(rim, 'RIM')).toString('utf8')));
+  if (values.gpu?.ocsp !== undefined) loaded.ocsp = readOcspBundle(await Promise.all(values.gpu.ocsp.map(async (path) => ({ label: path, der: new Uint8Array(await readBytes(path, 'OCSP response')) }))));
   return loaded;
 }
 
@@ -320,6 +324,8 @@ function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference |
   const bound = field(field(doc, 'binding'), 'gpu_evidence_sha256');
   const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce, boundSha256: Array.isArray(bound) ? (bound as string[]) : [] };
   if (reference?.rims !== undefined) options.rims = reference.rims;
+  if (reference?.ocsp !== undefined) options.ocsp = reference.ocsp;
+  if (reference?.values.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = reference.values.gpu.ocsp_allow_missing;
   if (io.gpuRoots !== undefined) options.roots = io.gpuRoots;
   if (io.now !== undefined) options.at = io.now;
   return verifyGpuEvidence(entries as GpuEvidence[], options).checks;

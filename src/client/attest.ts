@@ -43,8 +43,8 @@ export interface Attested extends ServiceFacts {
   at: Date;
 }
 
-/** The RIM files the reference values name, read; one that cannot be read fails `gpu.rims` by name. */
-async function readRims(reference: ReferenceValues | undefined): Promise<{ rims: string[]; checks: Check[] }> {
+/** The RIM and OCSP files the reference values name, read; one that cannot be read fails `gpu.rims` or `gpu.ocsp` by name. */
+async function readRims(reference: ReferenceValues | undefined): Promise<{ rims: string[]; ocsp: Array<{ label: string; der: Uint8Array }>; checks: Check[] }> {
   const rims: string[] = [];
   const checks: Check[] = [];
   for (const path of reference?.gpu?.rims ?? []) {
@@ -54,7 +54,15 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
       checks.push(fail('gpu.rims', `the RIM ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the GPU measurements cannot be compared with it`));
     }
   }
-  return { rims, checks };
+  const ocsp: Array<{ label: string; der: Uint8Array }> = [];
+  for (const path of reference?.gpu?.ocsp ?? []) {
+    try {
+      ocsp.push({ label: path, der: new Uint8Array(await readFile(path)) });
+    } catch (err) {
+      checks.push(fail('gpu.ocsp', `the OCSP response ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the certificates it covers count as unchecked`));
+    }
+  }
+  return { rims, ocsp, checks };
 }
 
 /** The release checked now: a key or trust root that cannot be used at all is an error, not a verdict. */
@@ -98,6 +106,7 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     }
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
+    evidence.ocsp = rims.ocsp;
     evidence.connection = { url: evidence.connection.url, presentedTlsKeys: pin.accepted };
     const expect: ServiceExpectations = { nonce };
     if (reference !== undefined) expect.reference = reference;

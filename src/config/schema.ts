@@ -228,6 +228,8 @@ export const configSchema = z.strictObject({
       command_timeout_ms: positiveInt.default(250),
       /** Peer launch measurements (lowercase hex) whose keys are served besides this replica's own (rolling upgrades). */
       trusted_measurements: z.array(z.string().regex(/^[0-9a-f]+$/, 'must be lowercase hex')).default([]),
+      /** Peer manifests (lowercase hex SHA-384, what `sigil measure self` prints) whose keys are served besides this replica's own (rolling upgrades). */
+      trusted_manifests: z.array(z.string().regex(/^[0-9a-f]{96}$/, 'must be 96 lowercase hex digits (a SHA-384)')).default([]),
       /** Without hardware (tee none), serve peers' keys at all: nothing proves who made them, so whoever can write to Redis can add one. */
       admit_unattested_peers: z.boolean().default(false),
       /** Serve a peer's key that its binding declares loaded from a file (the operator may hold a copy); default: only keys made in or sealed to an enclave. */

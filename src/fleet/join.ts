@@ -6,8 +6,11 @@ import type { LoadedConfig } from '../config/load.ts';
 import type { SigilConfig } from '../config/schema.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
+import type { TrustRoots } from '../verify/attestation.ts';
 import { FleetConnection, type FleetStatus } from './connection.ts';
 import { KeyRegistry } from './key-registry.ts';
+import type { MeasuredSide } from './measured-state.ts';
+import type { FreshEvidence } from './peer-admission.ts';
 import { RedisLimitCounters } from './limit-counters.ts';
 import { RedisReceiptStore } from './receipt-store.ts';
 import { RedisReplayWindow } from './replay-window.ts';
@@ -36,6 +39,24 @@ export interface JoinFleetParts {
   signingKey: SigningKey;
   /** The attestation document made at start, binding exactly this replica's key. */
   startDocument: AttestationDocumentV2;
+  /** The manifest text the start document names; null or absent without hardware. */
+  manifest?: string | null;
+  /** This replica's measured state now (remade at each reload); default: the start document and manifest. */
+  current?: () => MeasuredSide;
+  /** Makes evidence for a peer's nonce, binding exactly this replica's key (docs: deploy/README.md, "The JWKS"). */
+  attest?: (nonce: Uint8Array) => Promise<Omit<FreshEvidence, 'nonce'>>;
+  /** The AMD and Intel roots peers' evidence must chain to; the built-in ones unless a test brings its own. */
+  roots?: TrustRoots;
+}
+
+/**
+ * A replica's name from SIGIL_REPLICA_ID (e.g. a pod name), when set and well formed. Not measured: it only names the
+ * replica, and a name in the shared config file would make every replica's manifest differ (deploy/README.md).
+ */
+function replicaIdFromEnvironment(): string | undefined {
+  const id = process.env.SIGIL_REPLICA_ID;
+  if (id !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new Error('SIGIL_REPLICA_ID must be 1-64 letters, digits, dots, dashes or underscores');
+  return id;
 }
 
 export function connectionOptions(fleet: FleetConfig, name: string, logger: Logger) {
@@ -48,7 +69,7 @@ export function connectionOptions(fleet: FleetConfig, name: string, logger: Logg
  */
 export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts: JoinFleetParts): Promise<Fleet> {
   const logger = parts.logger.child({ fleet: fleet.namespace });
-  const replicaId = fleet.replica_id ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
+  const replicaId = fleet.replica_id ?? replicaIdFromEnvironment() ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
   const keys = fleetKeys(fleet.namespace);
   const connection = new FleetConnection(connectionOptions(fleet, `sigil:${replicaId}`, logger));
   const subscriber = connection.duplicate(`sigil:${replicaId}:sub`);
@@ -60,13 +81,16 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     replicaId,
     signingKey: parts.signingKey,
     attestation: parts.startDocument,
+    manifest: parts.manifest ?? null,
+    ...(parts.attest === undefined ? {} : { attest: parts.attest }),
     ttlMs: fleet.key_ttl_s * 1000,
     retentionMs: config.receipts.retention_s * 1000,
     admission: {
-      ours: parts.startDocument,
-      measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]),
+      ours: parts.current ?? (() => ({ doc: parts.startDocument, manifest: parts.manifest ?? null })),
+      trusted: { measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]), manifests: new Set(fleet.trusted_manifests) },
       admitUnattested: fleet.admit_unattested_peers,
       admitLoaded: fleet.admit_loaded_keys,
+      ...(parts.roots === undefined ? {} : { roots: parts.roots }),
     },
     logger,
   });

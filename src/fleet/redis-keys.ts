@@ -11,6 +11,10 @@ export interface FleetKeys {
   heartbeatPrefix: string;
   /** ZSET API-key hash → revocation time (ms). Permanent: a revoked key never comes back. */
   revokedApiKeys: string;
+  /** HASH per kid: the admitting replica's kid → the hex nonce it chose for that key's fresh evidence. */
+  challengePrefix: string;
+  /** HASH per kid: the admitting replica's kid → the evidence the key's replica made for that nonce (JSON). */
+  answerPrefix: string;
   /** Pub/sub: a revoked API-key hash. */
   revocationChannel: string;
   /** Pub/sub: a kid that just joined, so peers refresh their JWKS at once. */
@@ -32,6 +36,8 @@ export function fleetKeys(namespace: string): FleetKeys {
     signingKeyPrefix: `${ns}signing-key:`,
     heartbeatPrefix: `${ns}heartbeat:`,
     revokedApiKeys: `${ns}revoked-api-keys`,
+    challengePrefix: `${ns}challenge:`,
+    answerPrefix: `${ns}answer:`,
     revocationChannel: `${ns}revocations`,
     membershipChannel: `${ns}members`,
     windowPrefix: `${ns}window:`,

@@ -32,6 +32,7 @@ import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
+import type { TrustRoots } from '../verify/attestation.ts';
 import { buildServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
@@ -63,6 +64,8 @@ export interface StartOptions {
   runtime?: ProcessRuntime;
   /** For tests: a stand-in for the C library whose open/ioctl reach /dev/sev-guest (sealed keys). */
   sevGuestLibrary?: string;
+  /** For tests: the AMD and Intel roots fleet peers' evidence must chain to, instead of the built-in ones. */
+  trustRoots?: TrustRoots;
 }
 
 const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
@@ -179,7 +182,25 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const evidenceHash = attestationHash(startDocument);
   if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
-  const fleet = config.fleet === undefined ? undefined : await joinFleet(config.fleet, config, { logger, signingKey, startDocument });
+  // The fleet compares peers with the state in force and answers their nonces with evidence made now (deploy/README.md, "The JWKS").
+  const now: { state?: AppState } = {};
+  const manifest = () => measured?.state.manifest ?? null;
+  const fleet =
+    config.fleet === undefined
+      ? undefined
+      : await joinFleet(config.fleet, config, {
+          logger,
+          signingKey,
+          startDocument,
+          manifest: manifest(),
+          current: () => ({ doc: now.state?.ctx.attestation.start ?? startDocument, manifest: manifest() }),
+          attest: async (nonce) => {
+            const ctx = now.state?.ctx;
+            const parts = { jwks, policyHash: ctx?.receiptContext.policyHash ?? policyHash, tlsSpkiSha256: ctx?.attestation.tlsSpkiSha256 ?? bound.tlsSpkiSha256, hpkeKeyConfig: bound.hpkeKeyConfig };
+            return { attestation: (await makeAttestationDocument(sources, parts, nonce)).document, manifest: manifest() };
+          },
+          ...(options.trustRoots === undefined ? {} : { roots: options.trustRoots }),
+        });
 
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
@@ -218,6 +239,7 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays };
   }
   const state: AppState = { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
+  now.state = state;
   const server = createHttpServer(state, tls);
   const unwatch = watchFiles(state);
   fleet?.onJwks((view) => {

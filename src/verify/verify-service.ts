@@ -5,7 +5,7 @@ import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } f
 import { canonicalPolicyHash, sha256Tagged } from './digest.ts';
 import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
-import { verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
+import { readOcspBundle, verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
 import { hpkeBindingCheck } from './hpke-binding.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 import { signedNonceCheck } from './signed-nonce.ts';
@@ -36,6 +36,8 @@ export interface ServiceEvidence {
   connection: { url: URL; presentedTlsKeys: readonly string[] };
   /** The text of each NVIDIA RIM the reference values name (`reference.gpu.rims`), read by the caller. */
   rims?: readonly string[];
+  /** The recorded OCSP responses the reference values name (`reference.gpu.ocsp`), read by the caller. */
+  ocsp?: ReadonlyArray<{ label: string; der: Uint8Array }>;
   /** Intel's collateral for TDX evidence. */
   intelCollateral?: IntelCollateral;
 }
@@ -114,6 +116,9 @@ function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpec
   const rimCount = expect.reference?.gpu?.rims?.length ?? 0;
   if (rimCount > 0 || (evidence.rims?.length ?? 0) > 0) options.rims = [...(evidence.rims ?? [])];
   if (expect.gpuRoots !== undefined) options.roots = expect.gpuRoots;
+  // A file the reference names but the caller could not read leaves its certificates uncovered: they fail, unless waived.
+  if (expect.reference?.gpu?.ocsp !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? [])]);
+  if (expect.reference?.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = expect.reference.gpu.ocsp_allow_missing;
   const result = verifyGpuEvidence(entries as GpuEvidence[], options);
   const unread = rimCount > (evidence.rims?.length ?? 0) ? [fail('gpu.rims', `the reference values name ${rimCount} RIM(s) but only ${evidence.rims?.length ?? 0} could be read, so the GPU measurements cannot all be compared`)] : [];
   return { checks: [...unread, ...result.checks], gpus: result.gpus };

@@ -1,3 +1,4 @@
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +7,8 @@ import { attest } from '../../src/client/attest.ts';
 import { AttestationError, createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark, type Check } from '../../src/verify/check.ts';
 import { DEFAULT_GPU_TRUST_ROOTS, type GpuTrustRoots } from '../../src/verify/gpu/index.ts';
-import { createRimTestChain, gpuEntry, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, type RimTestChain } from '../support/gpu-fixtures.ts';
+import { ocspResponse } from '../support/ocsp-fixtures.ts';
+import { createRimTestChain, gpuEntry, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, type RimTestChain } from '../support/gpu-fixtures.ts';
 import { startFakeService, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
 
@@ -50,6 +52,19 @@ const matchingRims = (change?: (index: number, value: string) => string) => ({
 });
 
 describe('attest() on a document carrying the real H100 report', () => {
+  it('checks revocation against the recorded OCSP responses the reference values name: an unreadable file and an answer NVIDIA did not sign both fail', async () => {
+    service.gpu = [gpuEntry()];
+    const [device, issuer] = realChainPem().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!.map((pem) => new X509Certificate(pem));
+    const now = Date.now();
+    const forged = ocspResponse({ cert: new Uint8Array(device!.raw), issuer: new Uint8Array(issuer!.raw), signer: generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey, thisUpdate: new Date(now - 3600_000), nextUpdate: new Date(now + 3600_000) });
+    writeFileSync(join(work, 'forged.der'), forged);
+    const reference = { gpu: { ocsp: [join(work, 'absent.der'), join(work, 'forged.der')] } };
+    const result = await attest({ baseURL: service.url, reference, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
+    expect(failed(result.checks)).toEqual(['gpu.ocsp', 'gpu[0].revocation']);
+    expect(detail(result.checks, 'gpu.ocsp')).toMatch(/^the OCSP response .*absent\.der named by the reference values cannot be read \(ENOENT\)/);
+    expect(detail(result.checks, 'gpu[0].revocation')).toContain('nor by an OCSP signer it certified');
+  });
+
   it('verifies it for the nonce sent: binding, signature, chain, FWID, nonce; measurements not pinned without RIMs', async () => {
     service.gpu = [gpuEntry()];
     const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });

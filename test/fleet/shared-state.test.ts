@@ -114,7 +114,7 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       attestation: document,
       ttlMs: 300,
       retentionMs,
-      admission: { ours: document, measurements: new Set([document.measurement]), admitUnattested, admitLoaded },
+      admission: { ours: () => ({ doc: document, manifest: null }), trusted: { measurements: new Set([document.measurement]), manifests: new Set<string>() }, admitUnattested, admitLoaded },
       logger,
     });
     await r.start();

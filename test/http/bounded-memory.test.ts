@@ -10,9 +10,10 @@ const MIB = 1024 * 1024;
 const ANSWER_BYTES = 60 * MIB;
 const BUDGET = 256 * MIB;
 /**
- * What the process may hold besides its baseline and the budget: answers it refused or cut are freed
- * at V8's next collection, not at once, so they stay resident for a moment (peaks of 310-525 MiB over
- * the baseline were measured; without the budget, 12 such clients took well over 1.5 GiB).
+ * What the process may hold besides its baseline and the budget (docs/operations.md, "Memory and slow
+ * clients"): the text and parsed value of the answers parsed last, and the chunks they arrived in, are
+ * garbage until V8's next collection. Peaks of 390 MiB over the baseline were measured with two answers
+ * admitted; without the budget, 12 such clients took well over 1.5 GiB.
  */
 const OVERHEAD = 256 * MIB;
 

@@ -301,7 +301,7 @@ describe('sigil verify RECEIPT_FILE', () => {
     expect(code).toBe(1);
     const lines = stdout.split('\n').filter((l) => l.startsWith('PASS gpu') || l.startsWith('FAIL gpu') || l.startsWith('---- gpu')).map((l) => l.split(' — ')[0]);
     expect(lines).toEqual([
-      'PASS gpu.binding', 'PASS gpu.rim[0].signature', 'PASS gpu.rim[0].chain', 'PASS gpu.rim[1].signature', 'PASS gpu.rim[1].chain',
+      'PASS gpu.binding', 'PASS gpu.rim[0].signature', 'PASS gpu.rim[0].schema', 'PASS gpu.rim[0].chain', '---- gpu.rim[0].revocation', 'PASS gpu.rim[1].signature', 'PASS gpu.rim[1].schema', 'PASS gpu.rim[1].chain', '---- gpu.rim[1].revocation',
       'PASS gpu[0].report', 'PASS gpu[0].certificates', 'PASS gpu[0].signature', 'PASS gpu[0].chain', 'PASS gpu[0].root', 'PASS gpu[0].fwid', 'PASS gpu[0].nonce',
       'FAIL gpu[0].driver_rim', 'FAIL gpu[0].vbios_rim', 'FAIL gpu[0].measurements', '---- gpu[0].revocation',
     ]);

@@ -43,7 +43,7 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
     const strict = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE]);
     expect(strict.code).toBe(1);
     expect(strict.marks).toMatchObject({ 'gpu[0].measurements': '----', 'gpu[0].revocation': '----' });
-    expect(strict.stdout).toContain("---- gpu[0].revocation — NOT PINNED: not checked: the device and RIM certificates were not looked up in NVIDIA's OCSP service (offline verification)\n");
+    expect(strict.stdout).toContain("---- gpu[0].revocation — NOT PINNED: not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed\n");
     expect(strict.stdout.trimEnd().split('\n').at(-1)).toBe('NOT VERIFIED: 7 checks passed; 2 not pinned, so compared with nothing (gpu[0].measurements, gpu[0].revocation)');
     const r = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--allow-unpinned-code']);
     expect(r.stderr).toBe('');
@@ -51,7 +51,7 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
     expect(r.marks).toEqual(ALL_PASS);
     expect(r.stdout).toContain('  gpu.driver_version 550.90.07\n  gpu.vbios_version 96.00.9F.00.01\n');
     expect(r.stdout).toContain('  gpu.fwid f5c384aebb579217a2c66b17ed0f28e6a9b8d639041acd7b4721cec004f7275494ba94bb5cdfdb3055ee051762b1f75d\n');
-    expect(r.stdout).toContain(`WAIVED gpu[0].revocation — not checked: the device and RIM certificates were not looked up in NVIDIA's OCSP service (offline verification) ${UNPINNED_WAIVER}\n`);
+    expect(r.stdout).toContain(`WAIVED gpu[0].revocation — not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed ${UNPINNED_WAIVER}\n`);
     expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('verified with waivers: 7 checks passed; 2 waived (gpu[0].measurements, gpu[0].revocation)');
   });
 
@@ -143,7 +143,7 @@ describe('sigil verify-evidence --gpu-report with RIMs from --reference (gpu.rim
   it('passes RIMs that pin the report\'s measurements, and fails one measurement pinned differently', async () => {
     const driver = (change?: (i: number, v: string) => string) => signRim(rimMatchingReport(rimText('driver-rim-test.swidtag'), '550.90.07', change), chain);
     const vbios = signRim(rimMatchingReport(rimText('vbios-rim-test.swidtag'), '96.00.9F.00.01'), chain);
-    // OCSP is not looked up offline: the revocation check stays open, so it is waived here by name.
+    // No recorded OCSP responses are given: the revocation check stays open, so it is waived here by name.
     const good = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--reference', reference('match', driver(), vbios), '--allow-unpinned-code'], [extension]);
     expect(good.code).toBe(0);
     expect(good.marks).toMatchObject({ 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS', 'gpu[0].revocation': 'WAIVED' });

@@ -212,11 +212,24 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
 }
 
 /**
- * Reads a non-streamed answer whole, charging it to the memory budget as it arrives: twice its size
- * while it is assembled (the chunks and the buffer they are joined into both exist for a moment),
- * and twice more once whole, for the text and the value JSON.parse makes of it.
+ * Reads a non-streamed answer whole, charging it to the memory budget. With a Content-Length, its size is
+ * charged before a byte is read (refused at once when it does not fit, so a refused answer costs nothing)
+ * and the bytes go into one buffer of that size. Without one, it is charged twice as it arrives (the
+ * chunks and the buffer they are joined into both exist for a moment). Once whole, twice more, for the
+ * text and the value JSON.parse makes of it.
  */
 async function readBufferedAnswer(x: Exchange, engine: EngineResponse): Promise<Buffer> {
+  const limit = x.ctx.config.limits.max_answer_bytes;
+  const declared = Number(engine.headers['content-length']);
+  if (engine.headers['content-length'] !== undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= limit) {
+    if (!x.hold.grow(declared)) {
+      engine.body.destroy();
+      throw budgetExhausted();
+    }
+    const bytes = await readEngineBody(engine, limit, declared);
+    if (!x.hold.grow(2 * bytes.length)) throw budgetExhausted();
+    return bytes;
+  }
   let received = 0;
   let refuse: (error: HttpError) => void = () => undefined;
   const refused = new Promise<never>((_resolve, reject) => (refuse = reject));
@@ -229,7 +242,7 @@ async function readBufferedAnswer(x: Exchange, engine: EngineResponse): Promise<
   };
   engine.body.on('data', onData);
   try {
-    const bytes = await Promise.race([readEngineBody(engine, x.ctx.config.limits.max_answer_bytes), refused]);
+    const bytes = await Promise.race([readEngineBody(engine, limit), refused]);
     if (!x.hold.grow(2 * received)) throw budgetExhausted();
     return bytes;
   } finally {

@@ -7,6 +7,7 @@ import { describeGpuEvidenceError } from './errors.ts';
 import { compareWithRims } from './measurements.ts';
 import { NVIDIA_DEVICE_IDENTITY_ROOT } from './roots/nvidia-device-identity.ts';
 import { NVIDIA_RIM_ROOT } from './roots/nvidia-rim-root.ts';
+import { revocationCheck, type OcspBundle } from './ocsp.ts';
 import { verifyRim, type Rim } from './rim.ts';
 import { readSpdmMeasurementReport, type SpdmMeasurementReport } from './spdm-measurements.ts';
 
@@ -30,6 +31,10 @@ export interface VerifyGpuEvidenceOptions {
   roots?: GpuTrustRoots;
   /** The time certificates must be valid at (default now). */
   at?: Date;
+  /** Recorded OCSP responses for the device and RIM signing chains (reference values gpu.ocsp); absent, revocation is not pinned. */
+  ocsp?: OcspBundle;
+  /** The auditor's waiver: a certificate no recorded response covers is waived, not failed (gpu.ocsp_allow_missing). */
+  ocspAllowMissing?: boolean;
 }
 
 export interface GpuReportSummary {
@@ -190,7 +195,7 @@ function wellFormed(entry: unknown): entry is GpuEvidence {
   return Number.isInteger(e.index) && ['arch', 'report', 'certificates', 'nonce'].every((k) => typeof e[k] === 'string');
 }
 
-function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expected: Uint8Array | null, roots: GpuTrustRoots, at: Date): { checks: Check[]; summary?: GpuReportSummary } {
+function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expected: Uint8Array | null, roots: GpuTrustRoots, at: Date, options: VerifyGpuEvidenceOptions): { checks: Check[]; summary?: GpuReportSummary } {
   const prefix = `gpu[${entry.index}]`;
   let report: SpdmMeasurementReport;
   try {
@@ -226,11 +231,17 @@ function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expect
       ),
     );
   }
-  checks.push(notPinned(`${prefix}.revocation`, "not checked: the device and RIM certificates were not looked up in NVIDIA's OCSP service (offline verification)"));
+  checks.push(
+    certs === null
+      ? fail(`${prefix}.revocation`, 'not checked: no readable device certificate')
+      : revocationCheck(`${prefix}.revocation`, 'device certificate chain', certs, { ...ocspOptions(options), at }),
+  );
   const measurements: Record<number, string> = {};
   for (const b of report.blocks) measurements[b.index - 1] = hex(b.value);
   return { checks, summary: { index: entry.index, arch: entry.arch, driverVersion: report.firmware.driverVersion, vbiosVersion: report.firmware.vbiosVersion, measurements } };
 }
+
+const ocspOptions = (o: VerifyGpuEvidenceOptions) => ({ ...(o.ocsp === undefined ? {} : { bundle: o.ocsp }), ...(o.ocspAllowMissing === undefined ? {} : { allowMissing: o.ocspAllowMissing }) });
 
 function bindingCheck(entries: GpuEvidence[], bound: string[]): Check {
   const actual = entries.map(gpuEvidenceSha256);
@@ -290,7 +301,7 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
   }
   const rims: Rim[] = [];
   (options.rims ?? []).forEach((xml, k) => {
-    const result = verifyRim(xml, { name: `gpu.rim[${k}]`, roots: roots.rim, at });
+    const result = verifyRim(xml, { name: `gpu.rim[${k}]`, roots: roots.rim, at, ...ocspOptions(options) });
     checks.push(...result.checks);
     if (result.rim !== undefined) rims.push(result.rim);
   });
@@ -302,7 +313,7 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
       checks.push(fail(`gpu[${k}].report`, 'the GPU evidence entry lacks an integer index or a string arch, report, certificates or nonce'));
       continue;
     }
-    const result = verifyEntry(entry, rims, options.rims !== undefined && options.rims.length > 0, expected, roots, at);
+    const result = verifyEntry(entry, rims, options.rims !== undefined && options.rims.length > 0, expected, roots, at, options);
     checks.push(...result.checks);
     if (result.summary !== undefined) gpus.push(result.summary);
   }

@@ -12,3 +12,7 @@ export { formatVbiosVersion, readOpaqueFields } from './opaque-data.ts';
 export type { GpuFirmwareInfo, OpaqueField } from './opaque-data.ts';
 export { GpuEvidenceError } from './errors.ts';
 export type { GpuEvidenceErrorCode } from './errors.ts';
+export { readOcspBundle, revocationCheck } from './ocsp.ts';
+export type { OcspBundle, OcspCheckOptions, RecordedOcspResponse } from './ocsp.ts';
+export { CollateralFetchError, fetchNvidiaCollateral, NVIDIA_OCSP_SERVICE, NVIDIA_RIM_SERVICE, ocspRequestFor, rimIdsForReport } from './collateral-fetch.ts';
+export type { NvidiaCollateral, NvidiaCollateralOptions, NvidiaCollateralRequest } from './collateral-fetch.ts';

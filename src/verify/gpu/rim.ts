@@ -2,11 +2,12 @@ import { X509Certificate } from 'node:crypto';
 import { DOMParser, type Element } from '@xmldom/xmldom';
 import { fail, pass, type Check } from '../check.ts';
 import { commonName, issuanceProblem, sameCertificate } from '../evidence/certificate-chain.ts';
+import { revocationCheck, type OcspBundle } from './ocsp.ts';
+import { rimSchemaProblems, SWID_NS } from './rim-schema.ts';
 import { describeGpuEvidenceError, GpuEvidenceError } from './errors.ts';
 import { rimSignedXml, XMLDSIG_NS } from './rim-signature.ts';
 import { readRimInput, vbiosBoard, type VbiosBoard } from './rim-service.ts';
 
-const SWID_NS = 'http://standards.iso.org/iso/19770/-2/2015/schema.xsd';
 const XML_NS = 'http://www.w3.org/XML/1998/namespace';
 /** The namespace of the Hash0, Hash1, ... attributes: each one is a SHA-384 alternative. */
 const SHA384_ATTRIBUTE_NS = 'http://www.w3.org/2001/04/xmlenc#sha384';
@@ -49,6 +50,10 @@ export interface RimVerification {
 export interface VerifyRimOptions {
   /** The check name prefix, e.g. `gpu.rim[0]`. */
   name: string;
+  /** Recorded OCSP responses for the signing chain; absent, its revocation is not pinned. */
+  bundle?: OcspBundle;
+  /** A signing certificate no recorded response covers is waived, not failed. */
+  allowMissing?: boolean;
   /** PEM of the trusted RIM roots (NVIDIA's CoRIM signing root). */
   roots: string[];
   at: Date;
@@ -193,8 +198,15 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
 
   let body: ReturnType<typeof readMeasurements>;
   let board: VbiosBoard | null = null;
+  let schema: Check;
   try {
-    body = readMeasurements(parse(signedXml, 'the signed part of the RIM'));
+    const signedRoot = parse(signedXml, 'the signed part of the RIM');
+    const problems = rimSchemaProblems(signedRoot);
+    if (problems.length > 0) {
+      return { checks: [pass(`${name}.signature`, `the RIM is signed as a whole by ${commonName(certs[0]!)}, the key named in it`), fail(`${name}.schema`, `the RIM is not a well-formed SWID reference manifest, so none of its fields is trusted: ${problems.join('; ')}`)] };
+    }
+    schema = pass(`${name}.schema`, 'the RIM has the SWID structure (ISO/IEC 19770-2:2015) NVIDIA uses: a named tag with a tag creator, one Meta, one Payload of Measurement resources, each attribute of its type');
+    body = readMeasurements(signedRoot);
     board = id === null ? null : vbiosBoard(id);
     if (board !== null && board.version !== body.version.replace(/\./g, '').toUpperCase()) {
       throw new GpuEvidenceError('ERR_RIM_MALFORMED', `the RIM service id ${id} names VBIOS ${board.version}, but the RIM describes ${body.version}`);
@@ -204,7 +216,7 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
   }
   const kind = VBIOS_VERSION.test(body.version) ? 'vbios' : 'driver';
   const label = `${kind === 'vbios' ? 'VBIOS' : 'driver'} RIM ${body.version} (${body.product})`;
-  const checks = [pass(`${name}.signature`, `the ${label} is signed as a whole (ECDSA P-384, SHA-384) by ${commonName(certs[0]!)}, the key named in it`)];
+  const checks = [pass(`${name}.signature`, `the ${label} is signed as a whole (ECDSA P-384, SHA-384) by ${commonName(certs[0]!)}, the key named in it`), schema];
   const trusted = options.roots.map((pem) => new X509Certificate(pem));
   const problem = chainProblem(certs, trusted, at);
   if (problem !== null) {
@@ -212,5 +224,9 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
     return { checks };
   }
   checks.push(pass(`${name}.chain`, `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}, ending at a trusted RIM root`));
+  const revocation = revocationCheck(`${name}.revocation`, `${label}'s signing chain`, certs, { ...options, at });
+  checks.push(revocation);
+  // A RIM whose signer is revoked (or whose revocation the auditor required and nobody answered) describes nothing.
+  if (!revocation.ok && revocation.waived === undefined) return { checks };
   return { checks, rim: { label, kind, signer: commonName(certs[0]!), id, board, ...body } };
 }

@@ -70,6 +70,10 @@ export interface SnpReferenceValues {
 export interface GpuReferenceValues {
   /** RIM files, resolved against the reference file's folder. */
   rims?: string[];
+  /** Recorded DER OCSP responses for the GPU device and RIM signing chains, resolved like `rims`. */
+  ocsp?: string[];
+  /** The auditor's waiver: a certificate no recorded response covers is waived, not failed (default false). */
+  ocsp_allow_missing?: boolean;
 }
 
 /** What the auditor expects of Sigil itself: the manifest digest `sigil measure self` printed, and whether operator-loaded keys are acceptable. */
@@ -272,9 +276,11 @@ function readSigil(node: Node): SigilReferenceValues {
 }
 
 function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenceValues {
-  const map = mapAt(node, 'gpu', ['rims']);
+  const map = mapAt(node, 'gpu', ['rims', 'ocsp', 'ocsp_allow_missing']);
   const out: GpuReferenceValues = {};
   if (map.rims !== undefined) out.rims = scalarList(map.rims, 'gpu.rims').map(resolvePath);
+  if (map.ocsp !== undefined) out.ocsp = scalarList(map.ocsp, 'gpu.ocsp').map(resolvePath);
+  if (map.ocsp_allow_missing !== undefined) out.ocsp_allow_missing = booleanValue(single(map.ocsp_allow_missing, 'gpu.ocsp_allow_missing'), 'gpu.ocsp_allow_missing');
   return out;
 }
 

@@ -61,9 +61,13 @@ describe('verifyGpuEvidence on the real report and chain', () => {
     const { checks, gpus } = verifyGpuEvidence([gpuEntry()], { nonce: VECTOR_NONCE, rims, at: VECTOR_TIME });
     expect(byName(checks)).toEqual({
       'gpu.rim[0].signature': true,
+      'gpu.rim[0].schema': true,
       'gpu.rim[0].chain': true,
+      'gpu.rim[0].revocation': true,
       'gpu.rim[1].signature': true,
+      'gpu.rim[1].schema': true,
       'gpu.rim[1].chain': true,
+      'gpu.rim[1].revocation': true,
       'gpu[0].report': true,
       'gpu[0].certificates': true,
       'gpu[0].signature': true,
