@@ -4,7 +4,7 @@ import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/m
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { releaseReference } from '../verify/release/release-reference.ts';
-import { formatChecks } from './verify.ts';
+import { formatChecks } from './check-report.ts';
 import { releaseTrustFrom } from './release-trust.ts';
 
 export const RELEASE_USAGE = `usage:

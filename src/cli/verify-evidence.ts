@@ -19,7 +19,7 @@ import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './
 import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/reference-checks.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { tdxMeasurements } from '../verify/attestation.ts';
-import { formatChecks } from './verify.ts';
+import { formatChecks } from './check-report.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 

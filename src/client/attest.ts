@@ -3,15 +3,13 @@ import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import { field } from '../verify/binding.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
-import { fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
+import { fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
-import { fetchHpkeKeyConfig } from '../verify/hpke-binding.ts';
 import { releaseReference } from '../verify/release/release-reference.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
-import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
+import { verifyService, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
   baseURL: string;
@@ -71,16 +69,9 @@ export async function attest(options: AttestOptions): Promise<Attested> {
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
   try {
-    const material = await fetchVerificationMaterial(options.baseURL, nonce, dispatcher);
-    const doc = material.attestation;
-    const evidence: ServiceEvidence = { attestation: doc, jwks: material.jwks, policy: material.policy, connection: { url: new URL(options.baseURL), presentedTlsKeys: [] } };
-    if (typeof field(field(doc, 'binding'), 'hpke_key_config') === 'string') {
-      evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(options.baseURL, dispatcher).catch((err: Error) => err);
-    }
-    if (field(doc, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(options.baseURL, dispatcher);
+    const evidence = await fetchServiceEvidence(options.baseURL, nonce, pin, dispatcher);
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
-    evidence.connection = { url: evidence.connection.url, presentedTlsKeys: pin.accepted };
     const expect: ServiceExpectations = { nonce };
     if (reference !== undefined) expect.reference = reference;
     if (options.waive !== undefined) expect.waive = options.waive;

@@ -1,5 +1,8 @@
 import { request, type Dispatcher } from 'undici';
+import { field } from './binding.ts';
 import { VerifyError } from './errors.ts';
+import type { SpkiPin } from './tls-pin.ts';
+import type { ServiceEvidence } from './verify-service.ts';
 
 /** The JSON documents a Sigil service publishes for verifiers (docs/api.md, docs/attestation.md). */
 export interface VerificationMaterial {
@@ -81,4 +84,26 @@ export async function fetchVerificationMaterial(base: string, nonce: Uint8Array,
 /** GET /v1/verify/attestation without a nonce: the evidence made at start, which `attestation_hash` names. */
 export async function fetchStartAttestation(base: string, dispatcher?: Dispatcher): Promise<unknown> {
   return fetchJson(serviceUrl(base, 'v1/verify/attestation'), {}, dispatcher);
+}
+
+/** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (docs/ehbp.md). */
+export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher): Promise<Uint8Array> {
+  return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher));
+}
+
+/**
+ * Everything `verifyService` needs from a service, fetched in Node over `dispatcher` (pinned by `pin`): the JWKS,
+ * the policy, fresh evidence for `nonce`, the start evidence when it has hardware, the HPKE key config it serves
+ * when the binding names one, and every TLS key its connections presented.
+ */
+export async function fetchServiceEvidence(base: string, nonce: Uint8Array, pin: SpkiPin, dispatcher: Dispatcher): Promise<ServiceEvidence> {
+  const material = await fetchVerificationMaterial(base, nonce, dispatcher);
+  const doc = material.attestation;
+  const evidence: ServiceEvidence = { attestation: doc, jwks: material.jwks, policy: material.policy };
+  if (typeof field(field(doc, 'binding'), 'hpke_key_config') === 'string') {
+    evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err);
+  }
+  if (field(doc, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher);
+  evidence.connection = { url: new URL(base), presentedTlsKeys: pin.accepted };
+  return evidence;
 }
