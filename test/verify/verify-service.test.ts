@@ -120,7 +120,10 @@ describe('verifyService', () => {
     const refused = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce });
     expect(refused.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key', 'attestation.tee']);
     const waived = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce, waive: { noHardwareEnclave: 'local development' } });
-    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    // Without hardware the document still answers our nonce and hashes its binding into report_data: a replayed one fails.
+    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.nonce', 'PASS attestation.report_data', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    const replayed = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce: new Uint8Array(32).fill(7), waive: { noHardwareEnclave: 'local development' } });
+    expect(replayed.verdict.failed.map((c) => c.name)).toEqual(['attestation.nonce', 'attestation.report_data']);
     expect(waived.verdict.outcome).toBe('verified-with-waivers');
   });
 });
