@@ -65,7 +65,7 @@ export interface ExchangeVerification {
 function messageReceipt(exchange: ServiceExchange): { receipt: string; response: Uint8Array | undefined; modelReceipt?: string } | string {
   if (!exchange.stream) {
     const receipt = exchange.receipt ?? exchange.receiptHeader;
-    return receipt === undefined ? 'the answer carries no receipt (no receipt header and none kept apart)' : { receipt, response: exchange.response };
+    return receipt === undefined ? 'the response carries no receipt header' : { receipt, response: exchange.response };
   }
   const model = exchange.receiptHeader === undefined ? {} : { modelReceipt: exchange.receiptHeader };
   if (exchange.receipt !== undefined) return { receipt: exchange.receipt, response: exchange.response, ...model };
