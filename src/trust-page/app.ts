@@ -1,5 +1,7 @@
 import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
+import type { ReceiptContext } from '../verify/exchange.ts';
+import type { ServiceFacts } from '../verify/verify-service.ts';
 import { unreadableReport, verifyService, type Headline, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import { checkMark, fail, isNotPinned, isWaived, verdictOf, type Check, type CheckMark } from '../verify/check.ts';
@@ -224,6 +226,14 @@ async function verify(event?: SubmitEvent): Promise<void> {
   }
 }
 
+/** What the verified service vouches for, as its receipts are held to it; a development service's receipts are only tried, their tee waived. */
+function receiptContext(facts: ServiceFacts): ReceiptContext {
+  const context: ReceiptContext = { jwks: facts.jwks, measurement: facts.measurement, policy: facts.policy, policyHash: facts.policyHash };
+  if (facts.attestationHash !== undefined) context.attestationHash = facts.attestationHash;
+  if (facts.tee === 'none') context.noHardwareEnclave = 'a development service (tee "none"): this page lets you try it, nothing more';
+  return context;
+}
+
 function addMessage(role: 'user' | 'assistant', text: string): HTMLElement {
   const box = element('div', undefined, `message ${role}`);
   box.append(element('span', role === 'user' ? 'You' : 'Model', 'who'));
@@ -253,10 +263,7 @@ async function chat(event: SubmitEvent): Promise<void> {
       model: byId<HTMLSelectElement>('chat-model').value,
       messages: history,
       ...(facts.hpkeKeyConfig === null ? {} : { hpkeKeyConfig: facts.hpkeKeyConfig }),
-      jwks: facts.jwks,
-      measurement: facts.measurement,
-      policyHash: facts.policyHash,
-      allowNoTee: report.document.tee === 'none',
+      receipts: receiptContext(facts),
       onText: (piece) => (answer.textContent += piece),
     });
     history.push({ role: 'assistant', content: outcome.reply });
