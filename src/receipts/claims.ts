@@ -1,6 +1,6 @@
 import type { Tee } from '../attestation/provider.ts';
 // SPEC 3's payload is declared once, by the verifier, so signer and verifier cannot disagree.
-import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../verify/claims.ts';
+import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../protocol/receipt-claims.ts';
 
 export { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel };
 

@@ -1,4 +1,5 @@
 import { Identity } from 'ehbp';
+import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
 
@@ -77,7 +78,7 @@ async function errorMessage(response: Response): Promise<string> {
  * this page sent and received (docs/receipts.md, docs/ehbp.md).
  */
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
-  const brand = (options.brand ?? 'Service').trim() || 'Service';
+  const names = brandHeaders((options.brand ?? 'Service').trim() || 'Service');
   let nonce = randomNonce();
   const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true, max_tokens: options.maxTokens ?? CHAT_MAX_TOKENS });
   const requestBytes = encoder.encode(body);
@@ -87,9 +88,9 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     headers: {
       authorization: `Bearer ${options.apiKey}`,
       'content-type': 'application/json',
-      [`x-${brand}-receipt`]: 'true',
+      [names.receipt]: 'true',
       // Sealed, the nonce never travels: both ends derive it from the request's HPKE context.
-      ...(options.hpkeKeyConfig === undefined ? { [`x-${brand}-nonce`]: nonce } : {}),
+      ...(options.hpkeKeyConfig === undefined ? { [names.nonce]: nonce } : {}),
     },
     body: requestBytes,
   };
@@ -127,5 +128,5 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   }
 
   const receipt = await verifyExchange({ path: '/v1/chat/completions', stream: true, nonce, model: options.model, request: requestBytes, response: all }, options.receipts);
-  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(`x-${brand}-receipt-id`), receipt };
+  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(names.receiptId), receipt };
 }
