@@ -1,5 +1,7 @@
 /** What every attestation provider (configfs-tsm hardware, or none) gives the server. */
-export type Tee = 'sev-snp' | 'tdx' | 'none';
+import type { Tee } from '../protocol/attestation.ts';
+
+export type { Tee };
 
 export interface RawEvidence {
   tee: Tee;

@@ -4,7 +4,7 @@ import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/m
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
-import { formatChecks } from './verify.ts';
+import { formatChecks } from './check-report.ts';
 import { releaseTrustFrom } from './release-trust.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
 

@@ -1,26 +1,20 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { fail, isNotPinned, notPinned, pass, verdictOf, waive } from '../verify/check.ts';
+import { isNotPinned, verdictOf, waive } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
-import { toHex } from '../verify/evidence/byte-reader.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
 import { readAmdCollateralBundle, readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
-import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
 import type { AmdCollateral } from '../verify/evidence/collateral/amd-collateral.ts';
 import { readCertificate, readPemCertificates } from '../verify/evidence/certificate-chain.ts';
 import { formatEventListing, type EventListing } from '../verify/evidence/event-log/measured-event.ts';
-import { verifyTdxEventLog, type TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-log.ts';
-import { encodeSnpCertTable, SNP_CERT_GUID } from '../verify/evidence/snp-cert-table.ts';
-import { verifySnpEvidence } from '../verify/evidence/snp-verify.ts';
-import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from '../verify/evidence/tdx-verify.ts';
+import type { TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-log.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-roots.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
+import { verifyRawEvidence, type RawEvidence, type RawEvidenceExpectations } from '../verify/raw-evidence.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
-import { snpReferenceChecks, tdxReferenceChecks } from '../verify/reference/reference-checks.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import { tdxMeasurements } from '../verify/attestation.ts';
-import { formatChecks } from './verify.ts';
+import { formatChecks } from './check-report.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
@@ -198,16 +192,6 @@ function quoteBytes(file: Buffer, path: string): Uint8Array {
   }
 }
 
-function reportDataCheck(actual: Uint8Array, expected: string | undefined): Check {
-  const hex = toHex(actual);
-  if (expected === undefined) {
-    return notPinned('evidence.report_data', `REPORT_DATA ${hex} was compared with nothing (--report-data HEX): raw evidence proves neither freshness nor what key or nonce it is bound to`);
-  }
-  return hex === expected.toLowerCase()
-    ? pass('evidence.report_data', 'REPORT_DATA equals the expected 64 bytes: the evidence was made for this nonce or key')
-    : fail('evidence.report_data', `REPORT_DATA ${hex} is not the expected ${expected.toLowerCase()}: the evidence was made for something else`);
-}
-
 export interface EvidenceReport {
   verified: boolean;
   tee?: 'tdx' | 'sev-snp';
@@ -216,20 +200,16 @@ export interface EvidenceReport {
   events?: EventListing[];
 }
 
-async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
-  const bytes = quoteBytes(await read(o.tdxQuote!, 'TDX quote'), o.tdxQuote!);
-  let collateral: IntelCollateral | undefined;
+/** The TDX quote, its event log and Intel's collateral, read from the files the flags name. */
+async function readTdx(o: Options): Promise<RawEvidence> {
+  const evidence: Extract<RawEvidence, { tee: 'tdx' }> = { tee: 'tdx', quote: quoteBytes(await read(o.tdxQuote!, 'TDX quote'), o.tdxQuote!) };
   if (o.collateral !== undefined) {
     try {
-      collateral = await readCollateralBundle(o.collateral);
+      evidence.collateral = await readCollateralBundle(o.collateral);
     } catch (err) {
       throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
     }
   }
-  const result = collateral === undefined ? verifyTdxEvidence(bytes, roots, o.at, reference?.tdx) : await verifyTdxEvidenceWithCollateral(bytes, roots, o.at, reference?.tdx, collateral);
-  const quote = result.quote;
-  if (quote === undefined) return { verified: false, tee: 'tdx', measured: {}, checks: result.checks };
-  const measured = tdxMeasurements(quote.body);
   const input: TdxEventLogInput = {};
   if (o.ccelTable !== undefined) input.ccelTable = new Uint8Array(await read(o.ccelTable, 'CCEL table'));
   if (o.ccelData !== undefined) input.ccelData = new Uint8Array(await read(o.ccelData, 'CCEL data'));
@@ -241,26 +221,8 @@ async function verifyTdx(o: Options, reference: ReferenceValues | undefined, roo
       throw new UnreadableError(`${o.eventLogJson} is not JSON`);
     }
   }
-  const log = verifyTdxEventLog(input, quote.body.rtmr);
-  const checks = [...result.checks, reportDataCheck(quote.body.reportData, o.reportData), ...tdxReferenceChecks(measured, reference), ...log.checks];
-  const b = quote.body;
-  return {
-    verified: false,
-    tee: 'tdx',
-    measured: {
-      ...measured,
-      mr_config_id: toHex(b.mrConfigId),
-      mr_owner: toHex(b.mrOwner),
-      mr_owner_config: toHex(b.mrOwnerConfig),
-      td_attributes: toHex(b.tdAttributes),
-      xfam: toHex(b.xfam),
-      mrseam: toHex(b.mrSeam),
-      tee_tcb_svn: toHex(b.teeTcbSvn),
-      report_data: toHex(b.reportData),
-    },
-    checks,
-    events: log.events,
-  };
+  evidence.eventLog = input;
+  return evidence;
 }
 
 async function amdCollateral(dir: string | undefined): Promise<AmdCollateral> {
@@ -272,64 +234,43 @@ async function amdCollateral(dir: string | undefined): Promise<AmdCollateral> {
   }
 }
 
-async function verifySnp(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
-  const report = new Uint8Array(await read(o.snpReport!, 'SEV-SNP report'));
+/** The SEV-SNP report and the certificates that signed it, read from the files the flags name and the AMD collateral bundle (--collateral). */
+async function readSnp(o: Options): Promise<RawEvidence> {
+  const evidence: Extract<RawEvidence, { tee: 'sev-snp' }> = { tee: 'sev-snp', report: new Uint8Array(await read(o.snpReport!, 'SEV-SNP report')) };
   const bundle = await amdCollateral(o.collateral);
-  const entries: Array<{ guid: string; der: Uint8Array }> = [];
-  const signerGuid = reportSignedByVlek(report) ? SNP_CERT_GUID.vlek : SNP_CERT_GUID.vcek;
   for (const [path, kind] of [
     [o.vcek, 'vcek'],
     [o.ask, 'ask'],
   ] as const) {
     if (path === undefined) continue;
     const file = await read(path, kind.toUpperCase());
-    let der: Uint8Array;
     try {
-      der = new Uint8Array(readCertificate(file.toString('latin1').includes('-----BEGIN') ? file.toString('latin1') : file, `${kind.toUpperCase()} ${path}`).raw);
+      evidence[kind] = new Uint8Array(readCertificate(file.toString('latin1').includes('-----BEGIN') ? file.toString('latin1') : file, `${kind.toUpperCase()} ${path}`).raw);
     } catch (err) {
       throw new UnreadableError((err as Error).message);
     }
-    entries.push({ guid: kind === 'vcek' ? signerGuid : SNP_CERT_GUID[kind], der });
   }
-  if (o.vcek === undefined && bundle.vcek !== undefined) entries.push({ guid: signerGuid, der: bundle.vcek });
-  if (o.ask === undefined && bundle.certChain !== undefined) {
+  if (evidence.vcek === undefined && bundle.vcek !== undefined) evidence.vcek = bundle.vcek;
+  if (evidence.ask === undefined && bundle.certChain !== undefined) {
     try {
       const intermediate = readPemCertificates(bundle.certChain, 'amd-cert-chain.pem')[0];
-      if (intermediate !== undefined) entries.push({ guid: SNP_CERT_GUID.ask, der: new Uint8Array(intermediate.raw) });
+      if (intermediate !== undefined) evidence.ask = new Uint8Array(intermediate.raw);
     } catch (err) {
       throw new UnreadableError((err as Error).message);
     }
   }
-  const table = entries.length === 0 ? new Uint8Array(0) : encodeSnpCertTable(entries);
-  const result = verifySnpEvidence(report, table, roots, o.at, reference?.snp, bundle.crl === undefined ? {} : { crl: bundle.crl });
-  const r = result.report;
-  if (r === undefined) return { verified: false, tee: 'sev-snp', measured: {}, checks: result.checks };
-  const measured = { measurement: toHex(r.measurement), host_data: toHex(r.hostData) };
-  const tcb = (t: typeof r.reportedTcb) => `0x${t.raw.toString(16).padStart(16, '0')}`;
-  return {
-    verified: false,
-    tee: 'sev-snp',
-    measured: {
-      ...measured,
-      report_data: toHex(r.reportData),
-      chip_id: toHex(r.chipId),
-      vmpl: r.vmpl,
-      policy: `0x${r.policy.raw.toString(16)}`,
-      reported_tcb: tcb(r.reportedTcb),
-      launch_tcb: tcb(r.launchTcb),
-      current_tcb: tcb(r.currentTcb),
-      committed_tcb: tcb(r.committedTcb),
-      family_id: toHex(r.familyId),
-      image_id: toHex(r.imageId),
-      guest_svn: r.guestSvn,
-    },
-    checks: [...result.checks, reportDataCheck(r.reportData, o.reportData), ...snpReferenceChecks(measured, reference)],
-  };
+  if (bundle.crl !== undefined) evidence.crl = bundle.crl;
+  return evidence;
 }
 
-/** Bits 2-4 of the report's flags name the signing key; 1 is the VLEK. */
-function reportSignedByVlek(report: Uint8Array): boolean {
-  return report.length >= 0x4c && ((report[0x48]! >> 2) & 0b111) === 1;
+async function verifyFiles(o: Options, reference: ReferenceValues | undefined, roots: TrustRoots): Promise<EvidenceReport> {
+  if (o.tdxQuote === undefined && o.snpReport === undefined) return { verified: false, measured: {}, checks: [] };
+  const evidence = o.tdxQuote !== undefined ? await readTdx(o) : await readSnp(o);
+  const expect: RawEvidenceExpectations = { at: o.at, roots };
+  if (o.reportData !== undefined) expect.reportData = o.reportData;
+  if (reference !== undefined) expect.reference = reference;
+  const result = await verifyRawEvidence(evidence, expect);
+  return { verified: false, ...result };
 }
 
 export function formatEvidenceReport(r: EvidenceReport): string {
@@ -398,7 +339,7 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
       }
     }
     const roots = io.roots ?? DEFAULT_TRUST_ROOTS;
-    report = o.tdxQuote !== undefined ? await verifyTdx(o, reference, roots) : o.snpReport !== undefined ? await verifySnp(o, reference, roots) : { verified: false, measured: {}, checks: [] };
+    report = await verifyFiles(o, reference, roots);
     report.checks.unshift(...releaseChecks);
     const ctx: EvidenceContext = { at: o.at, reference, read };
     for (const extension of extensions.filter((e) => e.wants(o.values))) {

@@ -1,33 +1,26 @@
-import { START_NONCE } from '../protocol/attestation.ts';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { verifyAttestationDocument } from '../verify/attestation.ts';
-import { verifyGpuEvidence, type GpuTrustRoots } from '../verify/gpu/index.ts';
-import { readOcspBundle, type OcspBundle } from '../verify/gpu/ocsp.ts';
+import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import type { GpuEvidence } from '../protocol/attestation.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
-import { evidenceBytes, verifyJwksBinding } from '../verify/binding.ts';
-import { checkMark, fail, isNotPinned, isWaived, pass, verdictOf, waive, type VerdictOutcome } from '../verify/check.ts';
-import type { Check } from '../verify/check.ts';
+import { field } from '../verify/binding.ts';
+import { fail, isNotPinned, pass, verdictOf, waive, type Check, type VerdictOutcome } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
-import { canonicalPolicyHash, sha256Tagged } from '../verify/digest.ts';
+import { canonicalPolicyHash } from '../verify/digest.ts';
 import { VerifyError, isVerifyError } from '../verify/errors.ts';
 import { toEar } from '../verify/ear.ts';
-import { firstListedModel, sendChatWithReceipt } from '../verify/live-request.ts';
-import { policyModelCheck } from '../verify/policy-model.ts';
-import { NO_TEE_DETAIL, verifyReceipt } from '../verify/receipt.ts';
-import type { ReceiptExpectations } from '../verify/receipt.ts';
-import { fetchJwks, fetchStartAttestation, fetchVerificationMaterial } from '../verify/service.ts';
-import { acceptDevelopmentPlaintext, pinnedAgent, SpkiPin, tlsBindingCheck } from '../verify/tls-pin.ts';
-import { fetchHpkeKeyConfig, hpkeBindingCheck } from '../verify/hpke-binding.ts';
-import type { Dispatcher } from 'undici';
+import { verifyExchange, type ReceiptContext, type ServiceExchange } from '../verify/exchange.ts';
+import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../verify/live-request.ts';
+import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
+import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
+import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
+import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
@@ -242,10 +235,6 @@ async function loadJwks(source: string): Promise<{ keys: unknown[] }> {
   return value as { keys: unknown[] };
 }
 
-function field(doc: unknown, name: string): unknown {
-  return typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>)[name] : undefined;
-}
-
 /** Which flag gives what a receipt check needs. */
 const CLI_HINTS: Record<string, string> = {
   'receipt.measurement': 'give --measurement HEX or --url BASE',
@@ -254,16 +243,12 @@ const CLI_HINTS: Record<string, string> = {
   'receipt.response_hash': 'give --response FILE',
 };
 
-function notChecked(name: string, how: string): Check {
-  return fail(name, `not checked: ${how}`);
-}
-
 interface LoadedReference {
   values: ReferenceValues;
   /** The text of each RIM the reference file names (gpu.rims). */
   rims?: string[];
   /** The recorded OCSP responses the reference file names (gpu.ocsp). */
-  ocsp?: OcspBundle;
+  ocsp?: Array<{ label: string; der: Uint8Array }>;
 }
 
 async function loadReference(path: string | undefined): Promise<LoadedReference | undefined> {
@@ -276,7 +261,7 @@ async function loadReference(path: string | undefined): Promise<LoadedReference 
   }
   const loaded: LoadedReference = { values };
   if (values.gpu?.rims !== undefined) loaded.rims = await Promise.all(values.gpu.rims.map(async (rim) => (await readBytes(rim, 'RIM')).toString('utf8')));
-  if (values.gpu?.ocsp !== undefined) loaded.ocsp = readOcspBundle(await Promise.all(values.gpu.ocsp.map(async (path) => ({ label: path, der: new Uint8Array(await readBytes(path, 'OCSP response')) }))));
+  if (values.gpu?.ocsp !== undefined) loaded.ocsp = await Promise.all(values.gpu.ocsp.map(async (path) => ({ label: path, der: new Uint8Array(await readBytes(path, 'OCSP response')) })));
   return loaded;
 }
 
@@ -316,66 +301,7 @@ async function loadCollateral(dir: string): Promise<IntelCollateral> {
   }
 }
 
-/** The document's GPU evidence against the nonce this verification used and the RIMs of the reference file. */
-function gpuChecks(doc: unknown, nonce: Uint8Array, reference: LoadedReference | undefined, io: VerifyIo): Check[] {
-  const entries = field(doc, 'gpu_evidence');
-  if (!Array.isArray(entries)) return [fail('gpu.evidence', 'the document has no gpu_evidence list')];
-  if (entries.length === 0 && reference?.rims === undefined) return [];
-  const bound = field(field(doc, 'binding'), 'gpu_evidence_sha256');
-  const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce, boundSha256: Array.isArray(bound) ? (bound as string[]) : [] };
-  if (reference?.rims !== undefined) options.rims = reference.rims;
-  if (reference?.ocsp !== undefined) options.ocsp = reference.ocsp;
-  if (reference?.values.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = reference.values.gpu.ocsp_allow_missing;
-  if (io.gpuRoots !== undefined) options.roots = io.gpuRoots;
-  if (io.now !== undefined) options.at = io.now;
-  return verifyGpuEvidence(entries as GpuEvidence[], options).checks;
-}
-
-/** Hardware evidence and its binding to the JWKS; a document with tee "none" has nothing to verify. */
-async function attestationChecks(doc: unknown, jwks: { keys: unknown[] }, nonce: Uint8Array, o: Options, claims: ReceiptClaims | undefined, io: VerifyIo): Promise<Check[]> {
-  const roots = io.roots;
-  const { checks: releaseChecks, reference } = await referenceFor(o, io);
-  const checks = [...releaseChecks, ...verifyJwksBinding(doc, { jwks, nonce })];
-  if (field(doc, 'tee') !== 'none') {
-    // The hardware verifier compares the evidence's measurement with the document's and with this one.
-    const expectedMeasurement = o.measurement ?? claims?.enclave_measurement;
-    const opts: Parameters<typeof verifyAttestationDocument>[1] = { jwks: jwks as { keys: object[] }, nonce };
-    if (expectedMeasurement !== undefined) opts.expectedMeasurement = expectedMeasurement;
-    if (roots !== undefined) opts.roots = roots;
-    if (claims !== undefined) opts.receipt = claims;
-    if (reference !== undefined) opts.reference = reference.values;
-    if (o.collateral !== undefined) opts.intelCollateral = await loadCollateral(o.collateral);
-    checks.push(...(await verifyAttestationDocument(doc, opts)));
-    checks.push(...gpuChecks(doc, nonce, reference, io));
-    return checks;
-  }
-  checks.push(
-    o.allowNoTee
-      ? waive(fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`), '--allow-no-tee: a development service without hardware')
-      : fail('attestation.evidence', `tee is "none": ${NO_TEE_DETAIL}`),
-  );
-  if (o.measurement !== undefined) {
-    const measured = field(doc, 'measurement');
-    checks.push(
-      measured === o.measurement
-        ? pass('attestation.measurement', `the document's measurement is the expected ${o.measurement}`)
-        : fail('attestation.measurement', `the document's measurement is ${String(measured)}; expected ${o.measurement}`),
-    );
-  }
-  checks.push(...gpuChecks(doc, nonce, reference, io));
-  return checks;
-}
-
-/** `attestation_hash` names the evidence made at start; only hardware evidence has one. */
-const START_NONCE_HEX = Buffer.from(START_NONCE).toString('hex');
-
-async function startEvidenceHash(base: string, doc: unknown, dispatcher?: Dispatcher): Promise<string | undefined> {
-  if (field(doc, 'tee') === 'none') return undefined;
-  const bytes = evidenceBytes(await fetchStartAttestation(base, dispatcher));
-  return bytes === undefined ? undefined : sha256Tagged(bytes);
-}
-
-/** A saved attestation document binds the nonce it was made for; the start evidence has none. */
+/** A saved attestation document binds the nonce it was made for; the start evidence the all-zero one. */
 function documentNonce(doc: unknown): Uint8Array {
   const nonce = field(doc, 'nonce');
   if (typeof nonce !== 'string' || !/^(?:[0-9a-fA-F]{2})*$/.test(nonce)) {
@@ -384,152 +310,145 @@ function documentNonce(doc: unknown): Uint8Array {
   return new Uint8Array(Buffer.from(nonce, 'hex'));
 }
 
-async function expectationsFrom(doc: unknown, policy: unknown, o: Options, dispatcher?: Dispatcher): Promise<ReceiptExpectations> {
-  const expected: ReceiptExpectations = {};
-  const measured = field(doc, 'measurement');
-  const measurement = o.measurement ?? (typeof measured === 'string' ? measured : undefined);
-  if (measurement !== undefined) expected.measurement = measurement;
-  if (policy !== undefined) expected.policyHash = canonicalPolicyHash(policy);
-  if (o.url !== undefined && doc !== undefined) {
-    const hash = await startEvidenceHash(o.url, doc, dispatcher);
-    if (hash !== undefined) expected.attestationHash = hash;
-  } else if (field(doc, 'nonce') === START_NONCE_HEX && field(doc, 'tee') !== 'none') {
-    const bytes = evidenceBytes(doc);
-    if (bytes !== undefined) expected.attestationHash = sha256Tagged(bytes);
-  }
-  return expected;
+const ALLOW_NO_TEE = '--allow-no-tee: a development service without hardware';
+const ALLOW_UNPINNED = '--allow-unpinned-code: values nobody pinned are accepted';
+
+/** What the flags ask of the service: our nonce, the measurement and reference values, the trust roots and the waivers. */
+function expectationsOf(o: Options, io: VerifyIo, nonce: Uint8Array, reference: LoadedReference | undefined): ServiceExpectations {
+  const waive: Waivers = {};
+  if (o.allowNoTee) waive.noHardwareEnclave = ALLOW_NO_TEE;
+  if (o.allowUnpinnedCode) waive.unpinnedCode = ALLOW_UNPINNED;
+  const expect: ServiceExpectations = { nonce, waive };
+  if (o.measurement !== undefined) expect.measurement = o.measurement;
+  if (reference !== undefined) expect.reference = reference.values;
+  if (io.roots !== undefined) expect.roots = io.roots;
+  if (io.gpuRoots !== undefined) expect.gpuRoots = io.gpuRoots;
+  if (io.now !== undefined) expect.now = io.now;
+  return expect;
+}
+
+/** The RIMs and Intel collateral the flags name, added to what was fetched. */
+async function addLocalEvidence(evidence: ServiceEvidence, o: Options, reference: LoadedReference | undefined): Promise<void> {
+  if (reference?.rims !== undefined) evidence.rims = reference.rims;
+  if (reference?.ocsp !== undefined) evidence.ocsp = reference.ocsp;
+  if (o.collateral !== undefined) evidence.intelCollateral = await loadCollateral(o.collateral);
+}
+
+/** A kept receipt as one exchange: the message receipt apart from the bytes it covers (streams: cut after data: [DONE]). */
+async function keptExchange(o: Options, jws: string): Promise<ServiceExchange> {
+  const exchange: ServiceExchange = { path: '/v1/chat/completions', stream: false, nonce: o.nonce ?? '', receipt: jws };
+  if (o.request !== undefined) exchange.request = await readBytes(o.request, 'request');
+  if (o.response !== undefined) exchange.response = await readBytes(o.response, 'response');
+  return exchange;
+}
+
+/** The library fails what it was not given (docs/receipts.md, "How to verify"); the CLI says which flag gives it. */
+function withHints(checks: Check[]): Check[] {
+  return checks.map((c) => (!c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c));
 }
 
 async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const text = o.receipt === '-' ? await readAll(io.stdin) : await readBytes(o.receipt!, 'receipt');
-  const jws = text.toString('utf8').trim();
+  const exchange = await keptExchange(o, text.toString('utf8').trim());
+  const { checks: releaseChecks, reference } = await referenceFor(o, io);
+  const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : undefined;
+  let evidence: ServiceEvidence | undefined;
   let nonce: Uint8Array = randomBytes(32);
-  const material = o.url === undefined ? undefined : await fetchVerificationMaterial(o.url, nonce);
-  const jwks = o.jwks !== undefined ? await loadJwks(o.jwks) : material!.jwks;
-  // Fresh evidence for our nonce with --url; else a saved document (best the start evidence, which attestation_hash names).
-  let doc: unknown = material?.attestation;
-  if (o.attestation !== undefined) {
-    doc = await readJsonFile(o.attestation, 'attestation document');
+  if (o.url !== undefined) {
+    // Fresh evidence for our nonce, over a connection pinned to the key it presents.
+    const pin = new SpkiPin();
+    const dispatcher = pinnedAgent(pin);
+    try {
+      evidence = await fetchServiceEvidence(o.url, nonce, pin, dispatcher);
+    } finally {
+      await dispatcher.close();
+    }
+  } else if (o.attestation !== undefined) {
+    // A saved document, best the start evidence, which attestation_hash names; it was fetched earlier, over no connection we see.
+    const doc = await readJsonFile(o.attestation, 'attestation document');
     nonce = documentNonce(doc);
+    evidence = { attestation: doc, jwks: { keys: [] }, policy };
+    if (/^(?:00)+$/.test(String(field(doc, 'nonce')))) evidence.startAttestation = doc;
   }
-  const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : material?.policy;
-  const expected = await expectationsFrom(doc, policy, o);
-  if (o.nonce !== undefined) expected.nonce = o.nonce;
-  if (o.request !== undefined) expected.requestBytes = await readBytes(o.request, 'request');
-  if (o.response !== undefined) expected.responseBytes = await readBytes(o.response, 'response');
+  const jwks = o.jwks !== undefined ? await loadJwks(o.jwks) : evidence?.jwks;
+  if (evidence === undefined) return verifyReceiptAlone(o, exchange, jwks!, policy, releaseChecks);
+  evidence.jwks = jwks!;
+  if (policy !== undefined) evidence.policy = policy;
+  evidence.exchanges = [exchange];
+  await addLocalEvidence(evidence, o, reference);
+  const expect = expectationsOf(o, io, nonce, reference);
+  if (o.attestation !== undefined) expect.waive = { ...expect.waive, noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key' };
+  const result = await verifyService(evidence, expect);
+  return report('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
+}
 
-  const result = await verifyReceipt(jws, { jwks, expected, allowNoTee: o.allowNoTee });
-  // The library fails what it was not given (docs/receipts.md, "How to verify"); the CLI says which flag gives it.
-  const checks = result.checks.map((c) => (!c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c));
-  const claims = result.claims;
-  if (claims !== undefined) {
-    if (policy !== undefined) checks.push(policyModelCheck(policy, claims.selected_model));
-    if (doc === undefined && claims.tee !== 'none') checks.push(notChecked('attestation.evidence', 'give --attestation FILE or --url BASE'));
+/** A kept receipt with no attestation document: its own checks, and the hardware evidence reported as not checked. */
+async function verifyReceiptAlone(o: Options, exchange: ServiceExchange, jwks: { keys: unknown[] }, policy: unknown, releaseChecks: Check[]): Promise<VerifyReport> {
+  const context: ReceiptContext = { jwks };
+  if (o.measurement !== undefined) context.measurement = o.measurement;
+  if (policy !== undefined) {
+    context.policy = policy;
+    context.policyHash = canonicalPolicyHash(policy);
   }
+  if (o.allowNoTee) context.noHardwareEnclave = ALLOW_NO_TEE;
+  const result = await verifyExchange(exchange, context);
+  const checks = withHints(result.checks);
+  if (result.claims !== undefined && result.claims.tee !== 'none') checks.push(fail('attestation.document', 'not checked: give --attestation FILE or --url BASE'));
   // Without evidence nothing is compared with the release, but a bad release still fails the verdict.
-  if (doc === undefined && o.release !== undefined) checks.push(...(await loadRelease(o, io)).checks);
-  if (doc !== undefined) checks.push(...(await attestationChecks(doc, jwks, nonce, o, claims, io)));
-  return report('file', checks, result, o);
-}
-
-/**
- * The TLS key check of a live verification: the key the pinned connection presented against the attested
- * one. A development service (tee "none") over plain HTTP passes only with --allow-no-tee.
- */
-function tlsKeyCheck(base: string, pin: SpkiPin, doc: unknown, o: Options): Check {
-  const url = new URL(base);
-  return acceptDevelopmentPlaintext(tlsBindingCheck(url, pin.accepted, readBindingTlsKey(doc)), url, field(doc, 'tee'), o.allowNoTee ? '--allow-no-tee' : undefined);
-}
-
-function readBindingTlsKey(doc: unknown): string | null {
-  const key = field(field(doc, 'binding'), 'tls_spki_sha256');
-  return typeof key === 'string' ? key : null;
+  return report('file', [...checks, ...releaseChecks], result, o.allowUnpinnedCode);
 }
 
 async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const base = o.url!;
   const nonce = randomBytes(32);
-  const nonceText = nonce.toString('hex');
+  const { checks: releaseChecks, reference } = await referenceFor(o, io);
   // Attest first, over a connection pinned to the key it presents; the prompt goes only to that key.
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin);
   try {
-    const material = await fetchVerificationMaterial(base, nonce, dispatcher);
-    const tlsKey = tlsKeyCheck(base, pin, material.attestation, o);
+    const evidence = await fetchServiceEvidence(base, nonce, pin, dispatcher);
+    await addLocalEvidence(evidence, o, reference);
+    const expect = expectationsOf(o, io, nonce, reference);
+    const attested = await verifyService(evidence, expect);
     // A service that claims hardware, or any https one, gets no prompt over a connection the enclave does not
     // vouch for. A development service (tee "none") over plain HTTP is verified on, and fails on its lack of TEE.
-    const development = field(material.attestation, 'tee') === 'none' && new URL(base).protocol === 'http:';
-    if (!tlsKey.ok && !development) return report('live', [tlsKey, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {}, o);
-    const attestedHpke = field(field(material.attestation, 'binding'), 'hpke_key_config');
-    const hpkeKey = typeof attestedHpke === 'string' ? hpkeBindingCheck(await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err), attestedHpke) : undefined;
-    return await exchangeAndVerify(o, io, { base, nonce, nonceText, material, dispatcher, tlsKey, hpkeKey });
+    const development = attested.facts.tee === 'none' && new URL(base).protocol === 'http:';
+    if (attested.facts.tlsSpkiSha256 === null && !development) {
+      return report('live', [...releaseChecks, ...attested.checks, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
+    }
+    const model = o.model ?? (await firstListedModel(base, dispatcher));
+    const live = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonce.toString('hex'), brand: o.brand, dispatcher });
+    evidence.exchanges = [liveExchange(live, o.stream, nonce.toString('hex'), model)];
+    const result = await verifyService(evidence, expect);
+    const sent = pass(
+      'live.request',
+      `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${live.requestBytes.length} request bytes, ` +
+        `${live.responseBytes.length} response bytes, message receipt from the ${live.receiptSource}`,
+    );
+    const receiptChecks = result.exchanges[0]!.checks.length;
+    const checks = [...releaseChecks, ...result.checks.slice(0, result.checks.length - receiptChecks), sent, ...result.checks.slice(result.checks.length - receiptChecks)];
+    return report('live', checks, result.exchanges[0]!);
   } finally {
     await dispatcher.close();
   }
 }
 
-interface LiveContext {
-  base: string;
-  nonce: Buffer;
-  nonceText: string;
-  material: Awaited<ReturnType<typeof fetchVerificationMaterial>>;
-  dispatcher: Dispatcher;
-  tlsKey: Check;
-  /** Present when the service offers encrypted bodies: whether the key it serves is the attested one. */
-  hpkeKey: Check | undefined;
+/** The live chat completion as the core reads an exchange: the message receipt already cut from the stream. */
+function liveExchange(live: LiveExchange, stream: boolean, nonce: string, model: string): ServiceExchange {
+  const exchange: ServiceExchange = { path: '/v1/chat/completions', stream, nonce, model, request: live.requestBytes, response: live.responseBytes, receipt: live.receipt };
+  if (live.modelReceipt !== undefined) exchange.receiptHeader = live.modelReceipt;
+  if (live.receiptId !== undefined) exchange.receiptId = live.receiptId;
+  if (live.completionId !== undefined) exchange.completionId = live.completionId;
+  return exchange;
 }
 
-async function exchangeAndVerify(o: Options, io: VerifyIo, live: LiveContext): Promise<VerifyReport> {
-  const { base, nonce, nonceText, material, dispatcher } = live;
-  const model = o.model ?? (await firstListedModel(base, dispatcher));
-  const exchange = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonceText, brand: o.brand, dispatcher });
-  const checks: Check[] = [
-    live.tlsKey,
-    ...(live.hpkeKey === undefined ? [] : [live.hpkeKey]),
-    pass(
-      'live.request',
-      `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${exchange.requestBytes.length} request bytes, ` +
-        `${exchange.responseBytes.length} response bytes, message receipt from the ${exchange.receiptSource}`,
-    ),
-  ];
-  const expected = await expectationsFrom(material.attestation, material.policy, o, dispatcher);
-  expected.nonce = nonceText;
-  expected.modelId = model;
-  const message: ReceiptExpectations = { ...expected, receiptType: 'message', requestBytes: exchange.requestBytes, responseBytes: exchange.responseBytes };
-  if (exchange.completionId !== undefined) message.completionId = exchange.completionId;
-  const result = await verifyReceipt(exchange.receipt, { jwks: material.jwks, expected: message, allowNoTee: o.allowNoTee });
-  checks.push(...result.checks);
-
-  if (exchange.modelReceipt !== undefined) {
-    const modelResult = await verifyReceipt(exchange.modelReceipt, { jwks: material.jwks, expected: { ...expected, receiptType: 'model' }, allowNoTee: o.allowNoTee });
-    checks.push(...modelResult.checks.map((c) => ({ ...c, name: c.name.replace(/^receipt\./, 'model_receipt.') })));
-    const ids = [result.claims?.receipt_id, modelResult.claims?.receipt_id, exchange.receiptId];
-    checks.push(
-      ids.every((id) => id !== undefined && id === ids[0])
-        ? pass('live.receipt_id', `the model and message receipts and the receipt id header all name ${ids[0]}`)
-        : fail('live.receipt_id', `receipt ids differ: message ${String(ids[0])}, model ${String(ids[1])}, header ${String(ids[2])}`),
-    );
-  }
-  if (result.claims !== undefined) checks.push(policyModelCheck(material.policy, result.claims.selected_model));
-  checks.push(...(await attestationChecks(material.attestation, material.jwks, nonce, o, result.claims, io)));
-  return report('live', checks, result, o);
-}
-
-function report(mode: VerifyReport['mode'], found: Check[], result: { claims?: ReceiptClaims; kid?: string }, o: Options): VerifyReport {
-  const checks = o.allowUnpinnedCode ? found.map((c) => (isNotPinned(c) ? waive(c, '--allow-unpinned-code: values nobody pinned are accepted') : c)) : found;
+function report(mode: VerifyReport['mode'], found: Check[], result: { claims?: ReceiptClaims; kid?: string }, allowUnpinnedCode = false): VerifyReport {
+  const checks = allowUnpinnedCode ? found.map((c) => (isNotPinned(c) ? waive(c, ALLOW_UNPINNED) : c)) : found;
   const verdict = verdictOf(checks);
   const out: VerifyReport = { ok: verdict.outcome !== 'not-verified', outcome: verdict.outcome, mode, checks };
   if (result.claims !== undefined) out.claims = result.claims;
   if (result.kid !== undefined) out.kid = result.kid;
   return out;
-}
-
-/** One line per check (PASS, FAIL, ---- NOT PINNED, or WAIVED with its reason), then the verdict. */
-export function formatChecks(checks: Check[]): string {
-  const lines = checks.map((c) => `${checkMark(c)} ${c.name} — ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}${isWaived(c) ? ` (waived: ${c.waived})` : ''}`);
-  const uncompared = checks.some((c) => c.name === 'reference.values' && (isNotPinned(c) || isWaived(c)));
-  lines.push(verdictOf(checks).summary + (uncompared ? '; the code was not compared with reference values' : ''));
-  return lines.join('\n') + '\n';
 }
 
 export function formatReport(r: VerifyReport): string {

@@ -3,16 +3,13 @@ import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
-import { field, sameJson } from '../verify/binding.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
-import type { Dispatcher } from 'undici';
-import { fetchJson, fetchJwks, fetchSignedNonce, fetchStartAttestation, fetchVerificationMaterial, serviceUrl } from '../verify/service.ts';
+import { fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
-import { fetchHpkeKeyConfig } from '../verify/hpke-binding.ts';
 import { verifyRelease, type ReleaseVerification } from '../verify/release/verify-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
-import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
+import { verifyService, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
   baseURL: string;
@@ -74,20 +71,6 @@ function verifiedRelease(release: NonNullable<AttestOptions['release']>): Releas
   }
 }
 
-/** The JWKS, the policy and either a fresh report for `nonce` (with the start evidence receipts name) or the start evidence and `nonce` signed. */
-async function fetchEvidence(baseURL: string, nonce: Uint8Array, freshReport: boolean, dispatcher: Dispatcher): Promise<ServiceEvidence> {
-  const connection = { url: new URL(baseURL), presentedTlsKeys: [] };
-  if (!freshReport) {
-    const [jwks, policy, signed] = await Promise.all([fetchJwks(serviceUrl(baseURL, 'v1/verify/jwks.json'), dispatcher), fetchJson(serviceUrl(baseURL, 'v1/verify/policy'), {}, dispatcher), fetchSignedNonce(baseURL, nonce, dispatcher)]);
-    // A fleet's JWKS grows past the one key a replica's start evidence binds: then only a fresh report binds the JWKS served.
-    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks)) return { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy, connection };
-  }
-  const material = await fetchVerificationMaterial(baseURL, nonce, dispatcher);
-  const evidence: ServiceEvidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy, connection };
-  if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(baseURL, dispatcher);
-  return evidence;
-}
-
 /**
  * Fetches the attestation with a fresh nonce over a connection pinned to the key it presents, and verifies
  * it with the one core (`verifyService`). The caller goes on only when `verdict.outcome` is not not-verified.
@@ -99,15 +82,10 @@ export async function attest(options: AttestOptions): Promise<Attested> {
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
   try {
-    const evidence = await fetchEvidence(options.baseURL, nonce, options.freshReport === true, dispatcher);
-    const doc = evidence.attestation;
-    if (typeof field(field(doc, 'binding'), 'hpke_key_config') === 'string') {
-      evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(options.baseURL, dispatcher).catch((err: Error) => err);
-    }
+    const evidence = await fetchServiceEvidence(options.baseURL, nonce, pin, dispatcher, options.freshReport === true ? 'report' : 'signature');
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.ocsp = rims.ocsp;
-    evidence.connection = { url: evidence.connection.url, presentedTlsKeys: pin.accepted };
     const expect: ServiceExpectations = { nonce };
     if (reference !== undefined) expect.reference = reference;
     if (options.waive !== undefined) expect.waive = options.waive;

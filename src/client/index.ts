@@ -14,6 +14,7 @@ import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { readFile } from 'node:fs/promises';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
 import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
+import { brandHeaders } from '../protocol/brand-headers.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
@@ -127,7 +128,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const allowNoTee = options.allowNoTee ?? false;
   const base = new URL(options.baseURL);
   const brand = options.brand ?? 'Service';
-  const headerNames = { receipt: `x-${brand.toLowerCase()}-receipt`, nonce: `x-${brand.toLowerCase()}-nonce` };
+  const headerNames = brandHeaders(brand);
   const onInvalid = options.onInvalidReceipt ?? 'throw';
 
   const waive: Waivers = {};

@@ -1,7 +1,6 @@
 import { verdictOf, type Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
-import { verifyReceipt, type ReceiptExpectations } from '../verify/receipt.ts';
-import { splitReceiptStream } from '../verify/stream-receipt.ts';
+import { verifyExchange, type ReceiptContext } from '../verify/exchange.ts';
 import type { Attested } from './attest.ts';
 
 /** The verdict on one response's receipt, as the attested client exposes it. */
@@ -27,34 +26,31 @@ export interface Exchange {
   receiptHeader: string | null;
 }
 
-/** Checks a response's message receipt against what the attestation verified and the exact bytes each way. */
+/** What the attestation verified, as the core holds receipts to it; a development service only under the waiver the attestation took. */
+function receiptContext(attested: Attested): ReceiptContext {
+  const context: ReceiptContext = { jwks: attested.jwks, measurement: attested.measurement, policy: attested.policy, policyHash: attested.policyHash };
+  if (attested.attestationHash !== undefined) context.attestationHash = attested.attestationHash;
+  const noTee = attested.checks.find((c) => c.name === 'attestation.tee')?.waived;
+  if (attested.tee === 'none' && noTee !== undefined) context.noHardwareEnclave = noTee;
+  return context;
+}
+
+/** Checks a response's receipts with the verifier's one exchange check, against what the attestation verified and the exact bytes each way. */
 export async function verifyExchangeReceipt(exchange: Exchange, attested: Attested): Promise<ReceiptResult> {
-  let jws: string;
-  let responseBytes = exchange.responseBytes;
-  if (exchange.stream) {
-    try {
-      const split = splitReceiptStream(exchange.responseBytes, { ending: exchange.path.endsWith('/responses') ? 'event' : 'done' });
-      jws = split.receipt;
-      responseBytes = split.body;
-    } catch (err) {
-      return { path: exchange.path, stream: true, ok: false, checks: [], problem: (err as Error).message };
-    }
-  } else if (exchange.receiptHeader === null) {
-    return { path: exchange.path, stream: false, ok: false, checks: [], problem: 'the response carries no receipt header' };
-  } else {
-    jws = exchange.receiptHeader;
-  }
-  const expected: ReceiptExpectations = {
-    nonce: exchange.nonce,
-    measurement: attested.measurement,
-    policyHash: attested.policyHash,
-    requestBytes: exchange.requestBytes,
-    responseBytes,
-    receiptType: 'message',
-  };
-  if (attested.attestationHash !== undefined) expected.attestationHash = attested.attestationHash;
-  const result = await verifyReceipt(jws, { jwks: attested.jwks, expected, allowNoTee: attested.tee === 'none' });
+  const result = await verifyExchange(
+    {
+      path: exchange.path,
+      stream: exchange.stream,
+      nonce: exchange.nonce,
+      request: exchange.requestBytes,
+      response: exchange.responseBytes,
+      ...(exchange.stream || exchange.receiptHeader === null ? {} : { receiptHeader: exchange.receiptHeader }),
+    },
+    receiptContext(attested),
+  );
   const verdict: ReceiptResult = { path: exchange.path, stream: exchange.stream, ok: verdictOf(result.checks).outcome !== 'not-verified', checks: result.checks };
+  const missing = result.checks.find((c) => c.name === 'receipt.present');
+  if (missing !== undefined) verdict.problem = missing.detail;
   if (result.claims !== undefined) verdict.claims = result.claims;
   return verdict;
 }

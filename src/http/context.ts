@@ -16,18 +16,9 @@ import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './ehbp.ts';
 import type { RequestTracing } from '../tracing/request-tracing.ts';
+import type { BrandHeaders } from '../protocol/brand-headers.ts';
 
-/** Header names carry the operator's brand word (docs/api.md#headers); Node gives us request headers in lower case. */
-export interface BrandHeaders {
-  receipt: string;
-  nonce: string;
-  receiptId: string;
-}
-
-export function brandHeaders(brand: string): BrandHeaders {
-  const b = brand.toLowerCase();
-  return { receipt: `x-${b}-receipt`, nonce: `x-${b}-nonce`, receiptId: `x-${b}-receipt-id` };
-}
+export { brandHeaders, type BrandHeaders } from '../protocol/brand-headers.ts';
 
 /** Everything a request handler may use. The parts that reload (keys, catalogue, policy) are swapped whole. */
 export interface AppContext {

@@ -2,6 +2,7 @@ import type { CatalogueModel } from '../catalogue/catalogue.ts';
 import type { Endpoint } from '../catalogue/schema.ts';
 import { chatUsage, type StreamCompletion, type TokenUsage } from '../proxy/sse-relay.ts';
 import { checkChatFields } from './chat-request.ts';
+import { streamEndingOf } from '../protocol/stream-ending.ts';
 
 /**
  * What differs between the OpenAI endpoints Sigil relays (docs/api.md#completions-embeddings-responses); everything else (auth,
@@ -41,9 +42,9 @@ function embeddingsUsage(event: Record<string, unknown>): TokenUsage | undefined
 
 const noFieldChecks = () => undefined;
 
-export const CHAT: EndpointDescription = { kind: 'chat', path: '/v1/chat/completions', enginePath: '/chat/completions', checkFields: checkChatFields, completion: 'done-line', readUsage: chatUsage };
-export const COMPLETIONS: EndpointDescription = { kind: 'completions', path: '/v1/completions', enginePath: '/completions', checkFields: noFieldChecks, completion: 'done-line', readUsage: chatUsage };
-export const EMBEDDINGS: EndpointDescription = { kind: 'embeddings', path: '/v1/embeddings', enginePath: '/embeddings', checkFields: noFieldChecks, completion: 'done-line', readUsage: embeddingsUsage };
-export const RESPONSES: EndpointDescription = { kind: 'responses', path: '/v1/responses', enginePath: '/responses', checkFields: noFieldChecks, completion: 'response-completed', readUsage: responsesUsage };
+export const CHAT: EndpointDescription = { kind: 'chat', path: '/v1/chat/completions', enginePath: '/chat/completions', checkFields: checkChatFields, completion: streamEndingOf('/v1/chat/completions'), readUsage: chatUsage };
+export const COMPLETIONS: EndpointDescription = { kind: 'completions', path: '/v1/completions', enginePath: '/completions', checkFields: noFieldChecks, completion: streamEndingOf('/v1/completions'), readUsage: chatUsage };
+export const EMBEDDINGS: EndpointDescription = { kind: 'embeddings', path: '/v1/embeddings', enginePath: '/embeddings', checkFields: noFieldChecks, completion: streamEndingOf('/v1/embeddings'), readUsage: embeddingsUsage };
+export const RESPONSES: EndpointDescription = { kind: 'responses', path: '/v1/responses', enginePath: '/responses', checkFields: noFieldChecks, completion: streamEndingOf('/v1/responses'), readUsage: responsesUsage };
 
 export const RELAYED_ENDPOINTS: readonly EndpointDescription[] = [CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES];

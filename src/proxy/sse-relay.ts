@@ -4,17 +4,15 @@ import type { Readable } from 'node:stream';
 import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
 import { engineFailure } from './engine-request.ts';
+import type { StreamEnding } from '../protocol/stream-ending.ts';
 
 export interface TokenUsage {
   prompt_tokens: number;
   completion_tokens: number;
 }
 
-/**
- * How a stream says it is finished: chat and completions streams with a `data: [DONE]` line, the
- * responses API with a `response.completed` event (and no `[DONE]`).
- */
-export type StreamCompletion = 'done-line' | 'response-completed';
+/** How a stream says it is finished: the one rule of src/protocol/stream-ending.ts, which the verifier cuts by. */
+export type StreamCompletion = StreamEnding;
 
 export interface SseRelayOptions {
   source: Readable;
@@ -23,7 +21,7 @@ export interface SseRelayOptions {
   rewriteModel: string | undefined;
   /** Hash the bytes sent and capture the completion id, for a message receipt. */
   forReceipt: boolean;
-  /** Default `done-line`. */
+  /** Default `done` (a `data: [DONE]` line). */
   completion?: StreamCompletion;
   /** One event larger than this ends the stream with an error event and cancels the engine request. */
   maxEventBytes: number;
@@ -82,7 +80,7 @@ function dataPayload(line: Buffer): Buffer | undefined {
  */
 export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> {
   const { source, sink, rewriteModel, forReceipt, maxEventBytes } = options;
-  const completion = options.completion ?? 'done-line';
+  const completion = options.completion ?? 'done';
   const readUsage = options.readUsage ?? chatUsage;
   const hash: Hash | undefined = forReceipt ? createHash('sha256') : undefined;
   const modelJson = rewriteModel === undefined ? undefined : JSON.stringify(rewriteModel);
@@ -107,12 +105,12 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   /** Reads what Sigil needs of one data payload; returns the bytes to send (edited when renaming). */
   const onData = (line: Buffer, payload: Buffer): Buffer => {
     if (payload.length === DONE_PAYLOAD.length && payload.toString('latin1') === DONE_PAYLOAD) {
-      if (completion === 'done-line') state = 'closing';
+      if (completion === 'done') state = 'closing';
       return line;
     }
     const wantId = forReceipt && completionId === undefined;
     // Only events that can matter are parsed: the first (its id), those with usage, or all when renaming.
-    if (modelJson === undefined && !wantId && !payload.includes('"usage"') && !(completion === 'response-completed' && payload.includes('response.completed'))) return line;
+    if (modelJson === undefined && !wantId && !payload.includes('"usage"') && !(completion === 'event' && payload.includes('response.completed'))) return line;
     let event: unknown;
     try {
       event = JSON.parse(payload.toString('utf8'));
@@ -121,12 +119,12 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     }
     if (event === null || typeof event !== 'object' || Array.isArray(event)) return line;
     const record = event as Record<string, unknown>;
-    const nested = completion === 'response-completed' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
+    const nested = completion === 'event' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
     const id = typeof record.id === 'string' ? record.id : typeof nested?.id === 'string' ? nested.id : undefined;
     if (completionId === undefined && id !== undefined) completionId = id;
     const u = readUsage(record) ?? (nested === undefined ? undefined : readUsage(nested));
     if (u !== undefined) usage = u;
-    if (completion === 'response-completed' && (record.type === 'response.completed' || lastEventType === 'response.completed')) state = 'closing';
+    if (completion === 'event' && (record.type === 'response.completed' || lastEventType === 'response.completed')) state = 'closing';
     if (modelJson === undefined || !('model' in record)) return line;
     const scan = scanJsonObject(payload);
     if (scan.duplicate !== undefined) return line;
@@ -189,7 +187,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         if ((state as string) === 'closing') closingEol = eol.length === 0 ? Buffer.from('\n\n') : eol;
         return true;
       }
-      if (completion === 'response-completed' && line.toString('latin1', 0, 6) === 'event:') lastEventType = line.toString('utf8', line[6] === 0x20 ? 7 : 6).trim();
+      if (completion === 'event' && line.toString('latin1', 0, 6) === 'event:') lastEventType = line.toString('utf8', line[6] === 0x20 ? 7 : 6).trim();
       out.push(line, eol);
       return true;
     };

@@ -1,6 +1,6 @@
 import type { Tee } from '../attestation/provider.ts';
-// The receipt payload (docs/receipts.md#claims) is declared once, by the verifier, so signer and verifier cannot disagree.
-import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../verify/claims.ts';
+// The receipt payload (docs/receipts.md#claims) is declared once, in src/protocol, so signer and verifier cannot disagree.
+import { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../protocol/receipt-claims.ts';
 
 export { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel };
 

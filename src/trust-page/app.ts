@@ -1,8 +1,10 @@
 import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
-import { verifyService, type PageCheck, type RimFile, type ServiceReport } from './verify-service.ts';
+import type { ReceiptContext } from '../verify/exchange.ts';
+import type { ServiceFacts } from '../verify/verify-service.ts';
+import { unreadableReport, verifyService, type Headline, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
-import { verdictOf } from '../verify/check.ts';
+import { checkMark, fail, isNotPinned, isWaived, verdictOf, type Check, type CheckMark } from '../verify/check.ts';
 
 /** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
 
@@ -19,13 +21,24 @@ function element<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string, c
   return e;
 }
 
-const STATUS_WORD: Record<PageCheck['status'], string> = { pass: 'PASS', fail: 'FAIL', note: 'NOT CHECKED' };
+/** The words `sigil verify` prints before each check, and the tone the page gives them. */
+const STATUS: Record<CheckMark, { word: string; tone: 'pass' | 'fail' | 'note' }> = {
+  PASS: { word: 'PASS', tone: 'pass' },
+  FAIL: { word: 'FAIL', tone: 'fail' },
+  '----': { word: 'NOT PINNED', tone: 'note' },
+  WAIVED: { word: 'WAIVED', tone: 'note' },
+};
 
-const VERDICTS: Record<ServiceReport['verdict'], { text: string; tone: 'pass' | 'fail' | 'note'; detail: string }> = {
+const VERDICTS: Record<Headline, { text: string; tone: 'pass' | 'fail' | 'note'; detail: string }> = {
   verified: {
     text: 'Verified: genuine confidential hardware, running the code your reference values name.',
     tone: 'pass',
     detail: 'Every check below passed. The chat below says whether it is encrypted to a key only that enclave holds.',
+  },
+  'verified-with-waivers': {
+    text: 'Verified with waivers: genuine confidential hardware, running the code your reference values name.',
+    tone: 'pass',
+    detail: 'Every check below passed except the waived ones, each listed with what it gives up.',
   },
   unpinned: {
     text: 'Genuine confidential hardware, but its code was not compared with reference values.',
@@ -57,14 +70,16 @@ function readReference(text: string): ReferenceValues | undefined {
   return parseReferenceValues(text);
 }
 
-function renderChecks(list: HTMLOListElement, checks: PageCheck[]): void {
+function renderChecks(list: HTMLOListElement, checks: readonly Check[]): void {
   list.replaceChildren(
     ...checks.map((check) => {
       const item = element('li');
       const { title, why } = explain(check.name);
-      item.append(element('span', STATUS_WORD[check.status], `status ${check.status}`), element('span', title, 'check-title'));
+      const status = STATUS[checkMark(check)];
+      item.append(element('span', status.word, `status ${status.tone}`), element('span', title, 'check-title'));
       if (why !== '') item.append(element('p', why, 'check-why'));
-      item.append(element('p', `${check.name}: ${check.detail}`, 'check-detail'));
+      const detail = `${isNotPinned(check) ? 'NOT PINNED: ' : ''}${check.detail}${isWaived(check) ? ` (waived: ${check.waived})` : ''}`;
+      item.append(element('p', `${check.name}: ${detail}`, 'check-detail'));
       return item;
     }),
   );
@@ -109,18 +124,18 @@ function show(id: string): void {
 }
 
 function render(r: ServiceReport): void {
-  const verdict = VERDICTS[r.verdict];
+  const verdict = VERDICTS[r.headline];
   const line = byId('verdict');
   line.textContent = verdict.text;
   line.className = `verdict ${verdict.tone}`;
-  byId('verdict-detail').textContent = verdict.detail;
+  byId('verdict-detail').textContent = `${verdict.detail} ${r.verdict.summary}.`;
   renderChecks(byId<HTMLOListElement>('checks'), r.checks);
   renderFacts(r);
   renderModels(r);
   for (const id of ['verdict-panel', 'checks-panel', 'facts-panel', 'models-panel']) show(id);
-  if (r.document !== undefined && r.verdict !== 'failed') {
+  if (r.document !== undefined && r.headline !== 'failed') {
     byId('chat-note').textContent =
-      r.hpkeKeyConfig !== undefined
+      r.facts?.hpkeKeyConfig != null
         ? 'Messages are encrypted in this page to the attested key; a load balancer in front of the service sees only ciphertext.'
         : 'This service offers no attested encryption key: messages are not encrypted end to end (only by TLS, if this page came over TLS).';
     show('chat-panel');
@@ -195,7 +210,7 @@ async function verify(event?: SubmitEvent): Promise<void> {
       reference = readReference(byId<HTMLTextAreaElement>('reference').value);
     } catch (err) {
       if (mine !== generation) return;
-      report = { verdict: 'failed', checks: [{ name: 'reference.file', status: 'fail', detail: (err as Error).message }], models: [] };
+      report = unreadableReport(fail('reference.file', (err as Error).message));
       render(report);
       return;
     }
@@ -211,6 +226,14 @@ async function verify(event?: SubmitEvent): Promise<void> {
   }
 }
 
+/** What the verified service vouches for, as its receipts are held to it; a development service's receipts are only tried, their tee waived. */
+function receiptContext(facts: ServiceFacts): ReceiptContext {
+  const context: ReceiptContext = { jwks: facts.jwks, measurement: facts.measurement, policy: facts.policy, policyHash: facts.policyHash };
+  if (facts.attestationHash !== undefined) context.attestationHash = facts.attestationHash;
+  if (facts.tee === 'none') context.noHardwareEnclave = 'a development service (tee "none"): this page lets you try it, nothing more';
+  return context;
+}
+
 function addMessage(role: 'user' | 'assistant', text: string): HTMLElement {
   const box = element('div', undefined, `message ${role}`);
   box.append(element('span', role === 'user' ? 'You' : 'Model', 'who'));
@@ -223,7 +246,8 @@ function addMessage(role: 'user' | 'assistant', text: string): HTMLElement {
 async function chat(event: SubmitEvent): Promise<void> {
   event.preventDefault();
   const base = verifiedBase;
-  if (base === undefined || report?.document === undefined || report.jwks === undefined || report.policyHash === undefined) return;
+  const facts = report?.facts;
+  if (base === undefined || report?.document === undefined || facts === undefined) return;
   if (isOtherService(base) && !byId<HTMLInputElement>('allow-other-service').checked) return;
   const button = byId<HTMLButtonElement>('chat-send');
   const input = byId<HTMLTextAreaElement>('chat-message');
@@ -238,11 +262,8 @@ async function chat(event: SubmitEvent): Promise<void> {
       apiKey: byId<HTMLInputElement>('api-key').value,
       model: byId<HTMLSelectElement>('chat-model').value,
       messages: history,
-      ...(report.hpkeKeyConfig === undefined ? {} : { hpkeKeyConfig: report.hpkeKeyConfig }),
-      jwks: report.jwks,
-      measurement: report.document.measurement,
-      policyHash: report.policyHash,
-      allowNoTee: report.document.tee === 'none',
+      ...(facts.hpkeKeyConfig === null ? {} : { hpkeKeyConfig: facts.hpkeKeyConfig }),
+      receipts: receiptContext(facts),
       onText: (piece) => (answer.textContent += piece),
     });
     history.push({ role: 'assistant', content: outcome.reply });
@@ -252,7 +273,7 @@ async function chat(event: SubmitEvent): Promise<void> {
     item.append(element('strong', verdict.outcome === 'verified' ? 'Receipt verified' : verdict.outcome === 'verified-with-waivers' ? 'Receipt verified with waivers' : 'Receipt NOT verified'));
     item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
     const checks = element('ol', undefined, 'checks');
-    renderChecks(checks, outcome.receipt.checks.map((c) => ({ name: c.name, status: c.waived !== undefined ? 'note' : c.ok ? 'pass' : 'fail', detail: c.waived !== undefined ? `${c.detail} (waived: ${c.waived})` : c.detail })));
+    renderChecks(checks, outcome.receipt.checks);
     item.append(checks);
     byId('receipts').prepend(item);
     show('receipts-panel');

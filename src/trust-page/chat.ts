@@ -1,8 +1,7 @@
 import { Identity } from 'ehbp';
+import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
-import type { Check } from '../verify/check.ts';
-import { verifyReceipt, type ReceiptVerification } from '../verify/receipt.ts';
-import { splitReceiptStream } from '../verify/stream-receipt.ts';
+import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
 
 export interface ChatMessage {
   role: 'user' | 'assistant';
@@ -16,10 +15,8 @@ export interface ChatOptions {
   messages: ChatMessage[];
   /** The attested /.well-known/hpke-keys bytes; without them the request goes in the clear (development services only). */
   hpkeKeyConfig?: Uint8Array;
-  jwks: { keys: unknown[] };
-  measurement: string;
-  policyHash: string;
-  allowNoTee: boolean;
+  /** What the verified service vouches for: every receipt is held to it by the verifier's one exchange check. */
+  receipts: ReceiptContext;
   /** The operator's brand word in header names (docs/api.md); `Service` by default. */
   brand?: string;
   /** Called with each piece of the answer as it is decrypted. */
@@ -36,7 +33,7 @@ export interface ChatOutcome {
   encrypted: boolean;
   receiptId: string | null;
   /** The message receipt after the stream, checked over the exact bytes sent and received. */
-  receipt: ReceiptVerification;
+  receipt: ExchangeVerification;
 }
 
 const encoder = new TextEncoder();
@@ -81,7 +78,7 @@ async function errorMessage(response: Response): Promise<string> {
  * this page sent and received (docs/receipts.md, docs/ehbp.md).
  */
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
-  const brand = (options.brand ?? 'Service').trim() || 'Service';
+  const names = brandHeaders((options.brand ?? 'Service').trim() || 'Service');
   let nonce = randomNonce();
   const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true, max_tokens: options.maxTokens ?? CHAT_MAX_TOKENS });
   const requestBytes = encoder.encode(body);
@@ -91,9 +88,9 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     headers: {
       authorization: `Bearer ${options.apiKey}`,
       'content-type': 'application/json',
-      [`x-${brand}-receipt`]: 'true',
+      [names.receipt]: 'true',
       // Sealed, the nonce never travels: both ends derive it from the request's HPKE context.
-      ...(options.hpkeKeyConfig === undefined ? { [`x-${brand}-nonce`]: nonce } : {}),
+      ...(options.hpkeKeyConfig === undefined ? { [names.nonce]: nonce } : {}),
     },
     body: requestBytes,
   };
@@ -130,25 +127,6 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     at += p.length;
   }
 
-  let receipt: ReceiptVerification;
-  try {
-    const split = splitReceiptStream(all);
-    receipt = await verifyReceipt(split.receipt, {
-      jwks: options.jwks,
-      allowNoTee: options.allowNoTee,
-      expected: {
-        receiptType: 'message',
-        nonce,
-        measurement: options.measurement,
-        policyHash: options.policyHash,
-        modelId: options.model,
-        requestBytes,
-        responseBytes: split.body,
-      },
-    });
-  } catch (err) {
-    const failed: Check = { name: 'receipt.stream', ok: false, detail: (err as Error).message };
-    receipt = { checks: [failed] };
-  }
-  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(`x-${brand}-receipt-id`), receipt };
+  const receipt = await verifyExchange({ path: '/v1/chat/completions', stream: true, nonce, model: options.model, request: requestBytes, response: all }, options.receipts);
+  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(names.receiptId), receipt };
 }

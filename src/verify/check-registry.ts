@@ -45,6 +45,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('attestation.manifest', 'Measured manifest', 'The code, runtime, configuration and catalogue the enclave measured are the audited ones you pinned.', 'docs/attestation.md#the-manifest'),
   entry('evidence.report_data', 'Evidence bound to your input', 'The raw evidence carries the report data you expected, so it is fresh and bound to what you named.', 'docs/auditing.md#5-raw-evidence-without-a-service'),
   entry('receipt.*', 'Receipt', 'The receipt is signed by the enclave and describes exactly this request and answer.', RECEIPTS),
+  entry('model_receipt.*', 'Model receipt', "A stream's first receipt, sent before the answer, is signed by the enclave and names the model, the code and the policy.", RECEIPTS),
   entry('live.*', 'Live request', 'A real request to the service returned an answer with a receipt.', RECEIPTS),
   entry('policy.model', 'Model in policy', 'The model that answered is one the published policy allows.', RECEIPTS),
   entry('reference.*', 'Reference values', 'The code running is the audited code: each measured value equals one you pinned.', AUDITING),

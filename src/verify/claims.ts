@@ -1,33 +1,5 @@
-/** docs/receipts.md, as the client reads it. Re-declared here so the verifier depends on nothing server-side. */
-/** 1.1.0 adds `forwarded_request_hash` (docs/receipts.md): readers of 1.0.0 ignore it. */
-export const RECEIPT_SCHEMA_VERSION = '1.1.0';
-
-export type Tee = 'sev-snp' | 'tdx' | 'none';
-
-export interface SelectedModel {
-  provider: string;
-  model_id: string;
-  model_hash: string;
-}
-
-export interface ReceiptClaims {
-  schema_version: string;
-  receipt_type: 'model' | 'message';
-  receipt_id: string;
-  enclave_measurement: string;
-  tee: Tee;
-  policy_hash: string;
-  selected_model: SelectedModel;
-  nonce: string;
-  issued_at: string;
-  iat: number;
-  attestation_hash?: string;
-  completion_id?: string;
-  request_hash?: string;
-  /** Present when the engine got other bytes than the client sent (model renamed, extension fields removed): their SHA-256. */
-  forwarded_request_hash?: string;
-  response_hash?: string;
-}
+export { RECEIPT_SCHEMA_VERSION, type ReceiptClaims, type SelectedModel } from '../protocol/receipt-claims.ts';
+export type { Tee } from '../protocol/attestation.ts';
 
 const HEX = /^(?:[0-9a-f]{2})+$/;
 const SHA256_TAG = /^sha256:[0-9a-f]{64}$/;

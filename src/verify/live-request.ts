@@ -1,4 +1,5 @@
 import { request, type Dispatcher } from 'undici';
+import { brandHeaders } from '../protocol/brand-headers.ts';
 import { VerifyError } from './errors.ts';
 import { errorSummary, fetchJson, serviceUrl } from './service.ts';
 import { splitReceiptStream } from './stream-receipt.ts';
@@ -77,7 +78,7 @@ export async function firstListedModel(baseUrl: string, dispatcher?: Dispatcher)
  */
 export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<LiveExchange> {
   const brand = opts.brand ?? 'Service';
-  const names = { receipt: `X-${brand}-Receipt`, nonce: `X-${brand}-Nonce`, receiptId: `X-${brand}-Receipt-Id` };
+  const names = brandHeaders(brand);
   const requestBytes = Buffer.from(
     JSON.stringify({
       model: opts.model,
@@ -120,7 +121,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
   const receiptId = header(headers, names.receiptId);
   const withId = (x: LiveExchange): LiveExchange => (receiptId === undefined ? x : { ...x, receiptId });
   if (!opts.stream) {
-    if (receiptHeader === undefined) throw new VerifyError('ERR_VERIFY_FETCH', `the response carries no ${names.receipt} header`);
+    if (receiptHeader === undefined) throw new VerifyError('ERR_VERIFY_FETCH', `the response carries no X-${brand}-Receipt header`);
     const completionId = jsonId(responseBytes);
     const exchange: LiveExchange = { requestBytes, responseBytes, receipt: receiptHeader, receiptSource: 'header' };
     if (completionId !== undefined) exchange.completionId = completionId;

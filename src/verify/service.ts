@@ -1,5 +1,8 @@
 import { request, type Dispatcher } from 'undici';
+import { field, sameJson } from './binding.ts';
 import { VerifyError } from './errors.ts';
+import type { SpkiPin } from './tls-pin.ts';
+import type { ServiceEvidence } from './verify-service.ts';
 
 /** The JSON documents a Sigil service publishes for verifiers (docs/api.md, docs/attestation.md). */
 export interface VerificationMaterial {
@@ -95,4 +98,35 @@ export async function fetchSignedNonce(base: string, nonce: Uint8Array, dispatch
   const signed = typeof body === 'object' && body !== null ? (body as { signed_nonce?: unknown }).signed_nonce : undefined;
   if (typeof signed !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the answer has no signed_nonce`);
   return { attestation: (body as { attestation?: unknown }).attestation, signedNonce: signed };
+}
+
+/** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (docs/ehbp.md). */
+export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher): Promise<Uint8Array> {
+  return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher));
+}
+
+/**
+ * Everything `verifyService` needs from a service, fetched in Node over `dispatcher` (pinned by `pin`): the JWKS,
+ * the policy, the HPKE key config it serves when the binding names one, every TLS key its connections presented,
+ * and freshness for `nonce`. `proof: 'report'` (the default) asks for a fresh hardware report and the start
+ * evidence receipts name; `'signature'` asks for the start evidence and `nonce` signed by the key it binds
+ * (docs/attestation.md, "Freshness from a signed nonce"), falling back to a fresh report when the JWKS served has
+ * grown past the one key the start evidence binds (a fleet).
+ */
+export async function fetchServiceEvidence(base: string, nonce: Uint8Array, pin: SpkiPin, dispatcher: Dispatcher, proof: 'report' | 'signature' = 'report'): Promise<ServiceEvidence> {
+  let evidence: ServiceEvidence | undefined;
+  if (proof === 'signature') {
+    const [jwks, policy, signed] = await Promise.all([fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher), fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher), fetchSignedNonce(base, nonce, dispatcher)]);
+    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks)) evidence = { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy };
+  }
+  if (evidence === undefined) {
+    const material = await fetchVerificationMaterial(base, nonce, dispatcher);
+    evidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy };
+    if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher);
+  }
+  if (typeof field(field(evidence.attestation, 'binding'), 'hpke_key_config') === 'string') {
+    evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err);
+  }
+  evidence.connection = { url: new URL(base), presentedTlsKeys: pin.accepted };
+  return evidence;
 }

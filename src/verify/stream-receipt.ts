@@ -1,4 +1,5 @@
 import { VerifyError } from './errors.ts';
+import type { StreamEnding } from '../protocol/stream-ending.ts';
 
 /** A streamed response cut where docs/receipts.md cuts it: the hashed body, and the trailing message receipt. */
 export interface SplitStream {
@@ -34,7 +35,7 @@ const EVENT_END = /(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
  * (the default), the end of the last event for `/v1/responses` streams (`ending: 'event'`), which
  * have no [DONE].
  */
-export function splitReceiptStream(bytes: Uint8Array, options: { ending?: 'done' | 'event' } = {}): SplitStream {
+export function splitReceiptStream(bytes: Uint8Array, options: { ending?: StreamEnding } = {}): SplitStream {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const start = lastCommentStart(buffer);
   if (start < 0) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream carries no ": receipt <JWS>" comment');

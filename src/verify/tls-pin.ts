@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
-import { fail, pass, type Check, waive } from './check.ts';
 import { VerifyError } from './errors.ts';
+
+export { tlsBindingCheck } from './tls-key.ts';
 
 /** Lowercase hex SHA-256 of the DER SubjectPublicKeyInfo a TLS server presented: what `binding.tls_spki_sha256` states. */
 export function presentedSpkiSha256(socket: TLSSocket): string | undefined {
@@ -87,32 +88,4 @@ export function tlsPinErrorOf(err: unknown): TlsPinError | undefined {
     if (e instanceof TlsPinError) return e;
   }
   return undefined;
-}
-
-/**
- * `attestation.tls_key`: the key every connection of this verification presented is the one the binding
- * attests (docs/attestation.md, docs/tls.md). Over plain HTTP there is nothing to compare, and the check says so.
- */
-export function tlsBindingCheck(url: URL, presented: readonly string[], attested: string | null): Check {
-  if (url.protocol !== 'https:') {
-    return fail('attestation.tls_key', `the service was reached over plain HTTP (${url.origin}): anyone on the path can read and change the traffic, and no TLS key can be compared with the attested one`);
-  }
-  if (attested === null) {
-    return fail('attestation.tls_key', 'the enclave attests no TLS key (tls_spki_sha256 is null): TLS ends outside the enclave, so the connection cannot be tied to it');
-  }
-  const others = presented.filter((k) => k !== attested);
-  if (presented.length === 0) return fail('attestation.tls_key', 'no TLS key was seen on the connection');
-  if (others.length > 0) {
-    return fail('attestation.tls_key', `the server presented TLS key sha256:${others[0]} but the enclave attests sha256:${attested}: something between you and the enclave terminates TLS (a man in the middle or a load balancer)`);
-  }
-  return pass('attestation.tls_key', `the TLS connection presented sha256:${attested}, the key the enclave attests: TLS ends inside the enclave`);
-}
-
-/**
- * A failed `attestation.tls_key` of a development service (tee "none") reached over plain HTTP, waived when
- * the caller accepts such a service (`acceptedBy` names the option that says so); any other check as it is.
- */
-export function acceptDevelopmentPlaintext(check: Check, url: URL, tee: unknown, acceptedBy: string | undefined): Check {
-  if (check.ok || url.protocol !== 'http:' || tee !== 'none' || acceptedBy === undefined) return check;
-  return waive(check, `${acceptedBy}: plain HTTP to a development service (tee "none")`);
 }

@@ -6,10 +6,13 @@ import { canonicalPolicyHash, sha256Tagged } from './digest.ts';
 import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { readOcspBundle, verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
-import { hpkeBindingCheck } from './hpke-binding.ts';
+import { hpkeBindingCheck } from './hpke-key.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 import { signedNonceCheck } from './signed-nonce.ts';
-import { tlsBindingCheck } from './tls-pin.ts';
+import { tlsBindingCheck } from './tls-key.ts';
+import { expectedReportData, readBinding } from './binding.ts';
+import { verifyExchange, type ExchangeVerification, type ReceiptContext, type ServiceExchange } from './exchange.ts';
+import type { ReceiptClaims } from './claims.ts';
 
 /** What was fetched from the service, however it was fetched (Node, a browser, files). */
 export interface ServiceEvidence {
@@ -26,20 +29,25 @@ export interface ServiceEvidence {
   signedNonce?: string;
   /** GET /v1/verify/jwks.json */
   jwks: { keys: unknown[] };
-  /** GET /v1/verify/policy */
+  /** GET /v1/verify/policy; undefined when the caller has none (a receipt checked offline without --policy). */
   policy: unknown;
   /** GET /v1/verify/attestation without a nonce: the start evidence receipts name by `attestation_hash`. */
   startAttestation?: unknown;
   /** GET /.well-known/hpke-keys as served, or why it could not be read; absent when the binding names no HPKE key. */
   servedHpkeKeyConfig?: Uint8Array | Error;
-  /** The connection: the URL used and the SHA-256 of every TLS key it presented (none for plain HTTP, or a browser that cannot see them). */
-  connection: { url: URL; presentedTlsKeys: readonly string[] };
+  /**
+   * The connection: the URL used and the SHA-256 of every TLS key it presented (none for plain HTTP), or
+   * `'not visible'` where the caller cannot see them (a browser). Absent for a document read from a file.
+   */
+  connection?: { url: URL; presentedTlsKeys: readonly string[] | 'not visible' };
   /** The text of each NVIDIA RIM the reference values name (`reference.gpu.rims`), read by the caller. */
   rims?: readonly string[];
   /** The recorded OCSP responses the reference values name (`reference.gpu.ocsp`), read by the caller. */
   ocsp?: ReadonlyArray<{ label: string; der: Uint8Array }>;
   /** Intel's collateral for TDX evidence. */
   intelCollateral?: IntelCollateral;
+  /** Requests made to the service and their answers, with the receipts they carried: each is checked against the verified service. */
+  exchanges?: readonly ServiceExchange[];
 }
 
 /**
@@ -51,11 +59,15 @@ export interface Waivers {
   unpinnedCode?: string;
   /** Accept a development service without hardware (tee "none"), over plain HTTP if it is reached so. */
   noHardwareEnclave?: string;
+  /** Accept a document read from a file: no connection was made now, so no TLS key can be compared. */
+  noConnection?: string;
 }
 
 export interface ServiceExpectations {
-  /** The 32 random bytes sent as ?nonce=. */
+  /** The 32 random bytes sent as ?nonce= (the all-zero START_NONCE for a saved start document). */
   nonce: Uint8Array;
+  /** The launch measurement the caller expects (lowercase hex), e.g. from a reproducible build. */
+  measurement?: string;
   reference?: ReferenceValues;
   waive?: Waivers;
   roots?: TrustRoots;
@@ -78,20 +90,34 @@ export interface ServiceFacts {
   /** `"sha256:" + hex` of the start evidence, which receipts name; undefined without hardware. */
   attestationHash: string | undefined;
   gpus: GpuReportSummary[];
+  /** The policy document served: the models a receipt may name. */
+  policy: unknown;
 }
 
 export interface ServiceVerification {
   checks: Check[];
   verdict: Verdict;
   facts: ServiceFacts;
+  /** The verification of each of `evidence.exchanges`, in order (its checks are also in `checks`). */
+  exchanges: ExchangeVerification[];
+}
+
+/** `attestation.tls_key` as the caller could see it: a document from a file has no connection, a browser cannot see TLS keys. */
+function tlsCheck(connection: ServiceEvidence['connection'], attestedKey: string | null, waivers: Waivers): Check {
+  if (connection === undefined) {
+    const none = fail('attestation.tls_key', 'not checked: the document was read from a file, not fetched over a connection now, so no TLS key could be compared with the attested one');
+    return waivers.noConnection === undefined ? none : waive(none, waivers.noConnection);
+  }
+  const { url, presentedTlsKeys } = connection;
+  if (presentedTlsKeys !== 'not visible' || url.protocol !== 'https:' || attestedKey === null) return tlsBindingCheck(url, presentedTlsKeys === 'not visible' ? [] : presentedTlsKeys, attestedKey);
+  return fail('attestation.tls_key', `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${attestedKey}`);
 }
 
 /** `attestation.tls_key`, with the only two ways around it: sealed bodies over HTTPS, or a waived development service. */
 function channelCheck(evidence: ServiceEvidence, tee: unknown, attestedKey: string | null, hpke: Check | undefined, waivers: Waivers): Check {
-  const { url, presentedTlsKeys } = evidence.connection;
-  const tls = tlsBindingCheck(url, presentedTlsKeys, attestedKey);
-  if (tls.ok) return tls;
-  if (url.protocol === 'http:') {
+  const tls = tlsCheck(evidence.connection, attestedKey, waivers);
+  if (tls.ok || evidence.connection === undefined) return tls;
+  if (evidence.connection.url.protocol === 'http:') {
     return tee === 'none' && waivers.noHardwareEnclave !== undefined ? waive(tls, waivers.noHardwareEnclave) : tls;
   }
   if (hpke?.ok === true) {
@@ -100,7 +126,49 @@ function channelCheck(evidence: ServiceEvidence, tee: unknown, attestedKey: stri
   return tls;
 }
 
+const toHex = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+
+/**
+ * What a document without hardware evidence (tee "none") can still show: it answers our nonce, and its
+ * report_data is the labelled hash of that nonce and its binding. Nothing vouches for either, so they only
+ * catch a replayed or garbled document.
+ */
+function developmentDocumentChecks(doc: unknown, nonce: Uint8Array, jwks: { keys: unknown[] }, measurement: string | undefined): Check[] {
+  const nonceHex = toHex(nonce);
+  const docNonce = field(doc, 'nonce');
+  const start = /^0+$/.test(nonceHex);
+  const checks = [
+    docNonce === nonceHex
+      ? pass('attestation.nonce', start ? 'the document is the start evidence (all-zero nonce): not fresh' : `the document answers our fresh nonce ${nonceHex}`)
+      : fail('attestation.nonce', `the document answers nonce ${JSON.stringify(docNonce)}; we sent ${nonceHex}: it may be a recording`),
+  ];
+  const binding = readBinding(doc);
+  if (typeof binding === 'string') return [...checks, fail('attestation.document', binding)];
+  const expected = expectedReportData(nonce, binding);
+  const reportData = field(doc, 'report_data');
+  checks.push(
+    expected !== undefined && typeof reportData === 'string' && reportData.toLowerCase() === toHex(expected)
+      ? pass('attestation.report_data', 'report_data is the labelled hash of our nonce and the binding (no hardware vouches for it)')
+      : fail('attestation.report_data', `report_data ${JSON.stringify(reportData)} is not the labelled hash of our nonce and the binding${expected === undefined ? '' : ` (${toHex(expected)})`}`),
+  );
+  checks.push(
+    sameJson(binding.jwks, jwks)
+      ? pass('attestation.jwks', 'the document names the JWKS the receipts verify against (no hardware vouches for it)')
+      : fail('attestation.jwks', 'the document names a different JWKS from the one the receipts verify against'),
+  );
+  if (measurement !== undefined) {
+    const measured = field(doc, 'measurement');
+    checks.push(
+      measured === measurement
+        ? pass('attestation.measurement', `the document's measurement is the expected ${measurement} (no hardware measured it)`)
+        : fail('attestation.measurement', `the document's measurement is ${String(measured)}; expected ${measurement}`),
+    );
+  }
+  return checks;
+}
+
 function policyCheck(policy: unknown, bound: unknown): Check {
+  if (policy === undefined) return fail('attestation.policy', 'not checked: no policy document was given, so nothing says which policy the enclave binds');
   const policyHash = canonicalPolicyHash(policy);
   return policyHash === bound
     ? pass('attestation.policy', `the policy served is the one the enclave binds (${policyHash})`)
@@ -136,6 +204,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   const binding = field(doc, 'binding');
   const attestedKey = field(binding, 'tls_spki_sha256');
   const attestedHpke = field(binding, 'hpke_key_config');
+  const expectedMeasurement = expect.measurement?.toLowerCase();
   const checks: Check[] = [];
   // With a signed nonce the document is the start evidence, made for the all-zero nonce; the signature answers ours.
   const documentNonce = evidence.signedNonce === undefined ? expect.nonce : START_NONCE;
@@ -145,31 +214,42 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   checks.push(channel);
   if (hpke !== undefined) checks.push(hpke);
 
-  let attestationHash: string | undefined;
+  // With a signed nonce the document is itself the start evidence receipts name by attestation_hash.
+  const startDocument = evidence.signedNonce === undefined ? evidence.startAttestation : doc;
+  const start = tee === 'none' || startDocument === undefined ? undefined : evidenceBytes(startDocument);
+  const attestationHash = start === undefined ? undefined : sha256Tagged(start);
+  const documentMeasurement = field(doc, 'measurement');
+  const context: ReceiptContext = { jwks: evidence.jwks, now };
+  if (evidence.policy !== undefined) {
+    context.policy = evidence.policy;
+    context.policyHash = canonicalPolicyHash(evidence.policy);
+  }
+  const measurement = expectedMeasurement ?? (typeof documentMeasurement === 'string' ? documentMeasurement : undefined);
+  if (measurement !== undefined) context.measurement = measurement;
+  if (attestationHash !== undefined) context.attestationHash = attestationHash;
+  if (waivers.noHardwareEnclave !== undefined) context.noHardwareEnclave = waivers.noHardwareEnclave;
+  const exchanges = await Promise.all((evidence.exchanges ?? []).map((x) => verifyExchange(x, context)));
+  const firstClaims: ReceiptClaims | undefined = exchanges.find((x) => x.claims !== undefined)?.claims;
+
   if (tee === 'none') {
     const noTee = fail('attestation.tee', 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for');
     checks.push(waivers.noHardwareEnclave === undefined ? noTee : waive(noTee, waivers.noHardwareEnclave));
-    checks.push(
-      sameJson(field(binding, 'jwks'), evidence.jwks)
-        ? pass('attestation.jwks', 'the document names the JWKS the receipts verify against (no hardware vouches for it)')
-        : fail('attestation.jwks', 'the document names a different JWKS from the one the receipts verify against'),
-    );
+    checks.push(...developmentDocumentChecks(doc, documentNonce, evidence.jwks, expectedMeasurement));
   } else {
     const options: VerifyAttestationOptions = { jwks: evidence.jwks as { keys: object[] }, nonce: documentNonce, now };
+    if (expectedMeasurement !== undefined) options.expectedMeasurement = expectedMeasurement;
     if (expect.roots !== undefined) options.roots = expect.roots;
     if (expect.reference !== undefined) options.reference = expect.reference;
     if (evidence.intelCollateral !== undefined) options.intelCollateral = evidence.intelCollateral;
     if (expect.onEvents !== undefined) options.onEvents = expect.onEvents;
+    if (firstClaims !== undefined) options.receipt = firstClaims;
     checks.push(...(await verifyAttestationDocument(doc, options)));
-    const startDocument = evidence.signedNonce === undefined ? evidence.startAttestation : doc;
-    const start = startDocument === undefined ? undefined : evidenceBytes(startDocument);
-    attestationHash = start === undefined ? undefined : sha256Tagged(start);
   }
   if (evidence.signedNonce !== undefined) checks.push(await signedNonceCheck(evidence.signedNonce, doc, expect.nonce));
   const gpu = gpuChecks(doc, evidence, { ...expect, nonce: documentNonce }, now);
   checks.push(...gpu.checks);
-  const gpus = gpu.gpus;
   checks.push(policyCheck(evidence.policy, field(binding, 'policy_hash')));
+  for (const x of exchanges) checks.push(...x.checks);
 
   const final = waivers.unpinnedCode === undefined ? checks : checks.map((c) => (isNotPinned(c) ? waive(c, waivers.unpinnedCode!) : c));
   const served = evidence.servedHpkeKeyConfig;
@@ -177,14 +257,16 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
     checks: final,
     verdict: verdictOf(final),
     facts: {
-      tee: tee as ServiceFacts['tee'],
-      measurement: String(field(doc, 'measurement')),
+      tee: tee === 'sev-snp' || tee === 'tdx' ? tee : 'none',
+      measurement: String(documentMeasurement),
       tlsSpkiSha256: channel.ok && typeof attestedKey === 'string' ? attestedKey : null,
       hpkeKeyConfig: hpke?.ok === true && served instanceof Uint8Array ? served : null,
       jwks: evidence.jwks,
-      policyHash: canonicalPolicyHash(evidence.policy),
+      policyHash: context.policyHash ?? '',
       attestationHash,
-      gpus,
+      gpus: gpu.gpus,
+      policy: evidence.policy,
     },
+    exchanges,
   };
 }

@@ -66,8 +66,8 @@ describe('createAttestedFetch with the openai client', () => {
 
   it('attests before the first request: the TLS key, the binding, the signed nonce, the policy, all named', () => {
     const names = attested.attestation.checks.map((c) => `${checkMark(c)} ${c.name}`);
-    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS attestation.signed_nonce', 'PASS gpu.evidence', 'PASS attestation.policy']);
-    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 6 checks passed; 1 waived (attestation.tee)');
+    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'WAIVED attestation.tee', 'PASS attestation.nonce', 'PASS attestation.report_data', 'PASS attestation.jwks', 'PASS attestation.signed_nonce', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 8 checks passed; 1 waived (attestation.tee)');
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });

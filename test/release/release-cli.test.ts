@@ -9,6 +9,7 @@ import { releaseCommand } from '../../src/cli/release.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 import { releaseStatement, SNP_MEASUREMENT } from './release-fixtures.ts';
+import { describeCheck } from '../../src/verify/check-registry.ts';
 
 const NOW = new Date('2026-11-25T12:00:00Z');
 const dir = mkdtempSync(join(tmpdir(), 'sigil-release-'));
@@ -35,7 +36,9 @@ describe('sigil release', () => {
     const refOut = join(dir, 'reference.json');
     const verified = await release(['verify', bundle, '--key', PUB, '--reference-out', refOut]);
     expect(verified.code).toBe(0);
+    const heading = describeCheck('release.bundle')!;
     expect(verified.stdout.split('\n').map((l) => l.split(' — ')[0])).toEqual([
+      `# ${heading.title}: ${heading.explains} (${heading.doc})`,
       'PASS release.bundle', 'PASS release.signer', 'WAIVED release.tlog', 'PASS release.signature', 'PASS release.identity', 'PASS release.statement', 'PASS release.expiry',
       'verified with waivers: 6 checks passed; 1 waived (release.tlog)', `reference values written to ${refOut}`, '',
     ]);

@@ -29,10 +29,7 @@ it("the trust page's chat bounds every answer with max_tokens", async () => {
     apiKey: 'sk-test',
     model: 'demo-tiny-random',
     messages: [{ role: 'user', content: 'Hi' }],
-    jwks: { keys: [] },
-    measurement: '',
-    policyHash: '',
-    allowNoTee: true,
+    receipts: { jwks: { keys: [] } },
     onText: () => undefined,
   });
   await expect(chat).rejects.toThrow('no such model');

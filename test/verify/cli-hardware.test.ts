@@ -63,9 +63,11 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     expect(failing(r.stdout)).toEqual([]);
     expect(r.code).toBe(0);
     const lines = status(r.stdout);
-    for (const name of ['receipt.tee', 'receipt.attestation_hash', 'binding.report_data', 'snp.report_signature', 'snp.vcek_chain', 'attestation.report_data', 'attestation.measurement']) {
+    for (const name of ['receipt.tee', 'receipt.attestation_hash', 'snp.report_signature', 'snp.vcek_chain', 'attestation.report_data', 'attestation.tls_key', 'attestation.policy']) {
       expect(lines).toContain(`PASS ${name}`);
     }
+    // A receipt naming the measurement the evidence holds pins nothing: only --measurement or reference values do.
+    expect(lines).toContain('WAIVED attestation.measurement');
     expect(r.stdout).toContain('PASS receipt.tee — tee is "sev-snp"; the hardware evidence is checked separately\n');
     const streamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'], chain.roots);
     expect(failing(streamed.stdout)).toEqual([]);
@@ -91,7 +93,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     const service = await start(snpHardware(chain, measurement));
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--measurement', 'ab'.repeat(48)], chain.roots);
     expect(r.code).toBe(1);
-    expect(failing(r.stdout)).toEqual(['receipt.measurement', 'attestation.measurement']);
+    expect(failing(r.stdout)).toEqual(['attestation.measurement', 'receipt.measurement']);
   });
 
   it('verifies a kept receipt offline against the saved start evidence', async () => {
@@ -136,9 +138,10 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
-    for (const name of ['tdx.quote_signature', 'tdx.qe_report_signature', 'tdx.qe_binding', 'tdx.pck_chain', 'attestation.report_data', 'attestation.measurement', 'receipt.attestation_hash']) {
+    for (const name of ['tdx.quote_signature', 'tdx.qe_report_signature', 'tdx.qe_binding', 'tdx.pck_chain', 'attestation.report_data', 'receipt.attestation_hash', 'model_receipt.attestation_hash']) {
       expect(lines).toContain(`PASS ${name}`);
     }
+    expect(lines).toContain('WAIVED attestation.measurement');
     expect(r.code).toBe(0);
   });
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
+import { describeCheck } from '../../src/verify/check-registry.ts';
 import type { VerifyReport } from '../../src/cli/verify.ts';
 import { NONE_MEASUREMENT, POLICY, TEST_API_KEY, startFakeService } from './cli-server.ts';
 import type { FakeService } from './cli-server.ts';
@@ -43,9 +44,9 @@ async function sigilVerify(argv: string[], opts: { stdin?: string; env?: Record<
 
 const failed = (r: Run) => r.lines.filter(([s]) => s === 'FAIL').map(([, n]) => n);
 
-const LIVE_JSON_CHECKS = [
-  'attestation.tls_key',
-  'live.request',
+/** The service's checks, in the core's order (the channel, the document, the policy), then the live request and its receipt. */
+const SERVICE_CHECKS = ['attestation.tls_key', 'attestation.tee', 'attestation.nonce', 'attestation.report_data', 'attestation.jwks', 'gpu.evidence', 'attestation.policy'];
+const RECEIPT_CHECKS = [
   'receipt.jwks',
   'receipt.signature',
   'receipt.claims',
@@ -61,11 +62,12 @@ const LIVE_JSON_CHECKS = [
   'receipt.issued_at',
   'receipt.tee',
   'policy.model',
-  'binding.nonce',
-  'binding.jwks',
-  'binding.report_data',
-  'attestation.evidence',
 ];
+const LIVE_JSON_CHECKS = [...SERVICE_CHECKS, 'live.request', ...RECEIPT_CHECKS];
+/** What --allow-no-tee accepts for a development service reached over plain HTTP. */
+const NO_TEE_WAIVED = ['attestation.tls_key', 'attestation.tee', 'receipt.tee'];
+const ALLOW_NO_TEE = '--allow-no-tee: a development service without hardware';
+const NO_TEE_DOCUMENT = 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for';
 
 describe('sigil verify against a live service (tee none)', () => {
   let signer: TestSigner;
@@ -84,19 +86,27 @@ describe('sigil verify against a live service (tee none)', () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
     expect(r.stderr).toBe('');
     // What --allow-no-tee accepts is printed as WAIVED with the reason, never as PASS, and never counted as passed.
-    const waived = ['attestation.tls_key', 'receipt.tee', 'attestation.evidence'];
-    expect(r.lines).toEqual(LIVE_JSON_CHECKS.map((name) => [waived.includes(name) ? 'WAIVED' : 'PASS', name]));
+    expect(r.lines).toEqual(LIVE_JSON_CHECKS.map((name) => [NO_TEE_WAIVED.includes(name) ? 'WAIVED' : 'PASS', name]));
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain(`WAIVED receipt.tee — tee is "none": ${NO_TEE} (waived: no-TEE receipts allowed (development))`);
-    expect(r.stdout).toContain(`WAIVED attestation.evidence — tee is "none": ${NO_TEE} (waived: --allow-no-tee: a development service without hardware)`);
-    expect(r.stdout.endsWith(`verified with waivers: ${LIVE_JSON_CHECKS.length - 3} checks passed; 3 waived (attestation.tls_key, receipt.tee, attestation.evidence)\n`)).toBe(true);
+    expect(r.stdout).toContain(`WAIVED receipt.tee — tee is "none": ${NO_TEE} (waived: ${ALLOW_NO_TEE})`);
+    expect(r.stdout).toContain(`WAIVED attestation.tee — ${NO_TEE_DOCUMENT} (waived: ${ALLOW_NO_TEE})`);
+    expect(r.stdout.endsWith(`verified with waivers: ${LIVE_JSON_CHECKS.length - 3} checks passed; 3 waived (attestation.tls_key, attestation.tee, receipt.tee)\n`)).toBe(true);
+  });
+
+  it('prints each run of checks under the check registry\'s title and plain words, as the trust page shows them', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    const receipt = describeCheck('receipt.signature')!;
+    expect(r.stdout).toContain(`\n# ${receipt.title}: ${receipt.explains} (${receipt.doc})\nPASS receipt.jwks — `);
+    const headings = r.stdout.split('\n').filter((l) => l.startsWith('# '));
+    expect(headings).toHaveLength(new Set(LIVE_JSON_CHECKS.map((n) => describeCheck(n)!.title)).size);
+    for (const name of LIVE_JSON_CHECKS) expect(headings).toContain(`# ${describeCheck(name)!.title}: ${describeCheck(name)!.explains} (${describeCheck(name)!.doc})`);
   });
 
   it('fails without --allow-no-tee, exactly on the three no-TEE checks', async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
     expect(r.code).toBe(1);
     // Plain HTTP and no TEE: the TLS key, the receipt and the evidence all say there is nothing attested.
-    expect(failed(r)).toEqual(['attestation.tls_key', 'receipt.tee', 'attestation.evidence']);
+    expect(failed(r)).toEqual(NO_TEE_WAIVED);
     expect(r.stdout).toContain('FAIL attestation.tls_key — the service was reached over plain HTTP');
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
     expect(r.stdout).toContain(`NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed\n`);
@@ -166,17 +176,17 @@ describe('sigil verify against a live service (tee none)', () => {
     );
   });
 
-  it('fails binding.nonce when the attestation answers another nonce', async () => {
+  it('fails attestation.nonce when the attestation answers another nonce', async () => {
     service.faults.staleAttestation = true;
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
     expect(r.code).toBe(1);
-    expect(failed(r)).toEqual(['binding.nonce', 'binding.report_data']);
+    expect(failed(r)).toEqual(['attestation.nonce', 'attestation.report_data']);
   });
 
   it('fails measurement checks when the user expects a real measurement', async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--measurement', 'AB'.repeat(48)]);
     expect(r.code).toBe(1);
-    expect(failed(r)).toEqual(['receipt.measurement', 'attestation.measurement']);
+    expect(failed(r)).toEqual(['attestation.measurement', 'receipt.measurement']);
   });
 
   it('prints a JSON report with --json', async () => {
@@ -188,7 +198,7 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(report.kid).toBe(signer.kid);
     expect(report.claims?.tee).toBe('none');
     expect(report.checks.map((c) => c.name)).toEqual(LIVE_JSON_CHECKS);
-    expect(report.checks.find((c) => c.name === 'attestation.evidence')).toEqual({ name: 'attestation.evidence', ok: false, detail: `tee is "none": ${NO_TEE}` });
+    expect(report.checks.find((c) => c.name === 'attestation.tee')).toEqual({ name: 'attestation.tee', ok: false, detail: NO_TEE_DOCUMENT });
   });
 
   it('takes the API key from SIGIL_API_KEY and never prints it, even when it is refused', async () => {
@@ -233,7 +243,7 @@ describe('sigil verify RECEIPT_FILE', () => {
     const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', files.response, '--allow-no-tee']);
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
-    expect(r.lines.map(([, n]) => n)).toEqual(LIVE_JSON_CHECKS.filter((n) => n !== 'attestation.tls_key' && n !== 'live.request' && n !== 'receipt.model' && n !== 'receipt.completion_id'));
+    expect(r.lines.map(([, n]) => n)).toEqual([...SERVICE_CHECKS, ...RECEIPT_CHECKS.filter((n) => n !== 'receipt.model' && n !== 'receipt.completion_id')]);
   });
 
   it('fails on a response file with one byte changed', async () => {
@@ -271,13 +281,16 @@ describe('sigil verify RECEIPT_FILE', () => {
     writeFileSync(join(dir, 'start.json'), doc);
     const base = ['-', '--jwks', files.jwks, '--nonce', nonce, '--policy', files.policy, '--request', files.request, '--response', files.response, '--attestation', join(dir, 'start.json')];
     const r = await sigilVerify(base, { stdin: service.last!.receipt });
-    expect(failed(r)).toEqual(['receipt.tee', 'attestation.evidence']);
-    expect(r.lines.filter(([, n]) => n.startsWith('binding.'))).toEqual([
-      ['PASS', 'binding.nonce'],
-      ['PASS', 'binding.jwks'],
-      ['PASS', 'binding.report_data'],
+    expect(failed(r)).toEqual(['attestation.tee', 'receipt.tee']);
+    // A saved document came over no connection this run made: its TLS key is waived as offline, never passed.
+    expect(r.lines.slice(0, 5)).toEqual([
+      ['WAIVED', 'attestation.tls_key'],
+      ['FAIL', 'attestation.tee'],
+      ['PASS', 'attestation.nonce'],
+      ['PASS', 'attestation.report_data'],
+      ['PASS', 'attestation.jwks'],
     ]);
-    expect(r.stdout).toContain('PASS binding.nonce — the document is the start evidence (all-zero nonce: not fresh)\n');
+    expect(r.stdout).toContain('PASS attestation.nonce — the document is the start evidence (all-zero nonce): not fresh\n');
     expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: service.last!.receipt })).code).toBe(0);
     expect((await sigilVerify([files.receipt, '--url', service.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
   });
@@ -314,8 +327,8 @@ describe('sigil verify RECEIPT_FILE', () => {
     writeFileSync(join(dir, 'policy1.json'), '{"policy":1}');
     const r = await sigilVerify([teeReceipt, '--jwks', files.jwks, '--nonce', 'n-123', '--measurement', MEASUREMENT, '--policy', join(dir, 'policy1.json')]);
     expect(r.code).toBe(1);
-    expect(failed(r)).toEqual(['receipt.request_hash', 'receipt.response_hash', 'policy.model', 'attestation.evidence']);
-    expect(r.stdout).toContain('FAIL attestation.evidence — not checked: give --attestation FILE or --url BASE\n');
+    expect(failed(r)).toEqual(['receipt.request_hash', 'receipt.response_hash', 'policy.model', 'attestation.document']);
+    expect(r.stdout).toContain('FAIL attestation.document — not checked: give --attestation FILE or --url BASE\n');
   });
 
   it('fails the signature against a JWKS without the signing key', async () => {

@@ -3,7 +3,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { reportDataV2, type AttestationBinding } from '../../src/protocol/attestation.ts';
 import { checkMark, type Check } from '../../src/verify/check.ts';
 import { CHECKS, describeCheck } from '../../src/verify/check-registry.ts';
-import { canonicalPolicyHash } from '../../src/verify/digest.ts';
+import { canonicalPolicyHash, sha256Tagged } from '../../src/verify/digest.ts';
+import { makeSigner, messageClaims } from './receipt-fixtures.ts';
 import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyService, type ServiceEvidence } from '../../src/verify/verify-service.ts';
 import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, snpDocument, testBinding, testJwks, type AmdTestChain } from '../support/evidence-fixtures.ts';
@@ -111,6 +112,38 @@ describe('verifyService', () => {
     expect(other.facts.tlsSpkiSha256).toBeNull();
   });
 
+  it('says a browser cannot see the TLS key: not checked, never passed; waived only when bodies are sealed to the attested HPKE key', async () => {
+    const browser = { url: new URL('https://inference.example'), presentedTlsKeys: 'not visible' as const };
+    const unseen = await verifyService(fetched({ connection: browser }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(unseen.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key']);
+    expect(unseen.checks[0]!.detail).toBe(`not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${SPKI}`);
+    expect(unseen.facts.tlsSpkiSha256).toBeNull();
+  });
+
+  it('checks the receipts of the exchanges it is given against the verified service: the core, not each caller', async () => {
+    const signer = await makeSigner();
+    const signed = { ...binding, jwks: { keys: [signer.publicJwk] } as AttestationBinding['jwks'] };
+    const reportData = reportDataV2(nonce, signed);
+    const report = buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey);
+    const doc = { ...snpDocument(report, amdCertTable(chain), nonce, signed.jwks as never, measurement.toString('hex'), reportData), binding: signed, event_log: document.event_log };
+    const request = new TextEncoder().encode('{"model":"m1"}');
+    const response = new TextEncoder().encode('{"id":"chatcmpl-1"}');
+    const startHash = sha256Tagged(Buffer.from(String((doc as Record<string, unknown>).evidence), 'base64'));
+    const claims = messageClaims({ enclave_measurement: measurement.toString('hex'), policy_hash: canonicalPolicyHash(policy), nonce: 'n-1', attestation_hash: startHash, request_hash: sha256Tagged(request), response_hash: sha256Tagged(response) });
+    const exchange = { path: '/v1/chat/completions', stream: false, nonce: 'n-1', request, response, receiptHeader: signer.sign(claims) };
+    const result = await verifyService(fetched({ attestation: doc, jwks: { keys: [signer.publicJwk] }, startAttestation: doc, exchanges: [exchange] }), { nonce, reference: PINNED, roots: chain.roots });
+    // The first receipt is also placed among the runtime events (receipt.event, from the evidence checks).
+    expect(result.checks.map((c) => c.name)).toContain('receipt.event');
+    const receipt = result.checks.filter((c) => (c.name.startsWith('receipt.') && c.name !== 'receipt.event') || c.name === 'policy.model');
+    expect(receipt.map((c) => c.name)).toEqual(result.exchanges[0]!.checks.map((c) => c.name));
+    expect(marks(receipt).filter((m) => !m.startsWith('PASS'))).toEqual(['FAIL policy.model']);
+    // The policy lists no model: the core holds the receipt's model to it, as it holds the bytes and the start evidence.
+    expect(receipt.find((c) => c.name === 'receipt.response_hash')?.detail).toContain(sha256Tagged(response));
+    expect(receipt.find((c) => c.name === 'receipt.attestation_hash')?.ok).toBe(true);
+    const tampered = await verifyService(fetched({ attestation: doc, jwks: { keys: [signer.publicJwk] }, startAttestation: doc, exchanges: [{ ...exchange, response: new TextEncoder().encode('{"id":"chatcmpl-2"}') }] }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(tampered.verdict.failed.map((c) => c.name)).toEqual(['receipt.response_hash', 'policy.model']);
+  });
+
   it('fails a policy other than the one the enclave binds', async () => {
     const result = await verifyService(fetched({ policy: { version: 1, models: ['other'] } }), { nonce, reference: PINNED, roots: chain.roots });
     expect(result.verdict.failed.map((c) => c.name)).toEqual(['attestation.policy']);
@@ -121,7 +154,10 @@ describe('verifyService', () => {
     const refused = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce });
     expect(refused.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key', 'attestation.tee']);
     const waived = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce, waive: { noHardwareEnclave: 'local development' } });
-    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    // Without hardware the document still answers our nonce and hashes its binding into report_data: a replayed one fails.
+    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.nonce', 'PASS attestation.report_data', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    const replayed = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce: new Uint8Array(32).fill(7), waive: { noHardwareEnclave: 'local development' } });
+    expect(replayed.verdict.failed.map((c) => c.name)).toEqual(['attestation.nonce', 'attestation.report_data']);
     expect(waived.verdict.outcome).toBe('verified-with-waivers');
   });
 });
