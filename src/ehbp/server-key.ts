@@ -24,9 +24,22 @@ export function encodeKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
   return out.subarray(0, at);
 }
 
-export async function makeEhbpServerKey(): Promise<EhbpServerKey> {
+/** A fresh key; `exportable` only for a primary that hands it to its workers in memory (src/workers). */
+export async function makeEhbpServerKey(exportable = false): Promise<EhbpServerKey> {
   const suite = ehbpSuite();
-  const keyPair = await suite.GenerateKeyPair(false);
+  const keyPair = await suite.GenerateKeyPair(exportable);
   const publicKey = await suite.SerializePublicKey(keyPair.publicKey);
   return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey) };
+}
+
+/** The key a primary made, rebuilt in a worker from its private half and key_config (received over IPC, never from disk). */
+export async function ehbpServerKeyFrom(privateKey: Uint8Array, keyConfig: Uint8Array): Promise<EhbpServerKey> {
+  const suite = ehbpSuite();
+  const publicKey = await suite.DeserializePublicKey(keyConfig.subarray(3, 3 + 32));
+  return { suite, keyPair: { privateKey: await suite.DeserializePrivateKey(privateKey, false), publicKey }, keyConfig };
+}
+
+/** The private half, for the primary's hand-off to its workers; the key must have been made exportable. */
+export function exportEhbpPrivateKey(key: EhbpServerKey): Promise<Uint8Array> {
+  return key.suite.SerializePrivateKey(key.keyPair.privateKey);
 }
