@@ -73,8 +73,8 @@ export interface Serving {
 
 /** Everything built once from the configuration: keys, evidence, measured state, and the parts to close at the end. */
 export interface SigilContext extends Serving {
-  /** The served catalogue's policy and hash, as measured. */
-  policyHash: string;
+  /** The counters behind per-key limits (in memory, or the fleet's in Redis): what workers share through the primary. */
+  counters: LimitCounters;
   /** Closes what the context opened: engine connections, TLS renewal, fleet, the built-in engine, tracing. */
   close(): Promise<void>;
 }
@@ -214,13 +214,14 @@ async function attest(config: LoadedConfig, logger: Logger, options: StartOption
 
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
+  const counters = fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters();
   const ctx: AppContext = {
     config,
     logger,
     metrics,
     headers: brandHeaders(config.brand),
     keyRing: fleet?.keyRing ?? keyRing,
-    limits: new ChatLimits(config.limits, fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters()),
+    limits: new ChatLimits(config.limits, counters),
     catalogue,
     upstreams,
     signingKey,
@@ -250,7 +251,7 @@ async function attest(config: LoadedConfig, logger: Logger, options: StartOption
   return {
     state,
     tls,
-    policyHash,
+    counters,
     close: async () => {
       await closeUpstreams(upstreams);
       await tls?.close();
@@ -279,8 +280,8 @@ export function newAppState(ctx: AppContext): AppState {
   return { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
 }
 
-/** Opens the server on `listen.host`/`listen.port` (in a cluster worker: the primary's shared socket) and logs the URL. */
-export async function listen(serving: Serving): Promise<Listening> {
+/** Opens the server on `listen.host`/`listen.port` (in a cluster worker: the primary's shared socket); `announce` logs the URL. */
+export async function listen(serving: Serving, announce = true): Promise<Listening> {
   const { state, tls } = serving;
   const { config, logger, signingKey, attestation, receiptContext, catalogue } = state.ctx;
   const server = createHttpServer(state, tls);
@@ -291,7 +292,7 @@ export async function listen(serving: Serving): Promise<Listening> {
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `${tls === undefined ? 'http' : 'https'}://${host}:${port}`;
-  logger.info(
+  if (announce) logger.info(
     { url, tls: tls?.mode ?? 'off', tls_spki_sha256: attestation.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: attestation.start.tee, policy_hash: receiptContext.policyHash, models: catalogue.models.length },
     'sigil listening',
   );
