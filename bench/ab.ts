@@ -101,7 +101,9 @@ interface Sigil {
 /** One Sigil process on the proxy core (started under taskset, so a Sigil that sizes itself to the cores it may use sees one). */
 async function startSigilFrom(root: string, name: string, enginePort: number, receipts: boolean): Promise<Sigil> {
   const port = await freePort();
-  const extra = values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {};
+  // A revision from before `workers` existed refuses the key (its config is strict): it runs one process anyway.
+  const knowsWorkers = readFileSync(join(root, 'src', 'config', 'schema.ts'), 'utf8').includes('workers:');
+  const extra = { ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}), workers: knowsWorkers ? 1 : undefined };
   const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
   const command = [process.execPath, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
   const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
