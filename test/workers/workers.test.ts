@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { addKey } from '../../src/auth/keys-file.ts';
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
@@ -72,6 +73,8 @@ const chat = (sigil: SigilProcess, extra: Record<string, string> = {}, stream = 
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream }),
   });
 
+const chatWith = (sigil: SigilProcess, key: string) => chat({ ...sigil, key });
+
 /** Scrapes /metrics on fresh connections until `count` different workers answered; their texts by worker id. */
 async function scrapeEachWorker(url: string, count = 2): Promise<Map<string, string>> {
   const byWorker = new Map<string, string>();
@@ -133,6 +136,20 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     }
     const workers = await scrapeEachWorker(sigil.url);
     for (const text of workers.values()) expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('passes a reload on SIGHUP to every worker: a key added to the keys file works whichever worker answers', async () => {
+    const { sigil } = await serve();
+    const { key } = addKey(join(sigil.dir, 'keys'), 'added');
+    const withKey = () => once(sigil.url, '/v1/models', { headers: { authorization: `Bearer ${key}` } });
+    sigil.child.kill('SIGHUP');
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && !sigil.logs.some((l) => l.msg === 'catalogue reloaded')) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 500));
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await chatWith(sigil, key)).status);
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expect((await withKey()).status).toBe(200);
   });
 
   it('replaces a worker that dies, says so in the log and in /metrics, and keeps serving', async () => {
