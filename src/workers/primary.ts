@@ -88,7 +88,10 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
       logger.warn({ worker: workerId, pid: worker.process.pid, code, signal, replacements }, 'worker died; starting a replacement');
       broadcast({ type: 'sigil:replacements', count: replacements });
       const delay = Date.now() - forkedAt < QUICK_DEATH_MS ? QUICK_DEATH_MS : 0;
-      setTimeout(() => fork().catch((err: Error) => logger.error({ err: err.message }, 'replacement worker did not start')), delay);
+      setTimeout(() => {
+        // A start that failed, or a SIGTERM, may have come in the meantime.
+        if (!draining) fork().catch((err: Error) => logger.error({ err: err.message }, 'replacement worker did not start'));
+      }, delay);
     });
     return listening;
   };
