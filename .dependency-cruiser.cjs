@@ -16,6 +16,7 @@ module.exports = {
     { name: 'lower-layers-do-not-import-http', severity: 'error', comment: 'The HTTP layer composes the lower ones; they never reach up into it.', from: { path: LOWER }, to: { path: '^src/(http|cli|tls|ehbp)/' } },
     { name: 'measure-stands-alone', severity: 'error', comment: 'The reference-value calculator runs on an auditor\'s machine: it imports only itself and the protocol.', from: { path: '^src/measure/' }, to: { path: '^src/', pathNot: '^src/(measure|protocol)/' } },
     { name: 'tls-and-ehbp-sit-under-http', severity: 'error', comment: 'TLS and encrypted bodies are composed by the HTTP layer; they never reach up into it or the CLI.', from: { path: '^src/(tls|ehbp)/' }, to: { path: '^src/(http|cli)/' } },
+    { name: 'only-cli-imports-workers', severity: 'error', comment: 'The primary and its workers compose the HTTP layer for sigil serve: only the CLI starts them.', from: { path: '^src/', pathNot: '^src/(cli|workers)/' }, to: { path: '^src/workers/' } },
     { name: 'only-cli-imports-cli', severity: 'error', comment: 'The CLI is the top: nothing imports it.', from: { path: '^src/', pathNot: '^src/cli/' }, to: { path: '^src/cli/' } },
     { name: 'config-and-log-are-leaves', severity: 'error', comment: 'Configuration and logging sit under everything that reads them.', from: { path: '^src/(config|log)/' }, to: { path: '^src/', pathNot: '^src/(config|log|protocol)/' } },
     { name: 'src-does-not-import-tests', severity: 'error', from: { path: '^src/' }, to: { path: '^(test|bench)/' } },

@@ -1,94 +1,248 @@
 /**
- * A/B of Sigil's hot path: Sigil at a git revision (exported with `git archive`, sharing node_modules)
- * against the working tree, interleaved round by round on the same engine, comparing the proxy's CPU
- * µs per request (the figure least disturbed by other work on a shared machine) and req/s.
+ * A/B of Sigil's hot paths before a change lands: Sigil at a git revision against the working tree
+ * (or a second revision), both built and run side by side on the same engine, in interleaved rounds
+ * (the order alternates every round, so drift of a shared machine hits both alike). Reported per path:
+ * the proxy's CPU µs per unit of work (the figure least disturbed by other work) and throughput, as
+ * B/A ratios.
  *
- *   npx tsx bench/ab.ts --base HEAD~1 [--head REV] [--mode json|stream] [--rounds 8] [--seconds 3] [--max-stored N]
+ *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
  *
- * --mode stream: 50 concurrent streams of 16 tokens (5 ms apart) from bench/load-client.ts; CPU per stream.
+ * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
+ * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
+ * on a second Sigil process so its receipt store cannot weigh on the others), ehbp (JSON requests sealed
+ * with the npm `ehbp` client, c=8, CPU per request; the client's sealing is not counted).
  *
- * Without --head the B side is the working tree.
+ * Each revision is exported with `git archive` to a temporary directory, given node_modules (hard links
+ * to this tree's when its package-lock.json is the same, else `npm ci --ignore-scripts --prefer-offline`)
+ * and built with its own `npm run build`; the working tree is built in place.
  */
-import { execSync, fork } from 'node:child_process';
-import type { LoadResult } from './load-client.ts';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { execSync, fork, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig, type Peer } from './peers.ts';
-import { cpuMicros, freePort, killAllStarted, pin, spawnLogged, stopChild, waitForPort } from './processes.ts';
+import { Agent, request } from 'undici';
+import { fetchServerIdentity, sealRequest, type SealedRequest } from './ehbp-client.ts';
+import type { LoadResult, Target } from './load-client.ts';
+import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
+import { cpuMicros, freePort, hasTaskset, killAllStarted, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
 import { spread } from './stats.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
-const { values } = parseArgs({ options: { base: { type: 'string', default: 'HEAD' }, head: { type: 'string' }, mode: { type: 'string', default: 'json' }, rounds: { type: 'string', default: '8' }, seconds: { type: 'string', default: '3' }, 'max-stored': { type: 'string' } } });
+const PATHS = ['json', 'stream', 'receipt', 'ehbp'] as const;
+type Path = (typeof PATHS)[number];
+const UNIT: Record<Path, string> = { json: 'request', stream: 'token event', receipt: 'request', ehbp: 'request' };
+const STREAM_TOKENS = 16;
+const EHBP_CONCURRENCY = 8;
+
+const { values } = parseArgs({
+  options: {
+    base: { type: 'string', default: 'main' },
+    head: { type: 'string' },
+    paths: { type: 'string', default: PATHS.join(',') },
+    rounds: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '3' },
+    'max-stored': { type: 'string' },
+  },
+});
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
+const paths = values.paths.split(',').map((p) => {
+  if (!(PATHS as readonly string[]).includes(p)) throw new Error(`--paths: unknown path ${p} (known: ${PATHS.join(', ')})`);
+  return p as Path;
+});
 
-async function startSigilFrom(root: string, dir: string, enginePort: number, name: string, receipts: boolean): Promise<Peer> {
+const dir = mkdtempSync(join(tmpdir(), 'sigil-ab-'));
+const log = (msg: string) => process.stderr.write(`ab: ${msg}\n`);
+
+/** Runs a command to its end, its output to `logFile`; `reason` is the first line npm or tsc gives for a failure. */
+function run(command: string, args: string[], cwd: string, logFile: string): { ok: boolean; reason: string } {
+  const r = spawnSync(command, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+  writeFileSync(logFile, out);
+  const lines = out.split('\n').filter((l) => /\S/.test(l.replace(/^npm error\s*/, '')) && !l.startsWith('npm error code'));
+  return { ok: r.status === 0, reason: (lines.find((l) => /error/i.test(l)) ?? lines.at(-1) ?? '').slice(0, 240) };
+}
+
+/** node_modules for an exported revision; says how it got them. */
+function provideModules(root: string): string {
+  if (readFileSync(join(root, 'package-lock.json')).equals(readFileSync(join(ROOT, 'package-lock.json')))) {
+    execSync(`cp -al ${JSON.stringify(join(ROOT, 'node_modules'))} ${JSON.stringify(join(root, 'node_modules'))}`);
+    return "hard links to this tree's node_modules (same package-lock.json)";
+  }
+  const ci = run('npm', ['ci', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'], root, join(root, 'npm-ci.log'));
+  if (ci.ok) return 'npm ci --ignore-scripts --prefer-offline (its own package-lock.json)';
+  // A revision whose lock file npm ci refuses (out of step with its package.json) still runs on this tree's packages.
+  rmSync(join(root, 'node_modules'), { recursive: true, force: true });
+  execSync(`cp -al ${JSON.stringify(join(ROOT, 'node_modules'))} ${JSON.stringify(join(root, 'node_modules'))}`);
+  return `npm ci failed: ${ci.reason}; so this tree's node_modules (hard links), whose dependency versions may differ`;
+}
+
+function build(root: string, name: string): void {
+  const built = run('npm', ['run', 'build'], root, join(dir, `${name}-build.log`));
+  if (!built.ok) throw new Error(`npm run build failed for ${name}: ${built.reason} (log: ${join(dir, `${name}-build.log`)})`);
+}
+
+function prepareRevision(rev: string, name: string): { root: string; label: string } {
+  const root = join(dir, name);
+  mkdirSync(root);
+  const commit = execSync(`git rev-parse --short ${rev}`, { cwd: ROOT, encoding: 'utf8' }).trim();
+  execSync(`git archive ${commit} | tar -x -C ${JSON.stringify(root)}`, { cwd: ROOT });
+  log(`${name} ${rev} (${commit}): node_modules by ${provideModules(root)}`);
+  build(root, name);
+  return { root, label: `${rev} (${commit})` };
+}
+
+interface Sigil {
+  spawned: Spawned;
+  target: Target;
+}
+
+/** One Sigil process on the proxy core (started under taskset, so a Sigil that sizes itself to the cores it may use sees one). */
+async function startSigilFrom(root: string, name: string, enginePort: number, receipts: boolean): Promise<Sigil> {
   const port = await freePort();
-  const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {});
-  const spawned = spawnLogged(process.execPath, [join(root, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: root });
-  await waitForPort(port, 30_000, spawned.child);
+  // A revision from before `workers` existed refuses the key (its config is strict): it runs one process anyway.
+  const knowsWorkers = readFileSync(join(root, 'src', 'config', 'schema.ts'), 'utf8').includes('workers:');
+  const extra = { ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}), workers: knowsWorkers ? 1 : undefined };
+  const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
+  const command = [process.execPath, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
+  const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
+  const spawned = spawnLogged(bin!, args, join(dir, `${name}.log`), { cwd: root });
+  await waitForPort(port, 60_000, spawned.child);
   pin(spawned.pid, PROXY_CORE);
   const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
-  return { name: 'sigil', target: { host: '127.0.0.1', port, path: '/v1/chat/completions', headers }, pids: () => [spawned.pid], stop: () => stopChild(spawned.child, 'SIGINT') };
+  return { spawned, target: { host: '127.0.0.1', port, path: '/v1/chat/completions', headers } };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'sigil-ab-'));
-function exportRevision(rev: string, name: string): string {
-  const root = join(dir, name);
-  mkdirSync(root);
-  execSync(`git archive ${rev} bin src package.json | tar -x -C ${root}`, { cwd: ROOT });
-  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
-  return root;
+interface Side {
+  label: string;
+  plain: Sigil;
+  receipts: Sigil;
 }
-const baseRoot = exportRevision(values.base, 'base');
-const headRoot = values.head === undefined ? ROOT : exportRevision(values.head, 'head');
+
+const prompt = [{ role: 'user', content: 'Say hello in one short sentence, please.' }];
+const json = JSON.stringify({ model: 'bench-model', messages: prompt, max_tokens: 16 });
+const stream = JSON.stringify({ model: 'bench-model', messages: prompt, max_tokens: STREAM_TOKENS, stream: true });
 const useWrk = wrkVersion() !== undefined;
+const agent = new Agent({ connections: EHBP_CONCURRENCY * 2 });
+
+/** Sealed requests made ahead of the timed phase (each is single use: a fresh HPKE context per request). */
+async function sealBatch(target: Target, count: number): Promise<SealedRequest[]> {
+  const base = `http://${target.host}:${target.port}`;
+  const identity = await fetchServerIdentity(base, agent);
+  return Promise.all(Array.from({ length: count }, () => sealRequest(identity, `${base}${target.path}`, target.headers, json)));
+}
+
+async function ehbpLoad(target: Target, s: number): Promise<{ units: number; perSecond: number }> {
+  const url = `http://${target.host}:${target.port}${target.path}`;
+  const sealed = await sealBatch(target, Math.max(200, Math.round(s * 600)));
+  let next = 0;
+  const t0 = performance.now();
+  const deadline = t0 + s * 1000;
+  await Promise.all(
+    Array.from({ length: EHBP_CONCURRENCY }, async () => {
+      while (performance.now() < deadline && next < sealed.length) {
+        const one = sealed[next++]!;
+        const response = await request(url, { method: 'POST', headers: one.headers, body: one.body, dispatcher: agent });
+        await response.body.arrayBuffer();
+        if (response.statusCode !== 200) throw new Error(`EHBP request answered ${response.statusCode}`);
+      }
+    }),
+  );
+  return { units: next, perSecond: next / ((performance.now() - t0) / 1000) };
+}
+
+pin(process.pid, LOAD_CORE);
+const started: Side[] = [];
 const engine = await startEngine(dir, 5, 0);
-const json = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: 16 });
+const loader = fork(join(ROOT, 'bench', 'load-client.ts'), [], { execArgv: ['--import', 'tsx'] });
 try {
-  const variants: Array<{ label: string; peer: Peer }> = [];
-  for (const [label, root] of [
-    [`base ${values.base}`, baseRoot],
-    [values.head === undefined ? 'working tree' : `head ${values.head.slice(0, 10)}`, headRoot],
-  ] as const) {
-    for (const receipts of [false, true]) variants.push({ label: `${label}${receipts ? ', receipts' : ''}`, peer: await startSigilFrom(root, dir, engine.port, `${label.replace(/\W+/g, '-')}-${receipts}`, receipts) });
-  }
-  const worker = fork(join(ROOT, 'bench', 'load-client.ts'), [], { execArgv: ['--import', 'tsx'] });
-  if (worker.pid !== undefined) pin(worker.pid, LOAD_CORE);
-  const stream = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: 16, stream: true });
-  const load = async (peer: Peer, s: number): Promise<{ requests: number; rps: number }> => {
-    if (values.mode !== 'stream') return saturate(dir, peer.target, json, 50, s, LOAD_CORE, useWrk);
-    const result = await new Promise<LoadResult>((resolve) => {
-      worker.once('message', (m: { result: LoadResult }) => resolve(m.result));
-      worker.send({ kind: 'load', mode: 'stream', target: peer.target, body: stream, concurrency: 50, durationMs: s * 1000, tokens: 16 });
+  if (loader.pid !== undefined) pin(loader.pid, LOAD_CORE);
+  const streamLoad = (target: Target, s: number) =>
+    new Promise<LoadResult>((resolve, reject) => {
+      loader.once('message', (m: { type: string; result?: LoadResult; message?: string }) => (m.result ? resolve(m.result) : reject(new Error(m.message))));
+      loader.send({ kind: 'load', mode: 'stream', target, body: stream, concurrency: 50, durationMs: s * 1000, tokens: STREAM_TOKENS });
     });
-    return { requests: result.requests, rps: result.rps };
-  };
-  for (const v of variants) await load(v.peer, 2);
-  const cpu = new Map<string, number[]>();
-  const rps = new Map<string, number[]>();
-  for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? variants : [...variants].reverse();
-    for (const v of order) {
-      const before = cpuMicros(v.peer.pids());
-      const result = await load(v.peer, seconds);
-      const used = cpuMicros(v.peer.pids()) - before;
-      cpu.set(v.label, [...(cpu.get(v.label) ?? []), used / result.requests]);
-      rps.set(v.label, [...(rps.get(v.label) ?? []), result.rps]);
+
+  /** Runs one path against one side; returns its units of work and units per second. */
+  const load = async (side: Side, path: Path, s: number): Promise<{ units: number; perSecond: number; pid: number }> => {
+    if (path === 'receipt') {
+      const r = await saturate(dir, side.receipts.target, json, 50, s, LOAD_CORE, useWrk);
+      return { units: r.requests, perSecond: r.rps, pid: side.receipts.spawned.pid };
     }
+    const pid = side.plain.spawned.pid;
+    if (path === 'json') {
+      const r = await saturate(dir, side.plain.target, json, 50, s, LOAD_CORE, useWrk);
+      return { units: r.requests, perSecond: r.rps, pid };
+    }
+    if (path === 'stream') {
+      const r = await streamLoad(side.plain.target, s);
+      return { units: r.requests * STREAM_TOKENS, perSecond: (r.requests * STREAM_TOKENS) / r.seconds, pid };
+    }
+    return { ...(await ehbpLoad(side.plain.target, s)), pid };
+  };
+
+  const base = prepareRevision(values.base, 'base');
+  let head: { root: string; label: string };
+  if (values.head === undefined) {
+    build(ROOT, 'working-tree');
+    head = { root: ROOT, label: 'working tree' };
+  } else head = prepareRevision(values.head, 'head');
+  for (const [name, side] of [
+    ['a', base],
+    ['b', head],
+  ] as const) {
+    started.push({ label: side.label, plain: await startSigilFrom(side.root, `${name}-plain`, engine.port, false), receipts: await startSigilFrom(side.root, `${name}-receipts`, engine.port, true) });
   }
-  process.stdout.write(`A/B, ${values.mode === 'stream' ? 'streams' : 'JSON'} c=50, ${rounds} interleaved rounds of ${seconds} s; median (min–max)\n`);
-  for (const v of variants) {
-    const c = spread(cpu.get(v.label)!);
-    const q = spread(rps.get(v.label)!);
-    process.stdout.write(`${v.label.padEnd(28)} CPU µs/${values.mode === 'stream' ? 'stream' : 'request'} ${c.median.toFixed(1)} (${c.min.toFixed(1)}–${c.max.toFixed(1)})   req/s ${q.median.toFixed(0)} (${q.min.toFixed(0)}–${q.max.toFixed(0)})\n`);
+  log(`warming up (${useWrk ? 'wrk' : 'autocannon'})`);
+  for (const side of started) for (const path of paths) await load(side, path, 1);
+
+  const cpu = new Map<string, number[]>();
+  const rate = new Map<string, number[]>();
+  const ratios = new Map<Path, number[]>();
+  const push = (m: Map<string, number[]>, k: string, v: number) => m.set(k, [...(m.get(k) ?? []), v]);
+  for (let r = 0; r < rounds; r++) {
+    for (const path of paths) {
+      const order = r % 2 === 0 ? started : [...started].reverse();
+      const perUnit = new Map<Side, number>();
+      for (const side of order) {
+        const pid = path === 'receipt' ? side.receipts.spawned.pid : side.plain.spawned.pid;
+        const before = cpuMicros([pid]);
+        const result = await load(side, path, seconds);
+        const used = (cpuMicros([pid]) - before) / result.units;
+        perUnit.set(side, used);
+        push(cpu, `${side.label}/${path}`, used);
+        push(rate, `${side.label}/${path}`, result.perSecond);
+      }
+      ratios.set(path, [...(ratios.get(path) ?? []), perUnit.get(started[1]!)! / perUnit.get(started[0]!)!]);
+    }
+    log(`round ${r + 1}/${rounds}`);
   }
-  for (const v of variants) await v.peer.stop();
-  worker.kill();
+
+  const [a, b] = started as [Side, Side];
+  const out: string[] = [];
+  out.push(`A = ${a.label}, B = ${b.label}; ${rounds} interleaved rounds of ${seconds} s per path; Sigil pinned to core ${PROXY_CORE}, load to core ${LOAD_CORE}${hasTaskset ? '' : ' (no taskset: not pinned)'}.`);
+  out.push('CPU is the Sigil process\'s user + system time (/proc) per unit; cells are medians over rounds (min–max); "B/A per round" is the median of the ratios taken within each round.');
+  out.push('');
+  out.push('| path | unit | A CPU µs/unit | B CPU µs/unit | B/A CPU, per round | A units/s | B units/s | B/A units/s |');
+  out.push('|---|---|---|---|---|---|---|---|');
+  const cell = (xs: number[], digits: number) => {
+    const s = spread(xs);
+    return `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+  };
+  for (const path of paths) {
+    const ca = cpu.get(`${a.label}/${path}`)!;
+    const cb = cpu.get(`${b.label}/${path}`)!;
+    const ra = rate.get(`${a.label}/${path}`)!;
+    const rb = rate.get(`${b.label}/${path}`)!;
+    out.push(`| ${path} | ${UNIT[path]} | ${cell(ca, 1)} | ${cell(cb, 1)} | **${spread(ratios.get(path)!).median.toFixed(2)}** (${spread(ratios.get(path)!).min.toFixed(2)}–${spread(ratios.get(path)!).max.toFixed(2)}) | ${cell(ra, 0)} | ${cell(rb, 0)} | ${(spread(rb).median / spread(ra).median).toFixed(2)} |`);
+  }
+  process.stdout.write(`${out.join('\n')}\n`);
 } finally {
+  for (const side of started) for (const s of [side.plain, side.receipts]) await stopChild(s.spawned.child, 'SIGINT');
+  loader.kill();
+  await agent.close();
   await stopChild(engine.spawned.child);
   killAllStarted();
   rmSync(dir, { recursive: true, force: true });

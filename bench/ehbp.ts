@@ -11,8 +11,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Identity } from 'ehbp';
 import { Agent, request } from 'undici';
+import { fetchServerIdentity, sealRequest } from './ehbp-client.ts';
 import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
 import { cpuMicros, freePort, pin, spawnLogged, stopChild, waitForPort } from './processes.ts';
 
@@ -33,7 +33,7 @@ await waitForPort(port, 30_000, sigil.child);
 pin(sigil.pid, PROXY_CORE);
 const base = `http://127.0.0.1:${port}`;
 const agent = new Agent({ connections: CONCURRENCY * 2 });
-const identity = await Identity.unmarshalPublicConfig(new Uint8Array(await (await request(`${base}/.well-known/hpke-keys`, { dispatcher: agent })).body.arrayBuffer()));
+const identity = await fetchServerIdentity(base, agent);
 const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
 const body = (stream: boolean) => JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: TOKENS, stream });
 
@@ -47,11 +47,7 @@ interface Tally {
 async function once(sealed: boolean, stream: boolean, tally: Tally): Promise<void> {
   let sendHeaders: Record<string, string> = headers;
   let sendBody: Uint8Array = Buffer.from(body(stream));
-  if (sealed) {
-    const { request: r } = await identity.encryptRequestWithContext(new Request(`${base}/v1/chat/completions`, { method: 'POST', headers, body: sendBody as unknown as BodyInit }));
-    sendHeaders = Object.fromEntries(r.headers.entries());
-    sendBody = new Uint8Array(await r.arrayBuffer());
-  }
+  if (sealed) ({ headers: sendHeaders, body: sendBody } = await sealRequest(identity, `${base}/v1/chat/completions`, headers, body(stream)));
   const response = await request(`${base}/v1/chat/completions`, { method: 'POST', headers: sendHeaders, body: sendBody, dispatcher: agent });
   if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}: ${await response.body.text()}`);
   let pending = Buffer.alloc(0);

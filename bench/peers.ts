@@ -171,6 +171,8 @@ export function writeSigilConfig(dir: string, enginePort: number, port: number, 
     // One bench key opens the 1,000 streams of the memory test (defaults: 1,024 in all, 64 per key).
     limits: { max_concurrent: 4096, max_concurrent_per_key: 4096 },
     log: { level: logLevel },
+    // One process, pinned by the caller to the proxy core (`sigil serve` would otherwise fork one worker per core).
+    workers: 1,
     ...extra,
   };
   writeFileSync(join(dir, 'sigil.yaml'), stringify(config));

@@ -1,10 +1,14 @@
+import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import { startSigil } from '../http/start.ts';
 import { readConfigOrExit } from './config-arg.ts';
+import { runPrimary } from '../workers/primary.ts';
+import { runWorker } from '../workers/worker.ts';
 
 /**
  * Development convenience: with no hardware TEE and no keys file yet, make the first key and show it
@@ -42,7 +46,19 @@ async function portProblem(config: LoadedConfig): Promise<string | undefined> {
   return `${where}: ${error.code ?? error.message}`;
 }
 
+/**
+ * `workers`, or by default one process per core this process may run on; one with the built-in engine
+ * (its decoding threads want those cores) and in fleet mode (docs/decisions.md, "workers").
+ */
+function workerCount(config: LoadedConfig): number {
+  if (config.workers !== undefined) return config.workers;
+  if (Object.keys(config.upstreams).length === 0 || config.fleet !== undefined) return 1;
+  return availableParallelism();
+}
+
 export async function run(argv: string[]): Promise<number> {
+  // A worker forked by the primary: it gets its configuration and keys over IPC, not from argv.
+  if (cluster.isWorker) return runWorker();
   let values;
   try {
     ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' } } }));
@@ -58,6 +74,19 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
   ensureDevelopmentKey(config);
+  const workers = workerCount(config);
+  if (workers > 1 && config.fleet !== undefined) {
+    process.stderr.write(`sigil: workers: ${workers} with fleet mode is not supported yet; set workers: 1 (${config.source})\n`);
+    return 1;
+  }
+  if (workers > 1) {
+    try {
+      return await runPrimary(config, workers);
+    } catch (err) {
+      process.stderr.write(`sigil: ${(err as Error).message}\n`);
+      return 1;
+    }
+  }
 
   let sigil;
   try {

@@ -39,6 +39,8 @@ const upstream = z.strictObject({
 
 export const configSchema = z.strictObject({
   listen: z.strictObject({ host: z.string().min(1).default('127.0.0.1'), port: port.default(8080) }).prefault({}),
+  /** Processes serving behind one socket (docs/configuration.md "workers"); absent: `sigil serve` uses the cores it may run on, the in-process API one. */
+  workers: z.int().min(1).max(512).optional(),
   brand: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,31}$/, 'must be 1-32 letters, digits or dashes (it goes into header names)')

@@ -24,10 +24,25 @@ export function encodeKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
   return out.subarray(0, at);
 }
 
-/** A new key pair, or with `sealedIkm` the one RFC 9180 DeriveKeyPair makes from that sealed key material. */
-export async function makeEhbpServerKey(sealedIkm?: Uint8Array): Promise<EhbpServerKey> {
+/**
+ * A new key pair, or with `sealedIkm` the one RFC 9180 DeriveKeyPair makes from that sealed key material;
+ * `exportable` only for a primary that hands it to its workers in memory (src/workers).
+ */
+export async function makeEhbpServerKey(sealedIkm?: Uint8Array, exportable = false): Promise<EhbpServerKey> {
   const suite = ehbpSuite();
-  const keyPair = sealedIkm === undefined ? await suite.GenerateKeyPair(false) : await suite.DeriveKeyPair(sealedIkm, false);
+  const keyPair = sealedIkm === undefined ? await suite.GenerateKeyPair(exportable) : await suite.DeriveKeyPair(sealedIkm, exportable);
   const publicKey = await suite.SerializePublicKey(keyPair.publicKey);
   return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey) };
+}
+
+/** The key a primary made, rebuilt in a worker from its private half and key_config (received over IPC, never from disk). */
+export async function ehbpServerKeyFrom(privateKey: Uint8Array, keyConfig: Uint8Array): Promise<EhbpServerKey> {
+  const suite = ehbpSuite();
+  const publicKey = await suite.DeserializePublicKey(keyConfig.subarray(3, 3 + 32));
+  return { suite, keyPair: { privateKey: await suite.DeserializePrivateKey(privateKey, false), publicKey }, keyConfig };
+}
+
+/** The private half, for the primary's hand-off to its workers; the key must have been made exportable. */
+export function exportEhbpPrivateKey(key: EhbpServerKey): Promise<Uint8Array> {
+  return key.suite.SerializePrivateKey(key.keyPair.privateKey);
 }

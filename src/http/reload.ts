@@ -70,10 +70,10 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
   return outcome;
 }
 
-/** Reloads when the keys file or the catalogue changes on disk (polling: survives atomic renames). */
-export function watchFiles(state: AppState): () => void {
+/** Reloads (by `reload`, default reloadFiles) when the keys file or the catalogue changes on disk (polling: survives atomic renames). */
+export function watchFiles(state: AppState, reload: () => Promise<unknown> = () => reloadFiles(state)): () => void {
   const paths = [state.ctx.config.auth.keys_file, state.ctx.config.catalogue].filter((p): p is string => p !== undefined);
-  const onChange = () => void reloadFiles(state);
+  const onChange = () => void reload();
   for (const path of paths) watchFile(path, { interval: WATCH_INTERVAL_MS, persistent: false }, onChange);
   return () => paths.forEach((path) => unwatchFile(path, onChange));
 }

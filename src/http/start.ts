@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
@@ -14,26 +15,27 @@ import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/cata
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
-import { createReceiptSigner } from '../receipts/signer.ts';
+import { createReceiptSigner, type SignReceipt } from '../receipts/signer.ts';
+import type { ReceiptContext } from '../receipts/claims.ts';
 import { createNonceSigner } from '../receipts/signed-nonce.ts';
-import { loadSigningKey, receiptKeyOrigin, SEALED_KEY_MATERIAL_BYTES, sealedSigningKey } from '../receipts/signing-key.ts';
+import { loadSigningKey, receiptKeyOrigin, SEALED_KEY_MATERIAL_BYTES, sealedSigningKey, type SigningKey } from '../receipts/signing-key.ts';
 import { sealedKeyMaterial, unsealSeed, type SealedSeed } from '../attestation/sealed-seed.ts';
 import { MemoryReceiptStore } from '../receipts/store.ts';
 import { MemoryReplayWindow } from '../limits/replay-window.ts';
-import { startBuiltinEngine } from './builtin-engine.ts';
+import { startBuiltinEngine, type BuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { joinFleet } from '../fleet/join.ts';
-import { createMetrics } from '../metrics/registry.ts';
+import { createMetrics, type SigilMetrics } from '../metrics/registry.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
-import { buildServedCatalogue } from './served-catalogue.ts';
+import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
@@ -66,6 +68,27 @@ export interface StartOptions {
   sevGuestLibrary?: string;
   /** For tests: the AMD and Intel roots fleet peers' evidence must chain to, instead of the built-in ones. */
   trustRoots?: TrustRoots;
+  /** Makes the HPKE private key exportable, for a primary that hands it to its workers in memory. */
+  handOffKeys?: boolean;
+}
+
+/** What a listener serves: the live state and the TLS it ends, if any. */
+export interface Serving {
+  state: AppState;
+  tls: ServedTls | undefined;
+}
+
+/** Everything built once from the configuration: keys, evidence, measured state, and the parts to close at the end. */
+export interface SigilContext extends Serving {
+  /** The counters behind per-key limits (in memory, or the fleet's in Redis): what workers share through the primary. */
+  counters: LimitCounters;
+  /** Closes what the context opened: engine connections, TLS renewal, fleet, the built-in engine, tracing. */
+  close(): Promise<void>;
+}
+
+export interface Listening {
+  server: Server;
+  url: string;
 }
 
 const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|localhost)$/i;
@@ -84,20 +107,47 @@ async function chooseProvider(config: LoadedConfig, logger: Logger): Promise<Att
   return provider;
 }
 
-/** Builds every part from the configuration, makes the start-up evidence, and listens. */
+/** Builds the context, listens, and returns the running service (one process; `sigil serve` with `workers` > 1 uses src/workers). */
 export async function startSigil(configured: LoadedConfig, options: StartOptions = {}): Promise<RunningSigil> {
+  const built = await buildContext(configured, options);
+  let listening: Listening;
+  try {
+    listening = await listen(built);
+  } catch (err) {
+    await built.close();
+    throw err;
+  }
+  const unwatch = watchFiles(built.state);
+  let closing: Promise<void> | undefined;
+  const { config, logger } = built.state.ctx;
+  return {
+    url: listening.url,
+    state: built.state,
+    reload: () => reloadFiles(built.state),
+    close: (graceMs = config.limits.shutdown_grace_ms, drainMs = 0) =>
+      (closing ??= (async () => {
+        unwatch();
+        await drain(built, listening, graceMs, drainMs);
+        await built.close();
+        logger.info({ url: listening.url }, 'sigil stopped');
+      })()),
+  };
+}
+
+/** Starts the built-in engine when no upstream is configured, then builds the context in front of it. */
+export async function buildContext(configured: LoadedConfig, options: StartOptions = {}): Promise<SigilContext> {
   const logger = options.logger ?? createLogger(configured.log.level);
   const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
   const config = builtin?.config ?? configured;
   try {
-    return await listen(config, logger, options, builtin);
+    return await buildAroundEngine(config, logger, options, builtin);
   } catch (err) {
     await builtin?.stop();
     throw err;
   }
 }
 
-async function listen(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined): Promise<RunningSigil> {
+async function buildAroundEngine(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: BuiltinEngine | undefined): Promise<SigilContext> {
   const upstreams = createUpstreams(config.upstreams);
   let catalogue: Catalogue;
   if (config.catalogue !== undefined) catalogue = loadCatalogue(config.catalogue, [...upstreams.keys()]);
@@ -131,7 +181,7 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
   }
   const tls = await provisionTls(config, logger);
   try {
-    return await serve(config, logger, options, builtin, { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed });
+    return await attest(config, logger, options, builtin, { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed });
   } catch (err) {
     await tls?.close();
     throw err;
@@ -140,11 +190,11 @@ async function listen(config: LoadedConfig, logger: Logger, options: StartOption
 
 interface Prepared {
   catalogue: Catalogue;
-  served: Awaited<ReturnType<typeof buildServedCatalogue>>;
+  served: ServedCatalogue;
   models: MeasuredModel[];
   upstreams: UpstreamSet;
   keyRing: KeyRing;
-  signingKey: Awaited<ReturnType<typeof loadSigningKey>>;
+  signingKey: SigningKey;
   jwks: Jwks;
   provider: AttestationProvider;
   tls: ServedTls | undefined;
@@ -161,7 +211,8 @@ function unsealWhenAsked(config: LoadedConfig, provider: AttestationProvider, li
   return unsealSeed(config.attestation.sealing, library);
 }
 
-async function serve(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: Awaited<ReturnType<typeof startBuiltinEngine>> | undefined, prepared: Prepared): Promise<RunningSigil> {
+/** Measures the start (on a TEE), makes the start evidence over the keys, joins the fleet, and assembles the context. */
+async function attest(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: BuiltinEngine | undefined, prepared: Prepared): Promise<SigilContext> {
   const { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed } = prepared;
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
@@ -171,16 +222,15 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
       ? undefined
       : await measureStart({ config, runtime: options.runtime ?? currentRuntime(), tee: provider.tee, models, policyHash, logger, ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }) });
   const sealedHpke = config.ehbp.key_source === 'sealed' ? sealed : undefined;
-  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32)) : undefined;
+  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true) : undefined;
   const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
   const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : hpkeOrigin };
   const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: measured?.state.events.eventLog() ?? null, manifestSha384: measured?.manifestSha384 ?? null, keyOrigin };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
-  const receiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash } as AppContext['receiptContext'];
   const evidenceHash = attestationHash(startDocument);
-  if (evidenceHash !== undefined) receiptContext.attestationHash = evidenceHash;
+  const receiptContext: ReceiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash, ...(evidenceHash === undefined ? {} : { attestationHash: evidenceHash }) };
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
   // The fleet compares peers with the state in force and answers their nonces with evidence made now (deploy/README.md, "The JWKS").
   const now: { state?: AppState } = {};
@@ -204,23 +254,20 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
 
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
-  const sign = createReceiptSigner(signingKey);
+  const counters = fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters();
   const ctx: AppContext = {
     config,
     logger,
     metrics,
     headers: brandHeaders(config.brand),
     keyRing: fleet?.keyRing ?? keyRing,
-    limits: new ChatLimits(config.limits, fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters()),
+    limits: new ChatLimits(config.limits, counters),
     catalogue,
     upstreams,
     signingKey,
-    signReceipt: (claims) => {
-      metrics.receiptsSigned.inc({ type: claims.receipt_type });
-      return sign(claims);
-    },
+    signReceipt: countedSigner(signingKey, metrics),
     signNonce: createNonceSigner(signingKey),
-    receiptStore: fleet?.receiptStore ?? new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, maxPerKey: config.receipts.max_stored_per_key }),
+    receiptStore: fleet?.receiptStore ?? memoryReceiptStore(config),
     receiptContext,
     jwks: fleet?.jwks ?? jwks,
     documents: {
@@ -238,13 +285,48 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
     const replays = fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries });
     ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays };
   }
-  const state: AppState = { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
+  const state = newAppState(ctx);
   now.state = state;
-  const server = createHttpServer(state, tls);
-  const unwatch = watchFiles(state);
   fleet?.onJwks((view) => {
     state.ctx = { ...state.ctx, jwks: view, documents: { ...state.ctx.documents, jwks: JSON.stringify(view) } };
   });
+  return {
+    state,
+    tls,
+    counters,
+    close: async () => {
+      await closeUpstreams(upstreams);
+      await tls?.close();
+      await fleet?.close();
+      await builtin?.stop();
+      await tracing?.close();
+    },
+  };
+}
+
+/** The receipt store of one process: in memory, bounded by `receipts.*`. */
+export function memoryReceiptStore(config: LoadedConfig): MemoryReceiptStore {
+  return new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, maxPerKey: config.receipts.max_stored_per_key });
+}
+
+/** Signs receipts with `signingKey`, counting each in `sigil_receipts_signed_total`. */
+export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics): SignReceipt {
+  const sign = createReceiptSigner(signingKey);
+  return (claims) => {
+    metrics.receiptsSigned.inc({ type: claims.receipt_type });
+    return sign(claims);
+  };
+}
+
+export function newAppState(ctx: AppContext): AppState {
+  return { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
+}
+
+/** Opens the server on `listen.host`/`listen.port` (in a cluster worker: the primary's shared socket); `announce` logs the URL. */
+export async function listen(serving: Serving, announce = true): Promise<Listening> {
+  const { state, tls } = serving;
+  const { config, logger, signingKey, attestation, receiptContext, catalogue } = state.ctx;
+  const server = createHttpServer(state, tls);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.listen.port, config.listen.host, () => resolve());
@@ -252,40 +334,37 @@ async function serve(config: LoadedConfig, logger: Logger, options: StartOptions
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `${tls === undefined ? 'http' : 'https'}://${host}:${port}`;
-  logger.info({ url, tls: tls?.mode ?? 'off', tls_spki_sha256: bound.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: startDocument.tee, policy_hash: policyHash, models: catalogue.models.length }, 'sigil listening');
+  if (announce) logger.info(
+    { url, tls: tls?.mode ?? 'off', tls_spki_sha256: attestation.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: attestation.start.tee, policy_hash: receiptContext.policyHash, models: catalogue.models.length },
+    'sigil listening',
+  );
+  return { server, url };
+}
 
-  let closing: Promise<void> | undefined;
-  const shutdown = async (graceMs: number, drainMs: number) => {
-    unwatch();
-    state.draining = true;
-    if (drainMs > 0) {
-      logger.info({ drain_ms: drainMs }, 'shutting down: /readyz answers 503 while load balancers move on');
-      await new Promise((r) => setTimeout(r, drainMs));
-    }
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections();
-    const deadline = Date.now() + graceMs;
-    while (state.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    if (state.inFlight > 0) {
-      logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
-      state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));
-      // The cut streams' error events leave before their connections close (briefly: other requests may still hang on an engine).
-      const cutDeadline = Date.now() + 500;
-      while (state.inFlight > 0 && Date.now() < cutDeadline) await new Promise((r) => setTimeout(r, 10));
-    }
-    server.closeAllConnections();
-    await closed;
-    await closeUpstreams(upstreams);
-    await tls?.close();
-    await fleet?.close();
-    await builtin?.stop();
-    await tracing?.close();
-    logger.info({ url }, 'sigil stopped');
-  };
-  return {
-    url,
-    state,
-    reload: () => reloadFiles(state),
-    close: (graceMs = config.limits.shutdown_grace_ms, drainMs = 0) => (closing ??= shutdown(graceMs, drainMs)),
-  };
+/**
+ * Stops a listener gracefully: /readyz answers 503 for `drainMs`, the server stops accepting, requests in
+ * flight get `graceMs` to finish, then what is left is cut (a stream ends with one error event).
+ */
+export async function drain(serving: Serving, listening: Listening, graceMs: number, drainMs: number): Promise<void> {
+  const { state } = serving;
+  const { server } = listening;
+  const { logger } = state.ctx;
+  state.draining = true;
+  if (drainMs > 0) {
+    logger.info({ drain_ms: drainMs }, 'shutting down: /readyz answers 503 while load balancers move on');
+    await new Promise((r) => setTimeout(r, drainMs));
+  }
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const deadline = Date.now() + graceMs;
+  while (state.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  if (state.inFlight > 0) {
+    logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
+    state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));
+    // The cut streams' error events leave before their connections close (briefly: other requests may still hang on an engine).
+    const cutDeadline = Date.now() + 500;
+    while (state.inFlight > 0 && Date.now() < cutDeadline) await new Promise((r) => setTimeout(r, 10));
+  }
+  server.closeAllConnections();
+  await closed;
 }

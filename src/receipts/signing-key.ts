@@ -38,6 +38,12 @@ async function describe(privateKey: KeyObject, origin: SigningKey['origin']): Pr
   return { privateKey, publicJwk: { kty, crv, x, y, kid, use: 'sig', alg: 'ES256' }, kid, origin };
 }
 
+/** The key a primary made or loaded, rebuilt in a worker from its PKCS#8 DER (received over IPC, never from disk). */
+export async function signingKeyFromPkcs8(pkcs8: Uint8Array, origin: SigningKey['origin'], file?: string): Promise<SigningKey> {
+  const key = await describe(createPrivateKey({ key: Buffer.from(pkcs8), format: 'der', type: 'pkcs8' }), origin);
+  return file === undefined ? key : { ...key, file };
+}
+
 /**
  * With no key file, a fresh key pair is made in memory at every start. With a key file that exists,
  * the PKCS#8 PEM key in it is used; with one that does not exist yet, a new key is written there (0600).

@@ -1,0 +1,66 @@
+/**
+ * What the primary and its workers say to each other over the cluster's IPC channel (a socket pair
+ * between the two processes: never a file, an argument or the environment). Keys travel only here.
+ */
+import type { AttestationDocumentV2 } from '../attestation/document.ts';
+import type { Catalogue } from '../catalogue/catalogue.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import type { Jwks, KeyOrigins } from '../protocol/attestation.ts';
+import type { ReceiptContext } from '../receipts/claims.ts';
+import type { ReceiptOwner } from '../receipts/store.ts';
+import type { SigningKey } from '../receipts/signing-key.ts';
+import type { ServedTls } from '../tls/provision.ts';
+import type { TlsCredentials } from '../tls/credentials.ts';
+import type { EvidenceSources } from '../attestation/document.ts';
+
+/** The parts of the context a reload changes, as the primary measured them. */
+export interface ReloadedParts {
+  catalogue: Catalogue;
+  receiptContext: ReceiptContext;
+  start: AttestationDocumentV2;
+  documents: { policy: string; startEvidence: string };
+  eventLog: EvidenceSources['eventLog'];
+  manifestSha384: string | null;
+}
+
+/** Everything a worker serves from, made once by the primary. */
+export interface Handoff extends ReloadedParts {
+  type: 'sigil:handoff';
+  workerId: number;
+  /** The configuration as the primary runs it (with the built-in engine's upstream when it started one). */
+  config: LoadedConfig;
+  signingKey: { pkcs8: Uint8Array; origin: SigningKey['origin']; file?: string };
+  ehbp?: { privateKey: Uint8Array; keyConfig: Uint8Array };
+  tls?: { mode: ServedTls['mode']; credentials: TlsCredentials; keyOrigin: KeyOrigins['receipt'] };
+  jwks: Jwks;
+  documents: { jwks: string; policy: string; startEvidence: string };
+  tlsSpkiSha256: string | null;
+  hpkeKeyConfig: string | null;
+  keyOrigin: KeyOrigins | undefined;
+  replacements: number;
+}
+
+export type LimitCall =
+  | { op: 'limits.add'; name: string; amount: number; windowMs: number }
+  | { op: 'limits.peek'; name: string; windowMs: number }
+  | { op: 'limits.acquire'; name: string; max: number; ttlMs: number }
+  | { op: 'limits.release'; name: string };
+
+export type ReceiptCall = { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
+
+export type PrimaryCall = LimitCall | ReceiptCall | { op: 'replays.claim'; id: string };
+
+/** `sigil:waiting`: the worker listens for its hand-off (a message sent before that would be lost). */
+export type ToPrimary = { type: 'sigil:waiting' } | { type: 'sigil:call'; id: number; call: PrimaryCall } | { type: 'sigil:listening'; url: string };
+
+export type ToWorker =
+  | Handoff
+  | { type: 'sigil:answer'; id: number; value?: unknown; error?: string }
+  | ({ type: 'sigil:reload' } & ReloadedParts)
+  | { type: 'sigil:tls'; credentials: TlsCredentials }
+  | { type: 'sigil:replacements'; count: number }
+  | { type: 'sigil:drain'; graceMs: number; drainMs: number };
+
+export function isWorkerMessage(m: unknown): m is ToWorker {
+  return typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('sigil:');
+}

@@ -1,0 +1,156 @@
+/**
+ * A worker process of `sigil serve` with `workers` > 1: it serves from what the primary made once
+ * (keys, start evidence, measured state, catalogue), received over IPC, and shares the primary's
+ * listening socket. It measures nothing itself; limits, receipts and EHBP replays are the primary's.
+ */
+import cluster from 'node:cluster';
+import { Gauge } from 'prom-client';
+import type { EvidenceSources } from '../attestation/document.ts';
+import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
+import { selectAttestationProvider } from '../attestation/select.ts';
+import { KeyRing } from '../auth/bearer.ts';
+import { readKeysFile } from '../auth/keys-file.ts';
+import { ehbpServerKeyFrom } from '../ehbp/server-key.ts';
+import { brandHeaders, type AppContext } from '../http/context.ts';
+import { countedSigner, drain, listen, newAppState, type Listening, type Serving } from '../http/start.ts';
+import { ChatLimits } from '../limits/chat-limits.ts';
+import { createLogger } from '../log/logger.ts';
+import { createMetrics } from '../metrics/registry.ts';
+import { observeUpstreams } from '../metrics/upstreams.ts';
+import { closeUpstreams, createUpstreams } from '../proxy/upstream.ts';
+import { createNonceSigner } from '../receipts/signed-nonce.ts';
+import { signingKeyFromPkcs8 } from '../receipts/signing-key.ts';
+import type { TlsCredentials } from '../tls/credentials.ts';
+import type { ServedTls } from '../tls/provision.ts';
+import { createRequestTracing } from '../tracing/request-tracing.ts';
+import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
+import { PrimaryChannel, PrimaryLimitCounters, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
+
+function handoffReceived(): Promise<Handoff> {
+  return new Promise((resolve) => {
+    const onMessage = (m: unknown) => {
+      if (!isWorkerMessage(m) || m.type !== 'sigil:handoff') return;
+      process.off('message', onMessage);
+      resolve(m);
+    };
+    process.on('message', onMessage);
+    const waiting: ToPrimary = { type: 'sigil:waiting' };
+    process.send!(waiting);
+  });
+}
+
+/** TLS with the primary's key and certificate; a renewal the primary made arrives as a message. */
+function servedTls(given: NonNullable<Handoff['tls']>): ServedTls & { renew(credentials: TlsCredentials): void } {
+  const listeners: Array<(credentials: TlsCredentials) => void> = [];
+  let current = given.credentials;
+  return {
+    mode: given.mode,
+    keyOrigin: given.keyOrigin,
+    get current() {
+      return current;
+    },
+    onRenewed: (listener) => listeners.push(listener),
+    renew: (credentials) => {
+      current = credentials;
+      for (const listener of listeners) listener(credentials);
+    },
+    close: async () => undefined,
+  };
+}
+
+async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{ ctx: AppContext; replacements: Gauge }> {
+  const { config } = handoff;
+  const logger = createLogger(config.log.level).child({ worker: handoff.workerId });
+  const upstreams = createUpstreams(config.upstreams);
+  const metrics = createMetrics();
+  observeUpstreams(metrics, upstreams);
+  new Gauge({ name: 'sigil_worker_info', help: 'Always 1; the label is the worker process that answered this scrape.', labelNames: ['worker'], registers: [metrics.registry] }).set({ worker: String(handoff.workerId) }, 1);
+  const replacements = new Gauge({ name: 'sigil_worker_replacements', help: 'Worker processes that died and were replaced by the primary since it started.', registers: [metrics.registry] });
+  replacements.set(handoff.replacements);
+  const signingKey = await signingKeyFromPkcs8(handoff.signingKey.pkcs8, handoff.signingKey.origin, handoff.signingKey.file);
+  // Fresh (nonce'd) evidence is collected here; the measured parts (event log, manifest) are the primary's.
+  const { provider } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
+  const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
+  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: handoff.eventLog, manifestSha384: handoff.manifestSha384, keyOrigin: handoff.keyOrigin };
+  const ctx: AppContext = {
+    config,
+    logger,
+    metrics,
+    headers: brandHeaders(config.brand),
+    keyRing: new KeyRing(readKeysFile(config.auth.keys_file)),
+    limits: new ChatLimits(config.limits, new PrimaryLimitCounters(channel)),
+    catalogue: handoff.catalogue,
+    upstreams,
+    signingKey,
+    signReceipt: countedSigner(signingKey, metrics),
+    signNonce: createNonceSigner(signingKey),
+    receiptStore: new PrimaryReceiptStore(channel),
+    receiptContext: handoff.receiptContext,
+    jwks: handoff.jwks,
+    documents: handoff.documents,
+    attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
+  };
+  const tracing = createRequestTracing(config.tracing);
+  if (tracing !== undefined) ctx.tracing = tracing;
+  if (handoff.ehbp !== undefined) {
+    const key = await ehbpServerKeyFrom(handoff.ehbp.privateKey, handoff.ehbp.keyConfig);
+    ctx.ehbp = { key, keyConfig: Buffer.from(handoff.ehbp.keyConfig), required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays: new PrimaryReplayWindow(channel) };
+  }
+  return { ctx, replacements };
+}
+
+/** Swaps in what the primary reloaded and measured; the keys file is re-read here. */
+function applyReload(serving: Serving, parts: ReloadedParts): void {
+  const now = serving.state.ctx;
+  try {
+    now.keyRing.replace(readKeysFile(now.config.auth.keys_file));
+  } catch (err) {
+    now.logger.error({ err: (err as Error).message }, 'keys file not reloaded; the previous keys stay in use');
+  }
+  now.attestation.sources.eventLog = parts.eventLog;
+  now.attestation.sources.manifestSha384 = parts.manifestSha384;
+  serving.state.ctx = {
+    ...now,
+    catalogue: parts.catalogue,
+    receiptContext: parts.receiptContext,
+    attestation: { ...now.attestation, start: parts.start },
+    documents: { ...now.documents, ...parts.documents },
+  };
+}
+
+export async function runWorker(): Promise<number> {
+  // Ctrl-C and SIGHUP reach the whole process group: the primary alone decides what they do.
+  process.on('SIGINT', () => undefined);
+  process.on('SIGHUP', () => undefined);
+  const channel = new PrimaryChannel();
+  const handoff = await handoffReceived();
+  const { ctx, replacements } = await contextFrom(handoff, channel);
+  const tls = handoff.tls === undefined ? undefined : servedTls(handoff.tls);
+  const serving: Serving = { state: newAppState(ctx), tls };
+  const listening: Listening = await listen(serving, false);
+  ctx.logger.info({ url: listening.url, pid: process.pid }, 'worker listening');
+  const ready: ToPrimary = { type: 'sigil:listening', url: listening.url };
+  process.send!(ready);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = async (graceMs: number, drainMs: number) => {
+      if (stopping) return;
+      stopping = true;
+      await drain(serving, listening, graceMs, drainMs);
+      await closeUpstreams(serving.state.ctx.upstreams);
+      await serving.state.ctx.tracing?.close();
+      resolve(0);
+    };
+    process.on('message', (m: unknown) => {
+      if (!isWorkerMessage(m)) return;
+      const message: ToWorker = m;
+      if (message.type === 'sigil:reload') applyReload(serving, message);
+      else if (message.type === 'sigil:tls') tls?.renew(message.credentials);
+      else if (message.type === 'sigil:replacements') replacements.set(message.count);
+      else if (message.type === 'sigil:drain') void stop(message.graceMs, message.drainMs);
+    });
+    // The primary is gone (it crashed): finish what is in flight briefly, then go.
+    cluster.worker?.on('disconnect', () => void stop(1000, 0));
+  });
+}

@@ -1,0 +1,199 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { request, type IncomingHttpHeaders } from 'node:http';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { addKey } from '../../src/auth/keys-file.ts';
+import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+
+const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
+
+afterEach(async () => {
+  for (const { sigil, engine } of running.splice(0)) {
+    for (const pid of childPids(sigil.child.pid!)) killQuietly(pid);
+    sigil.child.kill('SIGKILL');
+    await engine.close();
+  }
+});
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/** The worker processes: the primary's children, read from /proc. */
+function childPids(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(entry));
+    } catch {
+      // ended while we looked
+    }
+  }
+  return out;
+}
+
+async function serve(config: Record<string, unknown> = {}): Promise<{ sigil: SigilProcess; engine: TestEngine }> {
+  const engine = await startTestEngine({ modelNames: ['m'] });
+  const sigil = await startSigilProcess(engine.baseUrl, { workers: 2, ...config });
+  running.push({ sigil, engine });
+  return { sigil, engine };
+}
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request on a connection of its own, so the cluster hands each to the next worker in turn. */
+function once(url: string, path: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}${path}`, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+const chat = (sigil: SigilProcess, extra: Record<string, string> = {}, stream = false) =>
+  once(sigil.url, '/v1/chat/completions', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', ...extra },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream }),
+  });
+
+const chatWith = (sigil: SigilProcess, key: string) => chat({ ...sigil, key });
+
+/** Scrapes /metrics on fresh connections until `count` different workers answered; their texts by worker id. */
+async function scrapeEachWorker(url: string, count = 2): Promise<Map<string, string>> {
+  const byWorker = new Map<string, string>();
+  for (let i = 0; i < 20 && byWorker.size < count; i++) {
+    const { body } = await once(url, '/metrics');
+    const worker = /^sigil_worker_info\{worker="(\d+)"\} 1$/m.exec(body)?.[1];
+    if (worker !== undefined) byWorker.set(worker, body);
+  }
+  return byWorker;
+}
+
+const metric = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? 0);
+
+describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
+  it('answers from two worker processes behind one port, each named in /metrics, and logs listening once', async () => {
+    const { sigil } = await serve();
+    expect(childPids(sigil.child.pid!)).toHaveLength(2);
+    const workers = await scrapeEachWorker(sigil.url);
+    expect([...workers.keys()].sort()).toEqual(['1', '2']);
+    expect(sigil.logs.filter((l) => l.msg === 'sigil listening')).toHaveLength(1);
+    expect(sigil.logs.find((l) => l.msg === 'sigil listening')).toMatchObject({ workers: 2, url: sigil.url });
+    expect(sigil.logs.filter((l) => l.msg === 'worker listening').map((l) => l.worker).sort()).toEqual([1, 2]);
+    for (let i = 0; i < 4; i++) expect((await chat(sigil)).status).toBe(200);
+  });
+
+  it('serves one JWKS, one start attestation and one HPKE key from every worker', async () => {
+    const { sigil } = await serve();
+    for (const path of ['/v1/verify/jwks.json', '/v1/verify/attestation', '/.well-known/hpke-keys']) {
+      const bodies = new Set<string>();
+      for (let i = 0; i < 4; i++) {
+        const answer = await once(sigil.url, path);
+        expect(answer.status).toBe(200);
+        bodies.add(answer.body);
+      }
+      expect(bodies.size).toBe(1);
+    }
+    expect(sigil.logs.filter((l) => l.msg === 'sigil listening')).toHaveLength(1);
+  });
+
+  it('counts requests_per_minute once for all workers: the fourth request of three allowed is refused, whichever worker takes it', async () => {
+    const { sigil, engine } = await serve({ limits: { requests_per_minute: 3 } });
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await chat(sigil)).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect(engine.requests.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(3);
+  });
+
+  it('serves a receipt made by one worker through the other', async () => {
+    const { sigil } = await serve();
+    const made = await chat(sigil, { 'x-service-receipt': 'true' }, true);
+    expect(made.status).toBe(200);
+    const id = made.headers['x-service-receipt-id'] as string;
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const receipt = made.body.slice(made.body.indexOf(': receipt ') + ': receipt '.length).trim();
+    for (let i = 0; i < 4; i++) {
+      const fetched = await once(sigil.url, `/v1/receipts/${id}`, { headers: { authorization: `Bearer ${sigil.key}` } });
+      expect(fetched.status).toBe(200);
+      expect(JSON.parse(fetched.body)).toEqual({ id, receipt });
+    }
+    const workers = await scrapeEachWorker(sigil.url);
+    for (const text of workers.values()) expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('passes a reload on SIGHUP to every worker: a key added to the keys file works whichever worker answers', async () => {
+    const { sigil } = await serve();
+    const { key } = addKey(join(sigil.dir, 'keys'), 'added');
+    const withKey = () => once(sigil.url, '/v1/models', { headers: { authorization: `Bearer ${key}` } });
+    sigil.child.kill('SIGHUP');
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && !sigil.logs.some((l) => l.msg === 'catalogue reloaded')) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 500));
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await chatWith(sigil, key)).status);
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expect((await withKey()).status).toBe(200);
+  });
+
+  it('replaces a worker that dies, says so in the log and in /metrics, and keeps serving', async () => {
+    const { sigil } = await serve();
+    const [victim] = childPids(sigil.child.pid!);
+    process.kill(victim!, 'SIGKILL');
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && sigil.logs.filter((l) => l.msg === 'worker listening').length < 3) await new Promise((r) => setTimeout(r, 100));
+    expect(sigil.logs.find((l) => l.msg === 'worker died; starting a replacement')).toMatchObject({ level: 40, pid: victim, signal: 'SIGKILL', replacements: 1 });
+    const pids = childPids(sigil.child.pid!);
+    expect(pids).toHaveLength(2);
+    expect(pids).not.toContain(victim);
+    const workers = await scrapeEachWorker(sigil.url);
+    expect(workers.size).toBe(2);
+    for (const text of workers.values()) expect(metric(text, /^sigil_worker_replacements (\d+)$/m)).toBe(1);
+    for (let i = 0; i < 4; i++) expect((await chat(sigil)).status).toBe(200);
+  });
+
+  it('drains every worker on SIGTERM: a stream in flight on each ends whole, then all processes exit 0', async () => {
+    const { sigil, engine } = await serve({ limits: { shutdown_drain_ms: 0, shutdown_grace_ms: 10_000 } });
+    engine.behaviour.chunkDelayMs = 150;
+    const workers = childPids(sigil.child.pid!);
+    const streams = [chat(sigil, {}, true), chat(sigil, {}, true)];
+    await new Promise((r) => setTimeout(r, 300));
+    sigil.child.kill('SIGTERM');
+    for (const answer of await Promise.all(streams)) {
+      expect(answer.status).toBe(200);
+      expect(answer.body.endsWith('data: [DONE]\n\n')).toBe(true);
+    }
+    expect(await sigil.exited).toBe(0);
+    expect(sigil.logs.at(-1)).toMatchObject({ msg: 'sigil stopped' });
+    for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
+  });
+
+  it('never writes a key to disk nor puts one in a worker\'s arguments or environment', async () => {
+    const { sigil } = await serve({ tls: { mode: 'self-signed' } });
+    expect(readdirSync(sigil.dir).sort()).toEqual(['keys', 'models.yaml', 'sigil.yaml']);
+    for (const file of readdirSync(sigil.dir)) expect(readFileSync(join(sigil.dir, file), 'utf8')).not.toMatch(/PRIVATE KEY/);
+    const primary = sigil.child.pid!;
+    const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).sort();
+    for (const pid of childPids(primary)) {
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toBe(readFileSync(`/proc/${primary}/cmdline`, 'utf8'));
+      // Only the cluster's own variables are added: the IPC channel's descriptor and mode, and the worker's id.
+      expect(environ(pid).filter((e) => !environ(primary).includes(e)).map((e) => e.split('=')[0]).sort()).toEqual(['NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE', 'NODE_UNIQUE_ID']);
+    }
+  });
+});
