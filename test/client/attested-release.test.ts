@@ -30,8 +30,8 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   });
   afterAll(async () => service.close());
 
-  const keyed = (values: string, expires: Date, tamper?: string) => {
-    const r = keyedSnpRelease(values, expires);
+  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement?: string) => {
+    const r = keyedSnpRelease(values, expires, selfMeasurement);
     return { bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
   };
 
@@ -45,7 +45,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
       const marks = Object.fromEntries(attested.attestation.checks.map((c) => [c.name, checkMark(c)]));
       expect(marks).toMatchObject({
         'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
-        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS',
+        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS', 'attestation.manifest': 'PASS',
       });
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.failed).toEqual([]);
@@ -78,6 +78,11 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   it('refuses it with a release of other code: reference.measurement', async () => {
     const message = await refusal(keyed('ab'.repeat(48), new Date(Date.now() + DAY)));
     expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: reference\.measurement: MEASUREMENT [0-9a-f]{96} is none of the 1 accepted reference value\(s\)/);
+  });
+
+  it("refuses it when its code is not the release's self-measurement: attestation.manifest", async () => {
+    const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() + DAY), undefined, 'ab'.repeat(48)));
+    expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/);
   });
 
   it('refuses release and reference together', async () => {

@@ -38,8 +38,8 @@ describe('sigil verify --release: a signed release manifest as the reference val
     return { code, stdout, stderr };
   }
 
-  function release(name: string, values: string, expires: Date, tamper?: string): string[] {
-    const r = keyedSnpRelease(values, expires);
+  function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement?: string): string[] {
+    const r = keyedSnpRelease(values, expires, selfMeasurement);
     return ['--release', save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
   }
 
@@ -58,13 +58,14 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY))]);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
-    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement']) {
+    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement', 'attestation.manifest']) {
       expect(lines).toContain(`PASS ${name}`);
     }
     expect(r.stdout).toMatch(/^WAIVED release\.tlog — a locally keyed manifest is not in a transparency log, .* \(waived: the signer's key is pinned \(--key\): the auditor trusts its holder without a transparency log\)$/m);
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
-    expect(r.stdout).toMatch(/^verified with waivers: 45 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
+    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${'5e'.repeat(48)} is one the reference values accept:`);
+    expect(r.stdout).toMatch(/^verified with waivers: 46 checks passed; 12 waived \(release\.tlog, snp\.smt, /m);
     expect(r.code).toBe(0);
   });
 
@@ -89,6 +90,15 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('other', other, new Date(Date.now() + DAY))]);
     expect(failing(r.stdout)).toEqual(['reference.measurement']);
     expect(r.stdout).toContain(`is none of the 1 accepted reference value(s)`);
+    expect(r.code).toBe(1);
+  });
+
+  it("fails attestation.manifest when the service's code is not the release's self-measurement, though its launch measurement is listed", async () => {
+    const released = 'ab'.repeat(48);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('other-code', measurement.toString('hex'), new Date(Date.now() + DAY), undefined, released)]);
+    expect(failing(r.stdout)).toEqual(['attestation.manifest']);
+    expect(r.stdout).toContain(`FAIL attestation.manifest — manifest ${'5e'.repeat(48)} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`);
+    expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
     expect(r.code).toBe(1);
   });
 

@@ -9,10 +9,11 @@ function addUnique(list: string[] | undefined, value: string | undefined): strin
 
 /**
  * The reference values a verified release manifest stands for: each VM shape's value is one accepted value of
- * its register, so evidence from any listed shape passes (docs/release.md says why registers are not paired).
+ * its register, so evidence from any listed shape passes (docs/release.md says why registers are not paired),
+ * and Sigil's self-measurement is the manifest digest the last runtime event must name (`attestation.manifest`).
  */
 export function referenceValuesFromRelease(predicate: ReleasePredicate): ReferenceValues {
-  const out: ReferenceValues = {};
+  const out: ReferenceValues = { sigil: { manifest_sha384: [predicate.sigil_self_measurement] } };
   for (const target of predicate.targets) {
     const m = target.measurements;
     if (target.platform === 'sev-snp') {
