@@ -42,6 +42,8 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('live.*', 'Live request', 'A real request to the service returned an answer with a receipt.', RECEIPTS),
   entry('policy.model', 'Model in policy', 'The model that answered is one the published policy allows.', RECEIPTS),
   entry('reference.*', 'Reference values', 'The code running is the audited code: each measured value equals one you pinned.', AUDITING),
+  entry('snp.instance', 'Known AMD machine', "The report comes from one of the machines you listed (by AMD's chip id), or from a guest you named; not pinned without a list.", AUDITING),
+  entry('tdx.instance', 'Known Intel machine', "The quote comes from one of the machines you listed, by the platform ids Intel wrote into the machine's certificate; not pinned without a list.", AUDITING),
   entry('snp.*', 'AMD SEV-SNP evidence', "AMD's signed report is genuine, current and from an enclave configured safely.", AUDITING),
   entry('tdx.*', 'Intel TDX evidence', "Intel's signed quote is genuine, current and from an enclave configured safely.", AUDITING),
   entry('collateral.*', 'Intel collateral', "Intel's own records say this platform is up to date and not revoked.", AUDITING),
