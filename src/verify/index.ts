@@ -32,7 +32,7 @@ export type { TrustRoots, VerifyAttestationOptions } from './attestation.ts';
 export { parseReferenceValues, ReferenceValuesError, TCB_STATUSES } from './reference/reference-values.ts';
 export type { GpuReferenceValues, ReferenceValues, SnpMinTcb, SnpReferenceValues, TcbStatus, TdxReferenceValues } from './reference/reference-values.ts';
 export { readReferenceValues } from './reference/load.ts';
-export { releaseReference, verifyRelease } from './release/index.ts';
+export { releaseReference, verifyRelease, withReleaseValues } from './release/index.ts';
 export type { KeyReleaseTrust, ReleaseFirmware, ReleasePlatform, ReleasePredicate, ReleaseReference, ReleaseStatement, ReleaseTarget, ReleaseTrust, ReleaseVerification, SigstoreReleaseTrust } from './release/index.ts';
 export { compareMeasured, referenceFileCheck, snpReferenceChecks, tdxReferenceChecks } from './reference/reference-checks.ts';
 export type { Measured, SnpMeasurements, TdxMeasurements } from './reference/reference-checks.ts';

@@ -85,9 +85,59 @@ describe('createAttestedFetch with a release manifest as its reference values (a
     expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/);
   });
 
-  it('refuses release and reference together', async () => {
-    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: {}, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
+  it('refuses reference values that pin what the release states, naming the key', async () => {
+    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { sigil: { manifest_sha384: ['5e'.repeat(48)] } }, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(TypeError);
-    expect((error as Error).message).toBe('give reference or release, not both: the release manifest is the reference values');
+    expect((error as Error).message).toBe('sigil.manifest_sha384: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+  });
+
+  it('takes reference values next to the release for what it does not state: a machine not on their allow-list is refused (snp.instance)', async () => {
+    const lastExchange = service.last;
+    const release = keyed(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release, reference: { snp: { chip_id: ['c2'.repeat(64)] } } }).catch((e: unknown) => e)) as Error;
+    expect(service.last).toBe(lastExchange);
+    expect(error.message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: snp\.instance: CHIP_ID c1c1c1c1c1c1c1c1\.\.\. is not one of the 1 allowed machine\(s\)/);
+  });
+});
+
+describe('createAttestedFetch with a keyed release and reference values for the platform (a test Milan chain)', () => {
+  const measurement = randomBytes(48);
+  let chain: AmdTestChain;
+  let service: FakeService;
+  beforeAll(async () => {
+    chain = await createAmdTestChain('Milan');
+    service = await startFakeService(await makeSigner(), {
+      tee: 'sev-snp',
+      measurement: measurement.toString('hex'),
+      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    });
+  });
+  afterAll(async () => service.close());
+
+  it('sends requests without allowUnpinnedCode: the release pins the code, the reference values the platform, and only release.tlog is waived', async () => {
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const path = join(work, 'platform.yaml');
+    writeFileSync(path, `snp:
+  vmpl: 0
+  host_data: ${'00'.repeat(32)}
+  min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 }
+  min_build: 0
+  min_api_version: "0.0"
+  min_guest_svn: 0
+  chip_id: [${'c1'.repeat(64)}]
+  policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
+  platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
+`);
+    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: path, release: { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key', publicKey: r.publicKeyPem } } });
+    try {
+      expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
+      expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual(['release.tlog']);
+      expect(attested.attestation.verdict.notPinned).toEqual([]);
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
+    } finally {
+      await attested.close();
+    }
   });
 });

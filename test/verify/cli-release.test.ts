@@ -112,16 +112,76 @@ describe('sigil verify --release: a signed release manifest as the reference val
     expect(r.code).toBe(1);
   });
 
-  it('refuses --release without a signer, and with --reference, as bad usage', async () => {
+  it('refuses --release without a signer, and a signer without --release, as bad usage', async () => {
     const [, bundle] = release('usage', measurement.toString('hex'), new Date(Date.now() + DAY));
     const unnamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!]);
     expect(unnamed.code).toBe(2);
     expect(unnamed.stderr).toContain('sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
-    const both = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!, '--key', bundle!, '--reference', bundle!]);
-    expect(both.code).toBe(2);
-    expect(both.stderr).toContain('give --reference FILE or --release FILE, not both');
     const orphan = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--key', bundle!]);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toContain('--key name the signer of a release manifest: give --release FILE too');
+  });
+});
+
+/** Every platform value the stand-in's report shows that a release cannot know, pinned as an auditor would. */
+const PLATFORM_VALUES = `snp:
+  vmpl: 0
+  host_data: ${'00'.repeat(32)}
+  min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 }
+  min_build: 0
+  min_api_version: "0.0"
+  min_guest_svn: 0
+  chip_id: [${'c1'.repeat(64)}]
+  policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
+  platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
+`;
+
+describe('sigil verify --release with --reference for what a release does not state', () => {
+  let chain: AmdTestChain;
+  let service: FakeService;
+  const measurement = randomBytes(48);
+
+  async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots: chain.roots };
+    const code = await verifyCommand(argv, io);
+    return { code, stdout, stderr };
+  }
+
+  const release = (name: string) => {
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    return ['--release', save(`${name}.sigstore.json`, r.bundle), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
+  };
+
+  beforeAll(async () => {
+    chain = await createAmdTestChain('Milan');
+    service = await startFakeService(await makeSigner(), {
+      tee: 'sev-snp',
+      measurement: measurement.toString('hex'),
+      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    });
+  });
+  afterAll(async () => service.close());
+
+  it('verifies a keyed release on SEV-SNP without --allow-unpinned-code: the release pins the code, the file the platform', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('pinned'), '--reference', save('platform.yaml', PLATFORM_VALUES)]);
+    expect(status(r.stdout).filter((s) => !s.startsWith('PASS'))).toEqual(['WAIVED release.tlog']);
+    expect(status(r.stdout)).toEqual(expect.arrayContaining(['PASS reference.measurement', 'PASS attestation.manifest', 'PASS snp.instance', 'PASS snp.product', 'PASS reference.host_data']));
+    expect(r.stdout).toMatch(/^verified with waivers: \d+ checks passed; 1 waived \(release\.tlog\)$/m);
+    expect(r.code).toBe(0);
+  });
+
+  it('fails snp.instance when the machine is not on the allow-list the file adds', async () => {
+    const other = PLATFORM_VALUES.replace('c1'.repeat(64), 'c2'.repeat(64));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('machines'), '--reference', save('machines.yaml', other)]);
+    expect(failing(r.stdout)).toEqual(['snp.instance']);
+    expect(r.code).toBe(1);
+  });
+
+  it('refuses a file that pins what the release states, naming the key', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('overlap'), '--reference', save('overlap.yaml', `snp:\n  measurement: ${'ab'.repeat(48)}\n`)]);
+    expect(r.stderr).toContain('snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+    expect(r.code).toBe(3);
   });
 });

@@ -6,6 +6,6 @@ export { identityMatches, publicGoodTrustedRoot, publicKeyHint } from './trust.t
 export type { KeyReleaseTrust, ReleaseTrust, SigstoreReleaseTrust } from './trust.ts';
 export { IN_TOTO_PAYLOAD_TYPE, IN_TOTO_STATEMENT_TYPE, parseReleaseStatement, RELEASE_PREDICATE_TYPE, ReleaseManifestError } from './manifest.ts';
 export type { ReleaseFirmware, ReleasePlatform, ReleasePredicate, ReleaseStatement, ReleaseTarget } from './manifest.ts';
-export { referenceValuesFromRelease } from './reference-from-release.ts';
+export { RELEASE_KEYS, referenceValuesFromRelease, withReleaseValues } from './reference-from-release.ts';
 export { releaseReference } from './release-reference.ts';
 export type { ReleaseReference } from './release-reference.ts';
