@@ -6,9 +6,9 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
+import { milanSnpHardware, startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
 
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
@@ -106,28 +106,14 @@ describe('createAttestedFetch with a keyed release and reference values for the 
   let service: FakeService;
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
-    service = await startFakeService(await makeSigner(), {
-      tee: 'sev-snp',
-      measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
-    });
+    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
   });
   afterAll(async () => service.close());
 
   it('sends requests without allowUnpinnedCode: the release pins the code, the reference values the platform, and only release.tlog is waived', async () => {
     const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
     const path = join(work, 'platform.yaml');
-    writeFileSync(path, `snp:
-  vmpl: 0
-  host_data: ${'00'.repeat(32)}
-  min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 }
-  min_build: 0
-  min_api_version: "0.0"
-  min_guest_svn: 0
-  chip_id: [${'c1'.repeat(64)}]
-  policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
-  platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
-`);
+    writeFileSync(path, SNP_PLATFORM_VALUES_YAML);
     const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: path, release: { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key', publicKey: r.publicKeyPem } } });
     try {
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');

@@ -6,10 +6,10 @@ import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain } from '../support/evidence-fixtures.ts';
 import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { TEST_API_KEY, startFakeService } from './cli-server.ts';
+import { milanSnpHardware, TEST_API_KEY, startFakeService } from './cli-server.ts';
 import type { FakeService } from './cli-server.ts';
 import { makeSigner } from './receipt-fixtures.ts';
 
@@ -25,18 +25,21 @@ const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 /** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
 
+/** `sigil verify` in-process with the test AMD roots, its output captured. */
+async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots };
+  const code = await verifyCommand(argv, io);
+  return { code, stdout, stderr };
+}
+
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
   let service: FakeService;
   const measurement = randomBytes(48);
 
-  async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    let stdout = '';
-    let stderr = '';
-    const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots: chain.roots };
-    const code = await verifyCommand(argv, io);
-    return { code, stdout, stderr };
-  }
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
   function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement?: string): string[] {
     const r = keyedSnpRelease(values, expires, selfMeasurement);
@@ -123,31 +126,12 @@ describe('sigil verify --release: a signed release manifest as the reference val
   });
 });
 
-/** Every platform value the stand-in's report shows that a release cannot know, pinned as an auditor would. */
-const PLATFORM_VALUES = `snp:
-  vmpl: 0
-  host_data: ${'00'.repeat(32)}
-  min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 }
-  min_build: 0
-  min_api_version: "0.0"
-  min_guest_svn: 0
-  chip_id: [${'c1'.repeat(64)}]
-  policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
-  platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
-`;
-
 describe('sigil verify --release with --reference for what a release does not state', () => {
   let chain: AmdTestChain;
   let service: FakeService;
   const measurement = randomBytes(48);
 
-  async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    let stdout = '';
-    let stderr = '';
-    const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots: chain.roots };
-    const code = await verifyCommand(argv, io);
-    return { code, stdout, stderr };
-  }
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
   const release = (name: string) => {
     const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
@@ -156,16 +140,12 @@ describe('sigil verify --release with --reference for what a release does not st
 
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
-    service = await startFakeService(await makeSigner(), {
-      tee: 'sev-snp',
-      measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
-    });
+    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
   });
   afterAll(async () => service.close());
 
   it('verifies a keyed release on SEV-SNP without --allow-unpinned-code: the release pins the code, the file the platform', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('pinned'), '--reference', save('platform.yaml', PLATFORM_VALUES)]);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('pinned'), '--reference', save('platform.yaml', SNP_PLATFORM_VALUES_YAML)]);
     expect(status(r.stdout).filter((s) => !s.startsWith('PASS'))).toEqual(['WAIVED release.tlog']);
     expect(status(r.stdout)).toEqual(expect.arrayContaining(['PASS reference.measurement', 'PASS attestation.manifest', 'PASS snp.instance', 'PASS snp.product', 'PASS reference.host_data']));
     expect(r.stdout).toMatch(/^verified with waivers: \d+ checks passed; 1 waived \(release\.tlog\)$/m);
@@ -173,7 +153,7 @@ describe('sigil verify --release with --reference for what a release does not st
   });
 
   it('fails snp.instance when the machine is not on the allow-list the file adds', async () => {
-    const other = PLATFORM_VALUES.replace('c1'.repeat(64), 'c2'.repeat(64));
+    const other = SNP_PLATFORM_VALUES_YAML.replace('c1'.repeat(64), 'c2'.repeat(64));
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('machines'), '--reference', save('machines.yaml', other)]);
     expect(failing(r.stdout)).toEqual(['snp.instance']);
     expect(r.code).toBe(1);
