@@ -63,7 +63,7 @@ mmdebstrap --quiet --variant=minbase --mode=root --format=directory \
 
 echo "== Sigil's self-measurement (sigil measure self, as sigil.service runs it: /app, NODE_ENV=production)"
 # The manifest_sha384 every runtime event of this image names; the release manifest's sigil_self_measurement.
-env -i NODE_ENV=production chroot "$root" /bin/sh -c 'cd /app && exec /usr/local/bin/node /app/bin/sigil.js measure self --config /app/config/sigil.example.yaml' \
+chroot "$root" /usr/bin/env -i NODE_ENV=production /bin/sh -c 'cd /app && exec /usr/local/bin/node /app/bin/sigil.js measure self --config /app/config/sigil.example.yaml' \
   | awk '$1 == "manifest_sha384" {print $2}' >"$out/self-measurement"
 grep -qE '^[0-9a-f]{96}$' "$out/self-measurement" || { echo 'image/build.sh: sigil measure self printed no manifest_sha384' >&2; exit 1; }
 
