@@ -5,7 +5,7 @@
 #
 #   sudo image/build.sh OUT          (root: mmdebstrap, chroot and mknod need it)
 #
-# OUT receives rootfs.squashfs, rootfs.verity, vmlinuz, initrd.img, cmdline, root-hash and measurements.json.
+# OUT receives rootfs.squashfs, rootfs.verity, vmlinuz, initrd.img, cmdline, root-hash, self-measurement and measurements.json.
 # SOURCE_DATE_EPOCH (default: the commit time of HEAD) fixes every timestamp. docs/image.md.
 set -euo pipefail
 
@@ -60,6 +60,12 @@ mmdebstrap --quiet --variant=minbase --mode=root --format=directory \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/* "$1"/var/cache/ldconfig/aux-cache "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id && : >"$1/etc/machine-id"' \
   "$DEBIAN_SUITE" "$root" \
   "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-backports main"
+
+echo "== Sigil's self-measurement (sigil measure self, as sigil.service runs it: /app, NODE_ENV=production)"
+# The manifest_sha384 every runtime event of this image names; the release manifest's sigil_self_measurement.
+chroot "$root" /usr/bin/env -i NODE_ENV=production /bin/sh -c 'cd /app && exec /usr/local/bin/node /app/bin/sigil.js measure self --config /app/config/sigil.example.yaml' \
+  | awk '$1 == "manifest_sha384" {print $2}' >"$out/self-measurement"
+grep -qE '^[0-9a-f]{96}$' "$out/self-measurement" || { echo 'image/build.sh: sigil measure self printed no manifest_sha384' >&2; exit 1; }
 
 kver=$(basename "$(ls -d "$root"/lib/modules/*)")
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"

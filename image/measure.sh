@@ -61,6 +61,7 @@ cat <<JSON
   "kernel_sha256": "$(sha "$out/vmlinuz")",
   "initrd_sha256": "$(sha "$out/initrd.img")",
   "cmdline": "$(cat "$out/cmdline")",
+  "sigil_self_measurement": "$(cat "$out/self-measurement" 2>/dev/null || echo "not measured: no $out/self-measurement")",
   "targets": [
     $(IFS=,; echo "${targets[*]}")
   ]

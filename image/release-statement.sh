@@ -3,12 +3,15 @@
 #   image/release-statement.sh OUT TAG > predicate.json
 # Inputs besides OUT/measurements.json: SIGIL_OVMF / SIGIL_TDVF (the firmware files measured, hashed here),
 # SIGIL_OVMF_SOURCE / SIGIL_TDVF_SOURCE (where their hash comes from, in words or a URL),
-# SIGIL_SELF_MEASUREMENT (the SHA-384 of Sigil's self-measurement event for the shipped configuration) and
+# SIGIL_SELF_MEASUREMENT (the manifest_sha384 `sigil measure self` prints for the image and its shipped configuration;
+# default: the one image/build.sh computed, from measurements.json) and
 # SIGIL_RELEASE_DAYS (validity, default 30). A platform without measurements is left out; none at all fails.
 set -euo pipefail
 out=${1:?usage: image/release-statement.sh OUT TAG}
 tag=${2:?usage: image/release-statement.sh OUT TAG}
-: "${SIGIL_SELF_MEASUREMENT:?set SIGIL_SELF_MEASUREMENT to the SHA-384 of Sigil\'s self-measurement event (docs/auditing.md)}"
+SIGIL_SELF_MEASUREMENT=${SIGIL_SELF_MEASUREMENT:-$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).sigil_self_measurement ?? "")' "$out/measurements.json")}
+[[ "$SIGIL_SELF_MEASUREMENT" =~ ^[0-9a-f]{96}$ ]] || { echo "image/release-statement.sh: no self-measurement (measurements.json says \"$SIGIL_SELF_MEASUREMENT\"): set SIGIL_SELF_MEASUREMENT to the manifest_sha384 sigil measure self prints (docs/auditing.md)" >&2; exit 1; }
+export SIGIL_SELF_MEASUREMENT
 fw() { [ -n "${1:-}" ] && sha384sum "$1" | cut -d' ' -f1 || true; }
 OVMF_SHA384=$(fw "${SIGIL_OVMF:-}") TDVF_SHA384=$(fw "${SIGIL_TDVF:-}") TAG=$tag node - "$out/measurements.json" <<'JS'
 const fs = require('node:fs');

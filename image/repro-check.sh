@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the measured image twice, in two different directories at two different times, and compares the
 # verity root hash and every digest and measurement (measurements.json). Exit 0 only if they are identical.
-#   image/repro-check.sh [WORKDIR]        (root; about 10-15 minutes per build on two shared cores)
+#   image/repro-check.sh [WORKDIR]        (root; about 17 minutes per build on two shared cores)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 base=${1:-$(mktemp -d "${TMPDIR:-/tmp}/sigil-repro.XXXXXX")}

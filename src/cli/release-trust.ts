@@ -38,12 +38,11 @@ export async function releaseTrustFrom(values: Record<string, unknown>, io: Rele
 
 /**
  * What is wrong with how `--release` and its signer options were combined, or undefined: they go together,
- * with one way of naming the signer, and `--release` replaces `--reference` (docs/decisions.md).
+ * with one way of naming the signer. `--reference` may come too, for values a release does not state (docs/release.md).
  */
-export function releaseUsageProblem(release: string | undefined, reference: string | undefined, values: Record<string, unknown>): string | undefined {
+export function releaseUsageProblem(release: string | undefined, values: Record<string, unknown>): string | undefined {
   const given = Object.keys(RELEASE_TRUST_OPTIONS).filter((name) => values[name] !== undefined);
   if (release === undefined) return given.length > 0 ? `${given.map((n) => `--${n}`).join(', ')} name the signer of a release manifest: give --release FILE too` : undefined;
-  if (reference !== undefined) return 'give --reference FILE or --release FILE, not both: the release manifest is the reference values';
   if (values.key !== undefined && given.length > 1) return 'give --key, or --identity and --issuer, not both';
   if (values.key === undefined && (values.identity === undefined || values.issuer === undefined)) {
     return '--release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing';

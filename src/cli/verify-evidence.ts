@@ -12,6 +12,7 @@ import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-r
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { verifyRawEvidence, type RawEvidence, type RawEvidenceExpectations } from '../verify/raw-evidence.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
+import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { formatChecks } from './check-report.ts';
@@ -32,10 +33,10 @@ function usage(extensions: readonly EvidenceExtension[]): string {
   const more = extensions.map((e) => e.usage).join('');
   return `usage:
   sigil verify-evidence --tdx-quote FILE [--ccel-table FILE --ccel-data FILE | --event-log-json FILE]
-                        [--reference FILE | --release FILE RELEASE_TRUST] [--collateral DIR] [--report-data HEX]
+                        [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--report-data HEX]
                         [--at RFC3339] [--json]
   sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]] [--collateral DIR]
-                        [--reference FILE | --release FILE RELEASE_TRUST] [--report-data HEX] [--at RFC3339] [--json]
+                        [--reference FILE] [--release FILE RELEASE_TRUST] [--report-data HEX] [--at RFC3339] [--json]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 Verifies raw hardware evidence without a live service (docs/auditing.md): signatures and certificate chains up to
@@ -51,8 +52,9 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
   --vcek FILE           the VCEK (or VLEK) certificate that signed it, PEM or DER
   --ask FILE            the ASK (or ASVK) that signed the VCEK (default: the built-in ones)
   --reference FILE      reference values (YAML or JSON, docs/auditing.md)
-  --release FILE        a signed release manifest (docs/release.md), verified offline at --at; its values are the
-                        reference values, and any failed release.* check makes the verdict NOT VERIFIED.
+  --release FILE        a signed release manifest (docs/release.md), verified offline at --at; its values are
+                        reference values (--reference FILE may add what a release does not state), and any
+                        failed release.* check makes the verdict NOT VERIFIED.
                         --key pins the signer's key (release.tlog prints WAIVED); --identity and --issuer name
                         a Sigstore signer, checked against the public-good root or --trusted-root FILE
   --collateral DIR      collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json,
@@ -134,7 +136,7 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   set('ask', 'ask');
   set('reference', 'reference');
   set('release', 'release');
-  const releaseProblem = releaseUsageProblem(o.release, o.reference, values);
+  const releaseProblem = releaseUsageProblem(o.release, values);
   if (releaseProblem !== undefined) throw new UsageError(releaseProblem);
   set('collateral', 'collateral');
   set('reportData', 'report-data');
@@ -330,10 +332,12 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
       }
       releaseChecks = release.checks;
       reference = release.referenceValues;
-    } else if (o.reference !== undefined) {
+    }
+    if (o.reference !== undefined) {
       await read(o.reference, 'reference values');
       try {
-        reference = await readReferenceValues(o.reference);
+        const own = await readReferenceValues(o.reference);
+        reference = o.release === undefined ? own : withReleaseValues(own, reference);
       } catch (err) {
         throw new UnreadableError(`reference values ${o.reference}: ${(err as Error).message}`);
       }

@@ -20,6 +20,7 @@ import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
+import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
@@ -31,9 +32,9 @@ export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const
 const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--reference FILE | --release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
+               [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
                [--allow-unpinned-code] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE | --release FILE RELEASE_TRUST]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--release FILE RELEASE_TRUST]
                [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
@@ -56,7 +57,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --reference FILE    reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
                       measurements must match
   --release FILE      a signed release manifest (Sigstore bundle, docs/release.md), verified offline; its values
-                      are the reference values. Any failed release.* check makes the verdict NOT VERIFIED.
+                      are reference values; --reference FILE may add what a release does not state (machine
+                      allow-lists, TCB floors, policy). Any failed release.* check makes the verdict NOT VERIFIED.
                       Whom it must come from: --key PUB.pem (a pinned key; release.tlog prints WAIVED), or
                       --identity ID --issuer URL (a Sigstore certificate identity and OIDC issuer, checked
                       against the public-good trust root, or --trusted-root FILE), as sigil release verify
@@ -197,9 +199,9 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   return o;
 }
 
-/** --release goes with exactly one way of naming its signer, and replaces --reference. */
+/** --release goes with exactly one way of naming its signer. */
 function releaseUsage(o: Options): void {
-  const problem = releaseUsageProblem(o.release, o.reference, o.releaseTrust);
+  const problem = releaseUsageProblem(o.release, o.releaseTrust);
   if (problem !== undefined) throw new UsageError(problem);
 }
 
@@ -284,10 +286,16 @@ async function loadRelease(o: Options, io: VerifyIo): Promise<ReleaseResult> {
   } catch (err) {
     throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${(err as Error).message}`);
   }
-  return { checks: result.checks, reference: result.referenceValues === undefined ? undefined : { values: result.referenceValues } };
+  const own = await loadReference(o.reference);
+  if (own === undefined) return { checks: result.checks, reference: result.referenceValues === undefined ? undefined : { values: result.referenceValues } };
+  try {
+    return { checks: result.checks, reference: { ...own, values: withReleaseValues(own.values, result.referenceValues) } };
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${o.reference!}: ${(err as Error).message}`);
+  }
 }
 
-/** The reference values of --reference FILE or --release FILE, with the release's own checks. */
+/** The reference values of --reference FILE, --release FILE or both (the file adding what the release does not state), with the release's own checks. */
 async function referenceFor(o: Options, io: VerifyIo): Promise<ReleaseResult> {
   if (o.release !== undefined) return loadRelease(o, io);
   return { checks: [], reference: await loadReference(o.reference) };

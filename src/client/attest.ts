@@ -7,6 +7,7 @@ import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { verifyRelease, type ReleaseVerification } from '../verify/release/verify-release.ts';
+import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { verifyService, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
@@ -20,7 +21,7 @@ export interface AttestOptions {
   gpuRoots?: GpuTrustRoots | undefined;
   ca?: string | undefined;
   /**
-   * A signed release manifest (docs/release.md) whose values are the reference values, verified again at each
+   * A signed release manifest (docs/release.md) whose values join `reference`, verified again at each
    * attestation (it may expire); its `release.*` checks join the others and any failure refuses the service.
    */
   release?: { bundle: Uint8Array; trust: ReleaseTrust } | undefined;
@@ -77,7 +78,7 @@ function verifiedRelease(release: NonNullable<AttestOptions['release']>): Releas
  */
 export async function attest(options: AttestOptions): Promise<Attested> {
   const release = options.release === undefined ? undefined : verifiedRelease(options.release);
-  const reference = release === undefined ? options.reference : release.referenceValues;
+  const reference = release === undefined || options.reference === undefined ? (release?.referenceValues ?? options.reference) : withReleaseValues(options.reference, release.referenceValues);
   const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });

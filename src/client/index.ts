@@ -10,6 +10,7 @@ import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
 import { attest, type Attested } from './attest.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { readFile } from 'node:fs/promises';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
@@ -27,9 +28,10 @@ export interface AttestedFetchOptions {
   /** Reference values (docs/auditing.md) as an object, or the path of a YAML or JSON file holding them. */
   reference?: ReferenceValues | string;
   /**
-   * A signed release manifest (docs/release.md) instead of `reference`: its bytes or the path of the bundle, and
-   * whom it must come from (`{ kind: 'key', publicKey }` or `{ kind: 'sigstore', identity, issuer, trustedRoot? }`).
+   * A signed release manifest (docs/release.md) whose values are reference values: its bytes or the path of the
+   * bundle, and whom it must come from (`{ kind: 'key', publicKey }` or `{ kind: 'sigstore', identity, issuer, trustedRoot? }`).
    * It is verified offline at every attestation; a failed `release.*` check refuses the service like any other.
+   * `reference` may come too, for what a release does not state (machine allow-lists, TCB floors, policy).
    */
   release?: { bundle: Uint8Array | string; trust: ReleaseTrust };
   /** Accept a development service with `tee: "none"`, over plain HTTP if so reached (nothing is attested then). Default false. */
@@ -121,8 +123,14 @@ async function bytesOf(body: RequestInit['body'] | undefined): Promise<Uint8Arra
  * is verified over the exact bytes sent and received. A new TLS key or signing key is re-attested before use.
  */
 export async function createAttestedFetch(options: AttestedFetchOptions): Promise<AttestedFetch> {
-  if (options.release !== undefined && options.reference !== undefined) throw new TypeError('give reference or release, not both: the release manifest is the reference values');
   const reference = typeof options.reference === 'string' ? await readReferenceValues(options.reference) : options.reference;
+  if (options.release !== undefined && reference !== undefined) {
+    try {
+      withReleaseValues(reference, undefined);
+    } catch (err) {
+      throw new TypeError((err as Error).message, { cause: err });
+    }
+  }
   const releaseBundle = options.release === undefined ? undefined : typeof options.release.bundle === 'string' ? await readFile(options.release.bundle) : options.release.bundle;
   const release = releaseBundle === undefined ? undefined : { bundle: releaseBundle, trust: options.release!.trust };
   const allowNoTee = options.allowNoTee ?? false;

@@ -51,6 +51,8 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry('reference.*', 'Reference values', 'The code running is the audited code: each measured value equals one you pinned.', AUDITING),
   entry('snp.crl', 'AMD revocation list', "AMD's own list of withdrawn signing keys, signed by AMD's root and current, does not name the key that vouches for this machine.", AUDITING),
   entry('snp.mitigation_vector', 'CPU mitigations', "AMD's firmware applies the protections against known CPU flaws that the auditor requires.", AUDITING),
+  entry('snp.instance', 'Known AMD machine', "The report comes from one of the machines you listed (by AMD's chip id), or from a guest you named; not pinned without a list.", AUDITING),
+  entry('tdx.instance', 'Known Intel machine', "The quote comes from one of the machines you listed, by the platform ids Intel wrote into the machine's certificate; not pinned without a list.", AUDITING),
   entry('snp.*', 'AMD SEV-SNP evidence', "AMD's signed report is genuine, current and from an enclave configured safely.", AUDITING),
   entry('tdx.module_identity', 'TDX module', "The TDX module that isolates the enclave was signed by Intel, and Intel's records say how up to date this version of it is.", AUDITING),
   entry('tdx.*', 'Intel TDX evidence', "Intel's signed quote is genuine, current and from an enclave configured safely.", AUDITING),

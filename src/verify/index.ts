@@ -48,6 +48,7 @@ export { parseReferenceValues } from './reference/reference-values.ts';
 export type { GpuReferenceValues, ReferenceValues, SnpReferenceValues, TdxReferenceValues } from './reference/reference-values.ts';
 export { readReferenceValues } from './reference/load.ts';
 export { verifyRelease } from './release/verify-release.ts';
+export { withReleaseValues } from './release/reference-from-release.ts';
 export type { ReleaseVerification } from './release/verify-release.ts';
 export type { KeyReleaseTrust, ReleaseTrust, SigstoreReleaseTrust } from './release/trust.ts';
 export type { ReleaseStatement } from './release/manifest.ts';

@@ -6,9 +6,9 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
+import { milanSnpHardware, startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
 
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
@@ -30,8 +30,8 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   });
   afterAll(async () => service.close());
 
-  const keyed = (values: string, expires: Date, tamper?: string) => {
-    const r = keyedSnpRelease(values, expires);
+  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement?: string) => {
+    const r = keyedSnpRelease(values, expires, selfMeasurement);
     return { bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
   };
 
@@ -45,7 +45,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
       const marks = Object.fromEntries(attested.attestation.checks.map((c) => [c.name, checkMark(c)]));
       expect(marks).toMatchObject({
         'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
-        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS',
+        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS', 'attestation.manifest': 'PASS',
       });
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.failed).toEqual([]);
@@ -80,9 +80,50 @@ describe('createAttestedFetch with a release manifest as its reference values (a
     expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: reference\.measurement: MEASUREMENT [0-9a-f]{96} is none of the 1 accepted reference value\(s\)/);
   });
 
-  it('refuses release and reference together', async () => {
-    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: {}, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
+  it("refuses it when its code is not the release's self-measurement: attestation.manifest", async () => {
+    const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() + DAY), undefined, 'ab'.repeat(48)));
+    expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/);
+  });
+
+  it('refuses reference values that pin what the release states, naming the key', async () => {
+    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { sigil: { manifest_sha384: ['5e'.repeat(48)] } }, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(TypeError);
-    expect((error as Error).message).toBe('give reference or release, not both: the release manifest is the reference values');
+    expect((error as Error).message).toBe('sigil.manifest_sha384: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+  });
+
+  it('takes reference values next to the release for what it does not state: a machine not on their allow-list is refused (snp.instance)', async () => {
+    const lastExchange = service.last;
+    const release = keyed(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release, reference: { snp: { chip_id: ['c2'.repeat(64)] } } }).catch((e: unknown) => e)) as Error;
+    expect(service.last).toBe(lastExchange);
+    expect(error.message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: snp\.instance: CHIP_ID c1c1c1c1c1c1c1c1\.\.\. is not one of the 1 allowed machine\(s\)/);
+  });
+});
+
+describe('createAttestedFetch with a keyed release and reference values for the platform (a test Milan chain)', () => {
+  const measurement = randomBytes(48);
+  let chain: AmdTestChain;
+  let service: FakeService;
+  beforeAll(async () => {
+    chain = await createAmdTestChain('Milan');
+    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
+  });
+  afterAll(async () => service.close());
+
+  it('sends requests without allowUnpinnedCode: the release pins the code, the reference values the platform, and only release.tlog is waived', async () => {
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const path = join(work, 'platform.yaml');
+    writeFileSync(path, SNP_PLATFORM_VALUES_YAML);
+    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: path, release: { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key', publicKey: r.publicKeyPem } } });
+    try {
+      expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
+      expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual(['release.tlog']);
+      expect(attested.attestation.verdict.notPinned).toEqual([]);
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
+      expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
+    } finally {
+      await attested.close();
+    }
   });
 });

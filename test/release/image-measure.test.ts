@@ -33,6 +33,8 @@ put('cmdline', `${CMDLINE}\n`);
 put('root-hash', 'ab'.repeat(32));
 put('rootfs.squashfs', 'squashfs stand-in');
 put('rootfs.verity', 'verity stand-in');
+const SELF = '5e'.repeat(48);
+put('self-measurement', `${SELF}\n`);
 const ovmf = join(vectors, 'snp/virtee-sev-snp-measure/fixtures/ovmf_AmdSev_suffix.bin');
 const tdvf = put('OVMF.fd', gunzipSync(readFileSync(join(vectors, 'tdx/debian-ovmf/OVMF.fd.gz'))));
 
@@ -47,8 +49,9 @@ describe('image/measure.sh and image/release-statement.sh', () => {
   it('record, per VM shape of image/shapes.json, the registers sigil measure computes, and put them in the predicate', async () => {
     const env = { ...process.env, SIGIL_CLI: [process.execPath, ...SIGIL_FROM_SOURCES].join(' '), SIGIL_OVMF: ovmf, SIGIL_TDVF: tdvf };
     const { stdout } = await promisify(execFile)('bash', [join(image, 'measure.sh'), work], { env });
-    const m = JSON.parse(stdout) as { targets: { platform: string; measurements: Record<string, string> }[]; cmdline: string };
+    const m = JSON.parse(stdout) as { targets: { platform: string; measurements: Record<string, string> }[]; cmdline: string; sigil_self_measurement: string };
     expect(m.cmdline).toBe(CMDLINE);
+    expect(m.sigil_self_measurement).toBe(SELF);
     const common = ['--kernel', join(work, 'vmlinuz'), '--initrd', join(work, 'initrd.img'), '--append', CMDLINE, '--digest'];
     const snp = (await measure(['snp', '--ovmf', ovmf, '--vcpus', '4', '--vcpu-type', 'EPYC-v4', '--vmm', 'qemu', '--guest-features', '0x1', ...common])).trim();
     const tdx = Object.fromEntries((await measure(['tdx', '--firmware', tdvf, '--memory', '16G', ...common])).trim().split('\n').map((l) => l.split(' ')));
@@ -57,12 +60,13 @@ describe('image/measure.sh and image/release-statement.sh', () => {
     expect(m.targets.map((t) => [t.platform, t.measurements])).toEqual([['sev-snp', { measurement: snp }], ['tdx', tdx]]);
 
     put('measurements.json', stdout);
-    const self = '5e'.repeat(48);
     const predicate = await promisify(execFile)('bash', [join(image, 'release-statement.sh'), work, 'v1.2.3'], {
-      env: { ...env, SIGIL_SELF_MEASUREMENT: self, SIGIL_OVMF_SOURCE: 'test vector', SIGIL_TDVF_SOURCE: 'test vector' },
+      env: { ...env, SIGIL_OVMF_SOURCE: 'test vector', SIGIL_TDVF_SOURCE: 'test vector' },
     });
-    const p = JSON.parse(predicate.stdout) as { version: string; targets: { platform: string; measurements: Record<string, string> }[] };
+    const p = JSON.parse(predicate.stdout) as { version: string; sigil_self_measurement: string; targets: { platform: string; measurements: Record<string, string> }[] };
     expect(p.version).toBe('1.2.3');
+    // The self-measurement image/build.sh computed (sigil measure self inside the image) is the release's.
+    expect(p.sigil_self_measurement).toBe(SELF);
     expect(p.targets.map((t) => [t.platform, t.measurements])).toEqual([['sev-snp', { measurement: snp }], ['tdx', tdx]]);
   }, 120_000);
 });

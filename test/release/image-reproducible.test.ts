@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * Two builds of the measured image (image/repro-check.sh), in different directories at different times. It
- * takes about 45 minutes on two shared cores (two builds of about 20 each), so it runs only when asked: SIGIL_IMAGE_REPRO=1, as root, with
+ * takes about 35 minutes on two shared cores (two builds of about 17 each; docs/image.md records a run), so it runs only when asked: SIGIL_IMAGE_REPRO=1, as root, with
  * mmdebstrap, squashfs-tools, cryptsetup-bin and cpio installed (docs/image.md).
  */
 const enabled = process.env.SIGIL_IMAGE_REPRO === '1';

@@ -30,11 +30,16 @@ export function releaseStatement(): ReleaseStatement {
   };
 }
 
-/** A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at `expires`. */
-export function keyedSnpRelease(snpMeasurement: string, expires: Date): { bundle: string; publicKeyPem: string } {
+/**
+ * A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at
+ * `expires`; its self-measurement is `selfMeasurement` (default: the manifest the stand-in service of
+ * test/verify/cli-server.ts measures).
+ */
+export function keyedSnpRelease(snpMeasurement: string, expires: Date, selfMeasurement = '5e'.repeat(48)): { bundle: string; publicKeyPem: string } {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const statement = releaseStatement();
   statement.predicate.expires = expires.toISOString().replace(/\.\d+Z$/, 'Z');
+  statement.predicate.sigil_self_measurement = selfMeasurement;
   statement.predicate.targets = [{ ...statement.predicate.targets[0]!, measurements: { measurement: snpMeasurement } }];
   return {
     bundle: signReleaseWithKey(statement, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()),

@@ -135,6 +135,7 @@ describe('a locally keyed release manifest (sigil release sign --key)', () => {
     });
     expect(result.ok).toBe(true);
     expect(result.referenceValues).toEqual({
+      sigil: { manifest_sha384: ['5e'.repeat(48)] },
       snp: { measurement: [SNP_MEASUREMENT] },
       tdx: { mrtd: [TDX_MRTD], rtmr0: ['00'.repeat(48)], rtmr1: [TDX_RTMR1, TDX_RTMR1_OTHER], rtmr2: ['22'.repeat(48)] },
     });

@@ -169,6 +169,22 @@ export function pinnedSnpReference(measurement: Uint8Array, manifestSha384: stri
   };
 }
 
+/**
+ * A reference-values file (YAML) pinning the platform values a `buildSnpReport` report shows by default, and
+ * nothing a release manifest states (no measurement, no manifest): what an auditor adds next to a release.
+ */
+export const SNP_PLATFORM_VALUES_YAML = `snp:
+  vmpl: 0
+  host_data: ${'00'.repeat(32)}
+  min_tcb: { bootloader: 4, tee: 0, snp: 24, microcode: 219 }
+  min_build: 0
+  min_api_version: "0.0"
+  min_guest_svn: 0
+  chip_id: [${'c1'.repeat(64)}]
+  policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
+  platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
+`;
+
 /** An SEV-SNP attestation report signed with `key` in AMD's layout: r and s little-endian, 72 bytes each. */
 export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Array {
   const report = Buffer.alloc(SNP_REPORT_SIZE);

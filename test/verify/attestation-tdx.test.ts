@@ -18,6 +18,7 @@ const ALL_TDX_CHECKS = [
   'tdx.qe',
   'tdx.pck_chain',
   'tdx.root',
+  'tdx.instance',
   'tdx.debug',
   'tdx.td_attributes',
   'tdx.xfam',

@@ -6,10 +6,10 @@ import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain } from '../support/evidence-fixtures.ts';
 import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { TEST_API_KEY, startFakeService } from './cli-server.ts';
+import { milanSnpHardware, TEST_API_KEY, startFakeService } from './cli-server.ts';
 import type { FakeService } from './cli-server.ts';
 import { makeSigner } from './receipt-fixtures.ts';
 
@@ -25,21 +25,24 @@ const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 /** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
 
+/** `sigil verify` in-process with the test AMD roots, its output captured. */
+async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots };
+  const code = await verifyCommand(argv, io);
+  return { code, stdout, stderr };
+}
+
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
   let service: FakeService;
   const measurement = randomBytes(48);
 
-  async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    let stdout = '';
-    let stderr = '';
-    const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots: chain.roots };
-    const code = await verifyCommand(argv, io);
-    return { code, stdout, stderr };
-  }
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
-  function release(name: string, values: string, expires: Date, tamper?: string): string[] {
-    const r = keyedSnpRelease(values, expires);
+  function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement?: string): string[] {
+    const r = keyedSnpRelease(values, expires, selfMeasurement);
     return ['--release', save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
   }
 
@@ -58,13 +61,14 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY))]);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
-    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement']) {
+    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement', 'attestation.manifest']) {
       expect(lines).toContain(`PASS ${name}`);
     }
     expect(r.stdout).toMatch(/^WAIVED release\.tlog — a locally keyed manifest is not in a transparency log, .* \(waived: the signer's key is pinned \(--key\): the auditor trusts its holder without a transparency log\)$/m);
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
-    expect(r.stdout).toMatch(/^verified with waivers: 44 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
+    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${'5e'.repeat(48)} is one the reference values accept:`);
+    expect(r.stdout).toMatch(/^verified with waivers: 46 checks passed; 12 waived \(release\.tlog, snp\.smt, /m);
     expect(r.code).toBe(0);
   });
 
@@ -92,6 +96,15 @@ describe('sigil verify --release: a signed release manifest as the reference val
     expect(r.code).toBe(1);
   });
 
+  it("fails attestation.manifest when the service's code is not the release's self-measurement, though its launch measurement is listed", async () => {
+    const released = 'ab'.repeat(48);
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('other-code', measurement.toString('hex'), new Date(Date.now() + DAY), undefined, released)]);
+    expect(failing(r.stdout)).toEqual(['attestation.manifest']);
+    expect(r.stdout).toContain(`FAIL attestation.manifest — manifest ${'5e'.repeat(48)} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`);
+    expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
+    expect(r.code).toBe(1);
+  });
+
   it('checks the release of a kept receipt verified without evidence: a tampered one still fails the verdict', async () => {
     await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code']);
     const jwks = await (await request(`${service.url}/v1/verify/jwks.json`, { dispatcher: insecure })).body.text();
@@ -102,16 +115,53 @@ describe('sigil verify --release: a signed release manifest as the reference val
     expect(r.code).toBe(1);
   });
 
-  it('refuses --release without a signer, and with --reference, as bad usage', async () => {
+  it('refuses --release without a signer, and a signer without --release, as bad usage', async () => {
     const [, bundle] = release('usage', measurement.toString('hex'), new Date(Date.now() + DAY));
     const unnamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!]);
     expect(unnamed.code).toBe(2);
     expect(unnamed.stderr).toContain('sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
-    const both = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!, '--key', bundle!, '--reference', bundle!]);
-    expect(both.code).toBe(2);
-    expect(both.stderr).toContain('give --reference FILE or --release FILE, not both');
     const orphan = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--key', bundle!]);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toContain('--key name the signer of a release manifest: give --release FILE too');
+  });
+});
+
+describe('sigil verify --release with --reference for what a release does not state', () => {
+  let chain: AmdTestChain;
+  let service: FakeService;
+  const measurement = randomBytes(48);
+
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
+
+  const release = (name: string) => {
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    return ['--release', save(`${name}.sigstore.json`, r.bundle), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
+  };
+
+  beforeAll(async () => {
+    chain = await createAmdTestChain('Milan');
+    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
+  });
+  afterAll(async () => service.close());
+
+  it('verifies a keyed release on SEV-SNP without --allow-unpinned-code: the release pins the code, the file the platform', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('pinned'), '--reference', save('platform.yaml', SNP_PLATFORM_VALUES_YAML)]);
+    expect(status(r.stdout).filter((s) => !s.startsWith('PASS'))).toEqual(['WAIVED release.tlog']);
+    expect(status(r.stdout)).toEqual(expect.arrayContaining(['PASS reference.measurement', 'PASS attestation.manifest', 'PASS snp.instance', 'PASS snp.product', 'PASS reference.host_data']));
+    expect(r.stdout).toMatch(/^verified with waivers: \d+ checks passed; 1 waived \(release\.tlog\)$/m);
+    expect(r.code).toBe(0);
+  });
+
+  it('fails snp.instance when the machine is not on the allow-list the file adds', async () => {
+    const other = SNP_PLATFORM_VALUES_YAML.replace('c1'.repeat(64), 'c2'.repeat(64));
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('machines'), '--reference', save('machines.yaml', other)]);
+    expect(failing(r.stdout)).toEqual(['snp.instance']);
+    expect(r.code).toBe(1);
+  });
+
+  it('refuses a file that pins what the release states, naming the key', async () => {
+    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('overlap'), '--reference', save('overlap.yaml', `snp:\n  measurement: ${'ab'.repeat(48)}\n`)]);
+    expect(r.stderr).toContain('snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+    expect(r.code).toBe(3);
   });
 });

@@ -8,6 +8,7 @@ import canonicalizeModule from 'canonicalize';
 import { gpuEvidenceSha256, reportDataV2, type AttestationBinding, type GpuEvidence } from '../../src/protocol/attestation.ts';
 import type { ReceiptClaims } from '../../src/verify/claims.ts';
 import { SIGNED_NONCE_TYP } from '../../src/protocol/signed-nonce.ts';
+import { amdCertTable, buildSnpReport, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import type { TestSigner } from './receipt-fixtures.ts';
 
 const canonicalize = canonicalizeModule as unknown as (input: unknown) => string;
@@ -27,6 +28,16 @@ export interface FakeHardware {
   /** What the document and the receipts claim (lowercase hex). */
   measurement: string;
   evidence(reportData: Uint8Array): { report: string; certificates: string } | { quote: string };
+}
+
+/** The stand-in's SEV-SNP hardware: reports of a Milan CPU measuring `measurement`, signed by `chain`'s VCEK. */
+export function milanSnpHardware(chain: AmdTestChain, measurement: Uint8Array): FakeHardware {
+  const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+  return {
+    tee: 'sev-snp',
+    measurement: Buffer.from(measurement).toString('hex'),
+    evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+  };
 }
 
 /** How the fake service misbehaves, per test. */

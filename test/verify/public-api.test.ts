@@ -45,6 +45,7 @@ const PUBLIC_API = [
   'verifyTdxEventLog',
   'verifyTdxEvidence',
   'verifyTdxEvidenceWithCollateral',
+  'withReleaseValues',
 ];
 
 function thrown(f: () => unknown): unknown {

@@ -63,7 +63,7 @@ snp:
   });
 
   it('refuses an unknown key, naming it', () => {
-    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe('tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, min_tee_tcb_svn, tcb_status, min_qe_svn, min_pce_svn, min_tcb_evaluation_data_number)');
+    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe('tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, ppid, platform_instance_id, min_tee_tcb_svn, tcb_status, min_qe_svn, min_pce_svn, min_tcb_evaluation_data_number)');
     expect(parseError('sev:\n  measurement: 00\n').key).toBe('sev');
     expect(parseError('snp:\n  min_tcb: { ucode: 1 }\n').key).toBe('snp.min_tcb.ucode');
     expect(parseError('snp:\n  policy: { abi_minor: 1 }\n').key).toBe('snp.policy.abi_minor');

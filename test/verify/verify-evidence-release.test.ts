@@ -59,10 +59,18 @@ describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
     expect(r.code).toBe(1);
   });
 
-  it('refuses --release with --reference, and a signer option without --release', async () => {
-    const both = await runVerifyEvidence([...evidence, ...release('both', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', milan], AT);
-    expect(both.code).toBe(2);
-    expect(both.stderr).toMatch(/^sigil verify-evidence: give --reference FILE or --release FILE, not both: the release manifest is the reference values\n/);
+  it('adds --reference values the release does not state (HOST_DATA, a machine allow-list), and refuses one it states', async () => {
+    const platform = file('platform.yaml', 'snp:\n  host_data: 783f0057820acb99249af56cc3b07b4e8d80f65183167cba9cf437bb680f742f\n  chip_id: ' + '00'.repeat(64) + '\n');
+    const both = await runVerifyEvidence([...evidence, ...release('both', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', platform], AT);
+    expect(both.marks).toMatchObject({ 'reference.measurement': 'PASS', 'reference.host_data': 'PASS', 'snp.instance': 'FAIL' });
+    expect(failing(both.stdout)).toEqual(['snp.instance']);
+    expect(both.code).toBe(1);
+    const overlap = await runVerifyEvidence([...evidence, ...release('overlap', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', file('overlap.yaml', `snp:\n  measurement: ${MILAN_MEASUREMENT}\n`)], AT);
+    expect(overlap.stderr).toContain('snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)\n');
+    expect(overlap.code).toBe(3);
+  });
+
+  it('refuses a signer option without --release', async () => {
     const orphan = await runVerifyEvidence([...evidence, '--identity', 'x', '--issuer', 'y'], AT);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toMatch(/^sigil verify-evidence: --identity, --issuer name the signer of a release manifest: give --release FILE too\n/);

@@ -5,6 +5,7 @@ import { toHex } from './byte-reader.ts';
 import { commonName, issuanceProblem, readCertificate, readPemCertificates, sameCertificate } from './certificate-chain.ts';
 import { describeEvidenceError } from './errors.ts';
 import { readTdxQuote, TDX_BODY_15_SIZE, TDX_BODY_SIZE, type TdxQuote } from './tdx-quote.ts';
+import { tdxInstanceCheck } from './tdx-instance.ts';
 import { tdxPlatformChecks, type TdxTcbVerdict } from './tdx-policy.ts';
 import type { TdxReferenceValues } from '../reference/reference-values.ts';
 import { verifyIntelCollateral, type IntelCollateral } from './collateral/intel-collateral.ts';
@@ -132,7 +133,7 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, ${body}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
   checks.push(quoteSignatureCheck(quote));
   const chain = chainChecks(quote, roots, now);
-  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), quotingEnclaveCheck(quote, reference), ...chain.checks);
+  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), quotingEnclaveCheck(quote, reference), ...chain.checks, tdxInstanceCheck(chain.pck, reference));
   checks.push(...tdxPlatformChecks(quote.body, reference, verdict));
   return { checks, quote };
 }

@@ -28,6 +28,10 @@ export interface TdxReferenceValues {
   min_pce_svn?: number;
   /** The oldest Intel TCB evaluation (tcbEvaluationDataNumber) whose collateral is accepted; needs collateral. */
   min_tcb_evaluation_data_number?: number;
+  /** A machine allow-list: the PPIDs (Intel's platform provisioning ids, from the PCK certificate) the auditor accepts. */
+  ppid?: string[];
+  /** A machine allow-list by the PCK certificate's platform instance id (multi-package platforms). */
+  platform_instance_id?: string[];
 }
 
 export interface SnpMinTcb {
@@ -124,6 +128,8 @@ const TDX_HEX: Record<string, number> = {
   td_attributes: 8,
   xfam: 8,
   mrseam: 48,
+  ppid: 16,
+  platform_instance_id: 16,
 };
 const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
 const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64, report_id_ma: 32 };

@@ -34,7 +34,7 @@ export interface ReleasePredicate {
   /** RFC 3339; past it the manifest is refused. */
   expires: string;
   image: { root_hash: string };
-  /** The digest of the event Sigil extends into the runtime register when it measures itself, SHA-384 hex. */
+  /** Sigil's self-measurement: the manifest digest `sigil measure self` prints (`manifest_sha384`), SHA-384 hex. */
   sigil_self_measurement: string;
   targets: ReleaseTarget[];
 }

@@ -21,7 +21,7 @@ describe("dcap-qvl's JSON collateral, given directly as --collateral FILE", () =
     expect(r.stdout).toContain("\nPASS tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: status UpToDate (the platform has every security update Intel published), no advisories; accepted (the default accepts only UpToDate)\n");
     // Every collateral check and the TCB status pass, but nothing pinned (no reference values, no REPORT_DATA, no log): fail closed, exit 1, no FAIL.
     expect(Object.values(r.marks)).not.toContain('FAIL');
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('NOT VERIFIED: 17 checks passed; 13 not pinned, so compared with nothing (tdx.qe, tdx.td_attributes, tdx.xfam, tdx.mrseam, tdx.tee_tcb_svn, evidence.report_data, reference.values, reference.mrtd, reference.rtmr0, reference.rtmr1, reference.rtmr2, reference.rtmr3, eventlog.replay); the code was not compared with reference values');
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('NOT VERIFIED: 17 checks passed; 14 not pinned, so compared with nothing (tdx.qe, tdx.instance, tdx.td_attributes, tdx.xfam, tdx.mrseam, tdx.tee_tcb_svn, evidence.report_data, reference.values, reference.mrtd, reference.rtmr0, reference.rtmr1, reference.rtmr2, reference.rtmr3, eventlog.replay); the code was not compared with reference values');
     expect(r.code).toBe(1);
   });
 

@@ -6,6 +6,10 @@ import { EvidenceError } from '../errors.ts';
 const SGX_EXTENSION_OID = '1.2.840.113741.1.13.1';
 
 export interface PckExtension {
+  /** The Platform Provisioning ID (16 bytes): Intel's identifier of the processor package or platform the key belongs to. */
+  ppid: string;
+  /** The platform instance id (16 bytes), present only in certificates of the PCK Platform CA (multi-package platforms). */
+  platformInstanceId?: string;
   /** The platform's family-model-stepping-platform id (6 bytes), which selects the TCB info. */
   fmspc: string;
   pceId: string;
@@ -60,7 +64,10 @@ export function readPckExtension(cert: X509Certificate): PckExtension {
   const root = members(asn1js.fromBER(extensionValue(cert)).result);
   const tcb = members(root.get(`${SGX_EXTENSION_OID}.2`) ?? new asn1js.Null());
   const compSvn = Array.from({ length: 16 }, (_, i) => integer(tcb.get(`${SGX_EXTENSION_OID}.2.${i + 1}`), `SGX TCB component ${i + 1}`));
+  const instance = root.get(`${SGX_EXTENSION_OID}.6`);
   return {
+    ppid: octets(root.get(`${SGX_EXTENSION_OID}.1`), 'PPID'),
+    ...(instance === undefined ? {} : { platformInstanceId: octets(instance, 'platform instance id') }),
     fmspc: octets(root.get(`${SGX_EXTENSION_OID}.4`), 'FMSPC'),
     pceId: octets(root.get(`${SGX_EXTENSION_OID}.3`), 'PCE-ID'),
     compSvn,
