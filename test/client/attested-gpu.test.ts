@@ -59,7 +59,7 @@ describe('attest() on a document carrying the real H100 report', () => {
     const forged = ocspResponse({ cert: new Uint8Array(device!.raw), issuer: new Uint8Array(issuer!.raw), signer: generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey, thisUpdate: new Date(now - 3600_000), nextUpdate: new Date(now + 3600_000) });
     writeFileSync(join(work, 'forged.der'), forged);
     const reference = { gpu: { ocsp: [join(work, 'absent.der'), join(work, 'forged.der')] } };
-    const result = await attest({ baseURL: service.url, reference, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
+    const result = await attest({ baseURL: service.url, freshReport: true, reference, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
     expect(failed(result.checks)).toEqual(['gpu.ocsp', 'gpu[0].revocation']);
     expect(detail(result.checks, 'gpu.ocsp')).toMatch(/^the OCSP response .*absent\.der named by the reference values cannot be read \(ENOENT\)/);
     expect(detail(result.checks, 'gpu[0].revocation')).toContain('nor by an OCSP signer it certified');

@@ -180,6 +180,8 @@ export const SNP_PLATFORM_VALUES_YAML = `snp:
   min_build: 0
   min_api_version: "0.0"
   min_guest_svn: 0
+  min_launch_mit_vector: 0
+  min_current_mit_vector: 0
   chip_id: [${'c1'.repeat(64)}]
   policy: { smt: true, single_socket: false, cxl_allowed: false, mem_aes_256_xts: false, rapl_disabled: false, ciphertext_hiding: false, page_swap_disabled: false }
   platform_info: { smt_enabled: false, tsme_enabled: false, ecc_enabled: false, rapl_disabled: false, ciphertext_hiding_enabled: false, alias_check_complete: false }
