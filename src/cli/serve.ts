@@ -88,15 +88,17 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
 
-  let sigil;
+  // SIGHUP is handled from the start: one sent as Sigil says it listens reloads, and one sent earlier is not fatal.
+  let sigil: Awaited<ReturnType<typeof startSigil>> | undefined;
+  const reload = () => void sigil?.reload();
+  process.on('SIGHUP', reload);
   try {
     sigil = await startSigil(config);
   } catch (err) {
+    process.off('SIGHUP', reload);
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
-  const reload = () => void sigil.reload();
-  process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);

@@ -105,12 +105,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     await built.close();
     throw err;
   }
-  const ctx = state.ctx;
-  logger.info(
-    { url, workers: count, tls: built.tls?.mode ?? 'off', tls_spki_sha256: ctx.attestation.tlsSpkiSha256, kid: ctx.signingKey.kid, key_origin: ctx.signingKey.origin, tee: ctx.attestation.start.tee, policy_hash: ctx.receiptContext.policyHash, models: ctx.catalogue.models.length },
-    'sigil listening',
-  );
-
+  // Reloads are wired before Sigil says it listens: a SIGHUP sent on that line must reload, not end the process.
   const reload = async () => {
     const outcome = await reloadFiles(state);
     broadcast({ type: 'sigil:reload', ...reloadedParts(state.ctx) });
@@ -120,6 +115,11 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
   built.tls?.onRenewed((credentials) => broadcast({ type: 'sigil:tls', credentials }));
   const onHup = () => void reload();
   process.on('SIGHUP', onHup);
+  const ctx = state.ctx;
+  logger.info(
+    { url, workers: count, tls: built.tls?.mode ?? 'off', tls_spki_sha256: ctx.attestation.tlsSpkiSha256, kid: ctx.signingKey.kid, key_origin: ctx.signingKey.origin, tee: ctx.attestation.start.tee, policy_hash: ctx.receiptContext.policyHash, models: ctx.catalogue.models.length },
+    'sigil listening',
+  );
 
   await new Promise<void>((resolve) => {
     const stop = () => {

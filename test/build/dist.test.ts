@@ -58,7 +58,9 @@ function packageOf(specifier: string): string | undefined {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
 }
 
-const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g;
+// Static imports and re-exports at the start of a statement, side-effect imports and dynamic import(): not the word
+// "from" inside a message such as 'differ from' : '...'.
+const IMPORT = /^\s*(?:import|export)\b[^'";]*?\bfrom\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']/gm;
 
 describe('the compiled proxy (dist/) needs only its production dependencies', () => {
   it('imports nothing but Node built-ins and `dependencies`; node-llama-cpp, optional, only from the built-in engine', () => {
@@ -68,7 +70,8 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
     const seen = new Set<string>();
     for (const file of files) {
       const path = relative(join(app, 'dist'), file);
-      for (const [, specifier] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+      for (const match of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+        const specifier = match[1] ?? match[2] ?? match[3];
         const name = packageOf(specifier!);
         if (name !== undefined) seen.add(name);
         if (name === undefined || name in PACKAGE.dependencies) continue;

@@ -25,13 +25,20 @@ function killQuietly(pid: number): void {
 }
 
 /** The worker processes: the primary's children, read from /proc. */
+/** The primary's worker processes: its children running its own command line (not, say, the esbuild service tsx starts). */
 function childPids(pid: number): number[] {
   const out: number[] = [];
+  let command: string;
+  try {
+    command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return out; // the primary has exited
+  }
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(entry));
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8') === command) out.push(Number(entry));
     } catch {
       // ended while we looked
     }
