@@ -193,7 +193,11 @@ try {
     ['a', base],
     ['b', head],
   ] as const) {
-    started.push({ label: side.label, plain: await startSigilFrom(side.root, `${name}-plain`, engine.port, false), receipts: await startSigilFrom(side.root, `${name}-receipts`, engine.port, true) });
+    started.push({
+      label: side.label,
+      plain: await startSigilFrom(side.root, `${name}-plain`, engine.port, false),
+      receipts: await startSigilFrom(side.root, `${name}-receipts`, engine.port, true),
+    });
   }
   log(`warming up (${useWrk ? 'wrk' : 'autocannon'})`);
   for (const side of started) for (const path of paths) await load(side, path, 1);
@@ -222,8 +226,12 @@ try {
 
   const [a, b] = started as [Side, Side];
   const out: string[] = [];
-  out.push(`A = ${a.label}, B = ${b.label}; ${rounds} interleaved rounds of ${seconds} s per path; Sigil pinned to core ${PROXY_CORE}, load to core ${LOAD_CORE}${hasTaskset ? '' : ' (no taskset: not pinned)'}.`);
-  out.push('CPU is the Sigil process\'s user + system time (/proc) per unit; cells are medians over rounds (min–max); "B/A per round" is the median of the ratios taken within each round.');
+  out.push(
+    `A = ${a.label}, B = ${b.label}; ${rounds} interleaved rounds of ${seconds} s per path; Sigil pinned to core ${PROXY_CORE}, load to core ${LOAD_CORE}${hasTaskset ? '' : ' (no taskset: not pinned)'}.`,
+  );
+  out.push(
+    'CPU is the Sigil process\'s user + system time (/proc) per unit; cells are medians over rounds (min–max); "B/A per round" is the median of the ratios taken within each round.',
+  );
   out.push('');
   out.push('| path | unit | A CPU µs/unit | B CPU µs/unit | B/A CPU, per round | A units/s | B units/s | B/A units/s |');
   out.push('|---|---|---|---|---|---|---|---|');
@@ -236,7 +244,9 @@ try {
     const cb = cpu.get(`${b.label}/${path}`)!;
     const ra = rate.get(`${a.label}/${path}`)!;
     const rb = rate.get(`${b.label}/${path}`)!;
-    out.push(`| ${path} | ${UNIT[path]} | ${cell(ca, 1)} | ${cell(cb, 1)} | **${spread(ratios.get(path)!).median.toFixed(2)}** (${spread(ratios.get(path)!).min.toFixed(2)}–${spread(ratios.get(path)!).max.toFixed(2)}) | ${cell(ra, 0)} | ${cell(rb, 0)} | ${(spread(rb).median / spread(ra).median).toFixed(2)} |`);
+    out.push(
+      `| ${path} | ${UNIT[path]} | ${cell(ca, 1)} | ${cell(cb, 1)} | **${spread(ratios.get(path)!).median.toFixed(2)}** (${spread(ratios.get(path)!).min.toFixed(2)}–${spread(ratios.get(path)!).max.toFixed(2)}) | ${cell(ra, 0)} | ${cell(rb, 0)} | ${(spread(rb).median / spread(ra).median).toFixed(2)} |`,
+    );
   }
   process.stdout.write(`${out.join('\n')}\n`);
 } finally {

@@ -21,7 +21,10 @@ const MAX_TOKENS = Number(values['max-tokens']);
 
 const dir = mkdtempSync(join(tmpdir(), 'sigil-bench-engine-'));
 const model = await ensureDemoModel(join(dir, 'demo.gguf'));
-writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, auth: { keys_file: 'keys' }, engine: { model: model.path, parallel: 1 } }));
+writeFileSync(
+  join(dir, 'sigil.yaml'),
+  stringify({ listen: { host: '127.0.0.1', port: 0 }, auth: { keys_file: 'keys' }, engine: { model: model.path, parallel: 1 } }),
+);
 const { key } = addKey(join(dir, 'keys'));
 
 const started = Date.now();
@@ -42,7 +45,14 @@ async function stream(base: string, auth: boolean): Promise<{ tokens: number; tt
   const res = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${key}` } : {}) },
-    body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'Tell me a story.' }], stream: true, max_tokens: MAX_TOKENS, seed: 7, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      model: 'demo',
+      messages: [{ role: 'user', content: 'Tell me a story.' }],
+      stream: true,
+      max_tokens: MAX_TOKENS,
+      seed: 7,
+      stream_options: { include_usage: true },
+    }),
   });
   const reader = res.body!.getReader();
   let ttftMs = 0;
@@ -53,7 +63,12 @@ async function stream(base: string, auth: boolean): Promise<{ tokens: number; tt
     text += Buffer.from(value).toString();
     if (ttftMs === 0 && text.includes('"content":"') && !text.endsWith('"content":""')) ttftMs = performance.now() - t0;
   }
-  const usage = JSON.parse(text.split('\n\n').filter((e) => e.includes('"usage":{'))[0]!.slice(6)).usage as { completion_tokens: number };
+  const usage = JSON.parse(
+    text
+      .split('\n\n')
+      .filter((e) => e.includes('"usage":{'))[0]!
+      .slice(6),
+  ).usage as { completion_tokens: number };
   return { tokens: usage.completion_tokens, ttftMs, totalMs: performance.now() - t0 };
 }
 
@@ -84,7 +99,7 @@ for (let i = 0; i < ROUNDS; i++) {
 const sigilCpuUs = cpuUs(sigil.pid!) - sigilCpuBefore;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const tps = (runs: typeof direct) => runs.map((r) => (r.tokens / r.totalMs) * 1000);
-const ratios = direct.map((d, i) => (proxied[i]!.tokens / proxied[i]!.totalMs) / (d.tokens / d.totalMs));
+const ratios = direct.map((d, i) => proxied[i]!.tokens / proxied[i]!.totalMs / (d.tokens / d.totalMs));
 const report = {
   date: new Date().toISOString(),
   model: `demo (random weights, ${model.sha256.slice(0, 19)}...)`,

@@ -16,7 +16,15 @@ import { fetchServerIdentity, sealRequest } from './ehbp-client.ts';
 import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
 import { cpuMicros, freePort, pin, spawnLogged, stopChild, waitForPort } from './processes.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, requests: { type: 'string', default: '400' }, streams: { type: 'string', default: '60' }, tokens: { type: 'string', default: '64' }, concurrency: { type: 'string', default: '8' } } });
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '5' },
+    requests: { type: 'string', default: '400' },
+    streams: { type: 'string', default: '60' },
+    tokens: { type: 'string', default: '64' },
+    concurrency: { type: 'string', default: '8' },
+  },
+});
 const ROUNDS = Number(values.rounds);
 const REQUESTS = Number(values.requests);
 const STREAMS = Number(values.streams);
@@ -114,9 +122,13 @@ await stopChild(engine.spawned.child);
 
 const row = (name: string, plain: number[], sealed: number[]) =>
   `| ${name} | ${median(plain).toFixed(1)} | ${median(sealed).toFixed(1)} | ${(median(sealed) / median(plain)).toFixed(2)}× |`;
-console.log(`EHBP cost in Sigil's process, medians of ${ROUNDS} interleaved rounds (${REQUESTS} JSON requests, ${STREAMS} streams of ${TOKENS} tokens per round, concurrency ${CONCURRENCY})\n`);
+console.log(
+  `EHBP cost in Sigil's process, medians of ${ROUNDS} interleaved rounds (${REQUESTS} JSON requests, ${STREAMS} streams of ${TOKENS} tokens per round, concurrency ${CONCURRENCY})\n`,
+);
 console.log('| Sigil CPU | plain (µs) | EHBP (µs) | ratio |');
 console.log('|---|---|---|---|');
 console.log(row('per JSON request', results.plainJson, results.sealedJson));
 console.log(row('per streamed event', results.plainEvent, results.sealedEvent));
-console.log(`\nstream events received: plain ${merged.plainEvents} (reads carrying more than one event: ${merged.plain}); EHBP frames ${merged.sealedFrames} (reads carrying more than one frame: ${merged.sealed})`);
+console.log(
+  `\nstream events received: plain ${merged.plainEvents} (reads carrying more than one event: ${merged.plain}); EHBP frames ${merged.sealedFrames} (reads carrying more than one frame: ${merged.sealed})`,
+);

@@ -23,7 +23,10 @@ export interface FakeEngineOptions {
 
 const DEFAULT_TOKENS = 16;
 const CREATED = 1_700_000_000;
-const MODELS = JSON.stringify({ object: 'list', data: [{ id: 'bench-model', object: 'model', created: CREATED, owned_by: 'vllm', root: 'bench-model', parent: null, max_model_len: 131072 }] });
+const MODELS = JSON.stringify({
+  object: 'list',
+  data: [{ id: 'bench-model', object: 'model', created: CREATED, owned_by: 'vllm', root: 'bench-model', parent: null, max_model_len: 131072 }],
+});
 
 let counter = 0;
 const completionId = () => `chatcmpl-${(++counter).toString(16).padStart(32, '0')}`;
@@ -37,10 +40,22 @@ interface ChatRequest {
 }
 
 function readRequest(body: Buffer): ChatRequest {
-  const parsed = JSON.parse(body.toString('utf8')) as { model?: unknown; stream?: unknown; max_tokens?: unknown; stream_options?: { include_usage?: unknown }; bench_chunk_ms?: unknown };
+  const parsed = JSON.parse(body.toString('utf8')) as {
+    model?: unknown;
+    stream?: unknown;
+    max_tokens?: unknown;
+    stream_options?: { include_usage?: unknown };
+    bench_chunk_ms?: unknown;
+  };
   const tokens = typeof parsed.max_tokens === 'number' && parsed.max_tokens > 0 ? Math.min(parsed.max_tokens, 100_000) : DEFAULT_TOKENS;
   const chunkMs = typeof parsed.bench_chunk_ms === 'number' && parsed.bench_chunk_ms >= 0 ? parsed.bench_chunk_ms : undefined;
-  return { model: String(parsed.model ?? 'bench-model'), stream: parsed.stream === true, tokens, includeUsage: parsed.stream_options?.include_usage === true, chunkMs };
+  return {
+    model: String(parsed.model ?? 'bench-model'),
+    stream: parsed.stream === true,
+    tokens,
+    includeUsage: parsed.stream_options?.include_usage === true,
+    chunkMs,
+  };
 }
 
 function jsonBody(r: ChatRequest): string {
@@ -52,7 +67,9 @@ function jsonBody(r: ChatRequest): string {
     object: 'chat.completion',
     created: CREATED,
     model: r.model,
-    choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [] }, logprobs: null, finish_reason: 'stop', stop_reason: null }],
+    choices: [
+      { index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [] }, logprobs: null, finish_reason: 'stop', stop_reason: null },
+    ],
     usage,
     prompt_logprobs: null,
   });
@@ -96,7 +113,9 @@ export function createFakeEngine(options: FakeEngineOptions): Server {
     try {
       r = readRequest(body);
     } catch {
-      res.writeHead(400, { 'content-type': 'application/json' }).end('{"object":"error","message":"invalid JSON","type":"BadRequestError","param":null,"code":400}');
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end('{"object":"error","message":"invalid JSON","type":"BadRequestError","param":null,"code":400}');
       return;
     }
     if (r.stream) {
@@ -127,7 +146,9 @@ export async function listenFakeEngine(options: FakeEngineOptions): Promise<{ se
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, 'chunk-ms': { type: 'string', default: '5' }, 'json-ms': { type: 'string', default: '0' } } });
+  const { values } = parseArgs({
+    options: { port: { type: 'string', default: '0' }, 'chunk-ms': { type: 'string', default: '5' }, 'json-ms': { type: 'string', default: '0' } },
+  });
   const { url } = await listenFakeEngine({ port: Number(values.port), chunkMs: Number(values['chunk-ms']), jsonMs: Number(values['json-ms']) });
   process.stdout.write(JSON.stringify({ url }) + '\n');
   process.on('SIGTERM', () => process.exit(0));

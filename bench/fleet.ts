@@ -77,7 +77,9 @@ async function load(ports: number[], seconds: number): Promise<{ rps: number; p5
     connections: CONNECTIONS,
     duration: seconds,
   });
-  const statuses = Object.entries(result.statusCodeStats).map(([status, { count }]) => `${status}:${count}`).join(' ');
+  const statuses = Object.entries(result.statusCodeStats)
+    .map(([status, { count }]) => `${status}:${count}`)
+    .join(' ');
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx, statuses };
 }
 
@@ -89,7 +91,12 @@ async function main(): Promise<void> {
   const redis = spawnLogged('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], join(dir, 'redis.log'));
   await waitForPort(redisPort, 10_000, redis.child);
   const enginePort = await freePort();
-  const engine = spawnLogged(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'fake-engine.ts'), '--port', String(enginePort), '--json-ms', '0'], join(dir, 'engine.log'), { cwd: ROOT });
+  const engine = spawnLogged(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'bench', 'fake-engine.ts'), '--port', String(enginePort), '--json-ms', '0'],
+    join(dir, 'engine.log'),
+    { cwd: ROOT },
+  );
   await waitForPort(enginePort, 20_000, engine.child);
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
 
@@ -105,7 +112,9 @@ async function main(): Promise<void> {
         await load(ports, WARMUP_S);
         const r = await load(ports, SECONDS);
         samples[setup].push(r.rps);
-        detail.push(`round ${round} ${setup.padEnd(8)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  errors ${r.errors} (${r.statuses})`);
+        detail.push(
+          `round ${round} ${setup.padEnd(8)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  errors ${r.errors} (${r.statuses})`,
+        );
         process.stderr.write(detail.at(-1) + '\n');
         await Promise.all(replicas.map((rep) => stopChild(rep.spawned.child, 'SIGTERM')));
       }

@@ -38,5 +38,7 @@ for (const pass of [1, 2]) {
   const sigil = await time(() => hashModel(file));
   const coreutils = await time(() => 'sha256:' + execFileSync('sha256sum', [file], { encoding: 'utf8' }).split(' ')[0]);
   if (sigil.value !== coreutils.value) throw new Error(`the digests differ: ${sigil.value} and ${coreutils.value}`);
-  process.stdout.write(`pass ${pass}: ${(bytes / 1e6).toFixed(0)} MB  sigil ${sigil.seconds.toFixed(2)} s (${rate(sigil.seconds)})  sha256sum ${coreutils.seconds.toFixed(2)} s (${rate(coreutils.seconds)})  ${sigil.value}\n`);
+  process.stdout.write(
+    `pass ${pass}: ${(bytes / 1e6).toFixed(0)} MB  sigil ${sigil.seconds.toFixed(2)} s (${rate(sigil.seconds)})  sha256sum ${coreutils.seconds.toFixed(2)} s (${rate(coreutils.seconds)})  ${sigil.value}\n`,
+  );
 }

@@ -132,58 +132,66 @@ interface Tally {
   firstProblem?: string;
 }
 
-function once(job: { mode: 'json' | 'stream'; target: Target; body: string; tokens: number }, agent: Agent, tally: Tally, onFirstByte?: () => void): Promise<void> {
+function once(
+  job: { mode: 'json' | 'stream'; target: Target; body: string; tokens: number },
+  agent: Agent,
+  tally: Tally,
+  onFirstByte?: () => void,
+): Promise<void> {
   return new Promise((resolve) => {
     const start = nowUs();
     const send = job.target.tls === undefined ? request : httpsRequest;
-    const req = send({ host: job.target.host, port: job.target.port, path: job.target.path, method: 'POST', headers: job.target.headers, agent }, (res: IncomingMessage) => {
-      if (res.statusCode !== 200) {
-        tally.non200++;
-        if (tally.firstProblem === undefined) tally.firstProblem = `status ${res.statusCode}`;
-        res.resume();
-        res.on('end', () => resolve());
-        res.on('error', () => resolve());
-        return;
-      }
-      if (job.mode === 'json') {
-        res.on('data', () => {});
+    const req = send(
+      { host: job.target.host, port: job.target.port, path: job.target.path, method: 'POST', headers: job.target.headers, agent },
+      (res: IncomingMessage) => {
+        if (res.statusCode !== 200) {
+          tally.non200++;
+          if (tally.firstProblem === undefined) tally.firstProblem = `status ${res.statusCode}`;
+          res.resume();
+          res.on('end', () => resolve());
+          res.on('error', () => resolve());
+          return;
+        }
+        if (job.mode === 'json') {
+          res.on('data', () => {});
+          res.on('end', () => {
+            tally.latencies.push(nowUs() - start);
+            resolve();
+          });
+          res.on('error', () => {
+            tally.errors++;
+            resolve();
+          });
+          return;
+        }
+        const reader = new StreamReader(job.tokens, tally.gaps, () => tally.merged++);
+        let first = true;
+        res.setEncoding('latin1');
+        res.on('data', (text: string) => {
+          const at = nowUs();
+          tally.reads++;
+          if (first) {
+            first = false;
+            tally.latencies.push(at - start);
+            onFirstByte?.();
+          }
+          reader.read(text, at);
+        });
         res.on('end', () => {
-          tally.latencies.push(nowUs() - start);
+          const check = reader.finish();
+          if (check.ok) tally.ok++;
+          else {
+            tally.bad++;
+            if (tally.firstProblem === undefined) tally.firstProblem = check.problem;
+          }
           resolve();
         });
         res.on('error', () => {
           tally.errors++;
           resolve();
         });
-        return;
-      }
-      const reader = new StreamReader(job.tokens, tally.gaps, () => tally.merged++);
-      let first = true;
-      res.setEncoding('latin1');
-      res.on('data', (text: string) => {
-        const at = nowUs();
-        tally.reads++;
-        if (first) {
-          first = false;
-          tally.latencies.push(at - start);
-          onFirstByte?.();
-        }
-        reader.read(text, at);
-      });
-      res.on('end', () => {
-        const check = reader.finish();
-        if (check.ok) tally.ok++;
-        else {
-          tally.bad++;
-          if (tally.firstProblem === undefined) tally.firstProblem = check.problem;
-        }
-        resolve();
-      });
-      res.on('error', () => {
-        tally.errors++;
-        resolve();
-      });
-    });
+      },
+    );
     req.on('error', (err) => {
       tally.errors++;
       if (tally.firstProblem === undefined) tally.firstProblem = err.message;

@@ -56,7 +56,11 @@ const jsonHeaders = { 'content-type': 'application/json' };
 
 export async function startEngine(dir: string, chunkMs: number, jsonMs: number): Promise<Engine> {
   const port = await freePort();
-  const spawned = spawnLogged(process.execPath, [...TSX, join(BENCH, 'fake-engine.ts'), '--port', String(port), '--chunk-ms', String(chunkMs), '--json-ms', String(jsonMs)], join(dir, 'engine.log'));
+  const spawned = spawnLogged(
+    process.execPath,
+    [...TSX, join(BENCH, 'fake-engine.ts'), '--port', String(port), '--chunk-ms', String(chunkMs), '--json-ms', String(jsonMs)],
+    join(dir, 'engine.log'),
+  );
   await waitForPort(port, 20_000, spawned.child);
   pin(spawned.pid, LOAD_CORE);
   return { port, spawned };
@@ -88,7 +92,11 @@ export async function pinnedProcess<N extends string>(
 
 export async function startNodeHttpProxy(dir: string, engine: Engine): Promise<NamedPeer<'node-http'>> {
   const port = await freePort();
-  const spawned = spawnLogged(process.execPath, [...TSX, join(BENCH, 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`], join(dir, 'node-http.log'));
+  const spawned = spawnLogged(
+    process.execPath,
+    [...TSX, join(BENCH, 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`],
+    join(dir, 'node-http.log'),
+  );
   return pinnedProcess('node-http', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
 }
 
@@ -130,7 +138,9 @@ export async function startPortkey(dir: string, engine: Engine): Promise<Peer> {
   const entry = portkeyEntry();
   if (entry === undefined) throw new Error('@portkey-ai/gateway is not installed (npm ci installs it as a devDependency)');
   const port = await freePort();
-  const spawned = spawnLogged(process.execPath, [entry.file, `--port=${port}`, '--headless'], join(dir, 'portkey.log'), { env: { ...process.env, NODE_ENV: 'production' } });
+  const spawned = spawnLogged(process.execPath, [entry.file, `--port=${port}`, '--headless'], join(dir, 'portkey.log'), {
+    env: { ...process.env, NODE_ENV: 'production' },
+  });
   return pinnedProcess('portkey', spawned, port, {
     host: '127.0.0.1',
     port,
@@ -159,7 +169,13 @@ export const BENCH_MODEL = {
   model_hash: 'sha256:' + 'ab'.repeat(32),
 };
 
-export function writeSigilConfig(dir: string, enginePort: number, port: number, logLevel = 'warn', extra: Record<string, unknown> = {}): { config: string; key: string } {
+export function writeSigilConfig(
+  dir: string,
+  enginePort: number,
+  port: number,
+  logLevel = 'warn',
+  extra: Record<string, unknown> = {},
+): { config: string; key: string } {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: [BENCH_MODEL] }));
   const config = {
@@ -184,7 +200,12 @@ export async function startSigil(dir: string, engine: Engine, options: SigilOpti
   const name: PeerName = options.receipts ? 'sigil-receipts' : 'sigil';
   const port = await freePort();
   const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, options.logLevel);
-  const spawned = spawnLogged(process.execPath, [...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
+  const spawned = spawnLogged(
+    process.execPath,
+    [...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config],
+    join(dir, `${name}.log`),
+    { cwd: ROOT },
+  );
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (options.receipts) headers['x-service-receipt'] = 'true';
   return pinnedProcess(name, spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers });

@@ -52,7 +52,8 @@ export async function freePort(): Promise<number> {
 export async function waitForPort(port: number, timeoutMs: number, child?: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (child && (child.exitCode !== null || child.signalCode !== null)) throw new Error(`process exited with ${child.exitCode ?? child.signalCode} before listening`);
+    if (child && (child.exitCode !== null || child.signalCode !== null))
+      throw new Error(`process exited with ${child.exitCode ?? child.signalCode} before listening`);
     const ok = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1');
       socket.once('connect', () => {

@@ -34,11 +34,27 @@ export async function measureReceiptCost(iterations: number): Promise<ReceiptCos
   const sign = createReceiptSigner(await loadSigningKey());
   const ctx: ReceiptContext = { measurement: '00'.repeat(48), tee: 'none', policyHash: 'sha256:' + '11'.repeat(32) };
   const model = { provider: 'bench', model_id: 'bench-model', model_hash: 'sha256:' + 'ab'.repeat(32) };
-  const request = Buffer.from(JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: 16 }));
+  const request = Buffer.from(
+    JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: 16 }),
+  );
   const response = Buffer.from('x'.repeat(620));
   const message = (responseHash: string) =>
-    sign(messageReceiptClaims(ctx, { receiptId: randomUUID(), model, nonce: '', now: new Date(), completionId: 'chatcmpl-0123456789abcdef', requestHash: sha256(request), responseHash }));
-  const signUs = cpuUsPer(iterations, () => sign(messageReceiptClaims(ctx, { receiptId: 'r', model, nonce: '', now: new Date(), completionId: 'c', requestHash: 'sha256:00', responseHash: 'sha256:00' })));
+    sign(
+      messageReceiptClaims(ctx, {
+        receiptId: randomUUID(),
+        model,
+        nonce: '',
+        now: new Date(),
+        completionId: 'chatcmpl-0123456789abcdef',
+        requestHash: sha256(request),
+        responseHash,
+      }),
+    );
+  const signUs = cpuUsPer(iterations, () =>
+    sign(
+      messageReceiptClaims(ctx, { receiptId: 'r', model, nonce: '', now: new Date(), completionId: 'c', requestHash: 'sha256:00', responseHash: 'sha256:00' }),
+    ),
+  );
   const hashUs = cpuUsPer(iterations, () => {
     sha256(request);
     sha256(response);

@@ -108,7 +108,14 @@ function ratios(samples: Sample[], peer: PeerName, base: PeerName, scenario: Sce
 
 const SCENARIOS: Scenario[] = ['json-c1', 'stream-c1', 'json-c50', 'stream-c50'];
 
-export function buildReport(meta: Meta, peers: PeerName[], unavailable: Unavailable[], samples: Sample[], memory: MemorySample[], receiptCost: ReceiptCost): Report {
+export function buildReport(
+  meta: Meta,
+  peers: PeerName[],
+  unavailable: Unavailable[],
+  samples: Sample[],
+  memory: MemorySample[],
+  receiptCost: ReceiptCost,
+): Report {
   const summary: Report['summary'] = {};
   const hasDirect = peers.includes('direct');
   for (const peer of peers) {
@@ -135,14 +142,16 @@ export function buildReport(meta: Meta, peers: PeerName[], unavailable: Unavaila
     summary[peer] = m;
   }
   const cost: Report['receiptCost'] = { ...receiptCost };
-  if (peers.includes('sigil') && peers.includes('sigil-receipts')) cost.endToEndUs = spread(deltas(samples, 'sigil-receipts', 'sigil', 'json-c50', 'cpuUsPerRequest'));
+  if (peers.includes('sigil') && peers.includes('sigil-receipts'))
+    cost.endToEndUs = spread(deltas(samples, 'sigil-receipts', 'sigil', 'json-c50', 'cpuUsPerRequest'));
   const report: Report = { meta, unavailable, peers, summary, memory, receiptCost: cost, targets: [], samples };
   report.targets = checkTargets(report);
   return report;
 }
 
 const fmt = (v: number, digits = 0) => (Number.isFinite(v) ? v.toFixed(digits) : 'n/a');
-const cell = (s: Spread | undefined, digits = 0) => (s === undefined || !Number.isFinite(s.median) ? 'n/a' : `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})`);
+const cell = (s: Spread | undefined, digits = 0) =>
+  s === undefined || !Number.isFinite(s.median) ? 'n/a' : `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})`;
 const med = (s: Spread | undefined) => s?.median ?? Number.NaN;
 
 function streamIntegrity(samples: Sample[], peer: PeerName): { ok: number; bad: number; merged: number; reads: number; problem?: string } {
@@ -171,8 +180,16 @@ function checkTargets(r: Report): TargetCheck[] {
   ] as const) {
     const p50 = med(s[`${key}.p50.added`]);
     const p99 = med(s[`${key}.p99.added`]);
-    out.push({ target: `added latency c=1, ${label}: p50 ≤ 300 µs`, measured: `${fmt(p50)} µs (with receipts ${fmt(med(sr?.[`${key}.p50.added`]))} µs)`, holds: le(p50, 300) });
-    out.push({ target: `added latency c=1, ${label}: p99 ≤ 1000 µs`, measured: `${fmt(p99)} µs (with receipts ${fmt(med(sr?.[`${key}.p99.added`]))} µs)`, holds: le(p99, 1000) });
+    out.push({
+      target: `added latency c=1, ${label}: p50 ≤ 300 µs`,
+      measured: `${fmt(p50)} µs (with receipts ${fmt(med(sr?.[`${key}.p50.added`]))} µs)`,
+      holds: le(p50, 300),
+    });
+    out.push({
+      target: `added latency c=1, ${label}: p99 ≤ 1000 µs`,
+      measured: `${fmt(p99)} µs (with receipts ${fmt(med(sr?.[`${key}.p99.added`]))} µs)`,
+      holds: le(p99, 1000),
+    });
   }
   const t = med(s['json-c50.rps.vsNodeHttp']);
   out.push({ target: 'throughput without receipts ≥ 0.90× minimal node:http', measured: `${fmt(t, 2)}×`, holds: ge(t, 0.9) });
@@ -183,16 +200,26 @@ function checkTargets(r: Report): TargetCheck[] {
     const integ = streamIntegrity(r.samples, peer);
     out.push({
       target: `streams (${PEER_LABELS[peer]}): every chunk, in order, none held back`,
-      measured: `${integ.ok} streams complete and in order, ${integ.bad} bad; ${integ.merged} of ${integ.reads} reads carried >1 token event` + (integ.problem ? `; first problem: ${integ.problem}` : ''),
+      measured:
+        `${integ.ok} streams complete and in order, ${integ.bad} bad; ${integ.merged} of ${integ.reads} reads carried >1 token event` +
+        (integ.problem ? `; first problem: ${integ.problem}` : ''),
       holds: integ.ok > 0 && integ.bad === 0 && integ.merged <= Math.max(1, streamIntegrity(r.samples, 'direct').merged * 2),
     });
   }
   const ttfb1 = med(s['stream-c1.p50.added']);
   const ttfb50 = med(s['stream-c50.p50.added']);
-  out.push({ target: 'added time to first chunk p50 ≤ 1 ms (c=1 and c=50)', measured: `c=1 ${fmt(ttfb1)} µs, c=50 ${fmt(ttfb50)} µs`, holds: le(Math.max(ttfb1, ttfb50), 1000) });
+  out.push({
+    target: 'added time to first chunk p50 ≤ 1 ms (c=1 and c=50)',
+    measured: `c=1 ${fmt(ttfb1)} µs, c=50 ${fmt(ttfb50)} µs`,
+    holds: le(Math.max(ttfb1, ttfb50), 1000),
+  });
   for (const m of r.memory.filter((x) => x.peer === 'sigil' || x.peer === 'sigil-receipts')) {
     const per1000 = ((m.peakMb - m.baselineMb) * 1000) / Math.max(1, m.opened);
-    out.push({ target: `memory (${PEER_LABELS[m.peer]}): ≤ 40 MB per 1,000 concurrent streams`, measured: `${fmt(per1000, 1)} MB (${m.opened} open)`, holds: m.opened === m.streams ? per1000 <= 40 : null });
+    out.push({
+      target: `memory (${PEER_LABELS[m.peer]}): ≤ 40 MB per 1,000 concurrent streams`,
+      measured: `${fmt(per1000, 1)} MB (${m.opened} open)`,
+      holds: m.opened === m.streams ? per1000 <= 40 : null,
+    });
     const late = m.lateMb ?? m.afterMb;
     const back = late / m.baselineMb;
     out.push({
@@ -227,7 +254,11 @@ function checkTargets(r: Report): TargetCheck[] {
       compared++;
       if (ms.peakMb - ms.baselineMb >= mp.peakMb - mp.baselineMb) lost.push('memory per stream');
     }
-    out.push({ target: 'beat Portkey on every metric where both run (Sigil without receipts)', measured: `${compared - lost.length} of ${compared} metrics better` + (lost.length ? `; not on: ${lost.join(', ')}` : ''), holds: compared > 0 ? lost.length === 0 : null });
+    out.push({
+      target: 'beat Portkey on every metric where both run (Sigil without receipts)',
+      measured: `${compared - lost.length} of ${compared} metrics better` + (lost.length ? `; not on: ${lost.join(', ')}` : ''),
+      holds: compared > 0 ? lost.length === 0 : null,
+    });
   }
   return out;
 }
@@ -235,9 +266,20 @@ function checkTargets(r: Report): TargetCheck[] {
 export function renderMarkdown(r: Report): string {
   const L: string[] = [];
   const m = r.meta;
-  L.push(`Run ${m.date} on ${m.machine}; Node ${m.node}; ${Object.entries(m.tools).map(([k, v]) => `${k} ${v}`).join(', ')}; Sigil at ${m.commit}.`);
-  L.push(`Mode \`${m.mode}\`, ${m.reps} interleaved repetitions; each cell is the median over repetitions with (min–max). ${m.pinning}` + (m.loadAverage ? ` Machine load average (other work on the same cores): ${m.loadAverage.before.toFixed(1)} before, ${m.loadAverage.after.toFixed(1)} after.` : ''));
-  L.push(`Fake engine (vLLM byte format): JSON answer after ${m.engine.jsonMs} ms; streams send one event every ${m.engine.chunkMs} ms (${m.engine.streamTokensC1} tokens per stream at c=1, ${m.engine.streamTokensC50} at c=50). Load: ${m.loadGenerators}.`);
+  L.push(
+    `Run ${m.date} on ${m.machine}; Node ${m.node}; ${Object.entries(m.tools)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}; Sigil at ${m.commit}.`,
+  );
+  L.push(
+    `Mode \`${m.mode}\`, ${m.reps} interleaved repetitions; each cell is the median over repetitions with (min–max). ${m.pinning}` +
+      (m.loadAverage
+        ? ` Machine load average (other work on the same cores): ${m.loadAverage.before.toFixed(1)} before, ${m.loadAverage.after.toFixed(1)} after.`
+        : ''),
+  );
+  L.push(
+    `Fake engine (vLLM byte format): JSON answer after ${m.engine.jsonMs} ms; streams send one event every ${m.engine.chunkMs} ms (${m.engine.streamTokensC1} tokens per stream at c=1, ${m.engine.streamTokensC50} at c=50). Load: ${m.loadGenerators}.`,
+  );
   if (r.unavailable.length > 0) {
     L.push('');
     for (const u of r.unavailable) L.push(`- **${PEER_LABELS[u.name]}:** ${r.peers.includes(u.name) ? u.note : `not measured. ${u.note}`}`);
@@ -245,18 +287,24 @@ export function renderMarkdown(r: Report): string {
   L.push('');
   L.push('**Latency added over the engine** (µs; JSON: whole response; stream: time to first chunk; the engine row is its absolute latency)');
   L.push('');
-  L.push('| peer | JSON c=1 p50 | JSON c=1 p99 | stream TTFB c=1 p50 | stream TTFB c=1 p99 | JSON c=50 p50 | JSON c=50 p99 | stream TTFB c=50 p50 | stream TTFB c=50 p99 |');
+  L.push(
+    '| peer | JSON c=1 p50 | JSON c=1 p99 | stream TTFB c=1 p50 | stream TTFB c=1 p99 | JSON c=50 p50 | JSON c=50 p99 | stream TTFB c=50 p50 | stream TTFB c=50 p99 |',
+  );
   L.push('|---|---|---|---|---|---|---|---|---|');
   for (const peer of r.peers) {
     const s = r.summary[peer]!;
     const k = (sc: Scenario, q: 'p50' | 'p99') => cell(peer === 'direct' ? s[`${sc}.${q}`] : s[`${sc}.${q}.added`]);
     const name = peer === 'direct' ? `${PEER_LABELS[peer]} (absolute)` : PEER_LABELS[peer];
-    L.push(`| ${name} | ${k('json-c1', 'p50')} | ${k('json-c1', 'p99')} | ${k('stream-c1', 'p50')} | ${k('stream-c1', 'p99')} | ${k('json-c50', 'p50')} | ${k('json-c50', 'p99')} | ${k('stream-c50', 'p50')} | ${k('stream-c50', 'p99')} |`);
+    L.push(
+      `| ${name} | ${k('json-c1', 'p50')} | ${k('json-c1', 'p99')} | ${k('stream-c1', 'p50')} | ${k('stream-c1', 'p99')} | ${k('json-c50', 'p50')} | ${k('json-c50', 'p99')} | ${k('stream-c50', 'p50')} | ${k('stream-c50', 'p99')} |`,
+    );
   }
   L.push('');
   L.push('**Throughput, CPU and streaming** (JSON at c=50 saturates the proxy core; inter-chunk time added is over the engine directly, at c=50)');
   L.push('');
-  L.push('| peer | req/s (JSON, c=50) | × minimal node:http | proxy CPU µs/request (JSON c=50) | CPU µs/request (JSON c=1) | CPU µs/stream (c=50, 19 events) | inter-chunk added p50 µs | inter-chunk added p99 µs | streams complete, in order | reads with >1 token event |');
+  L.push(
+    '| peer | req/s (JSON, c=50) | × minimal node:http | proxy CPU µs/request (JSON c=50) | CPU µs/request (JSON c=1) | CPU µs/stream (c=50, 19 events) | inter-chunk added p50 µs | inter-chunk added p99 µs | streams complete, in order | reads with >1 token event |',
+  );
   L.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const peer of r.peers) {
     const s = r.summary[peer]!;
@@ -276,7 +324,9 @@ export function renderMarkdown(r: Report): string {
     for (const x of r.memory) {
       const per1000 = ((x.peakMb - x.baselineMb) * 1000) / Math.max(1, x.opened);
       const late = x.lateMb ?? x.afterMb;
-      L.push(`| ${PEER_LABELS[x.peer]} | ${fmt(x.baselineMb, 1)} | ${fmt(x.peakMb, 1)} (${x.opened} open) | ${fmt(per1000, 1)} | ${fmt(x.afterMb, 1)} | ${fmt(late, 1)} | ${fmt(late / x.baselineMb, 2)} |`);
+      L.push(
+        `| ${PEER_LABELS[x.peer]} | ${fmt(x.baselineMb, 1)} | ${fmt(x.peakMb, 1)} (${x.opened} open) | ${fmt(per1000, 1)} | ${fmt(x.afterMb, 1)} | ${fmt(late, 1)} | ${fmt(late / x.baselineMb, 2)} |`,
+      );
     }
   }
   const c = r.receiptCost;

@@ -172,7 +172,16 @@ async function measure(worker: LoadWorker, dir: string, peer: Peer, scenario: Sc
     const before = cpuMicros(peer.pids());
     const r = await saturate(dir, peer.target, body(false, plan.jsonTokens), 50, plan.jsonC50S, LOAD_CORE, useWrk);
     const cpu = cpuMicros(peer.pids()) - before;
-    return { ...base, requests: r.requests, errors: r.errors, p50: r.p50, p99: r.p99, rps: r.rps, tool: r.tool, cpuUsPerRequest: r.requests > 0 ? cpu / r.requests : Number.NaN };
+    return {
+      ...base,
+      requests: r.requests,
+      errors: r.errors,
+      p50: r.p50,
+      p99: r.p99,
+      rps: r.rps,
+      tool: r.tool,
+      cpuUsPerRequest: r.requests > 0 ? cpu / r.requests : Number.NaN,
+    };
   }
   const stream = scenario.startsWith('stream');
   const concurrency = scenario.endsWith('c1') ? 1 : 50;
@@ -182,7 +191,15 @@ async function measure(worker: LoadWorker, dir: string, peer: Peer, scenario: Sc
   const before = cpuMicros(peer.pids());
   const r = await worker.load(peer.target, stream ? 'stream' : 'json', concurrency, duration, tokens);
   const cpu = cpuMicros(peer.pids()) - before;
-  const s: Sample = { ...base, requests: r.requests, errors: r.errors + r.non200, p50: r.latency.p50, p99: r.latency.p99, rps: r.rps, tool: 'node:http client' };
+  const s: Sample = {
+    ...base,
+    requests: r.requests,
+    errors: r.errors + r.non200,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    rps: r.rps,
+    tool: 'node:http client',
+  };
   if (r.requests > 0) s.cpuUsPerRequest = cpu / r.requests;
   if (stream) {
     s.gapP50 = r.gaps?.p50 ?? Number.NaN;
@@ -214,7 +231,17 @@ async function memoryTest(worker: LoadWorker, peer: Peer): Promise<MemorySample>
   await sleep(plan.memorySettleMs);
   const afterMb = rssMb(pids);
   await sleep(plan.memoryLateMs - plan.memorySettleMs);
-  const sample: MemorySample = { peer: peer.name, streams: plan.memoryStreams, opened, streamsOk: result.streamsOk ?? 0, baselineMb, peakMb, afterMb, lateMb: rssMb(pids), lateS: plan.memoryLateMs / 1000 };
+  const sample: MemorySample = {
+    peer: peer.name,
+    streams: plan.memoryStreams,
+    opened,
+    streamsOk: result.streamsOk ?? 0,
+    baselineMb,
+    peakMb,
+    afterMb,
+    lateMb: rssMb(pids),
+    lateS: plan.memoryLateMs / 1000,
+  };
   if (result.firstProblem !== undefined) sample.problem = result.firstProblem;
   return sample;
 }
@@ -277,12 +304,16 @@ async function runProfile(dir: string, engine: Engine, worker: LoadWorker): Prom
 async function main(): Promise<number> {
   const started = Date.now();
   const loadBefore = loadavg()[0]!;
-  if (loadBefore > 1.5) log(`warning: load average ${loadBefore.toFixed(1)} on ${cpus().length} cores before the run; latency percentiles will carry other processes' noise`);
-  const watchdog = setTimeout(() => {
-    log('time limit reached: stopping everything');
-    killAllStarted();
-    process.exit(1);
-  }, (quick ? 6 : 20) * 60_000);
+  if (loadBefore > 1.5)
+    log(`warning: load average ${loadBefore.toFixed(1)} on ${cpus().length} cores before the run; latency percentiles will carry other processes' noise`);
+  const watchdog = setTimeout(
+    () => {
+      log('time limit reached: stopping everything');
+      killAllStarted();
+      process.exit(1);
+    },
+    (quick ? 6 : 20) * 60_000,
+  );
   watchdog.unref();
 
   mkdirSync(RESULTS, { recursive: true });
@@ -372,7 +403,13 @@ async function main(): Promise<number> {
         node: process.version,
         tools,
         commit: sigilCommit(),
-        engine: { chunkMs: plan.chunkMs, jsonMs: plan.jsonMs, streamTokensC1: plan.streamTokensC1, streamTokensC50: plan.streamTokensC50, jsonTokens: plan.jsonTokens },
+        engine: {
+          chunkMs: plan.chunkMs,
+          jsonMs: plan.jsonMs,
+          streamTokensC1: plan.streamTokensC1,
+          streamTokensC50: plan.streamTokensC50,
+          jsonTokens: plan.jsonTokens,
+        },
         durations: { jsonC1Ms: plan.jsonC1Ms, streamC1Ms: plan.streamC1Ms, jsonC50S: plan.jsonC50S * 1000, streamC50Ms: plan.streamC50Ms },
         pinning: hasTaskset ? `Proxies pinned to core 0; engine and load generators to core 1 (taskset).` : 'No CPU pinning (taskset missing).',
         loadGenerators: `${useWrk ? 'wrk (JSON c=50, saturation)' : 'autocannon (JSON c=50, saturation)'}; a node:http client in its own process for c=1 JSON and all streams`,

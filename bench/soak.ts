@@ -93,7 +93,11 @@ function writeConfig(dir: string, healthy: TestEngine, failing: TestEngine): str
     reasoning: false,
     regions: ['local'],
     pricing: { input_per_mtok: 1, output_per_mtok: 1, currency: 'USD' },
-    model_hash: 'sha256:' + String(i + 1).padStart(2, '0').repeat(32),
+    model_hash:
+      'sha256:' +
+      String(i + 1)
+        .padStart(2, '0')
+        .repeat(32),
   }));
   writeFileSync(join(dir, 'models.yaml'), stringify({ models }));
   const config = {
@@ -147,7 +151,13 @@ async function oneRequest(kind: Kind, sigil: Sigil, agent: Agent, seq: number): 
       body: typeof body === 'string' ? body : JSON.stringify(body),
     });
   const messages = [{ role: 'user', content: `soak request ${seq}` }];
-  const done = (status: number, problem?: string): Outcome => ({ kind, status, ok: problem === undefined, ms: performance.now() - started, ...(problem === undefined ? {} : { problem }) });
+  const done = (status: number, problem?: string): Outcome => ({
+    kind,
+    status,
+    ok: problem === undefined,
+    ms: performance.now() - started,
+    ...(problem === undefined ? {} : { problem }),
+  });
   const expectStatus = async (res: Awaited<ReturnType<typeof chat>>, want: number) => {
     const text = await res.body.text();
     if (res.statusCode !== want) return done(res.statusCode, `expected ${want}, got ${res.statusCode}: ${text.slice(0, 120)}`);
@@ -166,7 +176,10 @@ async function oneRequest(kind: Kind, sigil: Sigil, agent: Agent, seq: number): 
     case 'stream':
     case 'stream_receipt': {
       const receipt = kind === 'stream_receipt';
-      const res = await chat({ model: seq % 2 === 0 ? 'soak-model' : 'soak-renamed', messages, stream: true }, receipt ? { 'x-service-receipt': 'true', 'x-service-nonce': `soak-${seq}` } : {});
+      const res = await chat(
+        { model: seq % 2 === 0 ? 'soak-model' : 'soak-renamed', messages, stream: true },
+        receipt ? { 'x-service-receipt': 'true', 'x-service-nonce': `soak-${seq}` } : {},
+      );
       const text = await res.body.text();
       if (res.statusCode !== 200) return done(res.statusCode, `expected 200, got ${res.statusCode}`);
       const end = receipt ? /data: \[DONE\]\n\n: receipt [\w-]+\.[\w-]+\.[\w-]+\n\n$/ : /data: \[DONE\]\n\n$/;
@@ -251,7 +264,15 @@ async function activeStreams(url: string): Promise<number | undefined> {
 
 const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!);
 
-function report(outcomes: Outcome[], snapshots: ResourceSnapshot[], samples: ResourceSnapshot[], seconds: number, concurrency: number, streamsLeft: number | undefined, engineAborts: number): string[] {
+function report(
+  outcomes: Outcome[],
+  snapshots: ResourceSnapshot[],
+  samples: ResourceSnapshot[],
+  seconds: number,
+  concurrency: number,
+  streamsLeft: number | undefined,
+  engineAborts: number,
+): string[] {
   const failures: string[] = [];
   const out: string[] = [];
   out.push(`Sigil soak: ${seconds} s, concurrency ${concurrency}, ${outcomes.length} requests (${(outcomes.length / seconds).toFixed(0)}/s)`);
@@ -264,19 +285,27 @@ function report(outcomes: Outcome[], snapshots: ResourceSnapshot[], samples: Res
     for (const o of mine) statuses.set(o.status, (statuses.get(o.status) ?? 0) + 1);
     const ms = mine.map((o) => o.ms).sort((a, b) => a - b);
     const bad = mine.filter((o) => !o.ok).length;
-    out.push(`| ${kind} | ${mine.length} | ${[...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}: ${n}`).join(', ')} | ${bad} | ${percentile(ms, 50).toFixed(1)} | ${percentile(ms, 99).toFixed(1)} |`);
+    out.push(
+      `| ${kind} | ${mine.length} | ${[...statuses]
+        .sort((a, b) => a[0] - b[0])
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(', ')} | ${bad} | ${percentile(ms, 50).toFixed(1)} | ${percentile(ms, 99).toFixed(1)} |`,
+    );
   }
   out.push('');
   const sigil5xx = outcomes.filter((o) => o.status >= 500 && !(o.kind === 'engine_failure' && o.status === 502));
   const unexpected = outcomes.filter((o) => !o.ok);
-  out.push(`5xx from Sigil itself: ${sigil5xx.length}; 502 for the failing engine (expected): ${outcomes.filter((o) => o.kind === 'engine_failure' && o.status === 502).length}; unexpected answers: ${unexpected.length}; engine requests cancelled by client aborts: ${engineAborts}`);
+  out.push(
+    `5xx from Sigil itself: ${sigil5xx.length}; 502 for the failing engine (expected): ${outcomes.filter((o) => o.kind === 'engine_failure' && o.status === 502).length}; unexpected answers: ${unexpected.length}; engine requests cancelled by client aborts: ${engineAborts}`,
+  );
   const problems = new Map<string, number>();
   for (const o of unexpected) problems.set(`${o.kind}: ${o.problem}`, (problems.get(`${o.kind}: ${o.problem}`) ?? 0) + 1);
   for (const [p, n] of [...problems].slice(0, 10)) out.push(`  ${n} x ${p}`);
   out.push('');
   out.push('| moment | RSS MB | socket fds | established | closing |');
   out.push('|---|---:|---:|---:|---:|');
-  for (const s of [...snapshots.slice(0, 1), ...samples, ...snapshots.slice(1)]) out.push(`| ${s.label} | ${s.rssMb} | ${s.socketFds} | ${s.established} | ${s.closing} |`);
+  for (const s of [...snapshots.slice(0, 1), ...samples, ...snapshots.slice(1)])
+    out.push(`| ${s.label} | ${s.rssMb} | ${s.socketFds} | ${s.established} | ${s.closing} |`);
   out.push('');
   out.push(`Active streams after settle (/metrics): ${streamsLeft ?? 'n/a'}`);
 
@@ -284,9 +313,11 @@ function report(outcomes: Outcome[], snapshots: ResourceSnapshot[], samples: Res
   if (outcomes.length === 0) failures.push('no request was made');
   if (sigil5xx.length > 0) failures.push(`${sigil5xx.length} 5xx answers from Sigil itself`);
   if (unexpected.length > 0) failures.push(`${unexpected.length} unexpected answers`);
-  if (settled.rssMb > start.rssMb + RSS_TOLERANCE_MB) failures.push(`RSS after settle ${settled.rssMb} MB is more than ${RSS_TOLERANCE_MB} MB over the start (${start.rssMb} MB)`);
+  if (settled.rssMb > start.rssMb + RSS_TOLERANCE_MB)
+    failures.push(`RSS after settle ${settled.rssMb} MB is more than ${RSS_TOLERANCE_MB} MB over the start (${start.rssMb} MB)`);
   if (settled.socketFds > start.socketFds) failures.push(`sockets after settle (${settled.socketFds}) above the start (${start.socketFds})`);
-  if (settled.established > start.established) failures.push(`established connections after settle (${settled.established}) above the start (${start.established})`);
+  if (settled.established > start.established)
+    failures.push(`established connections after settle (${settled.established}) above the start (${start.established})`);
   if (streamsLeft !== undefined && streamsLeft !== 0) failures.push(`${streamsLeft} streams still active after settle`);
   out.push('');
   out.push(failures.length === 0 ? 'PASS: zero 5xx from Sigil, every answer as expected, no growth left after the load.' : `FAIL: ${failures.join('; ')}`);
@@ -309,7 +340,9 @@ async function main(): Promise<number> {
     const snapshots = [snapshot(pid, 'start (idle)')];
     const samples: ResourceSnapshot[] = [];
     const loadStarted = Date.now();
-    const outcomes = await runLoad(sigil, SECONDS, CONCURRENCY, Number(values.seed), () => samples.push(snapshot(pid, `load t+${Math.round((Date.now() - loadStarted) / 1000)} s`)));
+    const outcomes = await runLoad(sigil, SECONDS, CONCURRENCY, Number(values.seed), () =>
+      samples.push(snapshot(pid, `load t+${Math.round((Date.now() - loadStarted) / 1000)} s`)),
+    );
     snapshots.push(snapshot(pid, 'end of load'));
     await sleep(SETTLE_S * 1000);
     snapshots.push(snapshot(pid, `after ${SETTLE_S} s settle`));

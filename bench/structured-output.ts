@@ -23,12 +23,18 @@ const engine = await startEngine({ host: '127.0.0.1', port: 0, threads: 1, model
 const messages = [{ role: 'user', content: 'Describe the weather in Paris.' }];
 const schema = {
   type: 'object',
-  properties: { city: { type: 'string', maxLength: 40 }, days: { type: 'array', items: { type: 'object', properties: { summary: { type: 'string' }, rain: { type: 'boolean' } } } } },
+  properties: {
+    city: { type: 'string', maxLength: 40 },
+    days: { type: 'array', items: { type: 'object', properties: { summary: { type: 'string' }, rain: { type: 'boolean' } } } },
+  },
 };
 const variants = {
   text: {},
   json_object: { response_format: { type: 'json_object' } },
-  tool_schema: { tools: [{ type: 'function', function: { name: 'forecast', parameters: schema } }], tool_choice: { type: 'function', function: { name: 'forecast' } } },
+  tool_schema: {
+    tools: [{ type: 'function', function: { name: 'forecast', parameters: schema } }],
+    tool_choice: { type: 'function', function: { name: 'forecast' } },
+  },
 } as const;
 type Variant = keyof typeof variants;
 
@@ -69,4 +75,6 @@ console.log('|---|---|---|---|');
 for (const variant of Object.keys(variants) as Variant[]) {
   console.log(`| ${variant} | ${median(tokens[variant])} | ${median(perToken[variant]).toFixed(2)} | ${(median(perToken[variant]) / base).toFixed(2)} |`);
 }
-console.log(`one-token answer: ${median(firstToken.text).toFixed(1)} ms free, ${median(firstToken.tool_schema).toFixed(1)} ms with the tool schema (grammar built per request), ratio ${(median(firstToken.tool_schema) / median(firstToken.text)).toFixed(2)}`);
+console.log(
+  `one-token answer: ${median(firstToken.text).toFixed(1)} ms free, ${median(firstToken.tool_schema).toFixed(1)} ms with the tool schema (grammar built per request), ratio ${(median(firstToken.tool_schema) / median(firstToken.text)).toFixed(2)}`,
+);

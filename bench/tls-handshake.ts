@@ -94,7 +94,14 @@ export async function runHandshakes(job: HandshakeJob): Promise<HandshakeResult>
   };
   await Promise.all(Array.from({ length: job.concurrency }, loop));
   const seconds = (performance.now() - started) / 1000;
-  const result: HandshakeResult = { handshakes: tally.latencies.length, errors: tally.errors, resumed: tally.resumed, seconds, rate: tally.latencies.length / seconds, latency: summarize(tally.latencies) };
+  const result: HandshakeResult = {
+    handshakes: tally.latencies.length,
+    errors: tally.errors,
+    resumed: tally.resumed,
+    seconds,
+    rate: tally.latencies.length / seconds,
+    latency: summarize(tally.latencies),
+  };
   if (tally.protocol !== undefined) result.protocol = tally.protocol;
   if (tally.cipher !== undefined) result.cipher = tally.cipher;
   if (tally.group !== undefined) result.group = tally.group;

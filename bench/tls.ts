@@ -82,7 +82,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (msg: string) => process.stderr.write(`[bench-tls ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 const body = (stream: boolean, tokens: number) =>
-  JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }], max_tokens: tokens, ...(stream ? { stream: true } : {}) });
+  JSON.stringify({
+    model: 'bench-model',
+    messages: [{ role: 'user', content: 'Say hello in one short sentence, please.' }],
+    max_tokens: tokens,
+    ...(stream ? { stream: true } : {}),
+  });
 
 // ---------------------------------------------------------------------------------------------------------------
 // Key and certificate: one P-256 key, one self-signed certificate, made with openssl, given to every peer.
@@ -99,7 +104,25 @@ function makeCredentials(dir: string): Credentials {
   const keyFile = join(dir, 'key.pem');
   const r = spawnSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '2', '-subj', `/CN=${SERVERNAME}`, '-addext', `subjectAltName=DNS:${SERVERNAME},IP:127.0.0.1`],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${SERVERNAME}`,
+      '-addext',
+      `subjectAltName=DNS:${SERVERNAME},IP:127.0.0.1`,
+    ],
     { encoding: 'utf8' },
   );
   if (r.status !== 0) throw new Error(`openssl could not make the bench key and certificate: ${r.stderr}`);
@@ -123,7 +146,18 @@ async function startNodeHttps(dir: string, engine: Engine, creds: Credentials): 
   const port = await freePort();
   const spawned = spawnLogged(
     process.execPath,
-    [...TSX, join(ROOT, 'bench', 'minimal-proxy.ts'), '--port', String(port), '--upstream', `http://127.0.0.1:${engine.port}`, '--cert', creds.certFile, '--key', creds.keyFile],
+    [
+      ...TSX,
+      join(ROOT, 'bench', 'minimal-proxy.ts'),
+      '--port',
+      String(port),
+      '--upstream',
+      `http://127.0.0.1:${engine.port}`,
+      '--cert',
+      creds.certFile,
+      '--key',
+      creds.keyFile,
+    ],
     join(dir, 'node-https.log'),
   );
   return pinnedProcess('node-https', spawned, port, tlsTarget(port, creds));
@@ -151,7 +185,13 @@ async function startNginxTls(dir: string, engine: Engine, creds: Credentials): P
 async function startSigilTls(dir: string, engine: Engine, creds: Credentials, receipts: boolean, tls = true): Promise<TlsPeer> {
   const name: TlsPeerName = !tls ? 'sigil-plain' : receipts ? 'sigil-receipts' : 'sigil';
   const port = await freePort();
-  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, 'warn', tls ? { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } } : {});
+  const { config, key } = writeSigilConfig(
+    join(dir, name),
+    engine.port,
+    port,
+    'warn',
+    tls ? { tls: { mode: 'files', cert_file: creds.certFile, key_file: creds.keyFile } } : {},
+  );
   const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `${name}.log`), { cwd: ROOT });
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
@@ -247,7 +287,15 @@ interface Sample {
 }
 
 async function measureHandshakes(hs: HandshakeWorker, peer: TlsPeer, rep: number, durationMs: number): Promise<Sample> {
-  const job: HandshakeJob = { kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: peer.target.tls!.ca, servername: SERVERNAME, concurrency: plan.handshakeConcurrency, durationMs };
+  const job: HandshakeJob = {
+    kind: 'handshake',
+    host: peer.target.host,
+    port: peer.target.port,
+    ca: peer.target.tls!.ca,
+    servername: SERVERNAME,
+    concurrency: plan.handshakeConcurrency,
+    durationMs,
+  };
   const before = cpuMicros(peer.pids());
   const loadBefore = hs.cpu();
   const r = await hs.run(job);
@@ -280,11 +328,30 @@ async function measureJson(dir: string, peer: TlsPeer, rep: number, seconds: num
   const r = await saturate(dir, peer.target, body(false, plan.jsonTokens), plan.jsonConcurrency, seconds, LOAD_CORE, useWrk);
   const wall = (performance.now() - started) / 1000;
   const cpu = cpuMicros(peer.pids()) - before;
-  return { rep, peer: peer.name, scenario: 'json', count: r.requests, rate: r.rps, errors: r.errors, cpuUs: r.requests > 0 ? cpu / r.requests : Number.NaN, proxyBusy: cpu / 1e6 / wall, p50: r.p50, p99: r.p99 };
+  return {
+    rep,
+    peer: peer.name,
+    scenario: 'json',
+    count: r.requests,
+    rate: r.rps,
+    errors: r.errors,
+    cpuUs: r.requests > 0 ? cpu / r.requests : Number.NaN,
+    proxyBusy: cpu / 1e6 / wall,
+    p50: r.p50,
+    p99: r.p99,
+  };
 }
 
 async function measureStreams(worker: LoadWorker, peer: TlsPeer, rep: number, durationMs: number): Promise<Sample> {
-  const job: LoadJob = { kind: 'load', mode: 'stream', target: peer.target, body: body(true, plan.streamTokens), concurrency: plan.streamConcurrency, durationMs, tokens: plan.streamTokens };
+  const job: LoadJob = {
+    kind: 'load',
+    mode: 'stream',
+    target: peer.target,
+    body: body(true, plan.streamTokens),
+    concurrency: plan.streamConcurrency,
+    durationMs,
+    tokens: plan.streamTokens,
+  };
   const before = cpuMicros(peer.pids());
   const started = performance.now();
   const r = await worker.run(job);
@@ -358,7 +425,8 @@ function quartiles(values: number[]): { min: number; q1: number; median: number;
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
-const fmt = (v: number, digits = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
+const fmt = (v: number, digits = 0) =>
+  Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a';
 const cell = (s: Spread, digits = 0) => (Number.isFinite(s.median) ? `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})` : 'n/a');
 
 interface Summary {
@@ -444,7 +512,13 @@ interface Meta {
   loadAverage: { before: number[]; after: number[] };
 }
 
-function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable: { name: TlsPeerName; note: string }[], ab: AbResult[]): { table: string; full: string } {
+function render(
+  meta: Meta,
+  summaries: Summary[],
+  samples: Sample[],
+  unavailable: { name: TlsPeerName; note: string }[],
+  ab: AbResult[],
+): { table: string; full: string } {
   const L: string[] = [];
   const la = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ');
   L.push(
@@ -461,7 +535,9 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
   for (const u of unavailable) L.push(`- **${u.name}** not measured: ${u.note}`);
   L.push('');
   const table: string[] = [];
-  table.push('| peer | full handshakes/s | × floor | proxy CPU µs/handshake | × floor | JSON req/s (keep-alive, c=16) | × floor | proxy CPU µs/request | × floor | proxy CPU µs/stream event | × floor | streams complete, in order | reads with >1 token event |');
+  table.push(
+    '| peer | full handshakes/s | × floor | proxy CPU µs/handshake | × floor | JSON req/s (keep-alive, c=16) | × floor | proxy CPU µs/request | × floor | proxy CPU µs/stream event | × floor | streams complete, in order | reads with >1 token event |',
+  );
   table.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   const tlsPeers = summaries.filter((s) => !PLAIN.has(s.peer));
   for (const s of tlsPeers) {
@@ -471,9 +547,13 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     );
   }
   L.push(...table, '');
-  L.push('**Saturation and latency** (proxy busy: its CPU time over wall time, 1.00 = its core is full; client busy: the handshake client process on the load core)');
+  L.push(
+    '**Saturation and latency** (proxy busy: its CPU time over wall time, 1.00 = its core is full; client busy: the handshake client process on the load core)',
+  );
   L.push('');
-  L.push('| peer | handshake: proxy busy | handshake: client busy | handshake p50 / p99 µs | JSON: proxy busy | JSON p50 / p99 µs (wrk) | streams: proxy busy | stream TTFB p50 / p99 µs | negotiated | RSS at end (MB) |');
+  L.push(
+    '| peer | handshake: proxy busy | handshake: client busy | handshake p50 / p99 µs | JSON: proxy busy | JSON p50 / p99 µs (wrk) | streams: proxy busy | stream TTFB p50 / p99 µs | negotiated | RSS at end (MB) |',
+  );
   L.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const s of tlsPeers) {
     const v = s.values;
@@ -484,9 +564,13 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
   L.push('');
   const plain = summaries.filter((s) => PLAIN.has(s.peer));
   if (plain.length > 0) {
-    L.push('**What TLS itself adds** (the plain-HTTP twins in the same run: `bench/minimal-proxy.ts` and Sigil without `tls`; "added by TLS" is the TLS peer minus its twin within each repetition)');
+    L.push(
+      '**What TLS itself adds** (the plain-HTTP twins in the same run: `bench/minimal-proxy.ts` and Sigil without `tls`; "added by TLS" is the TLS peer minus its twin within each repetition)',
+    );
     L.push('');
-    L.push('| peer | JSON req/s (c=16, wrk) | proxy CPU µs/request | × plain floor | proxy CPU µs/stream event | × plain floor | streams complete, in order | reads with >1 token event |');
+    L.push(
+      '| peer | JSON req/s (c=16, wrk) | proxy CPU µs/request | × plain floor | proxy CPU µs/stream event | × plain floor | streams complete, in order | reads with >1 token event |',
+    );
     L.push('|---|---|---|---|---|---|---|---|');
     for (const s of plain) {
       const v = s.values;
@@ -499,14 +583,18 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     L.push('|---|---|---|');
     for (const s of tlsPeers) {
       if (s.values['json.cpuUs.tlsAdded'] === undefined) continue;
-      L.push(`| ${LABELS[s.peer]} minus ${LABELS[PLAIN_TWIN[s.peer]!]} | ${cell(s.values['json.cpuUs.tlsAdded'])} | ${cell(s.values['stream.cpuUs.tlsAdded']!, 1)} |`);
+      L.push(
+        `| ${LABELS[s.peer]} minus ${LABELS[PLAIN_TWIN[s.peer]!]} | ${cell(s.values['json.cpuUs.tlsAdded'])} | ${cell(s.values['stream.cpuUs.tlsAdded']!, 1)} |`,
+      );
     }
     L.push('');
   }
   const abRow = (r: AbResult) => {
     const q = quartiles(r.ratios);
     // q: the spread of the per-pair ratios
-    return { line: `| ${LABELS[r.b]} vs ${LABELS[r.a]} | ${r.ratios.length} | ${fmt(quartiles(r.aCpu).median)} | ${fmt(quartiles(r.bCpu).median)} | **${fmt(q.median, 2)}** | ${fmt(q.q1, 2)}–${fmt(q.q3, 2)} | ${fmt(q.min, 2)}–${fmt(q.max, 2)} |` };
+    return {
+      line: `| ${LABELS[r.b]} vs ${LABELS[r.a]} | ${r.ratios.length} | ${fmt(quartiles(r.aCpu).median)} | ${fmt(quartiles(r.bCpu).median)} | **${fmt(q.median, 2)}** | ${fmt(q.q1, 2)}–${fmt(q.q3, 2)} | ${fmt(q.min, 2)}–${fmt(q.max, 2)} |`,
+    };
   };
   if (ab.length > 0) {
     L.push(
@@ -546,7 +634,9 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
   L.push(`Handshakes resumed from a session: ${resumed} (must be 0: every handshake counted is a full one).`);
   L.push('');
   const full: string[] = ['# TLS benchmark: raw output', '', ...L, '## Every sample', ''];
-  full.push('| rep | peer | scenario | count | per s | errors | proxy CPU µs per unit | proxy busy | client busy | p50 µs | p99 µs | streams ok / bad | reads >1 event / reads | problem |');
+  full.push(
+    '| rep | peer | scenario | count | per s | errors | proxy CPU µs per unit | proxy busy | client busy | p50 µs | p99 µs | streams ok / bad | reads >1 event / reads | problem |',
+  );
   full.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const s of samples) {
     full.push(
@@ -554,9 +644,16 @@ function render(meta: Meta, summaries: Summary[], samples: Sample[], unavailable
     );
   }
   for (const r of ab) {
-    full.push('', `A/B ${r.b} / ${r.a}, per pair (CPU µs/request ${r.a}, ${r.b}, ratio): ${r.ratios.map((x, i) => `${fmt(r.aCpu[i]!)}, ${fmt(r.bCpu[i]!)}, ${fmt(x, 2)}`).join('; ')}`);
+    full.push(
+      '',
+      `A/B ${r.b} / ${r.a}, per pair (CPU µs/request ${r.a}, ${r.b}, ratio): ${r.ratios.map((x, i) => `${fmt(r.aCpu[i]!)}, ${fmt(r.bCpu[i]!)}, ${fmt(x, 2)}`).join('; ')}`,
+    );
   }
-  full.push('', 'Units: handshake = one full handshake; json = one request; stream = one token event (CPU) or one stream (count, per s, latency = time to first chunk).', '');
+  full.push(
+    '',
+    'Units: handshake = one full handshake; json = one request; stream = one token event (CPU) or one stream (count, per s, latency = time to first chunk).',
+    '',
+  );
   return { table: L.join('\n'), full: full.join('\n') };
 }
 
@@ -583,7 +680,8 @@ function ensureTools(): void {
   if (missing.length === 0 || args['no-install'] || process.getuid?.() !== 0) return;
   log(`installing ${missing.join(' ')} from Debian (apt-get)…`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  if (spawnSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'ignore', timeout: 240_000, env }).status !== 0) log(`could not install ${missing.join(' ')}`);
+  if (spawnSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'ignore', timeout: 240_000, env }).status !== 0)
+    log(`could not install ${missing.join(' ')}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -592,11 +690,14 @@ async function main(): Promise<number> {
   const started = Date.now();
   const loadBefore = loadavg();
   if (loadBefore[0]! > 1.5) log(`warning: load average ${loadBefore[0]!.toFixed(1)} before the run; other processes share these cores`);
-  const watchdog = setTimeout(() => {
-    log('time limit reached: stopping everything');
-    killAllStarted();
-    process.exit(1);
-  }, (quick ? 6 : 15) * 60_000);
+  const watchdog = setTimeout(
+    () => {
+      log('time limit reached: stopping everything');
+      killAllStarted();
+      process.exit(1);
+    },
+    (quick ? 6 : 15) * 60_000,
+  );
   watchdog.unref();
   if (!existsSync(join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` first (Sigil runs as bin/sigil.js)');
 
@@ -610,17 +711,43 @@ async function main(): Promise<number> {
   const hsWorker: HandshakeWorker = new Worker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
   const live: TlsPeer[] = [];
   try {
-    const wanted = (args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p))).filter((p) => !(args['no-plain'] && PLAIN.has(p)));
+    const wanted = (args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p))).filter(
+      (p) => !(args['no-plain'] && PLAIN.has(p)),
+    );
     if (!wanted.includes(FLOOR)) wanted.unshift(FLOOR);
     const unavailable: { name: TlsPeerName; note: string }[] = [];
     for (const name of wanted) {
       try {
         const peer = await startPeer(name, dir, engine, creds);
-        const json = await loadWorker.run({ kind: 'load', mode: 'json', target: peer.target, body: body(false, plan.jsonTokens), concurrency: 1, durationMs: 300, tokens: plan.jsonTokens });
-        const stream = await loadWorker.run({ kind: 'load', mode: 'stream', target: peer.target, body: body(true, 4), concurrency: 1, durationMs: 300, tokens: 4 });
+        const json = await loadWorker.run({
+          kind: 'load',
+          mode: 'json',
+          target: peer.target,
+          body: body(false, plan.jsonTokens),
+          concurrency: 1,
+          durationMs: 300,
+          tokens: plan.jsonTokens,
+        });
+        const stream = await loadWorker.run({
+          kind: 'load',
+          mode: 'stream',
+          target: peer.target,
+          body: body(true, 4),
+          concurrency: 1,
+          durationMs: 300,
+          tokens: 4,
+        });
         const hs = PLAIN.has(name)
           ? { handshakes: 1, errors: 0, protocol: 'plain HTTP', cipher: '', group: '', firstProblem: undefined }
-          : await hsWorker.run({ kind: 'handshake', host: peer.target.host, port: peer.target.port, ca: creds.certPem, servername: SERVERNAME, concurrency: 1, durationMs: 200 });
+          : await hsWorker.run({
+              kind: 'handshake',
+              host: peer.target.host,
+              port: peer.target.port,
+              ca: creds.certPem,
+              servername: SERVERNAME,
+              concurrency: 1,
+              durationMs: 200,
+            });
         const problem =
           json.requests === 0 || json.non200 > 0
             ? `JSON over HTTPS failed (${json.firstProblem ?? 'no answer'})`

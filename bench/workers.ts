@@ -16,7 +16,9 @@ import { ROOT, startEngine, writeSigilConfig } from './peers.ts';
 import { childPids, cpuMicros, freePort, killAllStarted, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
 import { spread } from './stats.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '5' }, workers: { type: 'string', default: '2' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '5' }, workers: { type: 'string', default: '2' } },
+});
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const TOKENS = 64;
@@ -30,11 +32,16 @@ const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', c
 async function startSigil(workers: number): Promise<{ spawned: Spawned; target: Target }> {
   const port = await freePort();
   const { config, key } = writeSigilConfig(join(dir, `workers-${workers}`), engine.port, port, 'warn', { workers });
-  const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `workers-${workers}.log`), { cwd: ROOT });
+  const spawned = spawnLogged(process.execPath, [join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config], join(dir, `workers-${workers}.log`), {
+    cwd: ROOT,
+  });
   await waitForPort(port, 60_000, spawned.child);
   // The port answers once the first worker listens; give the others a moment to join.
   await new Promise((r) => setTimeout(r, 3000));
-  return { spawned, target: { host: '127.0.0.1', port, path: '/v1/chat/completions', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` } } };
+  return {
+    spawned,
+    target: { host: '127.0.0.1', port, path: '/v1/chat/completions', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` } },
+  };
 }
 
 const load = (target: Target, s: number) =>
@@ -70,10 +77,13 @@ try {
     const s = spread(xs);
     return `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`;
   };
-  console.log(`${availableParallelism()} cores; ${rounds} interleaved rounds of ${seconds} s; ${CONCURRENCY} concurrent streams of ${TOKENS} token events; engine without pauses; nothing pinned.\n`);
+  console.log(
+    `${availableParallelism()} cores; ${rounds} interleaved rounds of ${seconds} s; ${CONCURRENCY} concurrent streams of ${TOKENS} token events; engine without pauses; nothing pinned.\n`,
+  );
   console.log('| workers | token events/s | Sigil CPU µs per event (all its processes) | streams bad or failed |');
   console.log('|---|---|---|---|');
-  for (const side of sides) console.log(`| ${side.workers} | ${fmt(rates.get(side.workers)!, 0)} | ${fmt(cpu.get(side.workers)!, 1)} | ${bad.get(side.workers)} |`);
+  for (const side of sides)
+    console.log(`| ${side.workers} | ${fmt(rates.get(side.workers)!, 0)} | ${fmt(cpu.get(side.workers)!, 1)} | ${bad.get(side.workers)} |`);
   console.log(`\nevents/s, workers ${sides[1]!.workers} / workers 1, per round: median ${fmt(ratios, 2)}`);
 } finally {
   for (const side of sides) await stopChild(side.sigil.spawned.child, 'SIGTERM', 40_000);

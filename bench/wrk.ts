@@ -55,9 +55,18 @@ function run(command: string, args: string[]): Promise<string> {
   });
 }
 
-const pinned = (core: number, command: string, args: string[]): [string, string[]] => (hasTaskset ? ['taskset', ['-c', String(core), command, ...args]] : [command, args]);
+const pinned = (core: number, command: string, args: string[]): [string, string[]] =>
+  hasTaskset ? ['taskset', ['-c', String(core), command, ...args]] : [command, args];
 
-export async function saturate(dir: string, target: Target, body: string, connections: number, seconds: number, core: number, useWrk: boolean): Promise<SaturationResult> {
+export async function saturate(
+  dir: string,
+  target: Target,
+  body: string,
+  connections: number,
+  seconds: number,
+  core: number,
+  useWrk: boolean,
+): Promise<SaturationResult> {
   const url = `${target.tls === undefined ? 'http' : 'https'}://${target.host}:${target.port}${target.path}`;
   if (useWrk) {
     const script = join(dir, `wrk-${target.port}.lua`);
@@ -73,6 +82,20 @@ export async function saturate(dir: string, target: Target, body: string, connec
   for (const [k, v] of Object.entries(target.headers)) args.push('-H', `${k}=${v}`);
   args.push(url);
   const out = await run(...pinned(core, process.execPath, args));
-  const r = JSON.parse(out.slice(out.indexOf('{'))) as { requests: { total: number; average: number }; duration: number; errors: number; non2xx: number; latency: { p50: number; p99: number; max: number } };
-  return { requests: r.requests.total, rps: r.requests.total / r.duration, errors: r.errors + r.non2xx, p50: r.latency.p50 * 1000, p99: r.latency.p99 * 1000, max: r.latency.max * 1000, tool: 'autocannon' };
+  const r = JSON.parse(out.slice(out.indexOf('{'))) as {
+    requests: { total: number; average: number };
+    duration: number;
+    errors: number;
+    non2xx: number;
+    latency: { p50: number; p99: number; max: number };
+  };
+  return {
+    requests: r.requests.total,
+    rps: r.requests.total / r.duration,
+    errors: r.errors + r.non2xx,
+    p50: r.latency.p50 * 1000,
+    p99: r.latency.p99 * 1000,
+    max: r.latency.max * 1000,
+    tool: 'autocannon',
+  };
 }

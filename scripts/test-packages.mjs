@@ -36,11 +36,16 @@ function main() {
   const install = `apt-get install -y ${missing.join(' ')}`;
   const why = missing.map((name) => `${name} (${PACKAGES[name]})`).join(', ');
   if (run('id', ['-u']).stdout?.trim() !== '0') {
-    process.stderr.write(`npm test: the tests need Debian packages that are not installed: ${why}.\nInstall them, then run npm test again:\n\n    sudo apt-get update && sudo ${install}\n\n`);
+    process.stderr.write(
+      `npm test: the tests need Debian packages that are not installed: ${why}.\nInstall them, then run npm test again:\n\n    sudo apt-get update && sudo ${install}\n\n`,
+    );
     return 1;
   }
   process.stderr.write(`npm test: installing the Debian packages the tests need: ${why}\n`);
-  for (const args of [['update', '-qq'], ['install', '-y', '-qq', ...missing]]) {
+  for (const args of [
+    ['update', '-qq'],
+    ['install', '-y', '-qq', ...missing],
+  ]) {
     const step = run('apt-get', args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
     if (step.status !== 0) {
       process.stderr.write(`npm test: \`apt-get ${args.join(' ')}\` failed; run it yourself:\n\n    apt-get update && ${install}\n\n`);

@@ -121,11 +121,17 @@ export async function createConfigfsTsmProvider(opts: ConfigfsTsmOptions): Promi
   const wanted = opts.expect === undefined ? 'a TEE' : `${opts.expect} (${TSM_PROVIDER_NAMES[opts.expect]})`;
   const probe = await probeConfigfsTsm(opts.tsmPath, fs);
   if (probe === undefined) {
-    throw new TsmError('ERR_TSM_ABSENT', `attestation provider ${opts.expect ?? 'configfs-tsm'}: no configfs-tsm at ${reportDir} (is this a confidential VM with configfs mounted and the ${opts.expect === 'tdx' ? 'tdx_guest' : 'sev_guest or tdx_guest'} driver loaded?)`);
+    throw new TsmError(
+      'ERR_TSM_ABSENT',
+      `attestation provider ${opts.expect ?? 'configfs-tsm'}: no configfs-tsm at ${reportDir} (is this a confidential VM with configfs mounted and the ${opts.expect === 'tdx' ? 'tdx_guest' : 'sev_guest or tdx_guest'} driver loaded?)`,
+    );
   }
   const probed = probe.tee;
   if (probed === undefined || (opts.expect !== undefined && probed !== opts.expect)) {
-    throw new TsmError('ERR_TSM_PROVIDER', `attestation provider ${opts.expect ?? 'configfs-tsm'}: ${reportDir} is served by "${probe.provider}", not ${wanted}`);
+    throw new TsmError(
+      'ERR_TSM_PROVIDER',
+      `attestation provider ${opts.expect ?? 'configfs-tsm'}: ${reportDir} is served by "${probe.provider}", not ${wanted}`,
+    );
   }
   const tee: HardwareTee = probed;
 
@@ -160,7 +166,10 @@ export async function createConfigfsTsmProvider(opts: ConfigfsTsmOptions): Promi
         const evidence = await attempt(reportData);
         if (evidence !== undefined) return evidence;
       }
-      throw new TsmError('ERR_TSM_CONFLICT', `configfs-tsm generation changed under us ${maxAttempts} times in a row at ${reportDir}: another writer is using the same entries`);
+      throw new TsmError(
+        'ERR_TSM_CONFLICT',
+        `configfs-tsm generation changed under us ${maxAttempts} times in a row at ${reportDir}: another writer is using the same entries`,
+      );
     },
   };
 }

@@ -35,7 +35,9 @@ async function sha256Lines(root: string, files: string[]): Promise<string> {
   const worker = async () => {
     while (next < sorted.length) {
       const i = next++;
-      digests[i] = createHash('sha256').update(await nodeFs.readFile(join(root, sorted[i]!))).digest('hex');
+      digests[i] = createHash('sha256')
+        .update(await nodeFs.readFile(join(root, sorted[i]!)))
+        .digest('hex');
     }
   };
   await Promise.all(Array.from({ length: Math.min(READS_IN_FLIGHT, sorted.length) }, worker));
@@ -74,7 +76,10 @@ export async function productionPackages(packageRoot: string): Promise<string[]>
 }
 
 async function isDirectory(path: string): Promise<boolean> {
-  return nodeFs.stat(path).then((s) => s.isDirectory(), () => false);
+  return nodeFs.stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
 
 async function installedPackages(root: string, dir: string): Promise<string[]> {

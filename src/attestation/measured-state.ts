@@ -65,7 +65,8 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
     if (!(err instanceof MeasurementError)) throw err;
     m.logger.warn({ reason: err.message }, 'Sigil could not measure itself into RTMR3');
   }
-  if (m.tee === 'tdx' && events.eventLog().ccel_data === null) m.logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
+  if (m.tee === 'tdx' && events.eventLog().ccel_data === null)
+    m.logger.warn({ ccel_data_path: a.ccel_data_path }, 'no CCEL event log: verifiers cannot replay RTMR0-2');
   return { state: { events, runtime: m.runtime, manifest: text, ...(m.codeDir === undefined ? {} : { codeDir: m.codeDir }) }, manifestSha384: sha384 };
 }
 
@@ -73,7 +74,13 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
  * Measures a reloaded state and records its event, then updates what fresh documents state. Throws MeasurementError
  * when it cannot: the caller keeps the old state serving.
  */
-export async function measureReload(state: MeasuredState, sources: EvidenceSources, config: LoadedConfig, models: MeasuredModel[], policyHash: string): Promise<string> {
+export async function measureReload(
+  state: MeasuredState,
+  sources: EvidenceSources,
+  config: LoadedConfig,
+  models: MeasuredModel[],
+  policyHash: string,
+): Promise<string> {
   let sha384: string;
   let text: string;
   try {

@@ -57,7 +57,18 @@ export function measuredEnvironment(env: ProcessRuntime['env'], extra: readonly 
 }
 
 /** Node options that run code from outside the measured files, or let another process read and change this one. */
-const CODE_OPTIONS = [/^(?:-r|--require)(?:=|$)/, /^--import(?:=|$)/, /^--(?:experimental-)?loader(?:=|$)/, /^--inspect/, /^--debug/, /^--(?:experimental-)?(?:policy|permission)/, /^--eval(?:=|$)|^-e$|^-p$|^--print/, /^--experimental-default-type/, /^--env-file/, /^--snapshot-blob/];
+const CODE_OPTIONS = [
+  /^(?:-r|--require)(?:=|$)/,
+  /^--import(?:=|$)/,
+  /^--(?:experimental-)?loader(?:=|$)/,
+  /^--inspect/,
+  /^--debug/,
+  /^--(?:experimental-)?(?:policy|permission)/,
+  /^--eval(?:=|$)|^-e$|^-p$|^--print/,
+  /^--experimental-default-type/,
+  /^--env-file/,
+  /^--snapshot-blob/,
+];
 
 /** Splits NODE_OPTIONS as Node does for the common cases (space separated, double quotes group). */
 function splitOptions(text: string): string[] {
@@ -68,7 +79,12 @@ function splitOptions(text: string): string[] {
 function withValue(options: string[], i: number): string {
   const flag = options[i]!;
   const next = options[i + 1];
-  return !flag.includes('=') && next !== undefined && !next.startsWith('-') && /^(?:-r|--require|--import|--loader|--experimental-loader|--env-file)$/.test(flag) ? `${flag} ${next}` : flag;
+  return !flag.includes('=') &&
+    next !== undefined &&
+    !next.startsWith('-') &&
+    /^(?:-r|--require|--import|--loader|--experimental-loader|--env-file)$/.test(flag)
+    ? `${flag} ${next}`
+    : flag;
 }
 
 /** Each runtime option that would run unmeasured code, named with where it came from; empty when there is none. */

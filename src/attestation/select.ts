@@ -23,7 +23,8 @@ export interface SelectedAttestationProvider {
   warning?: string;
 }
 
-export const NO_HARDWARE_WARNING = 'attestation provider is none: no hardware evidence, receipts carry tee "none" and an all-zero measurement (development only)';
+export const NO_HARDWARE_WARNING =
+  'attestation provider is none: no hardware evidence, receipts carry tee "none" and an all-zero measurement (development only)';
 
 export async function selectAttestationProvider(cfg: AttestationSelection): Promise<SelectedAttestationProvider> {
   const fs = cfg.fs ?? nodeTsmFs;

@@ -21,7 +21,6 @@ export const DEFAULT_CCEL_TABLE_PATH = '/sys/firmware/acpi/tables/CCEL';
 export const DEFAULT_CCEL_DATA_PATH = '/sys/firmware/acpi/tables/data/CCEL';
 export const DEFAULT_RUNTIME_LOG_PATH = '/run/sigil/rtmr-events.json';
 
-
 const RTMR_BYTES = 48;
 const WHY_IT_MATTERS = 'the quote proves the firmware and boot chain, not which proxy runs';
 
@@ -76,7 +75,14 @@ async function readBase64OrNull(path: string): Promise<string | null> {
 
 function isRuntimeEvent(value: unknown): value is RuntimeEvent {
   const e = value as Record<string, unknown>;
-  return typeof e === 'object' && e !== null && Number.isInteger(e.imr) && typeof e.event === 'string' && typeof e.digest === 'string' && typeof e.payload === 'string';
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    Number.isInteger(e.imr) &&
+    typeof e.event === 'string' &&
+    typeof e.digest === 'string' &&
+    typeof e.payload === 'string'
+  );
 }
 
 /** The events earlier starts of Sigil extended in this VM, or why they cannot be read. */
@@ -135,12 +141,22 @@ export class RuntimeEventLog {
   /** Opens the log: on TDX it reads the CCEL and the events earlier starts of Sigil extended in this VM. */
   static async open(tee: 'tdx' | 'sev-snp' | 'none', opts: SelfMeasurementOptions = {}): Promise<RuntimeEventLog> {
     if (tee !== 'tdx') {
-      const reason = tee === 'sev-snp' ? 'SEV-SNP has no runtime measurement register: the events are bound through the report data (binding.runtime_events_sha384)' : 'no hardware: the events are listed, not measured';
+      const reason =
+        tee === 'sev-snp'
+          ? 'SEV-SNP has no runtime measurement register: the events are bound through the report data (binding.runtime_events_sha384)'
+          : 'no hardware: the events are listed, not measured';
       return new RuntimeEventLog(false, opts, { table: null, data: null }, [], 0, { extended: false, reason });
     }
-    const [table, data] = await Promise.all([readBase64OrNull(opts.ccelTablePath ?? DEFAULT_CCEL_TABLE_PATH), readBase64OrNull(opts.ccelDataPath ?? DEFAULT_CCEL_DATA_PATH)]);
+    const [table, data] = await Promise.all([
+      readBase64OrNull(opts.ccelTablePath ?? DEFAULT_CCEL_TABLE_PATH),
+      readBase64OrNull(opts.ccelDataPath ?? DEFAULT_CCEL_DATA_PATH),
+    ]);
     const earlier = await readRuntimeLog(opts.runtimeLogPath ?? DEFAULT_RUNTIME_LOG_PATH);
-    if (typeof earlier === 'string') return new RuntimeEventLog(true, opts, { table, data }, [], -1, { extended: false, reason: `${earlier}, so RTMR3 could not be explained after one more event: ${WHY_IT_MATTERS}` });
+    if (typeof earlier === 'string')
+      return new RuntimeEventLog(true, opts, { table, data }, [], -1, {
+        extended: false,
+        reason: `${earlier}, so RTMR3 could not be explained after one more event: ${WHY_IT_MATTERS}`,
+      });
     return new RuntimeEventLog(true, opts, { table, data }, earlier, earlier.length, { extended: false, reason: 'no event recorded yet' });
   }
 
@@ -164,7 +180,13 @@ export class RuntimeEventLog {
    */
   async record(inputs: EventInputs): Promise<RuntimeEvent> {
     const event = runtimeEvent(
-      runtimeEventPayload({ seq: this.seq, reason: inputs.reason, at: (inputs.at ?? new Date()).toISOString(), manifest_sha384: inputs.manifestSha384, policy_hash: inputs.policyHash }),
+      runtimeEventPayload({
+        seq: this.seq,
+        reason: inputs.reason,
+        at: (inputs.at ?? new Date()).toISOString(),
+        manifest_sha384: inputs.manifestSha384,
+        policy_hash: inputs.policyHash,
+      }),
     );
     if (!this.tdx) {
       this.events = [...this.events, event];
@@ -188,7 +210,10 @@ export class RuntimeEventLog {
     const after = await fs.read(rtmrPath).catch(() => undefined);
     if (before?.length === RTMR_BYTES && after !== undefined) {
       const expected = createHash('sha384').update(before).update(digest).digest();
-      if (!expected.equals(Buffer.from(after))) notes.push(`RTMR3 read back as ${Buffer.from(after).toString('hex')}, not SHA-384(before || digest): something else extended it at the same time, and the replay will not match`);
+      if (!expected.equals(Buffer.from(after)))
+        notes.push(
+          `RTMR3 read back as ${Buffer.from(after).toString('hex')}, not SHA-384(before || digest): something else extended it at the same time, and the replay will not match`,
+        );
     }
     try {
       await nodeFs.mkdir(dirname(logPath), { recursive: true });

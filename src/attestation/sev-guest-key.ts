@@ -72,11 +72,16 @@ export function deriveSevGuestKey(device: string, request: DerivedKeyRequest, li
     arg.writeBigUInt64LE(koffi.address(req) as bigint, 8);
     arg.writeBigUInt64LE(koffi.address(resp) as bigint, 16);
     if ((ioctl(fd, SNP_GET_DERIVED_KEY, 'void *', arg) as number) < 0) {
-      throw new SevGuestKeyError(`SNP_GET_DERIVED_KEY on ${device} failed: ${errno()}, firmware error 0x${arg.readUInt32LE(24).toString(16)}, VMM error 0x${arg.readUInt32LE(28).toString(16)}`);
+      throw new SevGuestKeyError(
+        `SNP_GET_DERIVED_KEY on ${device} failed: ${errno()}, firmware error 0x${arg.readUInt32LE(24).toString(16)}, VMM error 0x${arg.readUInt32LE(28).toString(16)}`,
+      );
     }
     const answer = Buffer.from(koffi.view(resp, RESPONSE_BYTES) as ArrayBuffer).subarray(0, RESPONSE_BYTES);
     const status = answer.readUInt32LE(0);
-    if (status !== 0) throw new SevGuestKeyError(`the SEV-SNP firmware refused the key request on ${device}: status 0x${status.toString(16)}${FIRMWARE_STATUS[status] === undefined ? '' : ` (${FIRMWARE_STATUS[status]})`}`);
+    if (status !== 0)
+      throw new SevGuestKeyError(
+        `the SEV-SNP firmware refused the key request on ${device}: status 0x${status.toString(16)}${FIRMWARE_STATUS[status] === undefined ? '' : ` (${FIRMWARE_STATUS[status]})`}`,
+      );
     return Buffer.from(answer.subarray(KEY_OFFSET, KEY_OFFSET + KEY_BYTES));
   } finally {
     koffi.free(req);

@@ -36,7 +36,13 @@ export function buildCatalogue(raw: unknown, source: string, upstreamNames: read
         throw new CatalogueError(`${source}: models.${i}.upstream: no upstream named '${name}' in the configuration`);
       }
     }
-    byId.set(entry.id, { ...entry, owned_by: entry.owned_by ?? entry.provider, upstream_model: entry.upstream_model ?? entry.id, upstreams, endpoints: [...(entry.endpoints ?? DEFAULT_ENDPOINTS)] });
+    byId.set(entry.id, {
+      ...entry,
+      owned_by: entry.owned_by ?? entry.provider,
+      upstream_model: entry.upstream_model ?? entry.id,
+      upstreams,
+      endpoints: [...(entry.endpoints ?? DEFAULT_ENDPOINTS)],
+    });
   });
   return { models: [...byId.values()], byId };
 }

@@ -31,7 +31,9 @@ export async function measureWeights(models: readonly CatalogueModel[], progress
   try {
     for (const m of weighed) for (const file of await modelFiles(m.weights!)) total += (await stat(file)).size;
   } catch (err) {
-    throw new CatalogueError(`model weights cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} (${(err as { path?: string }).path ?? ''})`);
+    throw new CatalogueError(
+      `model weights cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} (${(err as { path?: string }).path ?? ''})`,
+    );
   }
   const ticker = weighed.length === 0 ? undefined : setInterval(() => progress?.(done, total, (Date.now() - started) / 1000), everyMs);
   try {
@@ -40,13 +42,17 @@ export async function measureWeights(models: readonly CatalogueModel[], progress
         try {
           return await hashModel(m.weights!, (n) => (done += n));
         } catch (err) {
-          throw new CatalogueError(`model ${m.id}: its weights ${m.weights} cannot be hashed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+          throw new CatalogueError(
+            `model ${m.id}: its weights ${m.weights} cannot be hashed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+          );
         }
       }),
     );
     weighed.forEach((m, i) => {
       if (digests[i] !== m.model_hash) {
-        throw new CatalogueError(`model ${m.id}: its weights ${m.weights} hash to ${digests[i]}, not the catalogue's model_hash ${m.model_hash}: refusing to serve weights other than the ones declared`);
+        throw new CatalogueError(
+          `model ${m.id}: its weights ${m.weights} hash to ${digests[i]}, not the catalogue's model_hash ${m.model_hash}: refusing to serve weights other than the ones declared`,
+        );
       }
     });
   } finally {

@@ -1,7 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
-import { DEFAULT_COLLATERAL_SOURCES, fetchCollateral, type CollateralEvidence, type CollateralSources, type HttpGet } from '../verify/evidence/collateral/fetch.ts';
+import {
+  DEFAULT_COLLATERAL_SOURCES,
+  fetchCollateral,
+  type CollateralEvidence,
+  type CollateralSources,
+  type HttpGet,
+} from '../verify/evidence/collateral/fetch.ts';
 
 export const COLLATERAL_USAGE = `usage:
   sigil collateral fetch (--tdx-quote FILE | --snp-report FILE [--amd-product NAME]) --out DIR
@@ -73,7 +79,8 @@ export async function collateralCommand(argv: string[], io: CollateralIo): Promi
   const report = values['snp-report'];
   if ((quote === undefined) === (report === undefined)) return usage('give --tdx-quote FILE or --snp-report FILE (one of them)');
   if (values.out === undefined) return usage('give --out DIR');
-  if (values['amd-product'] !== undefined && !['Milan', 'Genoa', 'Turin'].includes(values['amd-product'])) return usage('--amd-product is Milan, Genoa or Turin');
+  if (values['amd-product'] !== undefined && !['Milan', 'Genoa', 'Turin'].includes(values['amd-product']))
+    return usage('--amd-product is Milan, Genoa or Turin');
   const sources: CollateralSources = {
     intelPcs: values['intel-pcs'] ?? DEFAULT_COLLATERAL_SOURCES.intelPcs,
     intelRootCrl: values['intel-root-crl'] ?? DEFAULT_COLLATERAL_SOURCES.intelRootCrl,

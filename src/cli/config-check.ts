@@ -24,7 +24,10 @@ function summarise(config: LoadedConfig): string[] {
   }
   if (config.catalogue !== undefined) {
     try {
-      const catalogue = loadCatalogue(config.catalogue, upstreams.map(([name]) => name));
+      const catalogue = loadCatalogue(
+        config.catalogue,
+        upstreams.map(([name]) => name),
+      );
       lines.push(`catalogue: ${catalogue.models.length} model(s) in ${config.catalogue}: ${catalogue.models.map((m) => m.id).join(', ')}`);
     } catch (err) {
       problems.push((err as Error).message);

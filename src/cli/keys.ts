@@ -16,7 +16,11 @@ revoke   removes a key; ID is the id shown by add or list (a unique prefix will 
 export async function run(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    });
   } catch (err) {
     process.stderr.write(`sigil keys: ${(err as Error).message}\n${USAGE}`);
     return 2;

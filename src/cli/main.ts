@@ -42,8 +42,14 @@ const COMMANDS: Record<string, CommandEntry> = {
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
   measure: { summary: 'compute the launch measurements a VM must report (sigil measure self|snp|tdx --help)', load: () => import('./measure.ts') },
   release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
-  collateral: { summary: 'fetch Intel PCS and AMD KDS collateral for evidence into a bundle (sigil collateral fetch --help)', load: () => import('./collateral.ts') },
-  'verify-evidence': { summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)', load: () => import('./verify-evidence.ts') },
+  collateral: {
+    summary: 'fetch Intel PCS and AMD KDS collateral for evidence into a bundle (sigil collateral fetch --help)',
+    load: () => import('./collateral.ts'),
+  },
+  'verify-evidence': {
+    summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)',
+    load: () => import('./verify-evidence.ts'),
+  },
 };
 
 /** The package's version: package.json sits two folders up from both src/cli and dist/cli. */

@@ -6,7 +6,7 @@ import { readConfigOrExit } from './config-arg.ts';
 
 export const MEASURE_SELF_USAGE =
   'usage: sigil measure self [--config FILE] [--files]\n\n' +
-  "Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n" +
+  'Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n' +
   'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
   'Sigil runs with. --files first prints the code and node_modules listings, file by file.\n';
 
@@ -32,7 +32,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const catalogue = loadCatalogue(config.catalogue, Object.keys(config.upstreams));
-    const models = await measureWeights(catalogue.models, (done, total) => process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`));
+    const models = await measureWeights(catalogue.models, (done, total) =>
+      process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`),
+    );
     const manifest = await manifestOfConfig(config, currentRuntime(), models);
     if (files) {
       const { code, nodeModules } = await codeListings(runningCodeDir());

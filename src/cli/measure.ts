@@ -80,13 +80,15 @@ async function readInput(path: string, what: string): Promise<Buffer> {
 
 function hexBytes(value: string, option: string, bytes: number): Buffer {
   const hex = value.replace(/^0x/i, '').toLowerCase();
-  if (!/^[0-9a-f]*$/.test(hex) || hex.length !== bytes * 2) throw new UsageError(`${option} must be ${bytes * 2} hex digits (${bytes} bytes), got ${JSON.stringify(value)}`);
+  if (!/^[0-9a-f]*$/.test(hex) || hex.length !== bytes * 2)
+    throw new UsageError(`${option} must be ${bytes * 2} hex digits (${bytes} bytes), got ${JSON.stringify(value)}`);
   return Buffer.from(hex, 'hex');
 }
 
 /** A non-negative integer given in decimal or 0x-hex. */
 export function integerOption(value: string, option: string, max = Number.MAX_SAFE_INTEGER): number {
-  if (!/^(0x[0-9a-f]+|\d+)$/i.test(value) || Number(value) > max) throw new UsageError(`${option} must be a whole number (decimal or 0x hex) up to ${max}, got ${JSON.stringify(value)}`);
+  if (!/^(0x[0-9a-f]+|\d+)$/i.test(value) || Number(value) > max)
+    throw new UsageError(`${option} must be a whole number (decimal or 0x hex) up to ${max}, got ${JSON.stringify(value)}`);
   return Number(value);
 }
 
@@ -97,7 +99,11 @@ function vcpuSig(values: Record<string, string | boolean | undefined>, required:
   if (typeof values['vcpu-type'] === 'string') return vcpuSignature(values['vcpu-type']);
   if (typeof values['vcpu-sig'] === 'string') return integerOption(values['vcpu-sig'], '--vcpu-sig', 0xffffffff);
   if (parts.length === 3) {
-    return cpuSignature(integerOption(values['vcpu-family'] as string, '--vcpu-family', 0xff + 0xf), integerOption(values['vcpu-model'] as string, '--vcpu-model', 0xff), integerOption(values['vcpu-stepping'] as string, '--vcpu-stepping', 0xf));
+    return cpuSignature(
+      integerOption(values['vcpu-family'] as string, '--vcpu-family', 0xff + 0xf),
+      integerOption(values['vcpu-model'] as string, '--vcpu-model', 0xff),
+      integerOption(values['vcpu-stepping'] as string, '--vcpu-stepping', 0xf),
+    );
   }
   if (parts.length > 0) throw new UsageError('--vcpu-family, --vcpu-model and --vcpu-stepping go together');
   if (required) throw new UsageError('the vCPU type is needed: give --vcpu-type (e.g. EPYC-v4), --vcpu-sig or --vcpu-family/--vcpu-model/--vcpu-stepping');
@@ -105,7 +111,8 @@ function vcpuSig(values: Record<string, string | boolean | undefined>, required:
 }
 
 async function digestOf(values: Record<string, string | boolean | undefined>, name: 'kernel' | 'initrd'): Promise<Buffer | null> {
-  const file = values[name], hash = values[`${name}-sha256`];
+  const file = values[name],
+    hash = values[`${name}-sha256`];
   if (typeof file === 'string' && typeof hash === 'string') throw new UsageError(`give --${name} or --${name}-sha256, not both`);
   if (typeof hash === 'string') return hexBytes(hash, `--${name}-sha256`, 32);
   if (typeof file === 'string') return sha256(await readInput(file, name));
@@ -124,12 +131,26 @@ async function kernelInputs(values: Record<string, string | boolean | undefined>
 }
 
 const SNP_OPTIONS = {
-  ovmf: { type: 'string' }, 'ovmf-hash': { type: 'string' }, mode: { type: 'string', default: 'snp' },
-  kernel: { type: 'string' }, 'kernel-sha256': { type: 'string' }, initrd: { type: 'string' }, 'initrd-sha256': { type: 'string' },
-  append: { type: 'string' }, vcpus: { type: 'string', default: '1' }, 'vcpu-type': { type: 'string' }, 'vcpu-sig': { type: 'string' },
-  'vcpu-family': { type: 'string' }, 'vcpu-model': { type: 'string' }, 'vcpu-stepping': { type: 'string' },
-  'guest-features': { type: 'string', default: '0x1' }, vmm: { type: 'string', default: 'qemu' }, svsm: { type: 'string' },
-  'ovmf-vars-size': { type: 'string' }, digest: { type: 'boolean', default: false }, 'only-ovmf': { type: 'boolean', default: false },
+  ovmf: { type: 'string' },
+  'ovmf-hash': { type: 'string' },
+  mode: { type: 'string', default: 'snp' },
+  kernel: { type: 'string' },
+  'kernel-sha256': { type: 'string' },
+  initrd: { type: 'string' },
+  'initrd-sha256': { type: 'string' },
+  append: { type: 'string' },
+  vcpus: { type: 'string', default: '1' },
+  'vcpu-type': { type: 'string' },
+  'vcpu-sig': { type: 'string' },
+  'vcpu-family': { type: 'string' },
+  'vcpu-model': { type: 'string' },
+  'vcpu-stepping': { type: 'string' },
+  'guest-features': { type: 'string', default: '0x1' },
+  vmm: { type: 'string', default: 'qemu' },
+  svsm: { type: 'string' },
+  'ovmf-vars-size': { type: 'string' },
+  digest: { type: 'boolean', default: false },
+  'only-ovmf': { type: 'boolean', default: false },
 } as const;
 
 const VMMS: readonly SnpVmm[] = ['qemu', 'ec2', 'gce', 'ec2-legacy'];
@@ -148,7 +169,8 @@ async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolea
     throw new UsageError((error as Error).message);
   }
   const mode = String(values.mode).toLowerCase();
-  if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode)) throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
+  if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode))
+    throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
   const vmm = String(values.vmm).toLowerCase() as SnpVmm;
   if (!VMMS.includes(vmm)) throw new UsageError(`--vmm must be one of ${VMMS.join(', ')}, got ${JSON.stringify(values.vmm)}`);
   if (typeof values.ovmf !== 'string') throw new UsageError('--ovmf FILE is required: the firmware decides what is measured');
@@ -168,8 +190,10 @@ async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolea
 
   if (mode === 'snp:svsm') {
     if (vmm !== 'qemu') throw new UsageError('--mode snp:svsm is modelled for QEMU only');
-    if (typeof values.svsm !== 'string' || values['ovmf-vars-size'] === undefined) throw new UsageError('--mode snp:svsm needs --svsm FILE and --ovmf-vars-size N');
-    if (['kernel', 'kernel-sha256', 'initrd', 'initrd-sha256', 'append'].some((name) => values[name] !== undefined)) throw new UsageError('--mode snp:svsm does not measure a kernel: leave out --kernel, --initrd and --append');
+    if (typeof values.svsm !== 'string' || values['ovmf-vars-size'] === undefined)
+      throw new UsageError('--mode snp:svsm needs --svsm FILE and --ovmf-vars-size N');
+    if (['kernel', 'kernel-sha256', 'initrd', 'initrd-sha256', 'append'].some((name) => values[name] !== undefined))
+      throw new UsageError('--mode snp:svsm does not measure a kernel: leave out --kernel, --initrd and --append');
     const svsm = await readInput(values.svsm, 'SVSM image');
     const ovmfVarsSize = integerOption(String(values['ovmf-vars-size']), '--ovmf-vars-size');
     const digest = svsmLaunchDigest({ ovmf: image, svsm, ovmfVarsSize, vcpus, vcpuSig: vcpuSig(values, true) });
@@ -178,7 +202,12 @@ async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolea
   }
   const kernel = await kernelInputs(values);
   const layout = readSevFirmwareLayout(image);
-  if (kernel !== null) inputs.push(`kernel sha256:${kernel.kernel.toString('hex')}`, `initrd sha256:${kernel.initrd.toString('hex')}`, `cmdline sha256:${kernel.cmdline.toString('hex')} (with its NUL)`);
+  if (kernel !== null)
+    inputs.push(
+      `kernel sha256:${kernel.kernel.toString('hex')}`,
+      `initrd sha256:${kernel.initrd.toString('hex')}`,
+      `cmdline sha256:${kernel.cmdline.toString('hex')} (with its NUL)`,
+    );
   else inputs.push('no kernel (not measured direct boot)');
   if (mode === 'sev') return { digest: sevLaunchDigest({ image, layout, kernel }), snp: false, inputs, digestOnly };
   if (mode === 'seves') assertKernelMeasurable(layout, kernel);
@@ -229,10 +258,19 @@ Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file c
 `;
 
 const TDX_OPTIONS = {
-  firmware: { type: 'string' }, 'page-add-order': { type: 'string', default: 'single-pass' }, memory: { type: 'string' },
-  kernel: { type: 'string' }, initrd: { type: 'string' }, append: { type: 'string' }, 'acpi-data-size': { type: 'string', default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}` },
-  'acpi-tables': { type: 'string' }, 'acpi-rsdp': { type: 'string' }, 'acpi-loader': { type: 'string' },
-  'boot-order': { type: 'string' }, 'boot-option': { type: 'string', multiple: true }, digest: { type: 'boolean', default: false },
+  firmware: { type: 'string' },
+  'page-add-order': { type: 'string', default: 'single-pass' },
+  memory: { type: 'string' },
+  kernel: { type: 'string' },
+  initrd: { type: 'string' },
+  append: { type: 'string' },
+  'acpi-data-size': { type: 'string', default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}` },
+  'acpi-tables': { type: 'string' },
+  'acpi-rsdp': { type: 'string' },
+  'acpi-loader': { type: 'string' },
+  'boot-order': { type: 'string' },
+  'boot-option': { type: 'string', multiple: true },
+  digest: { type: 'boolean', default: false },
 } as const;
 
 const SIZE_UNITS: Record<string, number> = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 };
@@ -257,25 +295,39 @@ async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
   const order = String(values['page-add-order']);
   if (order !== 'single-pass' && order !== 'two-pass') throw new UsageError(`--page-add-order must be single-pass or two-pass, got ${JSON.stringify(order)}`);
   if (typeof values.firmware !== 'string') throw new UsageError('--firmware FILE is required: MRTD is the measurement of the firmware');
-  if (typeof values.kernel !== 'string' && (values.initrd !== undefined || values.append !== undefined)) throw new UsageError('--initrd and --append are measured only with a kernel: give --kernel');
+  if (typeof values.kernel !== 'string' && (values.initrd !== undefined || values.append !== undefined))
+    throw new UsageError('--initrd and --append are measured only with a kernel: give --kernel');
   const given = RTMR0_FILES.filter((name) => values[name] !== undefined);
   if ((given.length > 0 || values['boot-option'] !== undefined) && given.length < RTMR0_FILES.length) {
-    throw new UsageError(`RTMR0 needs all of ${RTMR0_FILES.map((n) => `--${n}`).join(', ')}; missing ${RTMR0_FILES.filter((n) => !given.includes(n)).map((n) => `--${n}`).join(', ')}`);
+    throw new UsageError(
+      `RTMR0 needs all of ${RTMR0_FILES.map((n) => `--${n}`).join(', ')}; missing ${RTMR0_FILES.filter((n) => !given.includes(n))
+        .map((n) => `--${n}`)
+        .join(', ')}`,
+    );
   }
   const memorySize = typeof values.memory === 'string' ? memorySizeOption(values.memory) : null;
   const acpiDataSize = integerOption(String(values['acpi-data-size']), '--acpi-data-size', 0xffffffff);
   const firmware = await readInput(values.firmware, 'firmware');
-  const boot = typeof values.kernel === 'string'
-    ? { kernel: await readInput(values.kernel, 'kernel'), initrd: typeof values.initrd === 'string' ? await readInput(values.initrd, 'initrd') : Buffer.alloc(0), cmdline: typeof values.append === 'string' ? values.append : '' }
-    : null;
-  const config = given.length === RTMR0_FILES.length
-    ? {
-        acpiTables: await readInput(values['acpi-tables'] as string, 'ACPI tables'),
-        acpiRsdp: await readInput(values['acpi-rsdp'] as string, 'ACPI RSDP'),
-        acpiLoader: await readInput(values['acpi-loader'] as string, 'ACPI table loader'),
-        bootVariables: [await readInput(values['boot-order'] as string, 'BootOrder variable'), ...(await Promise.all(((values['boot-option'] as string[] | undefined) ?? []).map((f) => readInput(f, 'boot option variable'))))],
-      }
-    : null;
+  const boot =
+    typeof values.kernel === 'string'
+      ? {
+          kernel: await readInput(values.kernel, 'kernel'),
+          initrd: typeof values.initrd === 'string' ? await readInput(values.initrd, 'initrd') : Buffer.alloc(0),
+          cmdline: typeof values.append === 'string' ? values.append : '',
+        }
+      : null;
+  const config =
+    given.length === RTMR0_FILES.length
+      ? {
+          acpiTables: await readInput(values['acpi-tables'] as string, 'ACPI tables'),
+          acpiRsdp: await readInput(values['acpi-rsdp'] as string, 'ACPI RSDP'),
+          acpiLoader: await readInput(values['acpi-loader'] as string, 'ACPI table loader'),
+          bootVariables: [
+            await readInput(values['boot-order'] as string, 'BootOrder variable'),
+            ...(await Promise.all(((values['boot-option'] as string[] | undefined) ?? []).map((f) => readInput(f, 'boot option variable')))),
+          ],
+        }
+      : null;
   const m = measureTdx({ firmware, pageAddOrder: order, memorySize, acpiDataSize, boot, config });
   const rows: [string, Buffer | null, string][] = [
     ['mrtd', m.mrtd, ''],
@@ -284,13 +336,25 @@ async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
     ['rtmr2', m.rtmr2, 'give --kernel'],
   ];
   if (values.digest === true) {
-    io.stdout.write(rows.filter(([, v]) => v !== null).map(([name, v]) => `${name} ${v!.toString('hex')}\n`).join(''));
+    io.stdout.write(
+      rows
+        .filter(([, v]) => v !== null)
+        .map(([name, v]) => `${name} ${v!.toString('hex')}\n`)
+        .join(''),
+    );
     return MEASURE_EXIT.ok;
   }
   const header = [`# sigil measure tdx`, `#   firmware ${values.firmware} sha256:${sha256(firmware).toString('hex')}, ${order}`];
-  if (boot !== null) header.push(`#   kernel sha256:${sha256(boot.kernel).toString('hex')}`, `#   initrd sha256:${sha256(boot.initrd).toString('hex')}`, `#   cmdline ${JSON.stringify(boot.cmdline)}`);
+  if (boot !== null)
+    header.push(
+      `#   kernel sha256:${sha256(boot.kernel).toString('hex')}`,
+      `#   initrd sha256:${sha256(boot.initrd).toString('hex')}`,
+      `#   cmdline ${JSON.stringify(boot.cmdline)}`,
+    );
   if (memorySize !== null) header.push(`#   memory ${memorySize} bytes`);
-  const body = rows.map(([name, v, need]) => (v === null ? `  # ${name}: not computed (not pinned): ${need}\n` : `  ${name}:\n    - ${v.toString('hex')}\n`)).join('');
+  const body = rows
+    .map(([name, v, need]) => (v === null ? `  # ${name}: not computed (not pinned): ${need}\n` : `  ${name}:\n    - ${v.toString('hex')}\n`))
+    .join('');
   io.stdout.write(`${header.join('\n')}\ntdx:\n${body}`);
   return MEASURE_EXIT.ok;
 }

@@ -21,9 +21,11 @@ export async function releaseTrustFrom(values: Record<string, unknown>, io: Rele
   const identity = values.identity as string | undefined;
   const issuer = values.issuer as string | undefined;
   const root = values['trusted-root'] as string | undefined;
-  if (key !== undefined && (identity !== undefined || issuer !== undefined || root !== undefined)) throw io.usage('give --key, or --identity and --issuer, not both');
+  if (key !== undefined && (identity !== undefined || issuer !== undefined || root !== undefined))
+    throw io.usage('give --key, or --identity and --issuer, not both');
   if (key !== undefined) return { kind: 'key', publicKey: (await io.read(key, 'public key')).toString('utf8') };
-  if (identity === undefined || issuer === undefined) throw io.usage('verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
+  if (identity === undefined || issuer === undefined)
+    throw io.usage('verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
   const trust: ReleaseTrust = { kind: 'sigstore', identity, issuer };
   if (root !== undefined) {
     const text = (await io.read(root, 'trusted root')).toString('utf8');
@@ -42,7 +44,8 @@ export async function releaseTrustFrom(values: Record<string, unknown>, io: Rele
  */
 export function releaseUsageProblem(release: string | undefined, values: Record<string, unknown>): string | undefined {
   const given = Object.keys(RELEASE_TRUST_OPTIONS).filter((name) => values[name] !== undefined);
-  if (release === undefined) return given.length > 0 ? `${given.map((n) => `--${n}`).join(', ')} name the signer of a release manifest: give --release FILE too` : undefined;
+  if (release === undefined)
+    return given.length > 0 ? `${given.map((n) => `--${n}`).join(', ')} name the signer of a release manifest: give --release FILE too` : undefined;
   if (values.key !== undefined && given.length > 1) return 'give --key, or --identity and --issuer, not both';
   if (values.key === undefined && (values.identity === undefined || values.issuer === undefined)) {
     return '--release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing';

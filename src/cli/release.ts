@@ -88,7 +88,8 @@ async function verify(values: Record<string, string | undefined>, files: string[
   if (values.out !== undefined) throw new UsageError('--out goes with sign (verify writes --reference-out)');
   let now = io.now ?? new Date();
   if (values.at !== undefined) {
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(values.at) || Number.isNaN(Date.parse(values.at))) throw new UsageError('--at is an RFC 3339 time, e.g. 2026-12-01T00:00:00Z');
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(values.at) || Number.isNaN(Date.parse(values.at)))
+      throw new UsageError('--at is an RFC 3339 time, e.g. 2026-12-01T00:00:00Z');
     now = new Date(values.at);
   }
   const trust = await trustFrom(values);

@@ -72,7 +72,10 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
       const rimPaths = ctx.reference?.gpu?.rims ?? [];
       const rims = await Promise.all(rimPaths.map(async (path) => (await ctx.read(path, 'RIM')).toString('utf8')));
       const ocspPaths = ctx.reference?.gpu?.ocsp;
-      const ocsp = ocspPaths === undefined ? undefined : readOcspBundle(await Promise.all(ocspPaths.map(async (path) => ({ label: path, der: new Uint8Array(await ctx.read(path, 'OCSP response')) }))));
+      const ocsp =
+        ocspPaths === undefined
+          ? undefined
+          : readOcspBundle(await Promise.all(ocspPaths.map(async (path) => ({ label: path, der: new Uint8Array(await ctx.read(path, 'OCSP response')) }))));
       let report: SpdmMeasurementReport;
       try {
         report = readSpdmMeasurementReport(bytes);
@@ -81,7 +84,13 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
         return { checks };
       }
       // The entry states the nonce its own request carries; --nonce is what it is compared with.
-      const entry: GpuEvidence = { index: 0, arch: 'unknown', report: Buffer.from(bytes).toString('base64'), certificates: Buffer.from(chain, 'latin1').toString('base64'), nonce: hex(report.request.nonce) };
+      const entry: GpuEvidence = {
+        index: 0,
+        arch: 'unknown',
+        report: Buffer.from(bytes).toString('base64'),
+        certificates: Buffer.from(chain, 'latin1').toString('base64'),
+        nonce: hex(report.request.nonce),
+      };
       const options: Parameters<typeof verifyGpuEvidence>[1] = { at: ctx.at };
       if (typeof values.nonce === 'string') options.nonce = values.nonce.toLowerCase();
       if (rims.length > 0) options.rims = rims;

@@ -122,7 +122,13 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   }
   if (values.help === true) return 'help';
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
-  const o: Options = { values, at: now, json: values.json === true, allowUnbound: values['allow-unbound-evidence'] === true, allowUnpinnedCode: values['allow-unpinned-code'] === true };
+  const o: Options = {
+    values,
+    at: now,
+    json: values.json === true,
+    allowUnbound: values['allow-unbound-evidence'] === true,
+    allowUnpinnedCode: values['allow-unpinned-code'] === true,
+  };
   const set = (key: keyof Options, name: string) => {
     const v = text(name);
     if (v !== undefined) (o as unknown as Record<string, unknown>)[key] = v;
@@ -142,12 +148,16 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   set('reportData', 'report-data');
   const at = text('at');
   if (at !== undefined) {
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(at) || Number.isNaN(Date.parse(at))) throw new UsageError('--at is an RFC 3339 time, e.g. 2023-06-20T00:00:00Z');
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(at) || Number.isNaN(Date.parse(at)))
+      throw new UsageError('--at is an RFC 3339 time, e.g. 2023-06-20T00:00:00Z');
     o.at = new Date(at);
   }
   const wanted = extensions.filter((e) => e.wants(values));
   const kinds = [o.tdxQuote !== undefined, o.snpReport !== undefined].filter(Boolean).length;
-  if (kinds === 0 && wanted.length === 0) throw new UsageError(extensions.some((e) => e.name === 'gpu') ? 'give --tdx-quote FILE, --snp-report FILE or --gpu-report FILE' : 'give --tdx-quote FILE or --snp-report FILE');
+  if (kinds === 0 && wanted.length === 0)
+    throw new UsageError(
+      extensions.some((e) => e.name === 'gpu') ? 'give --tdx-quote FILE, --snp-report FILE or --gpu-report FILE' : 'give --tdx-quote FILE or --snp-report FILE',
+    );
   for (const extension of wanted) {
     const problem = extension.usageProblem?.(values);
     if (problem !== undefined) throw new UsageError(problem);
@@ -156,7 +166,8 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined) && o.tdxQuote === undefined) {
     throw new UsageError('--ccel-table, --ccel-data and --event-log-json go with --tdx-quote');
   }
-  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined) throw new UsageError('--collateral goes with --tdx-quote or --snp-report');
+  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined)
+    throw new UsageError('--collateral goes with --tdx-quote or --snp-report');
   if (o.ccelTable !== undefined && o.ccelData === undefined) throw new UsageError('--ccel-table needs --ccel-data (the log it describes)');
   if (o.ccelData !== undefined && o.eventLogJson !== undefined) throw new UsageError('give --ccel-data or --event-log-json, not both');
   if ((o.vcek !== undefined || o.ask !== undefined) && o.snpReport === undefined) throw new UsageError('--vcek and --ask go with --snp-report');
@@ -209,7 +220,9 @@ async function readTdx(o: Options): Promise<RawEvidence> {
     try {
       evidence.collateral = await readCollateralBundle(o.collateral);
     } catch (err) {
-      throw new UnreadableError(`cannot read the collateral bundle ${o.collateral}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
+      throw new UnreadableError(
+        `cannot read the collateral bundle ${o.collateral}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`,
+      );
     }
   }
   const input: TdxEventLogInput = {};
@@ -247,7 +260,9 @@ async function readSnp(o: Options): Promise<RawEvidence> {
     if (path === undefined) continue;
     const file = await read(path, kind.toUpperCase());
     try {
-      evidence[kind] = new Uint8Array(readCertificate(file.toString('latin1').includes('-----BEGIN') ? file.toString('latin1') : file, `${kind.toUpperCase()} ${path}`).raw);
+      evidence[kind] = new Uint8Array(
+        readCertificate(file.toString('latin1').includes('-----BEGIN') ? file.toString('latin1') : file, `${kind.toUpperCase()} ${path}`).raw,
+      );
     } catch (err) {
       throw new UnreadableError((err as Error).message);
     }
@@ -359,7 +374,8 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
     return EVIDENCE_EXIT.unreadable;
   }
   report.checks = report.checks.map((c) => {
-    if (c.name === 'evidence.report_data' && isNotPinned(c) && o.allowUnbound) return waive(c, '--allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted');
+    if (c.name === 'evidence.report_data' && isNotPinned(c) && o.allowUnbound)
+      return waive(c, '--allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted');
     if (c.name !== 'evidence.report_data' && isNotPinned(c) && o.allowUnpinnedCode) return waive(c, '--allow-unpinned-code: values nobody pinned are accepted');
     return c;
   });

@@ -164,7 +164,15 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
   if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
   const releaseTrust = { key: v.key, identity: v.identity, issuer: v.issuer, 'trusted-root': v['trusted-root'] };
-  const o: Options = { releaseTrust, stream: v.stream, brand: v.brand, allowNoTee: v['allow-no-tee'], allowUnpinnedCode: v['allow-unpinned-code'], json: v.json || v.format === 'json', ear: v.format === 'ear' };
+  const o: Options = {
+    releaseTrust,
+    stream: v.stream,
+    brand: v.brand,
+    allowNoTee: v['allow-no-tee'],
+    allowUnpinnedCode: v['allow-unpinned-code'],
+    json: v.json || v.format === 'json',
+    ear: v.format === 'ear',
+  };
   const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
     if (value !== undefined) o[key] = value;
   };
@@ -263,7 +271,8 @@ async function loadReference(path: string | undefined): Promise<LoadedReference 
   }
   const loaded: LoadedReference = { values };
   if (values.gpu?.rims !== undefined) loaded.rims = await Promise.all(values.gpu.rims.map(async (rim) => (await readBytes(rim, 'RIM')).toString('utf8')));
-  if (values.gpu?.ocsp !== undefined) loaded.ocsp = await Promise.all(values.gpu.ocsp.map(async (path) => ({ label: path, der: new Uint8Array(await readBytes(path, 'OCSP response')) })));
+  if (values.gpu?.ocsp !== undefined)
+    loaded.ocsp = await Promise.all(values.gpu.ocsp.map(async (path) => ({ label: path, der: new Uint8Array(await readBytes(path, 'OCSP response')) })));
   return loaded;
 }
 
@@ -305,7 +314,10 @@ async function loadCollateral(dir: string): Promise<IntelCollateral> {
   try {
     return await readCollateralBundle(dir);
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the collateral bundle ${dir}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`);
+    throw new VerifyError(
+      'ERR_VERIFY_FETCH',
+      `cannot read the collateral bundle ${dir}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`,
+    );
   }
 }
 
@@ -352,7 +364,9 @@ async function keptExchange(o: Options, jws: string): Promise<ServiceExchange> {
 
 /** The library fails what it was not given (docs/receipts.md, "How to verify"); the CLI says which flag gives it. */
 function withHints(checks: Check[]): Check[] {
-  return checks.map((c) => (!c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c));
+  return checks.map((c) =>
+    !c.ok && c.detail.startsWith('not checked:') && CLI_HINTS[c.name] !== undefined ? { ...c, detail: `not checked: ${CLI_HINTS[c.name]}` } : c,
+  );
 }
 
 async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
@@ -385,13 +399,20 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   evidence.exchanges = [exchange];
   await addLocalEvidence(evidence, o, reference);
   const expect = expectationsOf(o, io, nonce, reference);
-  if (o.attestation !== undefined) expect.waive = { ...expect.waive, noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key' };
+  if (o.attestation !== undefined)
+    expect.waive = { ...expect.waive, noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key' };
   const result = await verifyService(evidence, expect);
   return report('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
 }
 
 /** A kept receipt with no attestation document: its own checks, and the hardware evidence reported as not checked. */
-async function verifyReceiptAlone(o: Options, exchange: ServiceExchange, jwks: { keys: unknown[] }, policy: unknown, releaseChecks: Check[]): Promise<VerifyReport> {
+async function verifyReceiptAlone(
+  o: Options,
+  exchange: ServiceExchange,
+  jwks: { keys: unknown[] },
+  policy: unknown,
+  releaseChecks: Check[],
+): Promise<VerifyReport> {
   const context: ReceiptContext = { jwks };
   if (o.measurement !== undefined) context.measurement = o.measurement;
   if (policy !== undefined) {
@@ -401,7 +422,8 @@ async function verifyReceiptAlone(o: Options, exchange: ServiceExchange, jwks: {
   if (o.allowNoTee) context.noHardwareEnclave = ALLOW_NO_TEE;
   const result = await verifyExchange(exchange, context);
   const checks = withHints(result.checks);
-  if (result.claims !== undefined && result.claims.tee !== 'none') checks.push(fail('attestation.document', 'not checked: give --attestation FILE or --url BASE'));
+  if (result.claims !== undefined && result.claims.tee !== 'none')
+    checks.push(fail('attestation.document', 'not checked: give --attestation FILE or --url BASE'));
   // Without evidence nothing is compared with the release, but a bad release still fails the verdict.
   return report('file', [...checks, ...releaseChecks], result, o.allowUnpinnedCode);
 }
@@ -425,7 +447,15 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       return report('live', [...releaseChecks, ...attested.checks, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
     }
     const model = o.model ?? (await firstListedModel(base, dispatcher));
-    const live = await sendChatWithReceipt({ baseUrl: base, apiKey: o.apiKey!, model, stream: o.stream, nonce: nonce.toString('hex'), brand: o.brand, dispatcher });
+    const live = await sendChatWithReceipt({
+      baseUrl: base,
+      apiKey: o.apiKey!,
+      model,
+      stream: o.stream,
+      nonce: nonce.toString('hex'),
+      brand: o.brand,
+      dispatcher,
+    });
     evidence.exchanges = [liveExchange(live, o.stream, nonce.toString('hex'), model)];
     const result = await verifyService(evidence, expect);
     const sent = pass(
@@ -434,7 +464,12 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
         `${live.responseBytes.length} response bytes, message receipt from the ${live.receiptSource}`,
     );
     const receiptChecks = result.exchanges[0]!.checks.length;
-    const checks = [...releaseChecks, ...result.checks.slice(0, result.checks.length - receiptChecks), sent, ...result.checks.slice(result.checks.length - receiptChecks)];
+    const checks = [
+      ...releaseChecks,
+      ...result.checks.slice(0, result.checks.length - receiptChecks),
+      sent,
+      ...result.checks.slice(result.checks.length - receiptChecks),
+    ];
     return report('live', checks, result.exchanges[0]!);
   } finally {
     await dispatcher.close();
@@ -443,7 +478,15 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
 
 /** The live chat completion as the core reads an exchange: the message receipt already cut from the stream. */
 function liveExchange(live: LiveExchange, stream: boolean, nonce: string, model: string): ServiceExchange {
-  const exchange: ServiceExchange = { path: '/v1/chat/completions', stream, nonce, model, request: live.requestBytes, response: live.responseBytes, receipt: live.receipt };
+  const exchange: ServiceExchange = {
+    path: '/v1/chat/completions',
+    stream,
+    nonce,
+    model,
+    request: live.requestBytes,
+    response: live.responseBytes,
+    receipt: live.receipt,
+  };
   if (live.modelReceipt !== undefined) exchange.receiptHeader = live.modelReceipt;
   if (live.receiptId !== undefined) exchange.receiptId = live.receiptId;
   if (live.completionId !== undefined) exchange.completionId = live.completionId;

@@ -49,7 +49,12 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
     try {
       rims.push(await readFile(path, 'utf8'));
     } catch (err) {
-      checks.push(fail('gpu.rims', `the RIM ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the GPU measurements cannot be compared with it`));
+      checks.push(
+        fail(
+          'gpu.rims',
+          `the RIM ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the GPU measurements cannot be compared with it`,
+        ),
+      );
     }
   }
   const ocsp: Array<{ label: string; der: Uint8Array }> = [];
@@ -57,7 +62,12 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
     try {
       ocsp.push({ label: path, der: new Uint8Array(await readFile(path)) });
     } catch (err) {
-      checks.push(fail('gpu.ocsp', `the OCSP response ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the certificates it covers count as unchecked`));
+      checks.push(
+        fail(
+          'gpu.ocsp',
+          `the OCSP response ${path} named by the reference values cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so the certificates it covers count as unchecked`,
+        ),
+      );
     }
   }
   return { rims, ocsp, checks };
@@ -78,7 +88,10 @@ function verifiedRelease(release: NonNullable<AttestOptions['release']>): Releas
  */
 export async function attest(options: AttestOptions): Promise<Attested> {
   const release = options.release === undefined ? undefined : verifiedRelease(options.release);
-  const reference = release === undefined || options.reference === undefined ? (release?.referenceValues ?? options.reference) : withReleaseValues(options.reference, release.referenceValues);
+  const reference =
+    release === undefined || options.reference === undefined
+      ? (release?.referenceValues ?? options.reference)
+      : withReleaseValues(options.reference, release.referenceValues);
   const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });

@@ -99,7 +99,10 @@ export const UNVERIFIED_HEADER = 'x-attested-fetch-unverified';
 
 function markedUnverified(response: Response): Response {
   const headers = new Headers(response.headers);
-  headers.set(UNVERIFIED_HEADER, 'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it');
+  headers.set(
+    UNVERIFIED_HEADER,
+    'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it',
+  );
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
@@ -131,7 +134,8 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       throw new TypeError((err as Error).message, { cause: err });
     }
   }
-  const releaseBundle = options.release === undefined ? undefined : typeof options.release.bundle === 'string' ? await readFile(options.release.bundle) : options.release.bundle;
+  const releaseBundle =
+    options.release === undefined ? undefined : typeof options.release.bundle === 'string' ? await readFile(options.release.bundle) : options.release.bundle;
   const release = releaseBundle === undefined ? undefined : { bundle: releaseBundle, trust: options.release!.trust };
   const allowNoTee = options.allowNoTee ?? false;
   const base = new URL(options.baseURL);
@@ -143,8 +147,20 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   if (allowNoTee) waive.noHardwareEnclave = 'allowNoTee: a development service without hardware is accepted';
   if (options.allowUnpinnedCode === true) waive.unpinnedCode = 'allowUnpinnedCode: code nobody pinned is accepted';
   const verifyService = async (): Promise<Attested> => {
-    const result = await attest({ baseURL: options.baseURL, reference, release, waive, roots: options.roots, gpuRoots: options.gpuRoots, freshReport: options.freshReport });
-    if (result.verdict.outcome === 'not-verified') throw new AttestationError(`the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`, result.checks);
+    const result = await attest({
+      baseURL: options.baseURL,
+      reference,
+      release,
+      waive,
+      roots: options.roots,
+      gpuRoots: options.gpuRoots,
+      freshReport: options.freshReport,
+    });
+    if (result.verdict.outcome === 'not-verified')
+      throw new AttestationError(
+        `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`,
+        result.checks,
+      );
     return result;
   };
 
@@ -238,7 +254,10 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       if (raw.headers.get('ehbp-response-nonce') === null) {
         // Nothing sealed it, so anyone on the way could have written it: never hand it over as the service's answer.
         await raw.body?.cancel();
-        throw new VerifyError('ERR_VERIFY_UNSEALED_RESPONSE', `the answer to a sealed request (HTTP ${raw.status}) is not sealed to our request: it may not come from the enclave, so it is not returned`);
+        throw new VerifyError(
+          'ERR_VERIFY_UNSEALED_RESPONSE',
+          `the answer to a sealed request (HTTP ${raw.status}) is not sealed to our request: it may not come from the enclave, so it is not returned`,
+        );
       }
       response = await (await identity()).decryptResponseWithContext(raw, sealed.context!);
     } else {
@@ -248,7 +267,12 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     if (!wantsReceipt || response.status < 200 || response.status > 299) return response;
     if (response.body === null) {
       const result = await check(exchangeOf(response, new Uint8Array()));
-      if (!result.ok) throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
+      if (!result.ok)
+        throw new AttestationError(
+          `the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`,
+          result.checks,
+          'ERR_VERIFY_RECEIPT',
+        );
       return response;
     }
 
@@ -259,8 +283,16 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       // Sealed, the receipt is the body's last frame: the caller gets the engine's bytes alone.
       const trailer = encrypts ? splitSealedJson(bytes) : undefined;
       if (trailer !== undefined) bytes = new Uint8Array(trailer.body);
-      const result = await check({ ...exchangeOf(response, bytes), receiptHeader: encrypts ? (trailer?.receipt ?? null) : response.headers.get(headerNames.receipt) });
-      if (!result.ok && onInvalid === 'throw') throw new AttestationError(`the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
+      const result = await check({
+        ...exchangeOf(response, bytes),
+        receiptHeader: encrypts ? (trailer?.receipt ?? null) : response.headers.get(headerNames.receipt),
+      });
+      if (!result.ok && onInvalid === 'throw')
+        throw new AttestationError(
+          `the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`,
+          result.checks,
+          'ERR_VERIFY_RECEIPT',
+        );
       return new Response(bytes, init2);
     }
     // Each chunk goes to the caller as it arrives; the receipt at the end is checked over all of them.
@@ -272,7 +304,10 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       },
       async flush(controller) {
         const result = await check(exchangeOf(response, Buffer.concat(chunks)));
-        if (!result.ok && onInvalid === 'throw') controller.error(new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'));
+        if (!result.ok && onInvalid === 'throw')
+          controller.error(
+            new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'),
+          );
       },
     });
     return new Response(response.body.pipeThrough(verified), init2);

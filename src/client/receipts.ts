@@ -48,7 +48,12 @@ export async function verifyExchangeReceipt(exchange: Exchange, attested: Attest
     },
     receiptContext(attested),
   );
-  const verdict: ReceiptResult = { path: exchange.path, stream: exchange.stream, ok: verdictOf(result.checks).outcome !== 'not-verified', checks: result.checks };
+  const verdict: ReceiptResult = {
+    path: exchange.path,
+    stream: exchange.stream,
+    ok: verdictOf(result.checks).outcome !== 'not-verified',
+    checks: result.checks,
+  };
   const missing = result.checks.find((c) => c.name === 'receipt.present');
   if (missing !== undefined) verdict.problem = missing.detail;
   if (result.claims !== undefined) verdict.claims = result.claims;

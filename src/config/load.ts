@@ -61,7 +61,10 @@ export function parseConfig(text: string, source: string): LoadedConfig {
       ...config.tls,
       cert_file: config.tls.cert_file === undefined ? undefined : at(config.tls.cert_file),
       key_file: config.tls.key_file === undefined ? undefined : at(config.tls.key_file),
-      acme: config.tls.acme === undefined ? undefined : { ...config.tls.acme, ca_file: config.tls.acme.ca_file === undefined ? undefined : at(config.tls.acme.ca_file) },
+      acme:
+        config.tls.acme === undefined
+          ? undefined
+          : { ...config.tls.acme, ca_file: config.tls.acme.ca_file === undefined ? undefined : at(config.tls.acme.ca_file) },
     },
     trust_page: config.trust_page?.dir === undefined ? config.trust_page : { dir: at(config.trust_page.dir) },
   };

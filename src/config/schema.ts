@@ -5,37 +5,55 @@ const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
 /** Headers that belong to one connection or to the body's framing: never forwarded, whatever the config says. */
 export const UNFORWARDABLE_HEADERS = new Set([
-  'host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'expect',
+  'host',
+  'content-length',
+  'content-type',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+  'expect',
 ]);
 
-const upstream = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }),
-  api_key_env: z.string().min(1).optional(),
-  timeout_ms: positiveInt.default(600_000),
-  connect_timeout_ms: positiveInt.default(10_000),
-  /** Longest silence between two chunks of a stream before it is cut with an error event. */
-  idle_timeout_ms: positiveInt.default(120_000),
-  region: z.string().min(1).optional(),
-  connections: positiveInt.default(256),
-  /** SHA-256 (lowercase hex) of the engine's TLS public key (SPKI): every connection must present it. Needs an https URL. */
-  tls_pin_sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the SHA-256 of the SPKI, 64 lowercase hex digits').optional(),
-  /** On a hardware TEE, an engine outside the VM (not loopback) needs a pinned TLS key, or this explicit setting (shown in the policy). */
-  allow_outside_vm: z.boolean().default(false),
-  /** Send each API key's own prefix-cache salt in `cache_salt` (vLLM) on chat and completions requests. */
-  cache_salt: z.boolean().default(true),
-  /** How often an engine marked unreachable is asked whether it is back (default 5000). */
-  health_check_interval_ms: positiveInt.optional(),
-  /** Client request headers passed on to this engine; none by default (not even Authorization). */
-  forward_headers: z
-    .array(
-      z
-        .string()
-        .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be a header name')
-        .transform((h) => h.toLowerCase())
-        .refine((h) => !UNFORWARDABLE_HEADERS.has(h), 'hop-by-hop and framing headers (host, content-length, transfer-encoding, connection, keep-alive, te, trailer, upgrade, expect, ...) are never forwarded'),
-    )
-    .default([]),
-}).refine((u) => u.tls_pin_sha256 === undefined || u.url.startsWith('https:'), { message: 'a pinned TLS key needs an https URL', path: ['tls_pin_sha256'] });
+const upstream = z
+  .strictObject({
+    url: z.url({ protocol: /^https?$/ }),
+    api_key_env: z.string().min(1).optional(),
+    timeout_ms: positiveInt.default(600_000),
+    connect_timeout_ms: positiveInt.default(10_000),
+    /** Longest silence between two chunks of a stream before it is cut with an error event. */
+    idle_timeout_ms: positiveInt.default(120_000),
+    region: z.string().min(1).optional(),
+    connections: positiveInt.default(256),
+    /** SHA-256 (lowercase hex) of the engine's TLS public key (SPKI): every connection must present it. Needs an https URL. */
+    tls_pin_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be the SHA-256 of the SPKI, 64 lowercase hex digits')
+      .optional(),
+    /** On a hardware TEE, an engine outside the VM (not loopback) needs a pinned TLS key, or this explicit setting (shown in the policy). */
+    allow_outside_vm: z.boolean().default(false),
+    /** Send each API key's own prefix-cache salt in `cache_salt` (vLLM) on chat and completions requests. */
+    cache_salt: z.boolean().default(true),
+    /** How often an engine marked unreachable is asked whether it is back (default 5000). */
+    health_check_interval_ms: positiveInt.optional(),
+    /** Client request headers passed on to this engine; none by default (not even Authorization). */
+    forward_headers: z
+      .array(
+        z
+          .string()
+          .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be a header name')
+          .transform((h) => h.toLowerCase())
+          .refine(
+            (h) => !UNFORWARDABLE_HEADERS.has(h),
+            'hop-by-hop and framing headers (host, content-length, transfer-encoding, connection, keep-alive, te, trailer, upgrade, expect, ...) are never forwarded',
+          ),
+      )
+      .default([]),
+  })
+  .refine((u) => u.tls_pin_sha256 === undefined || u.url.startsWith('https:'), { message: 'a pinned TLS key needs an https URL', path: ['tls_pin_sha256'] });
 
 export const configSchema = z.strictObject({
   listen: z.strictObject({ host: z.string().min(1).default('127.0.0.1'), port: port.default(8080) }).prefault({}),
@@ -100,7 +118,8 @@ export const configSchema = z.strictObject({
     .prefault({})
     .superRefine((receipts, ctx) => {
       const source = receipts.key_source;
-      if (source === 'file' && receipts.key_file === undefined) ctx.addIssue({ code: 'custom', path: ['key_file'], message: 'receipts.key_source file needs receipts.key_file' });
+      if (source === 'file' && receipts.key_file === undefined)
+        ctx.addIssue({ code: 'custom', path: ['key_file'], message: 'receipts.key_source file needs receipts.key_file' });
       if (source !== undefined && source !== 'file' && receipts.key_file !== undefined) {
         ctx.addIssue({ code: 'custom', path: ['key_file'], message: `receipts.key_file is read only with key_source file, not ${source}` });
       }
@@ -142,7 +161,13 @@ export const configSchema = z.strictObject({
       /** With a hardware TEE, `off` refuses to start unless this is set (e.g. behind an in-enclave terminator). */
       allow_plaintext: z.boolean().default(false),
       /** The certificate's DNS names (self-signed and acme); the first is its common name. */
-      hostnames: z.array(z.string().regex(/^(?=.{1,253}$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/, 'must be a DNS name')).default([]),
+      hostnames: z
+        .array(
+          z
+            .string()
+            .regex(/^(?=.{1,253}$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/, 'must be a DNS name'),
+        )
+        .default([]),
       /** `files` mode: PEM certificate chain (leaf first) and its private key. */
       cert_file: z.string().min(1).optional(),
       key_file: z.string().min(1).optional(),
@@ -219,9 +244,15 @@ export const configSchema = z.strictObject({
     .strictObject({
       redis_url: z.url({ protocol: /^rediss?$/ }),
       /** Names this replica in logs and in the key registry; default: host name and a random suffix. */
-      replica_id: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 letters, digits, dots, dashes or underscores').optional(),
+      replica_id: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 letters, digits, dots, dashes or underscores')
+        .optional(),
       /** Prefix of every Redis key, so fleets can share a server. */
-      namespace: z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, 'must be 1-32 letters, digits, dots, dashes or underscores').default('sigil'),
+      namespace: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,32}$/, 'must be 1-32 letters, digits, dots, dashes or underscores')
+        .default('sigil'),
       /** A replica's signing key is live while it refreshes it within this many seconds; then retired. */
       key_ttl_s: positiveInt.default(15),
       revocation_poll_ms: positiveInt.default(2000),

@@ -12,7 +12,9 @@ const INVALID_BODY = 'The encrypted request body could not be opened.';
 /** The encapsulated key of `Ehbp-Encapsulated-Key`: 32 bytes of hex, once. */
 export function readEncapsulatedKey(values: readonly string[] | undefined): Uint8Array {
   if (values === undefined || values.length !== 1 || !/^[0-9a-fA-F]{64}$/.test(values[0]!)) {
-    throw new HttpError('ehbp_invalid_encapsulated_key', `The Ehbp-Encapsulated-Key header must be sent once, as ${ENC_BYTES * 2} hex digits.`, { param: 'Ehbp-Encapsulated-Key' });
+    throw new HttpError('ehbp_invalid_encapsulated_key', `The Ehbp-Encapsulated-Key header must be sent once, as ${ENC_BYTES * 2} hex digits.`, {
+      param: 'Ehbp-Encapsulated-Key',
+    });
   }
   return Buffer.from(values[0]!, 'hex');
 }
@@ -45,7 +47,9 @@ export class EhbpExchange {
       secret = await context.Export(RESPONSE_EXPORT_LABEL, 32);
       receiptNonce = await exchangeReceiptNonce(context);
     } catch {
-      throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', { param: 'Ehbp-Encapsulated-Key' });
+      throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', {
+        param: 'Ehbp-Encapsulated-Key',
+      });
     }
     const nonce = randomBytes(RESPONSE_NONCE_BYTES);
     return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)), receiptNonce, enc);
@@ -60,7 +64,7 @@ export class EhbpExchange {
   async open(body: Buffer, maxPlaintext: number): Promise<Buffer> {
     const parts: Buffer[] = [];
     let size = 0;
-    for (let at = 0; at < body.length; ) {
+    for (let at = 0; at < body.length;) {
       if (body.length - at < 4) throw new HttpError('ehbp_invalid_body', INVALID_BODY);
       const length = body.readUInt32BE(at);
       at += 4;
@@ -71,7 +75,9 @@ export class EhbpExchange {
         plaintext = await this.context.Open(body.subarray(at, at + length));
       } catch {
         if (!this.authenticated) {
-          throw new HttpError('ehbp_key_config_mismatch', "The request was not encrypted to this server's current key: fetch /.well-known/hpke-keys again.", { problemType: KEY_CONFIG_PROBLEM_TYPE });
+          throw new HttpError('ehbp_key_config_mismatch', "The request was not encrypted to this server's current key: fetch /.well-known/hpke-keys again.", {
+            problemType: KEY_CONFIG_PROBLEM_TYPE,
+          });
         }
         throw new HttpError('ehbp_invalid_body', INVALID_BODY);
       }

@@ -25,7 +25,9 @@ export function sealResponse(res: ServerResponse, exchange: EhbpExchange): void 
   const end = res.end.bind(res) as (...rest: unknown[]) => ServerResponse;
   const setHeader = res.setHeader.bind(res);
   const seal = (chunk: unknown, encoding?: unknown): Buffer =>
-    exchange.sealer.seal(typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8') : (chunk as Uint8Array));
+    exchange.sealer.seal(
+      typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8') : (chunk as Uint8Array),
+    );
 
   res.setHeader = (name: string, value: number | string | readonly string[]) => (name.toLowerCase() === 'content-length' ? res : setHeader(name, value));
   res.writeHead = ((status: number, ...rest: unknown[]) => {

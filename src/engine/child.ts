@@ -32,9 +32,19 @@ const LOADER_ARGS = FROM_SOURCES ? ['--import', pathToFileURL(createRequire(impo
  */
 export async function startEngineProcess(opts: EngineProcessOptions): Promise<EngineProcess> {
   const args = [
-    ...LOADER_ARGS, MAIN_PATH, 'engine',
-    '--model', opts.modelPath, '--host', '127.0.0.1', '--port', '0',
-    '--threads', String(opts.threads ?? 1), '--parallel', String(opts.parallel ?? 2),
+    ...LOADER_ARGS,
+    MAIN_PATH,
+    'engine',
+    '--model',
+    opts.modelPath,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--threads',
+    String(opts.threads ?? 1),
+    '--parallel',
+    String(opts.parallel ?? 2),
     ...(opts.contextSize !== undefined ? ['--context', String(opts.contextSize)] : []),
   ];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });

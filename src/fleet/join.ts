@@ -87,7 +87,10 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     retentionMs: config.receipts.retention_s * 1000,
     admission: {
       ours: parts.current ?? (() => ({ doc: parts.startDocument, manifest: parts.manifest ?? null })),
-      trusted: { measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]), manifests: new Set(fleet.trusted_manifests) },
+      trusted: {
+        measurements: new Set([parts.startDocument.measurement.toLowerCase(), ...fleet.trusted_measurements]),
+        manifests: new Set(fleet.trusted_manifests),
+      },
       admitUnattested: fleet.admit_unattested_peers,
       admitLoaded: fleet.admit_loaded_keys,
       ...(parts.roots === undefined ? {} : { roots: parts.roots }),
@@ -115,7 +118,12 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
     status: { replicaId, health: () => connection.health },
     keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
     counters: new RedisLimitCounters(connection, keys),
-    receiptStore: new RedisReceiptStore(connection, keys, { retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, jwks: () => registry.jwks, logger }),
+    receiptStore: new RedisReceiptStore(connection, keys, {
+      retentionS: config.receipts.retention_s,
+      maxEntries: config.receipts.max_stored,
+      jwks: () => registry.jwks,
+      logger,
+    }),
     replayWindow: new RedisReplayWindow(connection, keys, { windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
     get jwks() {
       return registry.jwks;
@@ -136,7 +144,10 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
 export async function revokeAcrossFleet(fleet: FleetConfig, keyHash: string, logger: Logger): Promise<void> {
   const connection = new FleetConnection(connectionOptions(fleet, 'sigil:keys-revoke', logger));
   try {
-    if ((await connection.connect(fleet.connect_timeout_ms)) !== 'up') throw new Error(`the key is out of this keys file, but Redis at ${new URL(fleet.redis_url).host} is not reachable: other replicas accept it until their keys files change`);
+    if ((await connection.connect(fleet.connect_timeout_ms)) !== 'up')
+      throw new Error(
+        `the key is out of this keys file, but Redis at ${new URL(fleet.redis_url).host} is not reachable: other replicas accept it until their keys files change`,
+      );
     await recordRevocation(connection, fleetKeys(fleet.namespace), keyHash);
   } finally {
     await connection.close();

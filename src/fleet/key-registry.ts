@@ -98,7 +98,13 @@ export class KeyRegistry {
   constructor(options: KeyRegistryOptions) {
     this.#o = options;
     this.#own = options.signingKey.publicJwk as unknown as PublicJwk;
-    const entry: PublishedKey = { replica_id: options.replicaId, kid: options.signingKey.kid, attestation: options.attestation, manifest: options.manifest ?? null, published_at: new Date().toISOString() };
+    const entry: PublishedKey = {
+      replica_id: options.replicaId,
+      kid: options.signingKey.kid,
+      attestation: options.attestation,
+      manifest: options.manifest ?? null,
+      published_at: new Date().toISOString(),
+    };
     this.#entry = JSON.stringify(entry);
     this.#view = { keys: [{ ...this.#own }] };
     this.#viewText = JSON.stringify(this.#view);

@@ -70,6 +70,9 @@ export function sameMeasuredState(ours: MeasuredSide, theirs: MeasuredSide, trus
   if (mine === null || theirsSha === mine || (typeof theirsSha === 'string' && trusted.manifests.has(theirsSha.toLowerCase()))) return null;
   if (typeof theirsSha !== 'string') return 'the peer names no manifest: nothing says which code and configuration it runs';
   const differ = manifestDifferences({ sha384: mine, text: ours.manifest }, { sha384: theirsSha, text: theirs.manifest });
-  const what = differ === null || differ.length === 0 ? 'its code, configuration, catalogue or models differ' : `${differ.join(', ')} differ${differ.length === 1 ? 's' : ''}`;
+  const what =
+    differ === null || differ.length === 0
+      ? 'its code, configuration, catalogue or models differ'
+      : `${differ.join(', ')} differ${differ.length === 1 ? 's' : ''}`;
   return `the peer's manifest ${theirsSha} is not this replica's ${mine} nor one of fleet.trusted_manifests: ${what}`;
 }

@@ -72,9 +72,9 @@ export async function admitPeerKey(entryText: string, kid: string, policy: Admis
   if (ours.doc.tee === 'none') {
     theirs = { doc: entry.attestation, manifest: null };
   } else {
-    if (fresh === undefined) return { rejected: 'the peer has not answered this replica\'s nonce with fresh evidence' };
+    if (fresh === undefined) return { rejected: "the peer has not answered this replica's nonce with fresh evidence" };
     const answer = parse<FreshEvidence>(fresh.answer);
-    if (answer === undefined || typeof answer !== 'object' || answer === null) return { rejected: 'the answer to this replica\'s nonce is not JSON' };
+    if (answer === undefined || typeof answer !== 'object' || answer === null) return { rejected: "the answer to this replica's nonce is not JSON" };
     const manifest = typeof answer.manifest === 'string' ? answer.manifest : typeof entry.manifest === 'string' ? entry.manifest : null;
     theirs = { doc: answer.attestation, manifest };
   }
@@ -88,9 +88,16 @@ export async function admitPeerKey(entryText: string, kid: string, policy: Admis
   if (different !== null) return { rejected: different };
   // The key's origin is decided here, with the fleet's own setting, on hardware or not; the hardware checks below skip it.
   const origin = keyOriginCheck(attestation.binding.key_origin, policy.admitLoaded, attestation.tee);
-  if (!origin.ok) return { rejected: origin.detail.replace('(accept this only with sigil.accept_loaded_keys in the reference values)', '(set fleet.admit_loaded_keys to serve such keys)') };
+  if (!origin.ok)
+    return {
+      rejected: origin.detail.replace(
+        '(accept this only with sigil.accept_loaded_keys in the reference values)',
+        '(set fleet.admit_loaded_keys to serve such keys)',
+      ),
+    };
   if (ours.doc.tee === 'none') {
-    if (!policy.admitUnattested) return { rejected: 'neither replica has hardware evidence, so nothing proves who made this key (set fleet.admit_unattested_peers to serve such keys)' };
+    if (!policy.admitUnattested)
+      return { rejected: 'neither replica has hardware evidence, so nothing proves who made this key (set fleet.admit_unattested_peers to serve such keys)' };
     if (attestation.evidence !== null) return { rejected: 'a tee none document carries evidence' };
   } else {
     const checks = await verifyAttestationDocument(attestation, {

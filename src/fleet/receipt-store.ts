@@ -56,14 +56,19 @@ export class RedisReceiptStore implements ReceiptStore {
     }
     if (refusal === undefined) return jws;
     this.#logger.warn({ failed: refusal }, 'fleet: a receipt read from Redis failed its check and was not served');
-    throw new HttpError('stored_receipt_invalid', 'The stored receipt failed its check (its id, or its signature by a key this service admits) and is not served.');
+    throw new HttpError(
+      'stored_receipt_invalid',
+      'The stored receipt failed its check (its id, or its signature by a key this service admits) and is not served.',
+    );
   }
 
   async put(receiptId: string, owner: ReceiptOwner, jws: string): Promise<void> {
     await this.#local.put(receiptId, owner, jws);
     if (!this.#connection.up) return;
     const index = receiptIndex(owner, receiptId);
-    await this.#connection.client.set(this.#keys.receiptPrefix + index, sealReceipt(owner, index, jws), 'PX', this.#retentionMs).catch((err: unknown) => this.#connection.noteFailure(err));
+    await this.#connection.client
+      .set(this.#keys.receiptPrefix + index, sealReceipt(owner, index, jws), 'PX', this.#retentionMs)
+      .catch((err: unknown) => this.#connection.noteFailure(err));
   }
 
   async get(receiptId: string, owner: ReceiptOwner): Promise<string | undefined> {

@@ -34,7 +34,12 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
   const modelPath = demo ? resolve(DEMO_MODEL_PATH) : config.engine.model!;
   const modelHash = demo ? (await ensureDemoModel(modelPath)).sha256 : `sha256:${await sha256File(modelPath)}`;
   const started = Date.now();
-  const engine = await startEngineProcess({ modelPath, threads: config.engine.threads, parallel: config.engine.parallel, contextSize: config.engine.context_size });
+  const engine = await startEngineProcess({
+    modelPath,
+    threads: config.engine.threads,
+    parallel: config.engine.parallel,
+    contextSize: config.engine.context_size,
+  });
   logger.info({ model: basename(modelPath), model_hash: modelHash, url: engine.url, ms: Date.now() - started }, 'built-in engine started');
 
   const catalogue =
@@ -62,7 +67,21 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
           ],
         };
   return {
-    config: { ...config, upstreams: { [BUILTIN_UPSTREAM]: { url: `${engine.url}/v1`, timeout_ms: 600_000, connect_timeout_ms: 10_000, idle_timeout_ms: 120_000, connections: 64, forward_headers: [], allow_outside_vm: false, cache_salt: false } } },
+    config: {
+      ...config,
+      upstreams: {
+        [BUILTIN_UPSTREAM]: {
+          url: `${engine.url}/v1`,
+          timeout_ms: 600_000,
+          connect_timeout_ms: 10_000,
+          idle_timeout_ms: 120_000,
+          connections: 64,
+          forward_headers: [],
+          allow_outside_vm: false,
+          cache_salt: false,
+        },
+      },
+    },
     catalogue,
     stop: engine.stop,
   };

@@ -36,7 +36,11 @@ export function parseJsonBody(bytes: Buffer): JsonBody {
   }
   const scan = scanJsonObject(bytes);
   if (scan.duplicate !== undefined) {
-    throw httpError('duplicate_key', `The key '${scan.duplicate.key}' appears twice in one object of the request body; send each key once.`, scan.duplicate.path);
+    throw httpError(
+      'duplicate_key',
+      `The key '${scan.duplicate.key}' appears twice in one object of the request body; send each key once.`,
+      scan.duplicate.path,
+    );
   }
   return { body: body as Record<string, unknown>, scan };
 }
@@ -105,7 +109,11 @@ function checkCommonFields(body: Record<string, unknown>): void {
  * docs/api.md#chat-completions: checks the fields Sigil owns (the model, known and serving this endpoint; for chat
  * its messages and limits); other fields are the engine's business.
  */
-export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, endpoint: { kind: Endpoint; path: string; checkFields(body: Record<string, unknown>, model: CatalogueModel): void }): ChatRequest {
+export function validateRequest(
+  { body, scan }: JsonBody,
+  catalogue: Catalogue,
+  endpoint: { kind: Endpoint; path: string; checkFields(body: Record<string, unknown>, model: CatalogueModel): void },
+): ChatRequest {
   const id = body.model;
   if (id === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'model'.", 'model');
   if (typeof id !== 'string') throw httpError('invalid_value', "'model' must be a string.", 'model');
@@ -121,7 +129,6 @@ export function validateRequest({ body, scan }: JsonBody, catalogue: Catalogue, 
   endpoint.checkFields(body, model);
   return { body, scan, model, stream: body.stream === true, region: body.region as string | undefined };
 }
-
 
 /** Fields of Sigil's own (docs/api.md#chat-completions) that the engine never sees. */
 const EXTENSION_FIELDS = ['region'] as const;

@@ -32,7 +32,12 @@ export interface EhbpSettings {
 export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: EhbpSettings): void {
   const header = req.headersDistinct[ENCAPSULATED_KEY_HEADER];
   if (header === undefined) {
-    if (settings.required) throw httpError('ehbp_required', 'This service accepts only encrypted bodies (EHBP): encrypt the request to the key at /.well-known/hpke-keys.', 'Ehbp-Encapsulated-Key');
+    if (settings.required)
+      throw httpError(
+        'ehbp_required',
+        'This service accepts only encrypted bodies (EHBP): encrypt the request to the key at /.well-known/hpke-keys.',
+        'Ehbp-Encapsulated-Key',
+      );
     return;
   }
   const enc = readEncapsulatedKey(header);
@@ -46,7 +51,10 @@ export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: 
         // Claimed only once the body opened: a forged key cannot fill the window.
         const verdict = await settings.replays.claim(createHash('sha256').update(exchange.enc).digest('hex'));
         if (verdict === 'replayed') throw new HttpError('ehbp_replayed', 'This encrypted request was already received: seal every request afresh.');
-        if (verdict === 'full') throw new HttpError('ehbp_replay_window_full', 'Too many encrypted requests to remember right now; try again shortly.', { headers: { 'retry-after': '5' } });
+        if (verdict === 'full')
+          throw new HttpError('ehbp_replay_window_full', 'Too many encrypted requests to remember right now; try again shortly.', {
+            headers: { 'retry-after': '5' },
+          });
         sealResponse(res, exchange);
         opened.set(req, exchange);
         return plaintext;

@@ -42,9 +42,37 @@ function embeddingsUsage(event: Record<string, unknown>): TokenUsage | undefined
 
 const noFieldChecks = () => undefined;
 
-export const CHAT: EndpointDescription = { kind: 'chat', path: '/v1/chat/completions', enginePath: '/chat/completions', checkFields: checkChatFields, completion: streamEndingOf('/v1/chat/completions'), readUsage: chatUsage };
-export const COMPLETIONS: EndpointDescription = { kind: 'completions', path: '/v1/completions', enginePath: '/completions', checkFields: noFieldChecks, completion: streamEndingOf('/v1/completions'), readUsage: chatUsage };
-export const EMBEDDINGS: EndpointDescription = { kind: 'embeddings', path: '/v1/embeddings', enginePath: '/embeddings', checkFields: noFieldChecks, completion: streamEndingOf('/v1/embeddings'), readUsage: embeddingsUsage };
-export const RESPONSES: EndpointDescription = { kind: 'responses', path: '/v1/responses', enginePath: '/responses', checkFields: noFieldChecks, completion: streamEndingOf('/v1/responses'), readUsage: responsesUsage };
+export const CHAT: EndpointDescription = {
+  kind: 'chat',
+  path: '/v1/chat/completions',
+  enginePath: '/chat/completions',
+  checkFields: checkChatFields,
+  completion: streamEndingOf('/v1/chat/completions'),
+  readUsage: chatUsage,
+};
+export const COMPLETIONS: EndpointDescription = {
+  kind: 'completions',
+  path: '/v1/completions',
+  enginePath: '/completions',
+  checkFields: noFieldChecks,
+  completion: streamEndingOf('/v1/completions'),
+  readUsage: chatUsage,
+};
+export const EMBEDDINGS: EndpointDescription = {
+  kind: 'embeddings',
+  path: '/v1/embeddings',
+  enginePath: '/embeddings',
+  checkFields: noFieldChecks,
+  completion: streamEndingOf('/v1/embeddings'),
+  readUsage: embeddingsUsage,
+};
+export const RESPONSES: EndpointDescription = {
+  kind: 'responses',
+  path: '/v1/responses',
+  enginePath: '/responses',
+  checkFields: noFieldChecks,
+  completion: streamEndingOf('/v1/responses'),
+  readUsage: responsesUsage,
+};
 
 export const RELAYED_ENDPOINTS: readonly EndpointDescription[] = [CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES];

@@ -24,7 +24,10 @@ const pending = new WeakMap<AppState, Promise<ReloadOutcome>>();
 /** Reloads run one after another, so a slow engine listing cannot swap an older catalogue in over a newer one. */
 export function reloadFiles(state: AppState): Promise<ReloadOutcome> {
   const next = (pending.get(state) ?? Promise.resolve()).then(() => reloadNow(state));
-  pending.set(state, next.catch(() => ({ keys: false, catalogue: false })));
+  pending.set(
+    state,
+    next.catch(() => ({ keys: false, catalogue: false })),
+  );
   return next;
 }
 
@@ -63,9 +66,15 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
       documents: { ...state.ctx.documents, policy: JSON.stringify(policy), startEvidence: JSON.stringify(attestation.start) },
     };
     outcome.catalogue = true;
-    ctx.logger.info({ models: catalogue.models.length, policy_hash: policyHash, ...(manifest === undefined ? {} : { manifest_sha384: manifest }) }, 'catalogue reloaded');
+    ctx.logger.info(
+      { models: catalogue.models.length, policy_hash: policyHash, ...(manifest === undefined ? {} : { manifest_sha384: manifest }) },
+      'catalogue reloaded',
+    );
   } catch (err) {
-    ctx.logger.error({ err: (err as Error).message }, 'catalogue not reloaded (a reload that cannot be measured is refused); the previous catalogue stays in use');
+    ctx.logger.error(
+      { err: (err as Error).message },
+      'catalogue not reloaded (a reload that cannot be measured is refused); the previous catalogue stays in use',
+    );
   }
   return outcome;
 }

@@ -31,8 +31,28 @@ export function clientRequestId(value: string | string[] | undefined): string | 
 
 /** The words of Sigil's own paths (and what browsers and crawlers ask for): the only path segments a log line shows. */
 const KNOWN_SEGMENTS = new Set([
-  'v1', 'chat', 'completions', 'embeddings', 'responses', 'models', 'receipts', 'verify', 'jwks.json', 'policy', 'attestation',
-  'healthz', 'readyz', 'metrics', '.well-known', 'hpke-keys', 'trust', 'app.js', 'styles.css', 'index.html', 'favicon.ico', 'robots.txt',
+  'v1',
+  'chat',
+  'completions',
+  'embeddings',
+  'responses',
+  'models',
+  'receipts',
+  'verify',
+  'jwks.json',
+  'policy',
+  'attestation',
+  'healthz',
+  'readyz',
+  'metrics',
+  '.well-known',
+  'hpke-keys',
+  'trust',
+  'app.js',
+  'styles.css',
+  'index.html',
+  'favicon.ico',
+  'robots.txt',
 ]);
 
 /**

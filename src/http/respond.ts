@@ -12,5 +12,11 @@ export function sendError(res: ServerResponse, err: HttpError, extraHeaders?: Re
     res.destroy();
     return;
   }
-  sendJson(res, err.status, JSON.stringify(err.toJSON()), { ...extraHeaders, ...err.headers }, err.problemType === undefined ? 'application/json' : 'application/problem+json');
+  sendJson(
+    res,
+    err.status,
+    JSON.stringify(err.toJSON()),
+    { ...extraHeaders, ...err.headers },
+    err.problemType === undefined ? 'application/json' : 'application/problem+json',
+  );
 }

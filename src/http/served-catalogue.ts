@@ -40,7 +40,10 @@ async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet,
   const kept = catalogue.models.filter((m) => {
     const known = m.upstreams.map((name) => listed.get(name));
     if (known.some((set) => set === undefined || set.has(m.upstream_model))) return true;
-    logger.warn({ model: m.id, upstream_model: m.upstream_model }, hide ? 'engine does not list this model: hidden' : 'engine does not list this model: served anyway');
+    logger.warn(
+      { model: m.id, upstream_model: m.upstream_model },
+      hide ? 'engine does not list this model: hidden' : 'engine does not list this model: served anyway',
+    );
     return !hide;
   });
   return { models: kept, byId: new Map(kept.map((m) => [m.id, m])) };

@@ -167,7 +167,8 @@ export function createRequestHandler(state: AppState) {
       if (log.status === undefined && res.headersSent) log.status = res.statusCode;
     } catch (err) {
       const error = toHttpError(err);
-      if (error.code === 'internal_error') ctx.logger.error({ request_id: requestId, err: { message: (err as Error).message, stack: (err as Error).stack } }, 'unhandled error');
+      if (error.code === 'internal_error')
+        ctx.logger.error({ request_id: requestId, err: { message: (err as Error).message, stack: (err as Error).stack } }, 'unhandled error');
       if (res.destroyed || res.writableEnded) return;
       log.status = res.headersSent ? res.statusCode : error.status;
       log.error_code = error.code;
@@ -193,7 +194,11 @@ function refuseDuplicateHeaders(req: IncomingMessage, ctx: AppContext): void {
 const bytesAfterLastRequest = new WeakMap<Duplex, number>();
 
 /** Node's parser error codes, as the reasons a rejection is counted and logged under. */
-function rejectionOf(err: NodeJS.ErrnoException): { status: number; code: 'bad_request' | 'request_timeout' | 'request_header_fields_too_large'; reason: string } {
+function rejectionOf(err: NodeJS.ErrnoException): {
+  status: number;
+  code: 'bad_request' | 'request_timeout' | 'request_header_fields_too_large';
+  reason: string;
+} {
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return { status: 408, code: 'request_timeout', reason: 'header_timeout' };
   if (err.code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'request_header_fields_too_large', reason: 'headers_too_large' };
   return { status: 400, code: 'bad_request', reason: (err.code ?? 'malformed').toLowerCase().replace(/^hpe_/, '') };

@@ -154,7 +154,10 @@ async function buildAroundEngine(config: LoadedConfig, logger: Logger, options: 
   else if (builtin?.catalogue !== undefined) catalogue = buildCatalogue(builtin.catalogue, 'built-in engine', [...upstreams.keys()]);
   else throw new ConfigError('catalogue: give the path of the model catalogue');
   const models = await measureWeights(catalogue.models, (done, total, seconds) =>
-    logger.info({ hashed_mb: Math.round(done / 1e6), total_mb: Math.round(total / 1e6), mb_per_s: Math.round(done / 1e6 / Math.max(seconds, 0.001)) }, 'hashing model weights'),
+    logger.info(
+      { hashed_mb: Math.round(done / 1e6), total_mb: Math.round(total / 1e6), mb_per_s: Math.round(done / 1e6 / Math.max(seconds, 0.001)) },
+      'hashing model weights',
+    ),
   );
   const served = await buildServedCatalogue(catalogue, config, upstreams, logger);
   catalogue = served.catalogue;
@@ -164,7 +167,9 @@ async function buildAroundEngine(config: LoadedConfig, logger: Logger, options: 
   const provider = options.attestationProvider ?? (await chooseProvider(config, logger));
   const sealed = unsealWhenAsked(config, provider, options.sevGuestLibrary);
   const signingKey =
-    config.receipts.key_source === 'sealed' ? await sealedSigningKey(sealedKeyMaterial(sealed!, 'receipt', SEALED_KEY_MATERIAL_BYTES), sealed!.boundTo) : await loadSigningKey(config.receipts.key_file);
+    config.receipts.key_source === 'sealed'
+      ? await sealedSigningKey(sealedKeyMaterial(sealed!, 'receipt', SEALED_KEY_MATERIAL_BYTES), sealed!.boundTo)
+      : await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   if (provider.tee !== 'none') refuseUnmeasuredRuntime(options.runtime ?? currentRuntime(), provider.tee);
   if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
@@ -203,16 +208,27 @@ interface Prepared {
 
 /** The firmware-derived seed, when a key's `key_source` is sealed; only an SEV-SNP guest can derive one. */
 function unsealWhenAsked(config: LoadedConfig, provider: AttestationProvider, library: string | undefined): SealedSeed | undefined {
-  const asking = [config.receipts.key_source === 'sealed' ? 'receipts.key_source' : undefined, config.ehbp.enabled && config.ehbp.key_source === 'sealed' ? 'ehbp.key_source' : undefined].filter((name) => name !== undefined);
+  const asking = [
+    config.receipts.key_source === 'sealed' ? 'receipts.key_source' : undefined,
+    config.ehbp.enabled && config.ehbp.key_source === 'sealed' ? 'ehbp.key_source' : undefined,
+  ].filter((name) => name !== undefined);
   if (asking.length === 0) return undefined;
   if (provider.tee !== 'sev-snp') {
-    throw new ConfigError(`${asking.join(' and ')}: sealed keys are derived by the SEV-SNP firmware (${config.attestation.sealing.device}), and this machine's TEE is ${provider.tee}; use generated keys`);
+    throw new ConfigError(
+      `${asking.join(' and ')}: sealed keys are derived by the SEV-SNP firmware (${config.attestation.sealing.device}), and this machine's TEE is ${provider.tee}; use generated keys`,
+    );
   }
   return unsealSeed(config.attestation.sealing, library);
 }
 
 /** Measures the start (on a TEE), makes the start evidence over the keys, joins the fleet, and assembles the context. */
-async function attest(config: LoadedConfig, logger: Logger, options: StartOptions, builtin: BuiltinEngine | undefined, prepared: Prepared): Promise<SigilContext> {
+async function attest(
+  config: LoadedConfig,
+  logger: Logger,
+  options: StartOptions,
+  builtin: BuiltinEngine | undefined,
+  prepared: Prepared,
+): Promise<SigilContext> {
   const { catalogue, served, models, upstreams, keyRing, signingKey, jwks, provider, tls, sealed } = prepared;
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
@@ -220,17 +236,38 @@ async function attest(config: LoadedConfig, logger: Logger, options: StartOption
   const measured =
     provider.tee === 'none'
       ? undefined
-      : await measureStart({ config, runtime: options.runtime ?? currentRuntime(), tee: provider.tee, models, policyHash, logger, ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }) });
+      : await measureStart({
+          config,
+          runtime: options.runtime ?? currentRuntime(),
+          tee: provider.tee,
+          models,
+          policyHash,
+          logger,
+          ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }),
+        });
   const sealedHpke = config.ehbp.key_source === 'sealed' ? sealed : undefined;
-  const ehbpKey = config.ehbp.enabled ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true) : undefined;
+  const ehbpKey = config.ehbp.enabled
+    ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
+    : undefined;
   const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
   const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : hpkeOrigin };
-  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: measured?.state.events.eventLog() ?? null, manifestSha384: measured?.manifestSha384 ?? null, keyOrigin };
+  const sources: EvidenceSources = {
+    provider,
+    collectGpuEvidence: gpus.collect,
+    eventLog: measured?.state.events.eventLog() ?? null,
+    manifestSha384: measured?.manifestSha384 ?? null,
+    keyOrigin,
+  };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
   const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
   const evidenceHash = attestationHash(startDocument);
-  const receiptContext: ReceiptContext = { measurement: startDocument.measurement, tee: startDocument.tee, policyHash, ...(evidenceHash === undefined ? {} : { attestationHash: evidenceHash }) };
+  const receiptContext: ReceiptContext = {
+    measurement: startDocument.measurement,
+    tee: startDocument.tee,
+    policyHash,
+    ...(evidenceHash === undefined ? {} : { attestationHash: evidenceHash }),
+  };
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
   // The fleet compares peers with the state in force and answers their nonces with evidence made now (deploy/README.md, "The JWKS").
   const now: { state?: AppState } = {};
@@ -246,7 +283,12 @@ async function attest(config: LoadedConfig, logger: Logger, options: StartOption
           current: () => ({ doc: now.state?.ctx.attestation.start ?? startDocument, manifest: manifest() }),
           attest: async (nonce) => {
             const ctx = now.state?.ctx;
-            const parts = { jwks, policyHash: ctx?.receiptContext.policyHash ?? policyHash, tlsSpkiSha256: ctx?.attestation.tlsSpkiSha256 ?? bound.tlsSpkiSha256, hpkeKeyConfig: bound.hpkeKeyConfig };
+            const parts = {
+              jwks,
+              policyHash: ctx?.receiptContext.policyHash ?? policyHash,
+              tlsSpkiSha256: ctx?.attestation.tlsSpkiSha256 ?? bound.tlsSpkiSha256,
+              hpkeKeyConfig: bound.hpkeKeyConfig,
+            };
             return { attestation: (await makeAttestationDocument(sources, parts, nonce)).document, manifest: manifest() };
           },
           ...(options.trustRoots === undefined ? {} : { roots: options.trustRoots }),
@@ -306,7 +348,11 @@ async function attest(config: LoadedConfig, logger: Logger, options: StartOption
 
 /** The receipt store of one process: in memory, bounded by `receipts.*`. */
 export function memoryReceiptStore(config: LoadedConfig): MemoryReceiptStore {
-  return new MemoryReceiptStore({ retentionS: config.receipts.retention_s, maxEntries: config.receipts.max_stored, maxPerKey: config.receipts.max_stored_per_key });
+  return new MemoryReceiptStore({
+    retentionS: config.receipts.retention_s,
+    maxEntries: config.receipts.max_stored,
+    maxPerKey: config.receipts.max_stored_per_key,
+  });
 }
 
 /** Signs receipts with `signingKey`, counting each in `sigil_receipts_signed_total`. */
@@ -334,10 +380,20 @@ export async function listen(serving: Serving, announce = true): Promise<Listeni
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `${tls === undefined ? 'http' : 'https'}://${host}:${port}`;
-  if (announce) logger.info(
-    { url, tls: tls?.mode ?? 'off', tls_spki_sha256: attestation.tlsSpkiSha256, kid: signingKey.kid, key_origin: signingKey.origin, tee: attestation.start.tee, policy_hash: receiptContext.policyHash, models: catalogue.models.length },
-    'sigil listening',
-  );
+  if (announce)
+    logger.info(
+      {
+        url,
+        tls: tls?.mode ?? 'off',
+        tls_spki_sha256: attestation.tlsSpkiSha256,
+        kid: signingKey.kid,
+        key_origin: signingKey.origin,
+        tee: attestation.start.tee,
+        policy_hash: receiptContext.policyHash,
+        models: catalogue.models.length,
+      },
+      'sigil listening',
+    );
   return { server, url };
 }
 

@@ -22,7 +22,8 @@ export function readFooterTable(image: Uint8Array): Map<string, Buffer> {
   const start = footerStart - tableSize;
   while (end - start >= ENTRY_HEADER) {
     const size = data.readUInt16LE(end - ENTRY_HEADER);
-    if (size < ENTRY_HEADER || size > end - start) throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's footer table has an entry of impossible size ${size}`);
+    if (size < ENTRY_HEADER || size > end - start)
+      throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's footer table has an entry of impossible size ${size}`);
     const guid = guidText(data.subarray(end - ENTRY_HEADER + 2, end));
     table.set(guid, data.subarray(end - size, end - ENTRY_HEADER));
     end -= size;

@@ -53,7 +53,8 @@ function readSections(image: Buffer, table: Map<string, Buffer>): MetadataSectio
   for (let i = 0; i < count; i++) {
     const at = start + i * 12;
     const type = image.readUInt32LE(at + 8);
-    if (!KNOWN_TYPES.has(type)) throw new MeasureError('ERR_MEASURE_UNSUPPORTED', `the firmware's SEV metadata has a section of unknown type 0x${type.toString(16)}`);
+    if (!KNOWN_TYPES.has(type))
+      throw new MeasureError('ERR_MEASURE_UNSUPPORTED', `the firmware's SEV metadata has a section of unknown type 0x${type.toString(16)}`);
     sections.push({ gpa: image.readUInt32LE(at), size: image.readUInt32LE(at + 4), type: type as SectionType });
   }
   return sections;

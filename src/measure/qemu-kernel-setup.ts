@@ -36,7 +36,7 @@ export function qemuPatchedKernel(kernel: Uint8Array, shape: QemuBootShape): Buf
     k.writeUInt16LE(cmdlineAddr - realAddr, 0x22);
   }
   if (shape.initrdSize > 0) {
-    if (protocol < 0x200) throw new MeasureError('ERR_MEASURE_INPUT', 'the kernel\'s boot protocol is too old to take an initrd');
+    if (protocol < 0x200) throw new MeasureError('ERR_MEASURE_INPUT', "the kernel's boot protocol is too old to take an initrd");
     // As QEMU's x86_load_linux: anywhere below 4 GiB with XLF_CAN_BE_LOADED_ABOVE_4G, else the kernel's initrd_addr_max.
     let initrdMax = 0x37ffffff;
     if (protocol >= 0x20c && (k.readUInt16LE(0x236) & XLF_CAN_BE_LOADED_ABOVE_4G) !== 0) initrdMax = 0xffffffff;

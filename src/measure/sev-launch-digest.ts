@@ -12,7 +12,8 @@ export interface SevLaunchInput {
 
 /** SEV and SEV-ES measure a kernel only through the firmware's kernel-hashes table. */
 export function assertKernelMeasurable(layout: SevFirmwareLayout, kernel: KernelHashes | null): void {
-  if (kernel !== null && layout.sevHashesTableGpa === null) throw new MeasureError('ERR_MEASURE_FIRMWARE', "Kernel specified but OVMF doesn't support kernel/initrd/cmdline measurement");
+  if (kernel !== null && layout.sevHashesTableGpa === null)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', "Kernel specified but OVMF doesn't support kernel/initrd/cmdline measurement");
 }
 
 function measured(input: SevLaunchInput) {
@@ -31,7 +32,9 @@ export function sevLaunchDigest(input: SevLaunchInput): Buffer {
 export function sevEsLaunchDigest(input: SevLaunchInput & { vcpus: number; vcpuSig: number; vmm: VmmType }): Buffer {
   const hash = measured(input);
   const ap = input.layout.sevEsResetEip;
-  if (input.vcpus > 1 && ap === null) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware gives no SEV-ES reset vector, so its application processors cannot start');
-  for (const page of vmsaPages(input.vcpus, resetVmsa(BSP_EIP, 0n, input.vcpuSig, input.vmm), ap === null ? null : resetVmsa(ap, 0n, input.vcpuSig, input.vmm))) hash.update(page);
+  if (input.vcpus > 1 && ap === null)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware gives no SEV-ES reset vector, so its application processors cannot start');
+  for (const page of vmsaPages(input.vcpus, resetVmsa(BSP_EIP, 0n, input.vcpuSig, input.vmm), ap === null ? null : resetVmsa(ap, 0n, input.vcpuSig, input.vmm)))
+    hash.update(page);
   return hash.digest();
 }

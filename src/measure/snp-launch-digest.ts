@@ -28,9 +28,11 @@ export function ovmfLaunchDigest(image: Uint8Array, gpa: number): Buffer {
 
 function kernelHashesSection(ld: LaunchDigest, layout: SevFirmwareLayout, kernel: KernelHashes | null, gpa: number, size: number): void {
   if (kernel === null) return ld.blankPages(PageType.ZERO, gpa, size);
-  if (layout.sevHashesTableGpa === null) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware has a kernel-hashes section but no kernel-hashes table address in its footer table');
+  if (layout.sevHashesTableGpa === null)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware has a kernel-hashes section but no kernel-hashes table address in its footer table');
   const page = sevHashesPage(kernel, layout.sevHashesTableGpa & 0xfff);
-  if (size !== page.length) throw new MeasureError('ERR_MEASURE_UNSUPPORTED', `the firmware's kernel-hashes section is ${size} bytes; only one 4 KiB page is modelled`);
+  if (size !== page.length)
+    throw new MeasureError('ERR_MEASURE_UNSUPPORTED', `the firmware's kernel-hashes section is ${size} bytes; only one 4 KiB page is modelled`);
   ld.normalPages(gpa, page);
 }
 
@@ -40,8 +42,9 @@ export function measureMetadataSections(ld: LaunchDigest, layout: SevFirmwareLay
   for (const { gpa, size, type } of layout.sections) {
     if (type === SectionType.SNP_SEC_MEM) ld.blankPages(vmm === 'gce' ? PageType.UNMEASURED : PageType.ZERO, gpa, size);
     else if (type === SectionType.SNP_SECRETS) ld.blankPages(PageType.SECRETS, gpa, 4096);
-    else if (type === SectionType.CPUID) { if (!ec2) ld.blankPages(PageType.CPUID, gpa, 4096); }
-    else if (type === SectionType.SNP_KERNEL_HASHES) kernelHashesSection(ld, layout, kernel, gpa, size);
+    else if (type === SectionType.CPUID) {
+      if (!ec2) ld.blankPages(PageType.CPUID, gpa, 4096);
+    } else if (type === SectionType.SNP_KERNEL_HASHES) kernelHashesSection(ld, layout, kernel, gpa, size);
     else ld.blankPages(PageType.ZERO, gpa, size);
   }
   if (ec2) for (const { gpa, type } of layout.sections) if (type === SectionType.CPUID) ld.blankPages(PageType.CPUID, gpa, 4096);
@@ -52,15 +55,21 @@ export function measureMetadataSections(ld: LaunchDigest, layout: SevFirmwareLay
 
 function resetPages(vcpus: number, apEip: number | null, guestFeatures: bigint, vcpuSig: number, vmm: SnpVmm): Buffer[] {
   if (vmm === 'ec2-legacy') {
-    const legacy = (eip: number) => { const page = resetVmsa(eip, guestFeatures, vcpuSig, 'ec2'); page.writeBigUInt64LE(0n, 0x310); return page; };
+    const legacy = (eip: number) => {
+      const page = resetVmsa(eip, guestFeatures, vcpuSig, 'ec2');
+      page.writeBigUInt64LE(0n, 0x310);
+      return page;
+    };
     return vmsaPages(vcpus, legacy(BSP_EIP), apEip === null ? null : legacy(apEip));
   }
   return vmsaPages(vcpus, resetVmsa(BSP_EIP, guestFeatures, vcpuSig, vmm), apEip === null ? null : resetVmsa(apEip, guestFeatures, vcpuSig, vmm));
 }
 
 function checkVcpus(vcpus: number, apEip: number | null): void {
-  if (!Number.isInteger(vcpus) || vcpus < 1) throw new MeasureError('ERR_MEASURE_INPUT', `the number of vCPUs must be a whole number of at least 1, got ${vcpus}`);
-  if (vcpus > 1 && apEip === null) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware gives no SEV-ES reset vector, so its application processors cannot start');
+  if (!Number.isInteger(vcpus) || vcpus < 1)
+    throw new MeasureError('ERR_MEASURE_INPUT', `the number of vCPUs must be a whole number of at least 1, got ${vcpus}`);
+  if (vcpus > 1 && apEip === null)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware gives no SEV-ES reset vector, so its application processors cannot start');
 }
 
 /** The SEV-SNP launch digest (the report's MEASUREMENT) of a guest booted by OVMF. */
@@ -88,7 +97,8 @@ export function svsmLaunchDigest(input: SvsmLaunchInput): Buffer {
   const ovmf = readSevFirmwareLayout(input.ovmf);
   const svsm = readSevFirmwareLayout(input.svsm, ovmf.gpa - input.ovmfVarsSize);
   const entry = svsm.table.get(SVSM_INFO_GUID);
-  if (entry === undefined || entry.length < 4) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the SVSM image has no SVSM information entry (its entry point) in its footer table');
+  if (entry === undefined || entry.length < 4)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the SVSM image has no SVSM information entry (its entry point) in its footer table');
   checkVcpus(input.vcpus, 0);
   const ld = new LaunchDigest();
   ld.normalPages(ovmf.gpa, input.ovmf);

@@ -9,14 +9,19 @@ const SPLIT_LOWMEM_FROM = 0xb000_0000;
 const RESOURCE_SYSTEM_MEMORY = 0;
 const RESOURCE_UNACCEPTED = 7;
 
-interface Range { accepted: boolean; start: number; end: number }
+interface Range {
+  accepted: boolean;
+  start: number;
+  end: number;
+}
 
 /** The guest memory, with the ranges the firmware's TD HOB and temporary memory occupy marked accepted. */
 function memoryRanges(sections: readonly TdvfSection[], memorySize: number): Range[] {
   let ranges: Range[] = [{ accepted: false, start: 0, end: memorySize }];
   for (const s of sections) {
     if (s.type !== TdvfSectionType.TD_HOB && s.type !== TdvfSectionType.TEMP_MEM) continue;
-    const start = s.memoryAddress, end = s.memoryAddress + s.memoryDataSize;
+    const start = s.memoryAddress,
+      end = s.memoryAddress + s.memoryDataSize;
     if (start >= end) continue;
     const next: Range[] = [];
     for (const r of ranges) {
@@ -48,9 +53,10 @@ function resourceHob(type: number, start: number, length: number): Buffer {
  * the PHIT header, then a resource descriptor per memory range, without the end-of-list marker.
  */
 export function tdHob(sections: readonly TdvfSection[], memorySize: number): Buffer {
-  if (!Number.isSafeInteger(memorySize) || memorySize <= 0) throw new MeasureError('ERR_MEASURE_INPUT', `the memory size must be a positive number of bytes, got ${memorySize}`);
+  if (!Number.isSafeInteger(memorySize) || memorySize <= 0)
+    throw new MeasureError('ERR_MEASURE_INPUT', `the memory size must be a positive number of bytes, got ${memorySize}`);
   const hobBase = sections.find((s) => s.type === TdvfSectionType.TD_HOB)?.memoryAddress;
-  if (hobBase === undefined) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware\'s TDX metadata has no TD HOB section');
+  if (hobBase === undefined) throw new MeasureError('ERR_MEASURE_FIRMWARE', "the firmware's TDX metadata has no TD HOB section");
   const ranges = memoryRanges(sections, memorySize);
   const last = ranges.pop()!;
   const hobs = ranges.map((r) => resourceHob(r.accepted ? RESOURCE_SYSTEM_MEMORY : RESOURCE_UNACCEPTED, r.start, r.end - r.start));

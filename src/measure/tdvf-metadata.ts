@@ -25,7 +25,8 @@ export interface TdvfSection {
 export function readTdvfMetadata(image: Uint8Array): TdvfSection[] {
   const data = Buffer.from(image.buffer, image.byteOffset, image.byteLength);
   const entry = readFooterTable(data).get(TDX_METADATA_OFFSET_GUID);
-  if (entry === undefined || entry.length < 4) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware has no TDX metadata entry in its footer table: it is not a TDX firmware (TDVF)');
+  if (entry === undefined || entry.length < 4)
+    throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware has no TDX metadata entry in its footer table: it is not a TDX firmware (TDVF)');
   const offsetFromEnd = entry.readUInt32LE(entry.length - 4);
   const block = metadataBlock(data, offsetFromEnd, 'TDVF', 32);
   if (typeof block === 'string') throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware is malformed: ${block}`);
@@ -41,11 +42,16 @@ export function readTdvfMetadata(image: Uint8Array): TdvfSection[] {
       type: data.readUInt32LE(at + 24),
       attributes: data.readUInt32LE(at + 28),
     };
-    const bad = section.memoryAddress % PAGE !== 0 ? 'its address is not page-aligned'
-      : section.memoryDataSize % PAGE !== 0 ? 'its size is not whole pages'
-      : section.memoryDataSize < section.rawDataSize ? 'it holds more bytes than the memory it fills'
-      : section.dataOffset + section.rawDataSize > data.length ? 'its bytes lie outside the image'
-      : null;
+    const bad =
+      section.memoryAddress % PAGE !== 0
+        ? 'its address is not page-aligned'
+        : section.memoryDataSize % PAGE !== 0
+          ? 'its size is not whole pages'
+          : section.memoryDataSize < section.rawDataSize
+            ? 'it holds more bytes than the memory it fills'
+            : section.dataOffset + section.rawDataSize > data.length
+              ? 'its bytes lie outside the image'
+              : null;
     if (bad !== null) throw new MeasureError('ERR_MEASURE_FIRMWARE', `the firmware's TDX metadata section ${i} is malformed: ${bad}`);
     sections.push(section);
   }

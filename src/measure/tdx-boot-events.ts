@@ -19,7 +19,13 @@ export interface Rtmr0Digests {
  * Secure Boot off), the separator, the three ACPI blobs, the boot variables.
  */
 export function rtmr0Events(d: Rtmr0Digests): Buffer[] {
-  const variables: [string, string][] = [[EFI_GLOBAL_VARIABLE, 'SecureBoot'], [EFI_GLOBAL_VARIABLE, 'PK'], [EFI_GLOBAL_VARIABLE, 'KEK'], [EFI_IMAGE_SECURITY_DATABASE, 'db'], [EFI_IMAGE_SECURITY_DATABASE, 'dbx']];
+  const variables: [string, string][] = [
+    [EFI_GLOBAL_VARIABLE, 'SecureBoot'],
+    [EFI_GLOBAL_VARIABLE, 'PK'],
+    [EFI_GLOBAL_VARIABLE, 'KEK'],
+    [EFI_IMAGE_SECURITY_DATABASE, 'db'],
+    [EFI_IMAGE_SECURITY_DATABASE, 'dbx'],
+  ];
   return [
     Buffer.from(d.tdHob),
     Buffer.from(d.cfv),

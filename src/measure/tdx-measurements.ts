@@ -38,19 +38,22 @@ export function measureTdx(input: TdxMeasureInput): TdxMeasurements {
   let rtmr0: Buffer | null = null;
   if (input.config !== null) {
     const cfv = sections.find((s) => s.type === TdvfSectionType.CFV);
-    if (cfv === undefined) throw new MeasureError('ERR_MEASURE_FIRMWARE', 'the firmware\'s TDX metadata has no configuration volume (CFV) section, which RTMR0 measures');
-    rtmr0 = rtmrFromDigests(rtmr0Events({
-      tdHob: tdHobDigest(sections, needMemory(input.memorySize, 'RTMR0 (the TD HOB)')),
-      cfv: sha384(input.firmware.subarray(cfv.dataOffset, cfv.dataOffset + cfv.rawDataSize)),
-      acpiLoader: sha384(input.config.acpiLoader),
-      acpiRsdp: sha384(input.config.acpiRsdp),
-      acpiTables: sha384(input.config.acpiTables),
-      bootVariables: input.config.bootVariables.map(sha384),
-    }));
+    if (cfv === undefined)
+      throw new MeasureError('ERR_MEASURE_FIRMWARE', "the firmware's TDX metadata has no configuration volume (CFV) section, which RTMR0 measures");
+    rtmr0 = rtmrFromDigests(
+      rtmr0Events({
+        tdHob: tdHobDigest(sections, needMemory(input.memorySize, 'RTMR0 (the TD HOB)')),
+        cfv: sha384(input.firmware.subarray(cfv.dataOffset, cfv.dataOffset + cfv.rawDataSize)),
+        acpiLoader: sha384(input.config.acpiLoader),
+        acpiRsdp: sha384(input.config.acpiRsdp),
+        acpiTables: sha384(input.config.acpiTables),
+        bootVariables: input.config.bootVariables.map(sha384),
+      }),
+    );
   }
   if (input.boot === null) return { mrtd, rtmr0, rtmr1: null, rtmr2: null };
   const { kernel, initrd, cmdline } = input.boot;
-  const memorySize = initrd.length > 0 ? needMemory(input.memorySize, 'RTMR1 (QEMU writes the initrd address into the kernel)') : input.memorySize ?? 0;
+  const memorySize = initrd.length > 0 ? needMemory(input.memorySize, 'RTMR1 (QEMU writes the initrd address into the kernel)') : (input.memorySize ?? 0);
   const patched = qemuPatchedKernel(kernel, { initrdSize: initrd.length, memorySize, acpiDataSize: input.acpiDataSize });
   return { mrtd, rtmr0, rtmr1: rtmrFromDigests(rtmr1Events(authenticodeDigest(patched, 'sha384'))), rtmr2: rtmrFromDigests(rtmr2Events(cmdline, initrd)) };
 }

@@ -35,6 +35,10 @@ export const VCPU_SIGNATURES: Readonly<Record<string, number>> = {
 /** The signature of a named vCPU type, matched without regard to case. */
 export function vcpuSignature(type: string): number {
   const name = Object.keys(VCPU_SIGNATURES).find((known) => known.toLowerCase() === type.toLowerCase());
-  if (name === undefined) throw new MeasureError('ERR_MEASURE_INPUT', `unknown vCPU type ${JSON.stringify(type)} (known: ${Object.keys(VCPU_SIGNATURES).join(', ')}); give --vcpu-sig or --vcpu-family/--vcpu-model/--vcpu-stepping instead`);
+  if (name === undefined)
+    throw new MeasureError(
+      'ERR_MEASURE_INPUT',
+      `unknown vCPU type ${JSON.stringify(type)} (known: ${Object.keys(VCPU_SIGNATURES).join(', ')}); give --vcpu-sig or --vcpu-family/--vcpu-model/--vcpu-stepping instead`,
+    );
   return VCPU_SIGNATURES[name]!;
 }

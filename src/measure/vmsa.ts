@@ -14,8 +14,16 @@ interface Segment {
 }
 
 interface SaveArea {
-  es: Segment; cs: Segment; ss: Segment; ds: Segment; fs: Segment; gs: Segment;
-  gdtr: Segment; ldtr: Segment; idtr: Segment; tr: Segment;
+  es: Segment;
+  cs: Segment;
+  ss: Segment;
+  ds: Segment;
+  fs: Segment;
+  gs: Segment;
+  gdtr: Segment;
+  ldtr: Segment;
+  idtr: Segment;
+  tr: Segment;
   cr0: number;
   rip: number;
   gPat: bigint;
@@ -60,7 +68,13 @@ function encode(area: SaveArea): Buffer {
 
 /** The real-mode reset state of a vCPU starting at `eip`, as the given hypervisor creates it. */
 export function resetVmsa(eip: number, sevFeatures: bigint, vcpuSig: number, vmm: VmmType): Buffer {
-  let cs = 0x9b, ss = 0x93, tr = 0x8b, rdx = vcpuSig, mxcsr = 0x1f80, fcw = 0x37f, gPat = DEFAULT_G_PAT;
+  let cs = 0x9b,
+    ss = 0x93,
+    tr = 0x8b,
+    rdx = vcpuSig,
+    mxcsr = 0x1f80,
+    fcw = 0x37f,
+    gPat = DEFAULT_G_PAT;
   if (vmm === 'ec2') {
     cs = eip === BSP_EIP ? 0x9a : 0x9b;
     ss = 0x92;
@@ -75,10 +89,23 @@ export function resetVmsa(eip: number, sevFeatures: bigint, vcpuSig: number, vmm
     fcw = 0;
   }
   return encode({
-    es: seg(0, 0x93, 0xffff), cs: seg(0xf000, cs, 0xffff, (eip & 0xffff0000) >>> 0), ss: seg(0, ss, 0xffff),
-    ds: seg(0, 0x93, 0xffff), fs: seg(0, 0x93, 0xffff), gs: seg(0, 0x93, 0xffff),
-    gdtr: seg(0, 0, 0xffff), ldtr: seg(0, 0x82, 0xffff), idtr: seg(0, 0, 0xffff), tr: seg(0, tr, 0xffff),
-    cr0: 0x10, rip: eip & 0xffff, gPat, rdx, sevFeatures, mxcsr, fcw,
+    es: seg(0, 0x93, 0xffff),
+    cs: seg(0xf000, cs, 0xffff, (eip & 0xffff0000) >>> 0),
+    ss: seg(0, ss, 0xffff),
+    ds: seg(0, 0x93, 0xffff),
+    fs: seg(0, 0x93, 0xffff),
+    gs: seg(0, 0x93, 0xffff),
+    gdtr: seg(0, 0, 0xffff),
+    ldtr: seg(0, 0x82, 0xffff),
+    idtr: seg(0, 0, 0xffff),
+    tr: seg(0, tr, 0xffff),
+    cr0: 0x10,
+    rip: eip & 0xffff,
+    gPat,
+    rdx,
+    sevFeatures,
+    mxcsr,
+    fcw,
   });
 }
 
@@ -86,9 +113,23 @@ export function resetVmsa(eip: number, sevFeatures: bigint, vcpuSig: number, vmm
 export function svsmVmsa(eip: number, vcpuSig: number): Buffer {
   const data = seg(16, 0xc93, 0xffffffff);
   return encode({
-    es: data, cs: seg(8, 0xc9b, 0xffffffff), ss: data, ds: data, fs: data, gs: seg(0, 0x93, 0xffff),
-    gdtr: seg(0, 0, 0xffff), ldtr: seg(0, 0x82, 0xffff), idtr: seg(0, 0, 0xffff), tr: seg(0, 0x8b, 0xffff),
-    cr0: 0x11, rip: eip, gPat: DEFAULT_G_PAT, rdx: vcpuSig, sevFeatures: 0x1n, mxcsr: 0x1f80, fcw: 0,
+    es: data,
+    cs: seg(8, 0xc9b, 0xffffffff),
+    ss: data,
+    ds: data,
+    fs: data,
+    gs: seg(0, 0x93, 0xffff),
+    gdtr: seg(0, 0, 0xffff),
+    ldtr: seg(0, 0x82, 0xffff),
+    idtr: seg(0, 0, 0xffff),
+    tr: seg(0, 0x8b, 0xffff),
+    cr0: 0x11,
+    rip: eip,
+    gPat: DEFAULT_G_PAT,
+    rdx: vcpuSig,
+    sevFeatures: 0x1n,
+    mxcsr: 0x1f80,
+    fcw: 0,
   });
 }
 

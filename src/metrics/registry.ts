@@ -36,25 +36,89 @@ export function createMetrics(): SigilMetrics {
   const registry = new Registry();
   // Node's process metrics (CPU, memory, event-loop lag, handles) under their usual names, as vLLM and LiteLLM export them.
   collectDefaultMetrics({ register: registry });
-  new Gauge({ name: 'sigil_build_info', help: 'Always 1; the labels say which Sigil and Node run.', labelNames: ['version', 'node_version'], registers: [registry] }).set(
-    { version: VERSION, node_version: process.version },
-    1,
-  );
+  new Gauge({
+    name: 'sigil_build_info',
+    help: 'Always 1; the labels say which Sigil and Node run.',
+    labelNames: ['version', 'node_version'],
+    registers: [registry],
+  }).set({ version: VERSION, node_version: process.version }, 1);
   return {
     registry,
-    requests: new Counter({ name: 'sigil_requests_total', help: 'Requests by route, model and status.', labelNames: ['route', 'model', 'status'], registers: [registry] }),
-    duration: new Histogram({ name: 'sigil_request_duration_seconds', help: 'Time from request to the last byte of the response.', labelNames: ['route'], buckets: LATENCY_BUCKETS, registers: [registry] }),
-    timeToFirstToken: new Histogram({ name: 'sigil_time_to_first_token_seconds', help: 'Time from request to the first stream chunk sent to the client.', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers: [registry] }),
+    requests: new Counter({
+      name: 'sigil_requests_total',
+      help: 'Requests by route, model and status.',
+      labelNames: ['route', 'model', 'status'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'sigil_request_duration_seconds',
+      help: 'Time from request to the last byte of the response.',
+      labelNames: ['route'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    timeToFirstToken: new Histogram({
+      name: 'sigil_time_to_first_token_seconds',
+      help: 'Time from request to the first stream chunk sent to the client.',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
     activeStreams: new Gauge({ name: 'sigil_active_streams', help: 'Streams being relayed now.', registers: [registry] }),
     receiptsSigned: new Counter({ name: 'sigil_receipts_signed_total', help: 'Receipts signed, by type.', labelNames: ['type'], registers: [registry] }),
-    engineErrors: new Counter({ name: 'sigil_engine_errors_total', help: 'Engine failures seen by clients, by error code.', labelNames: ['code'], registers: [registry] }),
-    engineReceiptComments: new Counter({ name: 'sigil_engine_receipt_comments_dropped_total', help: 'Receipt comment lines engines sent in their streams, dropped: only Sigil writes receipts.', registers: [registry] }),
-    httpRejections: new Counter({ name: 'sigil_http_rejections_total', help: 'Connections refused at the HTTP level, before a request existed, by reason.', labelNames: ['reason'], registers: [registry] }),
-    promptTokens: new Counter({ name: 'sigil_prompt_tokens_total', help: 'Prompt tokens the engines reported, by model and API key id.', labelNames: ['model', 'key_id'], registers: [registry] }),
-    completionTokens: new Counter({ name: 'sigil_completion_tokens_total', help: 'Completion tokens the engines reported, by model and API key id.', labelNames: ['model', 'key_id'], registers: [registry] }),
-    upstreamDuration: new Histogram({ name: 'sigil_upstream_duration_seconds', help: 'Seconds until an engine sent its response headers.', labelNames: ['upstream'], buckets: LATENCY_BUCKETS, registers: [registry] }),
-    upstreamRequests: new Counter({ name: 'sigil_upstream_requests_total', help: 'Engine requests by upstream and outcome: the HTTP status of the engine, or the error code when none came.', labelNames: ['upstream', 'outcome'], registers: [registry] }),
-    upstreamFailovers: new Counter({ name: 'sigil_upstream_failovers_total', help: 'Requests moved on from an unreachable engine to the next.', labelNames: ['from_upstream', 'to_upstream'], registers: [registry] }),
-    upstreamUp: new Gauge({ name: 'sigil_upstream_up', help: '1 while an upstream is taken as reachable, 0 while it is skipped until a health check answers.', labelNames: ['upstream'], registers: [registry] }),
+    engineErrors: new Counter({
+      name: 'sigil_engine_errors_total',
+      help: 'Engine failures seen by clients, by error code.',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+    engineReceiptComments: new Counter({
+      name: 'sigil_engine_receipt_comments_dropped_total',
+      help: 'Receipt comment lines engines sent in their streams, dropped: only Sigil writes receipts.',
+      registers: [registry],
+    }),
+    httpRejections: new Counter({
+      name: 'sigil_http_rejections_total',
+      help: 'Connections refused at the HTTP level, before a request existed, by reason.',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    promptTokens: new Counter({
+      name: 'sigil_prompt_tokens_total',
+      help: 'Prompt tokens the engines reported, by model and API key id.',
+      labelNames: ['model', 'key_id'],
+      registers: [registry],
+    }),
+    completionTokens: new Counter({
+      name: 'sigil_completion_tokens_total',
+      help: 'Completion tokens the engines reported, by model and API key id.',
+      labelNames: ['model', 'key_id'],
+      registers: [registry],
+    }),
+    upstreamDuration: new Histogram({
+      name: 'sigil_upstream_duration_seconds',
+      help: 'Seconds until an engine sent its response headers.',
+      labelNames: ['upstream'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    upstreamRequests: new Counter({
+      name: 'sigil_upstream_requests_total',
+      help: 'Engine requests by upstream and outcome: the HTTP status of the engine, or the error code when none came.',
+      labelNames: ['upstream', 'outcome'],
+      registers: [registry],
+    }),
+    upstreamFailovers: new Counter({
+      name: 'sigil_upstream_failovers_total',
+      help: 'Requests moved on from an unreachable engine to the next.',
+      labelNames: ['from_upstream', 'to_upstream'],
+      registers: [registry],
+    }),
+    upstreamUp: new Gauge({
+      name: 'sigil_upstream_up',
+      help: '1 while an upstream is taken as reachable, 0 while it is skipped until a health check answers.',
+      labelNames: ['upstream'],
+      registers: [registry],
+    }),
   };
 }

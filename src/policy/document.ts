@@ -5,7 +5,13 @@ import { policyUpstream, type PolicyUpstream } from './upstreams.ts';
 /** What this deployment promises (docs/attestation.md#the-policy-document), hashed into every receipt as `policy_hash`; derived from the running configuration. */
 export interface PolicyDocument {
   schema_version: '1.1.0';
-  models: Array<{ id: string; provider: string; model_hash: string; upstream_model: string; upstreams: Array<{ name: string; url: string; region: string | null }> }>;
+  models: Array<{
+    id: string;
+    provider: string;
+    model_hash: string;
+    upstream_model: string;
+    upstreams: Array<{ name: string; url: string; region: string | null }>;
+  }>;
   /** Every engine: where it runs (inside the VM or not), how bytes reach it, which client headers it gets. */
   upstreams: PolicyUpstream[];
   attestation: { provider: string };
@@ -21,7 +27,21 @@ export interface PolicyDocument {
 }
 
 /** The request line (info) and the request-received line (debug): no other line names a request. */
-const REQUEST_LINE_FIELDS = ['request_id', 'method', 'route', 'path', 'status', 'latency_ms', 'model', 'key_id', 'upstream', 'stream', 'receipt', 'usage_tokens', 'error_code'];
+const REQUEST_LINE_FIELDS = [
+  'request_id',
+  'method',
+  'route',
+  'path',
+  'status',
+  'latency_ms',
+  'model',
+  'key_id',
+  'upstream',
+  'stream',
+  'receipt',
+  'usage_tokens',
+  'error_code',
+];
 const LEVELS_WITH_REQUEST_LINES = new Set(['info', 'debug', 'trace']);
 
 export function buildPolicy(catalogue: Catalogue, config: Pick<SigilConfig, 'upstreams' | 'attestation' | 'receipts' | 'log'>): PolicyDocument {

@@ -36,7 +36,17 @@ export function policyUpstream(name: string, config: UpstreamConfig): PolicyUpst
   const https = new URL(config.url).protocol === 'https:';
   const pin = config.tls_pin_sha256 ?? null;
   const transport: UpstreamTransport = place === 'inside_vm' ? 'loopback' : pin !== null ? 'tls_pinned' : https ? 'tls' : 'plaintext';
-  return { name, url: config.url, region: config.region ?? null, place, transport, tls_pin_sha256: pin, allow_outside_vm: config.allow_outside_vm, forward_headers: [...config.forward_headers], cache_salt: config.cache_salt };
+  return {
+    name,
+    url: config.url,
+    region: config.region ?? null,
+    place,
+    transport,
+    tls_pin_sha256: pin,
+    allow_outside_vm: config.allow_outside_vm,
+    forward_headers: [...config.forward_headers],
+    cache_salt: config.cache_salt,
+  };
 }
 
 /**
@@ -48,6 +58,6 @@ export function outsideVmProblem(upstream: PolicyUpstream): string | undefined {
   return (
     `upstreams.${upstream.name}: ${upstream.url} is outside this confidential VM, so prompts would leave it ` +
     `${upstream.transport === 'plaintext' ? 'in plaintext' : 'over TLS no attested key vouches for'}. ` +
-    'Pin the engine\'s TLS key (tls_pin_sha256: the SHA-256 of its SPKI, with an https URL), or set allow_outside_vm: true, which the policy shows.'
+    "Pin the engine's TLS key (tls_pin_sha256: the SHA-256 of its SPKI, with an https URL), or set allow_outside_vm: true, which the policy shows."
   );
 }

@@ -136,12 +136,7 @@ export function bindingDigest(binding: AttestationBinding): Uint8Array {
  */
 export function reportDataV2(nonce: Uint8Array, binding: AttestationBinding): Uint8Array {
   if (nonce.length !== NONCE_BYTES) throw new RangeError(`the nonce must be ${NONCE_BYTES} bytes, not ${nonce.length}`);
-  return createHash('sha512')
-    .update(Buffer.from(REPORT_DATA_LABEL, 'utf8'))
-    .update(Buffer.of(0))
-    .update(nonce)
-    .update(bindingDigest(binding))
-    .digest();
+  return createHash('sha512').update(Buffer.from(REPORT_DATA_LABEL, 'utf8')).update(Buffer.of(0)).update(nonce).update(bindingDigest(binding)).digest();
 }
 
 /** Lowercase hex SHA-256 of a GPU evidence entry's raw report, as `gpu_evidence_sha256` lists it. */

@@ -73,7 +73,7 @@ export function scanJsonObject(text: Buffer): ObjectScan {
   let pendingKey = '';
   let valueStart = -1;
   const n = text.length;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const b = text[i]!;
     if (isSpace(b) || b === COLON) {
       i++;

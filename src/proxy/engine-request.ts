@@ -21,7 +21,17 @@ export class EngineAbort extends EventEmitter {
   }
 }
 
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
 
 /** Maps a transport failure to what the client sees: 504 when the engine was too slow, 502 otherwise. */
 export function engineFailure(err: unknown): HttpError {
@@ -38,7 +48,12 @@ function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHea
   const headers: Record<string, string> = {};
   if (upstream.forwardHeaders.length > 0) {
     // RFC 9110 7.6.1: headers the client names in Connection are for this hop only.
-    const hopOnly = new Set((client.connection ?? '').toLowerCase().split(',').map((t) => t.trim()));
+    const hopOnly = new Set(
+      (client.connection ?? '')
+        .toLowerCase()
+        .split(',')
+        .map((t) => t.trim()),
+    );
     for (const name of upstream.forwardHeaders) {
       const value = client[name];
       if (value !== undefined && !hopOnly.has(name)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
@@ -106,7 +121,13 @@ export async function postToEngines(
 }
 
 /** postToEngines with one engine. */
-export async function postToEngine(upstream: Upstream, enginePath: string, body: Buffer, client: IncomingHttpHeaders, signal: AbortSignal | EngineAbort): Promise<EngineResponse> {
+export async function postToEngine(
+  upstream: Upstream,
+  enginePath: string,
+  body: Buffer,
+  client: IncomingHttpHeaders,
+  signal: AbortSignal | EngineAbort,
+): Promise<EngineResponse> {
   return (await postToEngines([upstream], enginePath, body, client, signal)).response;
 }
 
@@ -131,7 +152,12 @@ export function readEngineBody(response: EngineResponse, limit: number, declared
       if (size + chunk.length > cap) {
         settled = true;
         body.destroy();
-        reject(new HttpError('upstream_bad_response', size + chunk.length > limit ? 'The engine sent a response larger than Sigil accepts.' : 'The engine sent more bytes than its Content-Length.'));
+        reject(
+          new HttpError(
+            'upstream_bad_response',
+            size + chunk.length > limit ? 'The engine sent a response larger than Sigil accepts.' : 'The engine sent more bytes than its Content-Length.',
+          ),
+        );
         return;
       }
       if (into === undefined) chunks.push(chunk);

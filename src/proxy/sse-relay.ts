@@ -119,7 +119,8 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     }
     if (event === null || typeof event !== 'object' || Array.isArray(event)) return line;
     const record = event as Record<string, unknown>;
-    const nested = completion === 'event' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
+    const nested =
+      completion === 'event' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
     const id = typeof record.id === 'string' ? record.id : typeof nested?.id === 'string' ? nested.id : undefined;
     if (completionId === undefined && id !== undefined) completionId = id;
     const u = readUsage(record) ?? (nested === undefined ? undefined : readUsage(nested));

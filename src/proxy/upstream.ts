@@ -38,7 +38,13 @@ export function startHealthChecks(upstreams: readonly Upstream[], intervalMs: nu
 
 async function probe(upstream: Upstream): Promise<void> {
   try {
-    const response = await upstream.pool.request({ method: 'GET', path: `${upstream.basePath}/models`, headers: upstream.headers, headersTimeout: 5000, bodyTimeout: 5000 });
+    const response = await upstream.pool.request({
+      method: 'GET',
+      path: `${upstream.basePath}/models`,
+      headers: upstream.headers,
+      headersTimeout: 5000,
+      bodyTimeout: 5000,
+    });
     await response.body.dump();
     setUpstreamHealth(upstream, true);
   } catch {

@@ -13,5 +13,6 @@ export function createNonceSigner(key: SigningKey): SignNonce {
   // The start document changes only on reload (a new object): its digest is computed once per document.
   const digests = new WeakMap<object, string>();
   const digestOf = (doc: object) => digests.get(doc) ?? digests.set(doc, startDocumentSha256(doc)).get(doc)!;
-  return (nonce, startDocument) => sign({ nonce: Buffer.from(nonce).toString('hex'), start_document_sha256: digestOf(startDocument), iat: Math.floor(Date.now() / 1000) });
+  return (nonce, startDocument) =>
+    sign({ nonce: Buffer.from(nonce).toString('hex'), start_document_sha256: digestOf(startDocument), iat: Math.floor(Date.now() / 1000) });
 }

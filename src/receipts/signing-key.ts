@@ -84,6 +84,9 @@ export async function sealedSigningKey(material: Buffer, boundTo: string): Promi
   ecdh.setPrivateKey(scalar);
   const point = ecdh.getPublicKey();
   const b64 = (bytes: Buffer) => bytes.toString('base64url');
-  const privateKey = createPrivateKey({ key: { kty: 'EC', crv: 'P-256', d: b64(scalar), x: b64(point.subarray(1, 33)), y: b64(point.subarray(33, 65)) }, format: 'jwk' });
+  const privateKey = createPrivateKey({
+    key: { kty: 'EC', crv: 'P-256', d: b64(scalar), x: b64(point.subarray(1, 33)), y: b64(point.subarray(33, 65)) },
+    format: 'jwk',
+  });
   return { ...(await describe(privateKey, 'sealed')), boundTo };
 }

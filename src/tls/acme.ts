@@ -28,7 +28,9 @@ async function listenForChallenges(settings: AcmeSettings, answers: Map<string, 
     const path = (req.url ?? '').split('?')[0]!;
     const answer = req.method === 'GET' && path.startsWith(CHALLENGE_PREFIX) ? answers.get(path.slice(CHALLENGE_PREFIX.length)) : undefined;
     if (answer === undefined) {
-      res.writeHead(404, { 'content-type': 'application/json', connection: 'close' }).end('{"error":{"message":"Not found.","type":"invalid_request_error","param":null,"code":"not_found"}}');
+      res
+        .writeHead(404, { 'content-type': 'application/json', connection: 'close' })
+        .end('{"error":{"message":"Not found.","type":"invalid_request_error","param":null,"code":"not_found"}}');
       return;
     }
     res.writeHead(200, { 'content-type': 'text/plain' }).end(answer);
@@ -36,7 +38,9 @@ async function listenForChallenges(settings: AcmeSettings, answers: Map<string, 
   server.headersTimeout = 10_000;
   server.requestTimeout = 15_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => reject(new TlsError(`tls.acme: cannot listen for http-01 challenges on ${settings.http_host}:${settings.http_port} (${err.code ?? err.message})`)));
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new TlsError(`tls.acme: cannot listen for http-01 challenges on ${settings.http_host}:${settings.http_port} (${err.code ?? err.message})`)),
+    );
     server.listen(settings.http_port, settings.http_host, () => resolve());
   });
   return server;
@@ -140,7 +144,10 @@ export async function obtainAcmeCertificates(settings: AcmeSettings, hostnames: 
       // The next attempt starts a fresh session (directory, nonce, account lookup by key): the server may have moved on.
       client = newClient();
       const retryMs = Math.min(checkMs, Math.min(60_000, checkMs) * 2 ** (failures - 1));
-      logger.warn({ failures, retry_in_s: retryMs / 1000, error: (err as Error).message, not_after: current.notAfter.toISOString() }, 'tls certificate renewal failed: keeping the current certificate');
+      logger.warn(
+        { failures, retry_in_s: retryMs / 1000, error: (err as Error).message, not_after: current.notAfter.toISOString() },
+        'tls certificate renewal failed: keeping the current certificate',
+      );
       schedule(retryMs);
     }
   };

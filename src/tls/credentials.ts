@@ -22,7 +22,9 @@ export interface TlsCredentials {
 /** Lowercase hex SHA-256 of a public key's DER SubjectPublicKeyInfo: what the binding states and clients pin. */
 export function spkiSha256(key: KeyObject): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
-  return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+  return createHash('sha256')
+    .update(publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex');
 }
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;

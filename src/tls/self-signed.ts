@@ -16,7 +16,9 @@ export async function makeSelfSignedCredentials(hostnames: readonly string[], no
   const notBefore = new Date(now.getTime() - 60_000);
   const certificate = await x509.X509CertificateGenerator.createSelfSigned(
     {
-      serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16))).toString('hex').replace(/^[89a-f]/, '1'),
+      serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+        .toString('hex')
+        .replace(/^[89a-f]/, '1'),
       name: `CN=${names[0]}`,
       notBefore,
       notAfter: new Date(notBefore.getTime() + VALIDITY_DAYS * 86_400_000),

@@ -52,7 +52,9 @@ function endSpan(span: Span, outcome: SpanOutcome): void {
     ...(outcome.upstream === undefined ? {} : { 'sigil.upstream': outcome.upstream }),
     ...(outcome.stream === undefined ? {} : { 'sigil.stream': outcome.stream }),
     ...(outcome.error_code === undefined ? {} : { 'error.type': outcome.error_code }),
-    ...(outcome.usage === undefined ? {} : { 'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens, 'gen_ai.usage.output_tokens': outcome.usage.completion_tokens }),
+    ...(outcome.usage === undefined
+      ? {}
+      : { 'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens, 'gen_ai.usage.output_tokens': outcome.usage.completion_tokens }),
   });
   if ((outcome.status ?? 0) >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
   span.end();

@@ -43,7 +43,7 @@ const VERDICTS: Record<Headline, { text: string; tone: 'pass' | 'fail' | 'note';
   unpinned: {
     text: 'Genuine confidential hardware, but its code was not compared with reference values.',
     tone: 'note',
-    detail: 'The hardware evidence and its bindings check out. Load your auditor\'s reference values to know which code runs.',
+    detail: "The hardware evidence and its bindings check out. Load your auditor's reference values to know which code runs.",
   },
   development: {
     text: 'Development service: no confidential hardware. Do not send anything private.',
@@ -88,17 +88,25 @@ function renderChecks(list: HTMLOListElement, checks: readonly Check[]): void {
 function renderFacts(r: ServiceReport): void {
   const facts = byId<HTMLDListElement>('facts');
   const doc = r.document;
-  const rows: Array<[string, string]> = doc === undefined ? [] : [
-    ['TEE', doc.tee === 'none' ? 'none (development only)' : doc.tee],
-    [doc.tee === 'tdx' ? 'MRTD' : 'Launch measurement', doc.measurement],
-    ['Report data', doc.report_data],
-    ['Policy hash', doc.binding.policy_hash],
-    ['Receipt keys', doc.binding.jwks.keys.map((k) => String(k.kid ?? '?')).join(', ')],
-    ['TLS key (SHA-256 of SPKI)', doc.binding.tls_spki_sha256 ?? 'none: TLS ends outside the enclave'],
-    ['Encrypted bodies (HPKE key)', doc.binding.hpke_key_config === null ? 'off' : `${doc.binding.hpke_key_config.slice(0, 24)}…`],
-    ['GPU reports', String(doc.gpu_evidence.length)],
-    ['Event log', doc.event_log === null ? 'none' : `${doc.event_log.runtime_events.length} runtime event(s); Sigil measured itself: ${doc.event_log.self_measurement.extended ? 'yes' : `no (${doc.event_log.self_measurement.reason ?? 'unknown'})`}`],
-  ];
+  const rows: Array<[string, string]> =
+    doc === undefined
+      ? []
+      : [
+          ['TEE', doc.tee === 'none' ? 'none (development only)' : doc.tee],
+          [doc.tee === 'tdx' ? 'MRTD' : 'Launch measurement', doc.measurement],
+          ['Report data', doc.report_data],
+          ['Policy hash', doc.binding.policy_hash],
+          ['Receipt keys', doc.binding.jwks.keys.map((k) => String(k.kid ?? '?')).join(', ')],
+          ['TLS key (SHA-256 of SPKI)', doc.binding.tls_spki_sha256 ?? 'none: TLS ends outside the enclave'],
+          ['Encrypted bodies (HPKE key)', doc.binding.hpke_key_config === null ? 'off' : `${doc.binding.hpke_key_config.slice(0, 24)}…`],
+          ['GPU reports', String(doc.gpu_evidence.length)],
+          [
+            'Event log',
+            doc.event_log === null
+              ? 'none'
+              : `${doc.event_log.runtime_events.length} runtime event(s); Sigil measured itself: ${doc.event_log.self_measurement.extended ? 'yes' : `no (${doc.event_log.self_measurement.reason ?? 'unknown'})`}`,
+          ],
+        ];
   facts.replaceChildren(...rows.flatMap(([k, v]) => [element('dt', k), element('dd', v)]));
 }
 
@@ -108,7 +116,15 @@ function renderModels(r: ServiceReport): void {
     ...r.models.map((m) => {
       const row = element('tr');
       const price = m.pricing === undefined ? '' : `${m.pricing.input_per_mtok} / ${m.pricing.output_per_mtok} ${m.pricing.currency}`;
-      for (const cell of [m.id, m.provider ?? '', m.context_window?.toLocaleString('en') ?? '', m.reasoning ? 'yes' : 'no', price, (m.regions ?? []).join(', '), (m.endpoints ?? []).join(', ')]) {
+      for (const cell of [
+        m.id,
+        m.provider ?? '',
+        m.context_window?.toLocaleString('en') ?? '',
+        m.reasoning ? 'yes' : 'no',
+        price,
+        (m.regions ?? []).join(', '),
+        (m.endpoints ?? []).join(', '),
+      ]) {
         row.append(element('td', cell));
       }
       return row;
@@ -183,9 +199,10 @@ function showTarget(): void {
   notice.hidden = !other;
   if (other) {
     const own = ownOrigin();
-    byId('other-service-text').textContent = own === undefined
-      ? `This page was opened from a file. It will check ${originOf(base) ?? base} only if you choose to; your API key goes only to a service it has verified.`
-      : `${originOf(base) ?? base} is another service than ${own}, which served this page. It is checked, and your API key sent to it, only if you choose so below.`;
+    byId('other-service-text').textContent =
+      own === undefined
+        ? `This page was opened from a file. It will check ${originOf(base) ?? base} only if you choose to; your API key goes only to a service it has verified.`
+        : `${originOf(base) ?? base} is another service than ${own}, which served this page. It is checked, and your API key sent to it, only if you choose so below.`;
   } else {
     byId<HTMLInputElement>('allow-other-service').checked = false;
   }
@@ -214,7 +231,9 @@ async function verify(event?: SubmitEvent): Promise<void> {
       render(report);
       return;
     }
-    const rims: RimFile[] = await Promise.all(Array.from(byId<HTMLInputElement>('rim-files').files ?? [], async (file) => ({ name: file.name, text: await file.text() })));
+    const rims: RimFile[] = await Promise.all(
+      Array.from(byId<HTMLInputElement>('rim-files').files ?? [], async (file) => ({ name: file.name, text: await file.text() })),
+    );
     const result = await verifyService(base, { ...(reference === undefined ? {} : { reference }), ...(rims.length === 0 ? {} : { rims }) });
     // The target changed (or was checked again) meanwhile: this verdict is about a URL no longer on screen.
     if (mine !== generation) return;
@@ -270,7 +289,16 @@ async function chat(event: SubmitEvent): Promise<void> {
     input.value = '';
     const verdict = verdictOf(outcome.receipt.checks);
     const item = element('li');
-    item.append(element('strong', verdict.outcome === 'verified' ? 'Receipt verified' : verdict.outcome === 'verified-with-waivers' ? 'Receipt verified with waivers' : 'Receipt NOT verified'));
+    item.append(
+      element(
+        'strong',
+        verdict.outcome === 'verified'
+          ? 'Receipt verified'
+          : verdict.outcome === 'verified-with-waivers'
+            ? 'Receipt verified with waivers'
+            : 'Receipt NOT verified',
+      ),
+    );
     item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
     const checks = element('ol', undefined, 'checks');
     renderChecks(checks, outcome.receipt.checks);

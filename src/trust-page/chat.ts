@@ -127,6 +127,9 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     at += p.length;
   }
 
-  const receipt = await verifyExchange({ path: '/v1/chat/completions', stream: true, nonce, model: options.model, request: requestBytes, response: all }, options.receipts);
+  const receipt = await verifyExchange(
+    { path: '/v1/chat/completions', stream: true, nonce, model: options.model, request: requestBytes, response: all },
+    options.receipts,
+  );
   return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(names.receiptId), receipt };
 }

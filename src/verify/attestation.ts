@@ -76,7 +76,14 @@ function readEventLog(value: unknown): TdxEventLogInput | string | null {
   if (!Array.isArray(runtime)) return 'event_log.runtime_events is not an array';
   for (const [i, r] of runtime.entries()) {
     const ev = r as Record<string, unknown>;
-    if (typeof ev !== 'object' || ev === null || typeof ev.imr !== 'number' || typeof ev.event !== 'string' || typeof ev.digest !== 'string' || typeof ev.payload !== 'string') {
+    if (
+      typeof ev !== 'object' ||
+      ev === null ||
+      typeof ev.imr !== 'number' ||
+      typeof ev.event !== 'string' ||
+      typeof ev.digest !== 'string' ||
+      typeof ev.payload !== 'string'
+    ) {
       return `event_log.runtime_events[${i}] is not {imr, event, digest, payload}`;
     }
   }
@@ -87,7 +94,8 @@ function readEventLog(value: unknown): TdxEventLogInput | string | null {
 function readDocument(doc: unknown): DocumentFields | string {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return 'the attestation document is not a JSON object';
   const d = doc as Record<string, unknown>;
-  if (d.version !== ATTESTATION_DOCUMENT_VERSION) return `the document's version is ${JSON.stringify(d.version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`;
+  if (d.version !== ATTESTATION_DOCUMENT_VERSION)
+    return `the document's version is ${JSON.stringify(d.version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`;
   if (d.tee !== 'sev-snp' && d.tee !== 'tdx' && d.tee !== 'none') return `tee ${JSON.stringify(d.tee)} is not "sev-snp", "tdx" or "none"`;
   if (typeof d.measurement !== 'string' || !HEX.test(d.measurement)) return 'measurement is not a hex string';
   if (typeof d.nonce !== 'string' || !/^[0-9a-fA-F]{64}$/.test(d.nonce)) return 'nonce is not 32 bytes of hex';
@@ -107,9 +115,14 @@ function readDocument(doc: unknown): DocumentFields | string {
 
 function reportDataCheck(actual: Uint8Array, expected: Uint8Array | undefined, nonceHex: string | undefined): Check {
   if (nonceHex === undefined) {
-    return fail('attestation.report_data', `the evidence's REPORT_DATA ${toHex(actual)} was compared with nothing: no nonce was given, so nothing says this evidence is fresh or which keys it binds`);
+    return fail(
+      'attestation.report_data',
+      `the evidence's REPORT_DATA ${toHex(actual)} was compared with nothing: no nonce was given, so nothing says this evidence is fresh or which keys it binds`,
+    );
   }
-  const what = /^0+$/.test(nonceHex) ? 'the labelled hash of the binding and the all-zero nonce (the start evidence, not fresh)' : `the labelled hash of the binding and our nonce ${nonceHex}`;
+  const what = /^0+$/.test(nonceHex)
+    ? 'the labelled hash of the binding and the all-zero nonce (the start evidence, not fresh)'
+    : `the labelled hash of the binding and our nonce ${nonceHex}`;
   return expected !== undefined && Buffer.from(actual).equals(Buffer.from(expected))
     ? pass('attestation.report_data', `the evidence's REPORT_DATA equals ${what}: the enclave vouches for this binding`)
     : fail('attestation.report_data', `the evidence's REPORT_DATA ${toHex(actual)} is not ${what}${expected === undefined ? '' : ` = ${toHex(expected)}`}`);
@@ -136,8 +149,12 @@ function measurementCheck(actual: Uint8Array, field: string, documentMeasurement
     return fail('attestation.measurement', `the evidence's ${field} ${hex} differs from the expected measurement ${expected}`);
   }
   if (expected !== undefined) return pass('attestation.measurement', `${field} ${hex} equals the expected measurement`);
-  if (pinnedByReference) return pass('attestation.measurement', `${field} ${hex} equals the document's measurement; the reference values below compare it with the audited code`);
-  return notPinned('attestation.measurement', `${field} ${hex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`);
+  if (pinnedByReference)
+    return pass('attestation.measurement', `${field} ${hex} equals the document's measurement; the reference values below compare it with the audited code`);
+  return notPinned(
+    'attestation.measurement',
+    `${field} ${hex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`,
+  );
 }
 
 /**
@@ -167,7 +184,13 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
       ...result.checks,
       reportDataCheck(result.report.reportData, expected, nonceHex),
       bound,
-      measurementCheck(result.report.measurement, 'MEASUREMENT', fields.measurement, opts.expectedMeasurement, (opts.reference?.snp?.measurement?.length ?? 0) > 0),
+      measurementCheck(
+        result.report.measurement,
+        'MEASUREMENT',
+        fields.measurement,
+        opts.expectedMeasurement,
+        (opts.reference?.snp?.measurement?.length ?? 0) > 0,
+      ),
       ...snpReferenceChecks({ measurement: toHex(result.report.measurement), host_data: toHex(result.report.hostData) }, opts.reference),
       ...sigilStateChecks(doc, fields.binding, opts),
     ];
@@ -205,6 +228,9 @@ function eventLogChecks(log: DocumentFields['eventLog'], rtmrs: readonly Uint8Ar
   if (typeof log === 'string') return [fail('eventlog.parse', log)];
   const result = verifyTdxEventLog(log ?? {}, rtmrs);
   onEvents?.(result.events);
-  if (log === null) return result.checks.map((c) => (c.name === 'eventlog.replay' ? { ...c, detail: c.detail.replace('no event log given', 'the document carries no event log') } : c));
+  if (log === null)
+    return result.checks.map((c) =>
+      c.name === 'eventlog.replay' ? { ...c, detail: c.detail.replace('no event log given', 'the document carries no event log') } : c,
+    );
   return result.checks;
 }

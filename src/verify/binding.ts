@@ -24,9 +24,11 @@ export function readBinding(doc: unknown): AttestationBinding | string {
   const r = b as Record<string, unknown>;
   if (!Array.isArray(field(r.jwks, 'keys'))) return 'binding.jwks is not a JWKS';
   if (typeof r.policy_hash !== 'string') return 'binding.policy_hash is not a string';
-  if (r.tls_spki_sha256 !== null && (typeof r.tls_spki_sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(r.tls_spki_sha256))) return 'binding.tls_spki_sha256 is neither null nor 64 lowercase hex digits';
+  if (r.tls_spki_sha256 !== null && (typeof r.tls_spki_sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(r.tls_spki_sha256)))
+    return 'binding.tls_spki_sha256 is neither null nor 64 lowercase hex digits';
   if (r.hpke_key_config !== null && typeof r.hpke_key_config !== 'string') return 'binding.hpke_key_config is neither null nor a string';
-  if (!Array.isArray(r.gpu_evidence_sha256) || !r.gpu_evidence_sha256.every((h) => typeof h === 'string')) return 'binding.gpu_evidence_sha256 is not a list of hex strings';
+  if (!Array.isArray(r.gpu_evidence_sha256) || !r.gpu_evidence_sha256.every((h) => typeof h === 'string'))
+    return 'binding.gpu_evidence_sha256 is not a list of hex strings';
   return b as AttestationBinding;
 }
 
@@ -49,7 +51,9 @@ export function expectedReportData(nonce: Uint8Array, binding: AttestationBindin
 export function verifyJwksBinding(doc: unknown, opts: { jwks: unknown; nonce: Uint8Array }): Check[] {
   const version = field(doc, 'version');
   if (version !== ATTESTATION_DOCUMENT_VERSION) {
-    return [fail('binding.version', `the attestation document's version is ${JSON.stringify(version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`)];
+    return [
+      fail('binding.version', `the attestation document's version is ${JSON.stringify(version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`),
+    ];
   }
   const checks: Check[] = [];
   const nonceHex = Buffer.from(opts.nonce).toString('hex');
@@ -73,7 +77,10 @@ export function verifyJwksBinding(doc: unknown, opts: { jwks: unknown; nonce: Ui
   checks.push(
     typeof reportData === 'string' && expectedHex !== '' && reportData.toLowerCase() === expectedHex
       ? pass('binding.report_data', 'report_data is the labelled SHA-512 of our nonce and the binding (docs/attestation.md)')
-      : fail('binding.report_data', `report_data is ${JSON.stringify(reportData)}; SHA-512("sigil-attestation-v2" || 0 || nonce || SHA-256(JCS(binding))) is ${expectedHex || 'not computable'}`),
+      : fail(
+          'binding.report_data',
+          `report_data is ${JSON.stringify(reportData)}; SHA-512("sigil-attestation-v2" || 0 || nonce || SHA-256(JCS(binding))) is ${expectedHex || 'not computable'}`,
+        ),
   );
   return checks;
 }

@@ -89,6 +89,14 @@ export function verdictOf(checks: readonly Check[]): Verdict {
     const lead = failed.length > 0 ? `${failed.length} of ${checks.length} checks failed` : `${passed} checks passed`;
     return { outcome: 'not-verified', passed, failed, notPinned: unpinned, waived, summary: `NOT VERIFIED: ${lead}${open}${waivers}` };
   }
-  if (waived.length > 0) return { outcome: 'verified-with-waivers', passed, failed, notPinned: unpinned, waived, summary: `verified with waivers: ${passed} checks passed${waivers}` };
+  if (waived.length > 0)
+    return {
+      outcome: 'verified-with-waivers',
+      passed,
+      failed,
+      notPinned: unpinned,
+      waived,
+      summary: `verified with waivers: ${passed} checks passed${waivers}`,
+    };
   return { outcome: 'verified', passed, failed, notPinned: unpinned, waived, summary: `verified: all ${passed} checks passed` };
 }

@@ -15,7 +15,25 @@ type Tier = keyof typeof TIER;
 const CLAIMS: ReadonlyArray<[claim: string, prefixes: readonly string[]]> = [
   ['instance-identity', ['attestation.report_data', 'attestation.signed_nonce', 'attestation.jwks', 'attestation.tls_key', 'attestation.hpke_key', 'binding.']],
   ['executables', ['attestation.measurement', 'reference.', 'eventlog.', 'gpu[', 'gpu.rim']],
-  ['configuration', ['attestation.policy', 'snp.debug', 'snp.migrate_ma', 'snp.smt', 'snp.vmpl', 'snp.reported_tcb', 'snp.launch_tcb', 'tdx.debug', 'tdx.td_attributes', 'tdx.xfam', 'tdx.mr', 'tdx.tee_tcb_svn', 'tdx.tcb_status', 'collateral.']],
+  [
+    'configuration',
+    [
+      'attestation.policy',
+      'snp.debug',
+      'snp.migrate_ma',
+      'snp.smt',
+      'snp.vmpl',
+      'snp.reported_tcb',
+      'snp.launch_tcb',
+      'tdx.debug',
+      'tdx.td_attributes',
+      'tdx.xfam',
+      'tdx.mr',
+      'tdx.tee_tcb_svn',
+      'tdx.tcb_status',
+      'collateral.',
+    ],
+  ],
   ['hardware', ['attestation.tee', 'attestation.evidence', 'attestation.document', 'snp.', 'tdx.', 'gpu.']],
 ];
 
@@ -61,6 +79,8 @@ export function toEar(checks: readonly Check[], options: EarOptions): Ear {
     eat_profile: EAR_PROFILE,
     iat: options.iat ?? Math.floor(Date.now() / 1000),
     ear_verifier_id: options.verifier,
-    submods: { [options.submod]: { ear_status: status, ear_trustworthiness_vector: vector, ear_appraisal_policy_ids: ['sigil:docs/auditing.md#what-a-verdict-means'] } },
+    submods: {
+      [options.submod]: { ear_status: status, ear_trustworthiness_vector: vector, ear_appraisal_policy_ids: ['sigil:docs/auditing.md#what-a-verdict-means'] },
+    },
   };
 }

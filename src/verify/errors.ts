@@ -14,7 +14,7 @@ export const VERIFY_ERROR_CODES = {
   ERR_JCS: 'the value cannot be canonicalized (RFC 8785)',
   ERR_VERIFY_FETCH: 'a request to the service failed',
   ERR_VERIFY_TLS_PIN: 'the server presented a TLS key other than the one the enclave attests',
-  ERR_VERIFY_ATTESTATION: 'the service\'s attestation did not verify',
+  ERR_VERIFY_ATTESTATION: "the service's attestation did not verify",
   ERR_VERIFY_RECEIPT: 'a receipt did not verify',
   ERR_VERIFY_UNSEALED_RESPONSE: 'the answer to a sealed request is not sealed, so it may not come from the enclave',
   ERR_VERIFY_STREAM: 'the event stream does not end with data: [DONE] and a receipt comment',

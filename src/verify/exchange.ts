@@ -104,7 +104,12 @@ export async function verifyExchange(exchange: ServiceExchange, context: Receipt
   if (typeof found === 'string') return { checks: [fail('receipt.present', found)] };
   const expected = receiptExpectations(exchange, context, found.response);
   if (exchange.completionId !== undefined) expected.completionId = exchange.completionId;
-  const options = { jwks: context.jwks, allowNoTee: context.noHardwareEnclave !== undefined, ...(context.waive === undefined ? {} : { waive: context.waive }), ...(context.now === undefined ? {} : { now: context.now }) };
+  const options = {
+    jwks: context.jwks,
+    allowNoTee: context.noHardwareEnclave !== undefined,
+    ...(context.waive === undefined ? {} : { waive: context.waive }),
+    ...(context.now === undefined ? {} : { now: context.now }),
+  };
   const message = await verifyReceipt(found.receipt, { ...options, expected: { ...expected, receiptType: 'message' } });
   const checks = withTeeWaiver(message.checks, context.noHardwareEnclave);
   if (found.modelReceipt !== undefined) {

@@ -43,7 +43,9 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
 }
 
 function firstChunkId(body: Uint8Array): string | undefined {
-  for (const line of Buffer.from(body).toString('utf8').split(/\r\n|\r|\n/)) {
+  for (const line of Buffer.from(body)
+    .toString('utf8')
+    .split(/\r\n|\r|\n/)) {
     if (!line.startsWith('data:')) continue;
     try {
       const id = (JSON.parse(line.slice(5)) as { id?: unknown }).id;
@@ -137,9 +139,13 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
     if (receiptId === undefined) throw err;
     let stored: { receipt?: unknown };
     try {
-      stored = (await fetchJson(serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`), {
-        authorization: `Bearer ${opts.apiKey}`,
-      }, opts.dispatcher)) as { receipt?: unknown };
+      stored = (await fetchJson(
+        serviceUrl(opts.baseUrl, `v1/receipts/${encodeURIComponent(receiptId)}`),
+        {
+          authorization: `Bearer ${opts.apiKey}`,
+        },
+        opts.dispatcher,
+      )) as { receipt?: unknown };
     } catch (fetchErr) {
       throw new VerifyError('ERR_VERIFY_STREAM', `${(err as Error).message}, and the receipts endpoint has none (${(fetchErr as Error).message})`);
     }

@@ -15,7 +15,13 @@ import type { ReferenceValues } from './reference/reference-values.ts';
 export type RawEvidence =
   | { tee: 'tdx'; quote: Uint8Array; eventLog?: TdxEventLogInput; collateral?: IntelCollateral }
   /** `vcek` and `ask` are DER certificates; the ASK defaults to the built-in ones. */
-  | { tee: 'sev-snp'; report: Uint8Array; vcek?: Uint8Array; ask?: Uint8Array; /** AMD's CRL for the product (DER or PEM), checked as snp.crl. */ crl?: Uint8Array };
+  | {
+      tee: 'sev-snp';
+      report: Uint8Array;
+      vcek?: Uint8Array;
+      ask?: Uint8Array;
+      /** AMD's CRL for the product (DER or PEM), checked as snp.crl. */ crl?: Uint8Array;
+    };
 
 export interface RawEvidenceExpectations {
   /** The 64 bytes REPORT_DATA must hold, as hex; absent, `evidence.report_data` is NOT PINNED. */
@@ -38,7 +44,10 @@ export interface RawEvidenceVerification {
 function reportDataCheck(actual: Uint8Array, expected: string | undefined): Check {
   const hex = toHex(actual);
   if (expected === undefined) {
-    return notPinned('evidence.report_data', `REPORT_DATA ${hex} was compared with nothing (--report-data HEX): raw evidence proves neither freshness nor what key or nonce it is bound to`);
+    return notPinned(
+      'evidence.report_data',
+      `REPORT_DATA ${hex} was compared with nothing (--report-data HEX): raw evidence proves neither freshness nor what key or nonce it is bound to`,
+    );
   }
   return hex === expected.toLowerCase()
     ? pass('evidence.report_data', 'REPORT_DATA equals the expected 64 bytes: the evidence was made for this nonce or key')

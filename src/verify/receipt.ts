@@ -72,9 +72,7 @@ function jwksCheck(imported: ImportedJwks): Check {
 }
 
 function compare(name: string, what: string, actual: string, expected: string): Check {
-  return actual === expected
-    ? pass(name, `${what} is ${actual}, as expected`)
-    : fail(name, `${what} is ${actual}; expected ${expected}`);
+  return actual === expected ? pass(name, `${what} is ${actual}, as expected`) : fail(name, `${what} is ${actual}; expected ${expected}`);
 }
 
 function bytesCheck(name: string, claim: string, claims: ReceiptClaims, bytes: Uint8Array): Check {
@@ -120,7 +118,9 @@ function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[]
   const waivers = opts.waive ?? {};
   /** A required expectation that is missing: waived with the caller's reason, else a failure that says what to give. */
   const missing = (name: string, key: RequiredExpectation, what: string): Check =>
-    waivers[key] !== undefined ? waive(fail(name, `not checked: no expected ${what} was given (expected.${key})`), waivers[key]) : fail(name, `not checked: no expected ${what} was given (expected.${key}), nor waived`);
+    waivers[key] !== undefined
+      ? waive(fail(name, `not checked: no expected ${what} was given (expected.${key})`), waivers[key])
+      : fail(name, `not checked: no expected ${what} was given (expected.${key}), nor waived`);
   checks.push(
     expected.measurement !== undefined
       ? compare('receipt.measurement', 'enclave_measurement', claims.enclave_measurement, expected.measurement.toLowerCase())

@@ -31,7 +31,12 @@ function readEvents(eventLog: unknown): ReplayedEvent[] | string {
     }
     // Events of earlier Sigil versions may precede ours in RTMR3; only this version's kind is read for what it states.
     if (payload.kind !== RUNTIME_EVENT_KIND) continue;
-    if (typeof payload.manifest_sha384 !== 'string' || typeof payload.policy_hash !== 'string' || typeof payload.at !== 'string' || Number.isNaN(Date.parse(payload.at))) {
+    if (
+      typeof payload.manifest_sha384 !== 'string' ||
+      typeof payload.policy_hash !== 'string' ||
+      typeof payload.at !== 'string' ||
+      Number.isNaN(Date.parse(payload.at))
+    ) {
       return `runtime event ${i} does not name a manifest, a policy hash and a time`;
     }
     out.push({ digest: ev.digest, payload });
@@ -47,23 +52,54 @@ export function runtimeEventChecks(binding: unknown, eventLog: unknown, pinnedMa
   const listed = b.runtime_events_sha384;
   const logged = ((eventLog as { runtime_events: Array<{ digest: string }> }).runtime_events ?? []).map((e) => e.digest);
   if (!Array.isArray(listed) || listed.join() !== logged.join()) {
-    return { checks: [fail('attestation.events', `the event log lists ${logged.length} event(s) but the binding vouches for ${Array.isArray(listed) ? listed.length : 'none'} (or others): the log is not the one the enclave signed`)], events };
+    return {
+      checks: [
+        fail(
+          'attestation.events',
+          `the event log lists ${logged.length} event(s) but the binding vouches for ${Array.isArray(listed) ? listed.length : 'none'} (or others): the log is not the one the enclave signed`,
+        ),
+      ],
+      events,
+    };
   }
   const last = events.at(-1);
-  if (last === undefined) return { checks: [fail('attestation.events', 'no runtime event names the manifest in force: the evidence does not say which code, configuration and catalogue run')], events };
+  if (last === undefined)
+    return {
+      checks: [
+        fail('attestation.events', 'no runtime event names the manifest in force: the evidence does not say which code, configuration and catalogue run'),
+      ],
+      events,
+    };
   const problems: string[] = [];
-  if (last.payload.manifest_sha384 !== b.manifest_sha384) problems.push(`the last event names manifest ${last.payload.manifest_sha384}, the binding ${String(b.manifest_sha384)}`);
-  if (last.payload.policy_hash !== b.policy_hash) problems.push(`the last event names policy ${last.payload.policy_hash}, the binding ${String(b.policy_hash)}`);
+  if (last.payload.manifest_sha384 !== b.manifest_sha384)
+    problems.push(`the last event names manifest ${last.payload.manifest_sha384}, the binding ${String(b.manifest_sha384)}`);
+  if (last.payload.policy_hash !== b.policy_hash)
+    problems.push(`the last event names policy ${last.payload.policy_hash}, the binding ${String(b.policy_hash)}`);
   if (problems.length > 0) return { checks: [fail('attestation.events', `${problems.join('; ')}: the state in force is not the one last measured`)], events };
   const checks = [
-    pass('attestation.events', `${events.length} runtime event(s) replayed in order (${events.map((e) => e.payload.reason).join(', ')}); the last names the manifest and policy the enclave binds now`),
+    pass(
+      'attestation.events',
+      `${events.length} runtime event(s) replayed in order (${events.map((e) => e.payload.reason).join(', ')}); the last names the manifest and policy the enclave binds now`,
+    ),
   ];
-  if (pinnedManifests === undefined) checks.push(notPinned('attestation.manifest', `manifest ${last.payload.manifest_sha384} is measured; compare it with what \`sigil measure self\` prints for this release and configuration (sigil.manifest_sha384 in the reference values)`));
+  if (pinnedManifests === undefined)
+    checks.push(
+      notPinned(
+        'attestation.manifest',
+        `manifest ${last.payload.manifest_sha384} is measured; compare it with what \`sigil measure self\` prints for this release and configuration (sigil.manifest_sha384 in the reference values)`,
+      ),
+    );
   else
     checks.push(
       pinnedManifests.includes(last.payload.manifest_sha384)
-        ? pass('attestation.manifest', `manifest ${last.payload.manifest_sha384} is one the reference values accept: the code, runtime, configuration and catalogue are the audited ones`)
-        : fail('attestation.manifest', `manifest ${last.payload.manifest_sha384} is not among the reference values' ${pinnedManifests.join(', ')}: something that decides behaviour differs from the audited build or configuration`),
+        ? pass(
+            'attestation.manifest',
+            `manifest ${last.payload.manifest_sha384} is one the reference values accept: the code, runtime, configuration and catalogue are the audited ones`,
+          )
+        : fail(
+            'attestation.manifest',
+            `manifest ${last.payload.manifest_sha384} is not among the reference values' ${pinnedManifests.join(', ')}: something that decides behaviour differs from the audited build or configuration`,
+          ),
     );
   return { checks, events };
 }
@@ -80,6 +116,12 @@ export function receiptEventCheck(events: readonly ReplayedEvent[], receipt: { p
   const candidates = seconds(inForce) === receipt.iat && before.length > 1 ? [inForce, before.at(-2)!] : [inForce];
   const match = candidates.find((e) => e.payload.policy_hash === receipt.policy_hash);
   return match !== undefined
-    ? pass('receipt.event', `the receipt's policy ${receipt.policy_hash} is the one measured by event ${match.payload.seq} (${match.payload.reason} at ${match.payload.at}), in force when it was signed`)
-    : fail('receipt.event', `the receipt carries policy ${receipt.policy_hash}, but the event in force when it was signed (${inForce.payload.reason} at ${inForce.payload.at}) measured policy ${inForce.payload.policy_hash}`);
+    ? pass(
+        'receipt.event',
+        `the receipt's policy ${receipt.policy_hash} is the one measured by event ${match.payload.seq} (${match.payload.reason} at ${match.payload.at}), in force when it was signed`,
+      )
+    : fail(
+        'receipt.event',
+        `the receipt carries policy ${receipt.policy_hash}, but the event in force when it was signed (${inForce.payload.reason} at ${inForce.payload.at}) measured policy ${inForce.payload.policy_hash}`,
+      );
 }

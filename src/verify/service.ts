@@ -36,7 +36,13 @@ export async function fetchBytes(url: URL, headers: Record<string, string> = {},
   let status: number;
   let bytes: Buffer;
   try {
-    const response = await request(url, { method: 'GET', headers, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, ...(dispatcher === undefined ? {} : { dispatcher }) });
+    const response = await request(url, {
+      method: 'GET',
+      headers,
+      headersTimeout: TIMEOUT_MS,
+      bodyTimeout: TIMEOUT_MS,
+      ...(dispatcher === undefined ? {} : { dispatcher }),
+    });
     status = response.statusCode;
     bytes = Buffer.from(await response.body.arrayBuffer());
   } catch (err) {
@@ -113,11 +119,22 @@ export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher):
  * (docs/attestation.md, "Freshness from a signed nonce"), falling back to a fresh report when the JWKS served has
  * grown past the one key the start evidence binds (a fleet).
  */
-export async function fetchServiceEvidence(base: string, nonce: Uint8Array, pin: SpkiPin, dispatcher: Dispatcher, proof: 'report' | 'signature' = 'report'): Promise<ServiceEvidence> {
+export async function fetchServiceEvidence(
+  base: string,
+  nonce: Uint8Array,
+  pin: SpkiPin,
+  dispatcher: Dispatcher,
+  proof: 'report' | 'signature' = 'report',
+): Promise<ServiceEvidence> {
   let evidence: ServiceEvidence | undefined;
   if (proof === 'signature') {
-    const [jwks, policy, signed] = await Promise.all([fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher), fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher), fetchSignedNonce(base, nonce, dispatcher)]);
-    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks)) evidence = { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy };
+    const [jwks, policy, signed] = await Promise.all([
+      fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
+      fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
+      fetchSignedNonce(base, nonce, dispatcher),
+    ]);
+    if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks))
+      evidence = { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy };
   }
   if (evidence === undefined) {
     const material = await fetchVerificationMaterial(base, nonce, dispatcher);

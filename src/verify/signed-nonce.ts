@@ -15,14 +15,18 @@ const NAME = 'attestation.signed_nonce';
 export async function signedNonceCheck(signed: string, startDocument: unknown, nonce: Uint8Array): Promise<Check> {
   const nonceHex = Buffer.from(nonce).toString('hex');
   if (field(startDocument, 'nonce') !== '0'.repeat(64)) {
-    return fail(NAME, `the document sent with the signed nonce is not the start evidence (its nonce is ${JSON.stringify(field(startDocument, 'nonce'))}, not all zeros)`);
+    return fail(
+      NAME,
+      `the document sent with the signed nonce is not the start evidence (its nonce is ${JSON.stringify(field(startDocument, 'nonce'))}, not all zeros)`,
+    );
   }
   let claims: Record<string, unknown>;
   let kid: string | undefined;
   try {
     const keys = await importJwks(field(field(startDocument, 'binding'), 'jwks'));
     const verified = verifyCompactJws(signed, keys.keys);
-    if (verified.header.typ !== SIGNED_NONCE_TYP) return fail(NAME, `the signed statement's typ is ${JSON.stringify(verified.header.typ)}, not ${SIGNED_NONCE_TYP}`);
+    if (verified.header.typ !== SIGNED_NONCE_TYP)
+      return fail(NAME, `the signed statement's typ is ${JSON.stringify(verified.header.typ)}, not ${SIGNED_NONCE_TYP}`);
     claims = JSON.parse(new TextDecoder().decode(verified.payload)) as Record<string, unknown>;
     kid = verified.key.kid;
   } catch (err) {
@@ -33,5 +37,8 @@ export async function signedNonceCheck(signed: string, startDocument: unknown, n
   if (claims.start_document_sha256 !== digest) {
     return fail(NAME, `the signature speaks for start evidence ${JSON.stringify(claims.start_document_sha256)}, not the document sent with it (${digest})`);
   }
-  return pass(NAME, `our fresh nonce ${nonceHex} is signed by the receipt key ${kid ?? '(no kid)'} the start evidence binds: that key's holder answered now (no new hardware report)`);
+  return pass(
+    NAME,
+    `our fresh nonce ${nonceHex} is signed by the receipt key ${kid ?? '(no kid)'} the start evidence binds: that key's holder answered now (no new hardware report)`,
+  );
 }

@@ -14,7 +14,9 @@ const DONE_EVENT = /(?:^|\r\n|\r|\n)data: ?\[DONE\](?:\r\n|\r|\n)(?:\r\n|\r|\n)$
 
 /** The end of a body, long enough to hold the line end before `data: [DONE]`, or all of a short body. */
 function tailOf(body: Buffer): string {
-  return body.length <= 40 ? body.toString('latin1') : body.toString('latin1', body.length - 40).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
+  return body.length <= 40
+    ? body.toString('latin1')
+    : body.toString('latin1', body.length - 40).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
 }
 const RECEIPT_COMMENT = /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:\r\n|\r|\n)?$/;
 const MARKER = Buffer.from(': receipt ');
@@ -43,7 +45,8 @@ export function splitReceiptStream(bytes: Uint8Array, options: { ending?: Stream
   if (comment === null) throw new VerifyError('ERR_VERIFY_STREAM', 'the stream does not end with one ": receipt <JWS>" comment and a blank line');
   const body = buffer.subarray(0, start);
   if (options.ending === 'event') {
-    if (!EVENT_END.test(body.toString('latin1', Math.max(0, body.length - 4)))) throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow the end of an event');
+    if (!EVENT_END.test(body.toString('latin1', Math.max(0, body.length - 4))))
+      throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow the end of an event');
   } else if (!DONE_EVENT.test(tailOf(body))) {
     throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow a "data: [DONE]" event');
   }

@@ -9,7 +9,9 @@ export { tlsBindingCheck } from './tls-key.ts';
 export function presentedSpkiSha256(socket: TLSSocket): string | undefined {
   const certificate = socket.getPeerX509Certificate();
   if (certificate === undefined) return undefined;
-  return createHash('sha256').update(certificate.publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+  return createHash('sha256')
+    .update(certificate.publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex');
 }
 
 /** The error a pinned connection fails with; `presented` is the key the server showed, `accepted` the ones we trust. */

@@ -105,12 +105,19 @@ export interface ServiceVerification {
 /** `attestation.tls_key` as the caller could see it: a document from a file has no connection, a browser cannot see TLS keys. */
 function tlsCheck(connection: ServiceEvidence['connection'], attestedKey: string | null, waivers: Waivers): Check {
   if (connection === undefined) {
-    const none = fail('attestation.tls_key', 'not checked: the document was read from a file, not fetched over a connection now, so no TLS key could be compared with the attested one');
+    const none = fail(
+      'attestation.tls_key',
+      'not checked: the document was read from a file, not fetched over a connection now, so no TLS key could be compared with the attested one',
+    );
     return waivers.noConnection === undefined ? none : waive(none, waivers.noConnection);
   }
   const { url, presentedTlsKeys } = connection;
-  if (presentedTlsKeys !== 'not visible' || url.protocol !== 'https:' || attestedKey === null) return tlsBindingCheck(url, presentedTlsKeys === 'not visible' ? [] : presentedTlsKeys, attestedKey);
-  return fail('attestation.tls_key', `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${attestedKey}`);
+  if (presentedTlsKeys !== 'not visible' || url.protocol !== 'https:' || attestedKey === null)
+    return tlsBindingCheck(url, presentedTlsKeys === 'not visible' ? [] : presentedTlsKeys, attestedKey);
+  return fail(
+    'attestation.tls_key',
+    `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${attestedKey}`,
+  );
 }
 
 /** `attestation.tls_key`, with the only two ways around it: sealed bodies over HTTPS, or a waived development service. */
@@ -121,7 +128,10 @@ function channelCheck(evidence: ServiceEvidence, tee: unknown, attestedKey: stri
     return tee === 'none' && waivers.noHardwareEnclave !== undefined ? waive(tls, waivers.noHardwareEnclave) : tls;
   }
   if (hpke?.ok === true) {
-    return waive(tls, 'every request body is sealed to the attested HPKE key and every sealed answer is opened with it; answers to unsealed requests (GET /v1/models) are authenticated only by TLS to whoever ends it');
+    return waive(
+      tls,
+      'every request body is sealed to the attested HPKE key and every sealed answer is opened with it; answers to unsealed requests (GET /v1/models) are authenticated only by TLS to whoever ends it',
+    );
   }
   return tls;
 }
@@ -149,7 +159,10 @@ function developmentDocumentChecks(doc: unknown, nonce: Uint8Array, jwks: { keys
   checks.push(
     expected !== undefined && typeof reportData === 'string' && reportData.toLowerCase() === toHex(expected)
       ? pass('attestation.report_data', 'report_data is the labelled hash of our nonce and the binding (no hardware vouches for it)')
-      : fail('attestation.report_data', `report_data ${JSON.stringify(reportData)} is not the labelled hash of our nonce and the binding${expected === undefined ? '' : ` (${toHex(expected)})`}`),
+      : fail(
+          'attestation.report_data',
+          `report_data ${JSON.stringify(reportData)} is not the labelled hash of our nonce and the binding${expected === undefined ? '' : ` (${toHex(expected)})`}`,
+        ),
   );
   checks.push(
     sameJson(binding.jwks, jwks)
@@ -177,7 +190,8 @@ function policyCheck(policy: unknown, bound: unknown): Check {
 
 function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpectations, at: Date): { checks: Check[]; gpus: GpuReportSummary[] } {
   const entries = field(doc, 'gpu_evidence');
-  if (!Array.isArray(entries)) return { checks: [fail('gpu.evidence', 'the attestation document has no gpu_evidence list, so nothing says which GPUs it covers')], gpus: [] };
+  if (!Array.isArray(entries))
+    return { checks: [fail('gpu.evidence', 'the attestation document has no gpu_evidence list, so nothing says which GPUs it covers')], gpus: [] };
   const bound = field(field(doc, 'binding'), 'gpu_evidence_sha256');
   const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce: expect.nonce, at };
   if (entries.length > 0 || !Array.isArray(bound) || bound.length > 0) options.boundSha256 = Array.isArray(bound) ? bound.map(String) : [];
@@ -188,7 +202,15 @@ function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpec
   if (expect.reference?.gpu?.ocsp !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? [])]);
   if (expect.reference?.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = expect.reference.gpu.ocsp_allow_missing;
   const result = verifyGpuEvidence(entries as GpuEvidence[], options);
-  const unread = rimCount > (evidence.rims?.length ?? 0) ? [fail('gpu.rims', `the reference values name ${rimCount} RIM(s) but only ${evidence.rims?.length ?? 0} could be read, so the GPU measurements cannot all be compared`)] : [];
+  const unread =
+    rimCount > (evidence.rims?.length ?? 0)
+      ? [
+          fail(
+            'gpu.rims',
+            `the reference values name ${rimCount} RIM(s) but only ${evidence.rims?.length ?? 0} could be read, so the GPU measurements cannot all be compared`,
+          ),
+        ]
+      : [];
   return { checks: [...unread, ...result.checks], gpus: result.gpus };
 }
 
@@ -232,7 +254,10 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   const firstClaims: ReceiptClaims | undefined = exchanges.find((x) => x.claims !== undefined)?.claims;
 
   if (tee === 'none') {
-    const noTee = fail('attestation.tee', 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for');
+    const noTee = fail(
+      'attestation.tee',
+      'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for',
+    );
     checks.push(waivers.noHardwareEnclave === undefined ? noTee : waive(noTee, waivers.noHardwareEnclave));
     checks.push(...developmentDocumentChecks(doc, documentNonce, evidence.jwks, expectedMeasurement));
   } else {

@@ -46,7 +46,8 @@ export type LimitCall =
   | { op: 'limits.acquire'; name: string; max: number; ttlMs: number }
   | { op: 'limits.release'; name: string };
 
-export type ReceiptCall = { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
+export type ReceiptCall =
+  { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
 
 export type PrimaryCall = LimitCall | ReceiptCall | { op: 'replays.claim'; id: string };
 

@@ -37,7 +37,11 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
   return {
     ...reloadedParts(ctx),
     config: ctx.config,
-    signingKey: { pkcs8: signingKey.privateKey.export({ format: 'der', type: 'pkcs8' }), origin: signingKey.origin, ...(signingKey.file === undefined ? {} : { file: signingKey.file }) },
+    signingKey: {
+      pkcs8: signingKey.privateKey.export({ format: 'der', type: 'pkcs8' }),
+      origin: signingKey.origin,
+      ...(signingKey.file === undefined ? {} : { file: signingKey.file }),
+    },
     ...(ctx.ehbp === undefined ? {} : { ehbp: { privateKey: await exportEhbpPrivateKey(ctx.ehbp.key), keyConfig: Uint8Array.from(ctx.ehbp.keyConfig) } }),
     ...(built.tls === undefined ? {} : { tls: { mode: built.tls.mode, credentials: built.tls.current, keyOrigin: built.tls.keyOrigin } }),
     jwks: ctx.jwks,
@@ -117,7 +121,17 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
   process.on('SIGHUP', onHup);
   const ctx = state.ctx;
   logger.info(
-    { url, workers: count, tls: built.tls?.mode ?? 'off', tls_spki_sha256: ctx.attestation.tlsSpkiSha256, kid: ctx.signingKey.kid, key_origin: ctx.signingKey.origin, tee: ctx.attestation.start.tee, policy_hash: ctx.receiptContext.policyHash, models: ctx.catalogue.models.length },
+    {
+      url,
+      workers: count,
+      tls: built.tls?.mode ?? 'off',
+      tls_spki_sha256: ctx.attestation.tlsSpkiSha256,
+      kid: ctx.signingKey.kid,
+      key_origin: ctx.signingKey.origin,
+      tee: ctx.attestation.start.tee,
+      policy_hash: ctx.receiptContext.policyHash,
+      models: ctx.catalogue.models.length,
+    },
     'sigil listening',
   );
 

@@ -102,7 +102,10 @@ export class PrimaryReplayWindow implements ReplayWindow {
  * The primary's end for one worker. Concurrency slots the worker holds are remembered, so a worker
  * that dies does not keep them: `releaseAll` frees them when it exits.
  */
-export function answerWorker(worker: Worker, shared: { counters: LimitCounters; receipts: ReceiptStore; replays: ReplayWindow | undefined }): { releaseAll(): Promise<void> } {
+export function answerWorker(
+  worker: Worker,
+  shared: { counters: LimitCounters; receipts: ReceiptStore; replays: ReplayWindow | undefined },
+): { releaseAll(): Promise<void> } {
   const { counters, receipts, replays } = shared;
   const held = new Map<string, number>();
   const run = async (call: PrimaryCall): Promise<unknown> => {

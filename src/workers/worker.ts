@@ -64,14 +64,29 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
   const upstreams = createUpstreams(config.upstreams);
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
-  new Gauge({ name: 'sigil_worker_info', help: 'Always 1; the label is the worker process that answered this scrape.', labelNames: ['worker'], registers: [metrics.registry] }).set({ worker: String(handoff.workerId) }, 1);
-  const replacements = new Gauge({ name: 'sigil_worker_replacements', help: 'Worker processes that died and were replaced by the primary since it started.', registers: [metrics.registry] });
+  new Gauge({
+    name: 'sigil_worker_info',
+    help: 'Always 1; the label is the worker process that answered this scrape.',
+    labelNames: ['worker'],
+    registers: [metrics.registry],
+  }).set({ worker: String(handoff.workerId) }, 1);
+  const replacements = new Gauge({
+    name: 'sigil_worker_replacements',
+    help: 'Worker processes that died and were replaced by the primary since it started.',
+    registers: [metrics.registry],
+  });
   replacements.set(handoff.replacements);
   const signingKey = await signingKeyFromPkcs8(handoff.signingKey.pkcs8, handoff.signingKey.origin, handoff.signingKey.file);
   // Fresh (nonce'd) evidence is collected here; the measured parts (event log, manifest) are the primary's.
   const { provider } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
-  const sources: EvidenceSources = { provider, collectGpuEvidence: gpus.collect, eventLog: handoff.eventLog, manifestSha384: handoff.manifestSha384, keyOrigin: handoff.keyOrigin };
+  const sources: EvidenceSources = {
+    provider,
+    collectGpuEvidence: gpus.collect,
+    eventLog: handoff.eventLog,
+    manifestSha384: handoff.manifestSha384,
+    keyOrigin: handoff.keyOrigin,
+  };
   const ctx: AppContext = {
     config,
     logger,
@@ -94,7 +109,13 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
   if (tracing !== undefined) ctx.tracing = tracing;
   if (handoff.ehbp !== undefined) {
     const key = await ehbpServerKeyFrom(handoff.ehbp.privateKey, handoff.ehbp.keyConfig);
-    ctx.ehbp = { key, keyConfig: Buffer.from(handoff.ehbp.keyConfig), required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays: new PrimaryReplayWindow(channel) };
+    ctx.ehbp = {
+      key,
+      keyConfig: Buffer.from(handoff.ehbp.keyConfig),
+      required: config.ehbp.required,
+      maxBodyBytes: config.limits.max_body_bytes,
+      replays: new PrimaryReplayWindow(channel),
+    };
   }
   return { ctx, replacements };
 }

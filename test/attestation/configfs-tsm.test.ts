@@ -123,8 +123,18 @@ describe('configfs-tsm provider', () => {
     const nonce = new Uint8Array(32).fill(0x5a);
     const parts = { jwks, policyHash: 'sha256:' + '22'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
     const eventLog = { ccel_table: null, ccel_data: null, runtime_events: [TEST_START_EVENT], self_measurement: { extended: false, reason: null } };
-    const sources = { provider, collectGpuEvidence: NO_GPUS, eventLog, manifestSha384: '4d'.repeat(48), keyOrigin: { receipt: { origin: 'generated' as const }, tls: null, hpke: null } };
-    const { document: doc } = await makeAttestationDocument(sources, { ...parts, policyHash: JSON.parse(TEST_START_EVENT.payload).policy_hash as string }, nonce);
+    const sources = {
+      provider,
+      collectGpuEvidence: NO_GPUS,
+      eventLog,
+      manifestSha384: '4d'.repeat(48),
+      keyOrigin: { receipt: { origin: 'generated' as const }, tls: null, hpke: null },
+    };
+    const { document: doc } = await makeAttestationDocument(
+      sources,
+      { ...parts, policyHash: JSON.parse(TEST_START_EVENT.payload).policy_hash as string },
+      nonce,
+    );
     const checks = await verifyAttestationDocument(JSON.parse(JSON.stringify(doc)), {
       jwks,
       nonce,

@@ -22,7 +22,9 @@ describe('readSnpReport', () => {
   const reportData = Buffer.alloc(64, 0xbb);
 
   it('reads the ABI fields at their offsets', () => {
-    const report = readSnpReport(buildSnpReport({ reportData, measurement, policy: 0x70000n | (3n << 8n) | 2n, signingKey: 1, chipId: Buffer.alloc(64, 0xee) }, p384));
+    const report = readSnpReport(
+      buildSnpReport({ reportData, measurement, policy: 0x70000n | (3n << 8n) | 2n, signingKey: 1, chipId: Buffer.alloc(64, 0xee) }, p384),
+    );
     expect(report.version).toBe(5);
     expect(report.guestSvn).toBe(3);
     expect(report.policy).toMatchObject({ abiMajor: 3, abiMinor: 2, smtAllowed: true, migrateMa: true, debug: false, singleSocket: false });

@@ -31,7 +31,10 @@ export class FakeConfigfs implements TsmFs {
   readonly inblobs: Uint8Array[] = [];
   private interferences: number;
 
-  private constructor(tsmPath: string, private readonly opts: FakeConfigfsOptions) {
+  private constructor(
+    tsmPath: string,
+    private readonly opts: FakeConfigfsOptions,
+  ) {
     this.tsmPath = tsmPath;
     this.reportDir = join(tsmPath, 'report');
     this.interferences = opts.interfereTimes ?? 0;

@@ -54,7 +54,9 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     expect(gpus.gpus).toBe(1);
     const entries = await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
     expect(lastNonce()).toBe(VECTOR_NONCE);
-    expect(entries).toEqual([{ index: 0, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE }]);
+    expect(entries).toEqual([
+      { index: 0, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE },
+    ]);
     const { checks } = verifyGpuEvidence(entries, { nonce: VECTOR_NONCE, at: VECTOR_TIME });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
     for (const what of ['report', 'signature', 'chain', 'root', 'fwid', 'nonce']) expect(checks.find((c) => c.name === `gpu[0].${what}`)?.ok).toBe(true);
@@ -70,7 +72,15 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     expect(gpus.gpus).toBe(2);
     const entries = await gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
     expect(lastNonce()).toBe(VECTOR_NONCE);
-    expect(entries).toEqual([0, 1].map((index) => ({ index, arch: 'hopper', report: realReport().toString('base64'), certificates: Buffer.from(realChainPem()).toString('base64'), nonce: VECTOR_NONCE })));
+    expect(entries).toEqual(
+      [0, 1].map((index) => ({
+        index,
+        arch: 'hopper',
+        report: realReport().toString('base64'),
+        certificates: Buffer.from(realChainPem()).toString('base64'),
+        nonce: VECTOR_NONCE,
+      })),
+    );
     expect(logged).toEqual([]);
     gpus.close();
   });
@@ -80,7 +90,9 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     const gpus = collector('required').make();
     const collected = gpus.collect(Buffer.from(VECTOR_NONCE, 'hex'));
     await expect(collected).rejects.toThrow(GpuAttestationUnavailable);
-    await expect(collected).rejects.toThrow('attestation.gpu is required but the GPU evidence NVML returned does not verify (gpu.evidence: GPU entries 0 and 1 carry the same report: one GPU would be counted twice)');
+    await expect(collected).rejects.toThrow(
+      'attestation.gpu is required but the GPU evidence NVML returned does not verify (gpu.evidence: GPU entries 0 and 1 carry the same report: one GPU would be counted twice)',
+    );
     gpus.close();
   });
 
@@ -127,7 +139,9 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     expect(() => collector('required').make()).toThrow(
       'attestation.gpu is required but the GPUs are not in confidential-computing mode (NVML ccFeature off); set attestation.gpu to auto or off to serve without GPU evidence',
     );
-    expect(() => collector('required', '/nonexistent/libnvidia-ml.so.1').make()).toThrow(/^attestation.gpu is required but NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; set attestation.gpu to auto or off/);
+    expect(() => collector('required', '/nonexistent/libnvidia-ml.so.1').make()).toThrow(
+      /^attestation.gpu is required but NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; set attestation.gpu to auto or off/,
+    );
     configure(0, 1);
     expect(() => collector('required').make()).toThrow('attestation.gpu is required but NVML lists no GPU');
   });
@@ -138,11 +152,15 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     expect(none.gpus).toBe(0);
     expect(await none.collect(Buffer.alloc(32))).toEqual([]);
     expect(missing.logged).toHaveLength(1);
-    expect(missing.logged[0]).toMatch(/^info: attestation.gpu auto: NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; documents carry no GPU evidence$/);
+    expect(missing.logged[0]).toMatch(
+      /^info: attestation.gpu auto: NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; documents carry no GPU evidence$/,
+    );
     configure(2, 0);
     const off = collector('auto');
     expect(off.make().gpus).toBe(0);
-    expect(off.logged).toEqual(['warn: attestation.gpu auto: the GPUs are not in confidential-computing mode (NVML ccFeature off); documents carry no GPU evidence']);
+    expect(off.logged).toEqual([
+      'warn: attestation.gpu auto: the GPUs are not in confidential-computing mode (NVML ccFeature off); documents carry no GPU evidence',
+    ]);
     const never = collector('off', '/nonexistent/libnvidia-ml.so.1');
     expect(never.make().gpus).toBe(0);
     expect(never.logged).toEqual([]);

@@ -13,7 +13,10 @@ beforeAll(async () => {
   await mkdir(join(pkg, 'node_modules/hpke/dist'), { recursive: true });
   await mkdir(join(pkg, 'node_modules/vitest'), { recursive: true });
   await writeFile(join(pkg, 'package.json'), JSON.stringify({ name: 'sigil', version: '1.2.3' }));
-  await writeFile(join(pkg, 'package-lock.json'), JSON.stringify({ packages: { '': {}, 'node_modules/hpke': {}, 'node_modules/vitest': { dev: true }, 'node_modules/not-installed': { optional: true } } }));
+  await writeFile(
+    join(pkg, 'package-lock.json'),
+    JSON.stringify({ packages: { '': {}, 'node_modules/hpke': {}, 'node_modules/vitest': { dev: true }, 'node_modules/not-installed': { optional: true } } }),
+  );
   await writeFile(join(pkg, 'dist/main.js'), 'main\n');
   await writeFile(join(pkg, 'node_modules/hpke/dist/open.js'), 'export function open() {}\n');
   await writeFile(join(pkg, 'node_modules/vitest/index.js'), 'dev only\n');
@@ -56,11 +59,21 @@ describe('the manifest', () => {
   it('lists production packages file by file and leaves development-only ones out', async () => {
     const { nodeModulesManifest } = await import('../../src/attestation/file-manifest.ts');
     const listing = await nodeModulesManifest(pkg);
-    expect(listing.split('\n').filter(Boolean).map((l) => l.slice(66))).toEqual(['node_modules/hpke/dist/open.js']);
+    expect(
+      listing
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.slice(66)),
+    ).toEqual(['node_modules/hpke/dist/open.js']);
   });
 
   it('names execArgv and the environment Node reads; a secret by its hash only', async () => {
-    const m = await buildManifest(inputs({ runtime: { execArgv: ['--max-old-space-size=512'], env: { NODE_OPTIONS: '--no-warnings', HOME: '/root', SIGIL_METRICS_TOKEN: 'hunter2' } }, extraEnv: ['SIGIL_METRICS_TOKEN'] }));
+    const m = await buildManifest(
+      inputs({
+        runtime: { execArgv: ['--max-old-space-size=512'], env: { NODE_OPTIONS: '--no-warnings', HOME: '/root', SIGIL_METRICS_TOKEN: 'hunter2' } },
+        extraEnv: ['SIGIL_METRICS_TOKEN'],
+      }),
+    );
     expect(m.exec_argv).toEqual(['--max-old-space-size=512']);
     expect(m.env).toEqual({ NODE_OPTIONS: '--no-warnings', SIGIL_METRICS_TOKEN: 'sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7' });
     expect(JSON.stringify(m)).not.toContain('hunter2');

@@ -47,7 +47,12 @@ async function fakeTdx(): Promise<FakeTdx> {
   cleanups.push(() => rtmr.dispose());
   const configfs = await FakeConfigfs.create({
     provider: 'tdx_guest',
-    makeEvidence: (inblob) => ({ outblob: buildTdxQuote({ reportData: inblob, mrTd: MRTD, rtmrs: [new Uint8Array(48), new Uint8Array(48), new Uint8Array(48), readFileSync(rtmr.rtmrPath)] }, intel) }),
+    makeEvidence: (inblob) => ({
+      outblob: buildTdxQuote(
+        { reportData: inblob, mrTd: MRTD, rtmrs: [new Uint8Array(48), new Uint8Array(48), new Uint8Array(48), readFileSync(rtmr.rtmrPath)] },
+        intel,
+      ),
+    }),
   });
   cleanups.push(() => configfs.dispose());
   const provider = await createConfigfsTsmProvider({ tsmPath: configfs.reportDir, fs: configfs });
@@ -59,7 +64,12 @@ async function fakeTdx(): Promise<FakeTdx> {
         models: opts.models ?? [{ id: 'm' }],
         config: {
           tls: { mode: 'off', allow_plaintext: true },
-          attestation: { rtmr_path: rtmr.rtmrPath, ccel_table_path: join(dir, 'no-CCEL'), ccel_data_path: join(dir, 'no-CCEL-data'), runtime_log_path: join(rtmr.root, 'run/rtmr-events.json') },
+          attestation: {
+            rtmr_path: rtmr.rtmrPath,
+            ccel_table_path: join(dir, 'no-CCEL'),
+            ccel_data_path: join(dir, 'no-CCEL-data'),
+            runtime_log_path: join(rtmr.root, 'run/rtmr-events.json'),
+          },
           ...opts.config,
         },
         start: { rtmrFs: rtmr, attestationProvider: provider, runtime: opts.runtime ?? CLEAN },
@@ -74,7 +84,13 @@ const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.na
 const fresh = async (sigil: TestSigil) => (await (await fetch(`${sigil.url}/v1/verify/attestation?nonce=${'ab'.repeat(32)}`)).json()) as AttestationDocumentV2;
 const jwksOf = async (sigil: TestSigil) => (await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: object[] };
 const verify = async (sigil: TestSigil, doc: AttestationDocumentV2, extra: Partial<Parameters<typeof verifyAttestationDocument>[1]> = {}) =>
-  verifyAttestationDocument(doc, { jwks: await jwksOf(sigil), nonce: Buffer.from(doc.nonce, 'hex'), expectedMeasurement: MRTD.toString('hex'), roots: intel.roots, ...extra });
+  verifyAttestationDocument(doc, {
+    jwks: await jwksOf(sigil),
+    nonce: Buffer.from(doc.nonce, 'hex'),
+    expectedMeasurement: MRTD.toString('hex'),
+    roots: intel.roots,
+    ...extra,
+  });
 
 async function chatReceipt(sigil: TestSigil): Promise<{ policy_hash: string; iat: number }> {
   const res = await fetch(`${sigil.url}/v1/chat/completions`, {
@@ -134,8 +150,12 @@ describe('a catalogue reload is a measured event', () => {
     const checks = await verify(sigil, doc, { receipt: after });
     expect(failing(checks)).toEqual([]);
     expect(checks.find((c) => c.name === 'eventlog.rtmr3')!.ok).toBe(true);
-    expect(checks.find((c) => c.name === 'attestation.events')!.detail).toBe('2 runtime event(s) replayed in order (start, reload); the last names the manifest and policy the enclave binds now');
-    expect(checks.find((c) => c.name === 'receipt.event')!.detail).toMatch(new RegExp(`^the receipt's policy ${after.policy_hash} is the one measured by event 1 \\(reload at `));
+    expect(checks.find((c) => c.name === 'attestation.events')!.detail).toBe(
+      '2 runtime event(s) replayed in order (start, reload); the last names the manifest and policy the enclave binds now',
+    );
+    expect(checks.find((c) => c.name === 'receipt.event')!.detail).toMatch(
+      new RegExp(`^the receipt's policy ${after.policy_hash} is the one measured by event 1 \\(reload at `),
+    );
     // The receipt signed before the reload is tied to the start event, not to the state that replaced it.
     const old = (await verify(sigil, doc, { receipt: before })).find((c) => c.name === 'receipt.event')!;
     expect(old.ok).toBe(true);
@@ -155,7 +175,13 @@ describe('a catalogue reload is a measured event', () => {
     expect((await chatReceipt(sigil)).policy_hash).toBe(policyBefore);
     const doc = await fresh(sigil);
     expect(doc.event_log!.runtime_events).toHaveLength(1);
-    expect(sigil.logs.some((l) => l.includes('catalogue not reloaded (a reload that cannot be measured is refused)') && l.includes(`extending RTMR3 through ${tdx.rtmr.rtmrPath} failed (EIO)`))).toBe(true);
+    expect(
+      sigil.logs.some(
+        (l) =>
+          l.includes('catalogue not reloaded (a reload that cannot be measured is refused)') &&
+          l.includes(`extending RTMR3 through ${tdx.rtmr.rtmrPath} failed (EIO)`),
+      ),
+    ).toBe(true);
   });
 });
 

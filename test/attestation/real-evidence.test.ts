@@ -47,13 +47,20 @@ describe('a real SEV-SNP report from a Google Cloud Milan VM', () => {
     );
   });
 
-  it('also verifies with a full table carrying AMD\'s ASK and ARK', async () => {
+  it("also verifies with a full table carrying AMD's ASK and ARK", async () => {
     const table = buildSnpCertTable([
       { guid: SNP_CERT_GUID.vcek, der: der(gcpVcek) },
       { guid: SNP_CERT_GUID.ask, der: der(ASK_MILAN) },
       { guid: SNP_CERT_GUID.ark, der: der(ARK_MILAN) },
     ]);
-    const doc = snpDocument(gcpReport, table, new Uint8Array(32), jwks, 'b747d55452e0b9e9079770a49e397c5e6d9573581e246da7baac4f28b5cdc5b1b6d19251b8ee600fd16a3708f58406f3', new Uint8Array(64));
+    const doc = snpDocument(
+      gcpReport,
+      table,
+      new Uint8Array(32),
+      jwks,
+      'b747d55452e0b9e9079770a49e397c5e6d9573581e246da7baac4f28b5cdc5b1b6d19251b8ee600fd16a3708f58406f3',
+      new Uint8Array(64),
+    );
     const checks = await verifyAttestationDocument(doc, { jwks, now: AT });
     expect(failing(checks)).toEqual(['snp.crl', 'attestation.report_data']); // no AMD CRL comes with the document
   });

@@ -49,7 +49,13 @@ afterAll(async () => {
 /** A stand-in /dev/sev-guest: the chip's root key and the guest's launch values, as the stand-in library reads them. */
 function sevGuestDevice(name: string, values: { vcek?: string; measurement?: Buffer; policy?: string }): string {
   const path = join(dir, name);
-  const lines = [`vcek ${values.vcek ?? VCEK_ROOT}`, `measurement ${(values.measurement ?? MEASUREMENT).toString('hex')}`, `policy ${values.policy ?? '30000'}`, `image_id ${'00'.repeat(16)}`, `family_id ${'00'.repeat(16)}`];
+  const lines = [
+    `vcek ${values.vcek ?? VCEK_ROOT}`,
+    `measurement ${(values.measurement ?? MEASUREMENT).toString('hex')}`,
+    `policy ${values.policy ?? '30000'}`,
+    `image_id ${'00'.repeat(16)}`,
+    `family_id ${'00'.repeat(16)}`,
+  ];
   writeFileSync(path, lines.join('\n') + '\n');
   return path;
 }
@@ -83,7 +89,8 @@ async function startSealed(device: string, opts: { measurement?: Buffer; config?
 
 const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
 const fresh = async (sigil: TestSigil) => (await (await fetch(`${sigil.url}/v1/verify/attestation?nonce=${'cd'.repeat(32)}`)).json()) as AttestationDocumentV2;
-const kidOf = async (sigil: TestSigil) => ((await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
+const kidOf = async (sigil: TestSigil) =>
+  ((await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
 const verify = async (sigil: TestSigil, doc: AttestationDocumentV2, measurement: Buffer = MEASUREMENT) =>
   verifyAttestationDocument(doc, {
     jwks: (await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: object[] },
@@ -142,7 +149,10 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
 
   it('a loaded receipt key on the same guest still fails the verifier', async () => {
     const planted = join(dir, 'planted.pem');
-    writeFileSync(planted, (await import('node:crypto')).generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    writeFileSync(
+      planted,
+      (await import('node:crypto')).generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }),
+    );
     const sigil = await startSealed(sevGuestDevice('loaded', {}), { config: { receipts: { key_source: 'file', key_file: planted } } });
     const doc = await fresh(sigil);
     expect(doc.binding.key_origin.receipt).toEqual({ origin: 'loaded', file: planted });
@@ -151,9 +161,18 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
 
   it('a sealed key outside an SEV-SNP guest stops the start, and so does a device that is not there', async () => {
     await expect(
-      startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { receipts: { key_source: 'sealed' } }, start: { sevGuestLibrary: library } }),
-    ).rejects.toThrow("receipts.key_source: sealed keys are derived by the SEV-SNP firmware (/dev/sev-guest), and this machine's TEE is none; use generated keys");
-    await expect(startSealed(join(dir, 'no-such-device'))).rejects.toThrow(`cannot open ${join(dir, 'no-such-device')}: errno 2 (ENOENT); is this an SEV-SNP guest with the sev-guest driver loaded?`);
+      startTestSigil({
+        upstreams: { e: { url: engine.baseUrl } },
+        models: [{ id: 'm' }],
+        config: { receipts: { key_source: 'sealed' } },
+        start: { sevGuestLibrary: library },
+      }),
+    ).rejects.toThrow(
+      "receipts.key_source: sealed keys are derived by the SEV-SNP firmware (/dev/sev-guest), and this machine's TEE is none; use generated keys",
+    );
+    await expect(startSealed(join(dir, 'no-such-device'))).rejects.toThrow(
+      `cannot open ${join(dir, 'no-such-device')}: errno 2 (ENOENT); is this an SEV-SNP guest with the sev-guest driver loaded?`,
+    );
   });
 
   it('a key sealed without the measurement, or declared sealed on other evidence, fails the check; the config refuses such a sealing', () => {
@@ -161,7 +180,8 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
     expect(keyOriginCheck(sealedTo('sev-snp:vcek:policy'), false, 'sev-snp')).toEqual({
       name: 'attestation.key_origin',
       ok: false,
-      detail: 'the receipt signing key is sealed to sev-snp:vcek:policy, which leaves out the launch measurement, so any guest on that chip could derive it: the enclave does not vouch that only it holds that key',
+      detail:
+        'the receipt signing key is sealed to sev-snp:vcek:policy, which leaves out the launch measurement, so any guest on that chip could derive it: the enclave does not vouch that only it holds that key',
     });
     expect(keyOriginCheck(sealedTo('sev-snp:vcek:measurement'), false, 'tdx').detail).toBe(
       'the receipt signing key is declared sealed by the SEV-SNP firmware, but the evidence is tdx: the enclave does not vouch that only it holds that key',
@@ -170,14 +190,20 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
     expect(() => parseConfig('listen: {port: 0}\nauth: {keys_file: k}\nattestation: {sealing: {bind_to: [policy]}}\n', 'sigil.yaml')).toThrow(
       'must include measurement: a key not bound to it can be derived by any guest on the same chip',
     );
-    expect(() => parseConfig('listen: {port: 0}\nauth: {keys_file: k}\nreceipts: {key_source: sealed, key_file: k.pem}\n', 'sigil.yaml')).toThrow('receipts.key_file is read only with key_source file, not sealed');
+    expect(() => parseConfig('listen: {port: 0}\nauth: {keys_file: k}\nreceipts: {key_source: sealed, key_file: k.pem}\n', 'sigil.yaml')).toThrow(
+      'receipts.key_file is read only with key_source file, not sealed',
+    );
   });
 
   it('the firmware refusing a request is reported with its status', () => {
-    expect(() => deriveSevGuestKey(sevGuestDevice('no-vmrk', {}), { rootKey: 'vmrk', fields: ['measurement'] }, library)).toThrow(/refused the key request on .*: status 0x27 \(INVALID_KEY\)$/);
+    expect(() => deriveSevGuestKey(sevGuestDevice('no-vmrk', {}), { rootKey: 'vmrk', fields: ['measurement'] }, library)).toThrow(
+      /refused the key request on .*: status 0x27 \(INVALID_KEY\)$/,
+    );
   });
 
   it('the real C library answers an ordinary file with ENOTTY: the ioctl path is the one the kernel serves', () => {
-    expect(() => deriveSevGuestKey(sevGuestDevice('plain-file', {}), { rootKey: 'vcek', fields: ['measurement'] })).toThrow(/^SNP_GET_DERIVED_KEY on .* failed: errno 25 \(ENOTTY\)/);
+    expect(() => deriveSevGuestKey(sevGuestDevice('plain-file', {}), { rootKey: 'vcek', fields: ['measurement'] })).toThrow(
+      /^SNP_GET_DERIVED_KEY on .* failed: errno 25 \(ENOTTY\)/,
+    );
   });
 });

@@ -40,7 +40,12 @@ async function start(tee: 'tdx' | 'none', refuse?: string): Promise<{ sigil: Tes
   cleanups.push(() => rtmr.dispose());
   const configfs = await FakeConfigfs.create({
     provider: 'tdx_guest',
-    makeEvidence: (inblob) => ({ outblob: buildTdxQuote({ reportData: inblob, mrTd: MRTD, rtmrs: [new Uint8Array(48), new Uint8Array(48), new Uint8Array(48), readFileSync(rtmr.rtmrPath)] }, intel) }),
+    makeEvidence: (inblob) => ({
+      outblob: buildTdxQuote(
+        { reportData: inblob, mrTd: MRTD, rtmrs: [new Uint8Array(48), new Uint8Array(48), new Uint8Array(48), readFileSync(rtmr.rtmrPath)] },
+        intel,
+      ),
+    }),
   });
   cleanups.push(() => configfs.dispose());
   const provider = tee === 'tdx' ? await createConfigfsTsmProvider({ tsmPath: configfs.reportDir, fs: configfs }) : undefined;
@@ -75,7 +80,14 @@ describe('sigil serve on TDX measures itself into RTMR3 before making the start 
     expect(Buffer.from(rtmr.writes[0]!).toString('hex')).toBe(event!.digest);
     expect(event!.digest).toBe(sha384(Buffer.from(event!.payload)).toString('hex'));
     const payload = JSON.parse(event!.payload) as Record<string, unknown>;
-    expect(payload).toEqual({ kind: 'sigil-event/2', seq: 0, reason: 'start', at: payload.at, manifest_sha384: doc.binding.manifest_sha384, policy_hash: doc.binding.policy_hash });
+    expect(payload).toEqual({
+      kind: 'sigil-event/2',
+      seq: 0,
+      reason: 'start',
+      at: payload.at,
+      manifest_sha384: doc.binding.manifest_sha384,
+      policy_hash: doc.binding.policy_hash,
+    });
     expect(doc.binding.runtime_events_sha384).toEqual([event!.digest]);
     expect(sigil.logs.some((l) => l.includes('Sigil measured itself into RTMR3') && l.includes(event!.digest))).toBe(true);
 
@@ -96,7 +108,10 @@ describe('sigil serve on TDX measures itself into RTMR3 before making the start 
       ccel_table: null,
       ccel_data: null,
       runtime_events: [],
-      self_measurement: { extended: false, reason: `writing RTMR3 (${rtmr.rtmrPath}) was refused (EROFS): Sigil needs write access to it: the quote proves the firmware and boot chain, not which proxy runs` },
+      self_measurement: {
+        extended: false,
+        reason: `writing RTMR3 (${rtmr.rtmrPath}) was refused (EROFS): Sigil needs write access to it: the quote proves the firmware and boot chain, not which proxy runs`,
+      },
     });
     expect(rtmr.writes).toEqual([]);
     expect(sigil.logs.some((l) => l.includes('Sigil could not measure itself into RTMR3'))).toBe(true);

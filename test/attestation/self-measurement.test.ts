@@ -126,13 +126,16 @@ describe('the code manifest', () => {
 describe('the payload', () => {
   it('is canonical JSON of the sequence number, the reason, the time, the manifest digest and the policy hash; its digest is SHA-384 of it', () => {
     const payload = runtimeEventPayload({ seq: 0, reason: 'start', at: AT.toISOString(), manifest_sha384: MANIFEST_SHA384, policy_hash: POLICY_HASH });
-    expect(payload).toBe(`{"at":"2026-01-01T00:00:00.000Z","kind":"sigil-event/2","manifest_sha384":"${MANIFEST_SHA384}","policy_hash":"${POLICY_HASH}","reason":"start","seq":0}`);
+    expect(payload).toBe(
+      `{"at":"2026-01-01T00:00:00.000Z","kind":"sigil-event/2","manifest_sha384":"${MANIFEST_SHA384}","policy_hash":"${POLICY_HASH}","reason":"start","seq":0}`,
+    );
     expect(runtimeEvent(payload)).toEqual({ imr: 3, event: 'sigil', digest: sha384(Buffer.from(payload)).toString('hex'), payload });
   });
 });
 
 describe('measuring Sigil into RTMR3 (fake sysfs)', () => {
-  const expectedPayload = () => runtimeEventPayload({ seq: 0, reason: 'start', at: AT.toISOString(), manifest_sha384: MANIFEST_SHA384, policy_hash: POLICY_HASH });
+  const expectedPayload = () =>
+    runtimeEventPayload({ seq: 0, reason: 'start', at: AT.toISOString(), manifest_sha384: MANIFEST_SHA384, policy_hash: POLICY_HASH });
 
   it('extends RTMR3 once with the 48-byte SHA-384 of the payload, and publishes the event and the CCEL', async () => {
     const fake = await sysfs();
@@ -187,12 +190,20 @@ describe('measuring Sigil into RTMR3 (fake sysfs)', () => {
 
   it('through the real file interface, an absent path is reported the same way (node fs, not the fake)', async () => {
     const fake = await sysfs({ absent: true });
-    const log = await measureSelfIntoRtmr3({ ...options(fake), fs: undefined, ccelTablePath: join(work, 'no-such-CCEL'), ccelDataPath: join(work, 'no-such-data') });
+    const log = await measureSelfIntoRtmr3({
+      ...options(fake),
+      fs: undefined,
+      ccelTablePath: join(work, 'no-such-CCEL'),
+      ccelDataPath: join(work, 'no-such-data'),
+    });
     expect(log).toEqual({
       ccel_table: null,
       ccel_data: null,
       runtime_events: [],
-      self_measurement: { extended: false, reason: `the kernel exposes no writable RTMR3 (${fake.rtmrPath} is absent; the TDX guest driver offers it from Linux 6.16): the quote proves the firmware and boot chain, not which proxy runs` },
+      self_measurement: {
+        extended: false,
+        reason: `the kernel exposes no writable RTMR3 (${fake.rtmrPath} is absent; the TDX guest driver offers it from Linux 6.16): the quote proves the firmware and boot chain, not which proxy runs`,
+      },
     });
     expect(existsSync(fake.rtmrPath)).toBe(false);
   });
@@ -226,11 +237,23 @@ describe('a TDX document with the self measurement, checked by the verifier', ()
     // The "TDX module" quotes the registers as they are now: RTMR0/1 from the CCEL's boot, RTMR3 from the fake sysfs.
     const configfs = await FakeConfigfs.create({
       provider: 'tdx_guest',
-      makeEvidence: (inblob) => ({ outblob: buildTdxQuote({ reportData: inblob, mrTd: MRTD, rtmrs: [CCEL_RTMR0, CCEL_RTMR1, ZERO, readFileSync(fake.rtmrPath)] }, intel) }),
+      makeEvidence: (inblob) => ({
+        outblob: buildTdxQuote({ reportData: inblob, mrTd: MRTD, rtmrs: [CCEL_RTMR0, CCEL_RTMR1, ZERO, readFileSync(fake.rtmrPath)] }, intel),
+      }),
     });
     cleanups.push(() => configfs.dispose());
     const provider = await createConfigfsTsmProvider({ tsmPath: configfs.reportDir, fs: configfs });
-    const { document } = await makeAttestationDocument({ provider, collectGpuEvidence: NO_GPUS, eventLog, manifestSha384: MANIFEST_SHA384, keyOrigin: { receipt: { origin: 'generated' }, tls: null, hpke: null } }, { jwks, policyHash: POLICY_HASH, tlsSpkiSha256: null, hpkeKeyConfig: null }, START_NONCE);
+    const { document } = await makeAttestationDocument(
+      {
+        provider,
+        collectGpuEvidence: NO_GPUS,
+        eventLog,
+        manifestSha384: MANIFEST_SHA384,
+        keyOrigin: { receipt: { origin: 'generated' }, tls: null, hpke: null },
+      },
+      { jwks, policyHash: POLICY_HASH, tlsSpkiSha256: null, hpkeKeyConfig: null },
+      START_NONCE,
+    );
     return document;
   }
 

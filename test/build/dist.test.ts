@@ -28,7 +28,15 @@ let engine: TestEngine | undefined;
 beforeAll(() => {
   app = mkdtempSync(join(tmpdir(), 'sigil-dist-'));
   const dist = join(app, 'dist');
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', dist, '--tsBuildInfoFile', join(dist, '.tsbuildinfo')]);
+  execFileSync(process.execPath, [
+    join(ROOT, 'node_modules/typescript/bin/tsc'),
+    '-p',
+    join(ROOT, 'tsconfig.build.json'),
+    '--outDir',
+    dist,
+    '--tsBuildInfoFile',
+    join(dist, '.tsbuildinfo'),
+  ]);
   execFileSync(process.execPath, [join(ROOT, 'scripts/copy-assets.mjs'), dist]);
   mkdirSync(join(app, 'bin'));
   cpSync(join(ROOT, 'bin/sigil.js'), join(app, 'bin/sigil.js'));
@@ -85,7 +93,8 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
   });
 
   it('exports the attested client and the verifier as sigil/client and sigil/verify, compiled', () => {
-    const script = "const c = await import('sigil/client'); const v = await import('sigil/verify'); console.log(typeof c.createAttestedFetch, typeof v.verifyReceipt)";
+    const script =
+      "const c = await import('sigil/client'); const v = await import('sigil/verify'); console.log(typeof c.createAttestedFetch, typeof v.verifyReceipt)";
     const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: app, encoding: 'utf8', timeout: 20_000 });
     expect(result.stderr).toBe('');
     expect(result.stdout).toBe('function function\n');
@@ -125,7 +134,10 @@ describe('bin/sigil.js runs the compiled code', () => {
     engine = await startTestEngine({ modelNames: ['m'] });
     const dir = mkdtempSync(join(tmpdir(), 'sigil-dist-serve-'));
     writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
-    writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' } }));
+    writeFileSync(
+      join(dir, 'sigil.yaml'),
+      stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' } }),
+    );
     const { key } = addKey(join(dir, 'keys'));
     const child = spawn(process.execPath, [join(app, 'bin/sigil.js'), 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);

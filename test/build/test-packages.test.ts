@@ -16,7 +16,10 @@ function fakeSystem(missing: string[], uid: number): { path: string; aptLog: str
     writeFileSync(join(dir, name), `#!/bin/sh\n${body}\n`);
     chmodSync(join(dir, name), 0o755);
   };
-  script('dpkg', `[ "$1" = --version ] && exit 0\ncase " ${missing.join(' ')} " in *" $2 "*) echo "dpkg-query: package '$2' is not installed" >&2; exit 1;; esac\necho "Package: $2"\necho "Status: install ok installed"`);
+  script(
+    'dpkg',
+    `[ "$1" = --version ] && exit 0\ncase " ${missing.join(' ')} " in *" $2 "*) echo "dpkg-query: package '$2' is not installed" >&2; exit 1;; esac\necho "Package: $2"\necho "Status: install ok installed"`,
+  );
   script('id', `echo ${uid}`);
   script('apt-get', `echo "$@" >> ${aptLog}`);
   return { path: dir, aptLog };

@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
-
 function sigil(args: string[], env: Record<string, string> = {}) {
   const result = spawnSync(process.execPath, [...SIGIL_FROM_SOURCES, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -25,7 +24,11 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     ['a missing required key', 'listen: {port: 0}\n', 'auth: missing: this setting is required'],
     ['a bad upstream url', 'auth: {keys_file: k}\nupstreams: {a: {url: "ftp://x"}}\n', 'upstreams.a.url: Invalid URL'],
     ['an unknown attestation provider', 'auth: {keys_file: k}\nattestation: {provider: sgx}\n', 'attestation.provider: Invalid option'],
-    ['a hop-by-hop header to forward', 'auth: {keys_file: k}\nupstreams: {a: {url: "http://127.0.0.1:1/v1", forward_headers: [Keep-Alive]}}\n', 'upstreams.a.forward_headers.0: hop-by-hop'],
+    [
+      'a hop-by-hop header to forward',
+      'auth: {keys_file: k}\nupstreams: {a: {url: "http://127.0.0.1:1/v1", forward_headers: [Keep-Alive]}}\n',
+      'upstreams.a.forward_headers.0: hop-by-hop',
+    ],
   ])('%s', (_name, yaml, message) => {
     const dir = configDir(yaml);
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
@@ -39,7 +42,9 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     );
     writeFileSync(
       join(dir, 'models.yaml'),
-      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n',
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' +
+        '0'.repeat(64) +
+        '"}]\n',
     );
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);
@@ -53,7 +58,9 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
     );
     writeFileSync(
       join(dir, 'models.yaml'),
-      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n',
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' +
+        '0'.repeat(64) +
+        '"}]\n',
     );
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);
@@ -62,8 +69,12 @@ describe('sigil serve refuses a bad configuration at start, naming the key', () 
 
   it('refuses provider auto without a TEE on an address the network reaches, unless none is explicit', () => {
     const models =
-      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' + '0'.repeat(64) + '"}]\n';
-    const dir = configDir('listen: {host: 0.0.0.0, port: 0}\nauth: {keys_file: k}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\nattestation: {provider: auto, tsm_path: /nonexistent/tsm}\n');
+      'models: [{id: m, name: M, provider: p, created: 0, context_window: 8, reasoning: false, regions: [x], pricing: {input_per_mtok: 0, output_per_mtok: 0, currency: USD}, model_hash: "sha256:' +
+      '0'.repeat(64) +
+      '"}]\n';
+    const dir = configDir(
+      'listen: {host: 0.0.0.0, port: 0}\nauth: {keys_file: k}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\nattestation: {provider: auto, tsm_path: /nonexistent/tsm}\n',
+    );
     writeFileSync(join(dir, 'models.yaml'), models);
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);

@@ -20,14 +20,21 @@ function cloneAndBuild(name: string): string {
 
 /** `sigil measure self` in a clean environment (no NODE_OPTIONS, as Sigil is started), from the given build. */
 const measure = (build: string, ...args: string[]) =>
-  execFileSync(process.execPath, [join(build, 'bin/sigil.js'), 'measure', 'self', '--config', join(work, 'sigil.yaml'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH! }, maxBuffer: 64 * 1024 * 1024 }); // --files lists every installed file: megabytes
+  execFileSync(process.execPath, [join(build, 'bin/sigil.js'), 'measure', 'self', '--config', join(work, 'sigil.yaml'), ...args], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH! },
+    maxBuffer: 64 * 1024 * 1024,
+  }); // --files lists every installed file: megabytes
 
 let first: string;
 let second: string;
 
 beforeAll(async () => {
   writeFileSync(join(work, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
-  writeFileSync(join(work, 'sigil.yaml'), stringify({ upstreams: { e: { url: 'http://127.0.0.1:9' } }, catalogue: 'models.yaml', auth: { keys_file: 'api-keys' } }));
+  writeFileSync(
+    join(work, 'sigil.yaml'),
+    stringify({ upstreams: { e: { url: 'http://127.0.0.1:9' } }, catalogue: 'models.yaml', auth: { keys_file: 'api-keys' } }),
+  );
   first = cloneAndBuild('first');
   await new Promise((r) => setTimeout(r, 1500)); // a later build: file times differ, the digest must not
   second = cloneAndBuild('second');

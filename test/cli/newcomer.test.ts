@@ -33,7 +33,8 @@ describe('the sigil command explains itself', () => {
     const help = sigil(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: sigil <command> \[options\]\n/);
-    for (const name of ['serve', 'keys', 'config', 'engine', 'hash-model', 'verify', 'verify-evidence']) expect(help.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
+    for (const name of ['serve', 'keys', 'config', 'engine', 'hash-model', 'verify', 'verify-evidence'])
+      expect(help.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
 
   it('a mistyped command is refused with the closest one suggested', () => {
@@ -90,7 +91,9 @@ describe('config errors a newcomer meets first', () => {
 
 describe('sigil config check', () => {
   it('summarises a good config and what it names, without serving', () => {
-    const dir = configDir('listen: {port: 9}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n', { 'models.yaml': MODELS });
+    const dir = configDir('listen: {port: 9}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n', {
+      'models.yaml': MODELS,
+    });
     const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -106,7 +109,10 @@ describe('sigil config check', () => {
 
   it('names every problem and exits 1: a catalogue naming an unknown upstream, an unset engine key', () => {
     const models = MODELS.replace('model_hash:', 'upstream: nope, model_hash:');
-    const dir = configDir('auth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1", api_key_env: SIGIL_TEST_UNSET_ENGINE_KEY}}\ncatalogue: models.yaml\n', { 'models.yaml': models });
+    const dir = configDir(
+      'auth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1", api_key_env: SIGIL_TEST_UNSET_ENGINE_KEY}}\ncatalogue: models.yaml\n',
+      { 'models.yaml': models },
+    );
     const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');

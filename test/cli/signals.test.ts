@@ -26,7 +26,14 @@ async function serve(): Promise<{ child: ChildProcess; url: string; dir: string;
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
   writeFileSync(
     join(dir, 'sigil.yaml'),
-    stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' }, limits: { shutdown_grace_ms: 5000 }, workers: 1 }),
+    stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      upstreams: { e: { url: engine.baseUrl } },
+      catalogue: 'models.yaml',
+      auth: { keys_file: 'keys' },
+      limits: { shutdown_grace_ms: 5000 },
+      workers: 1,
+    }),
   );
   const { key } = addKey(join(dir, 'keys'));
   const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });

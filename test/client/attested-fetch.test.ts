@@ -22,11 +22,20 @@ let tlsOnly: TestSigil;
 let mitm: TlsMitm;
 let ehbpMitm: TlsMitm;
 const PROMPT = 'the secret prompt 7f3a9c';
-const FORGED_COMPLETION = JSON.stringify({ id: 'chatcmpl-forged', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'forged answer' }, finish_reason: 'stop' }] });
+const FORGED_COMPLETION = JSON.stringify({
+  id: 'chatcmpl-forged',
+  object: 'chat.completion',
+  created: 1,
+  model: 'm',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'forged answer' }, finish_reason: 'stop' }],
+});
 const FORGED_STREAM = `data: ${JSON.stringify({ id: 'chatcmpl-forged', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'forged answer' }, finish_reason: null }] })}\n\ndata: [DONE]\n\n`;
 type Refusal = Error & { cause?: { code?: string; message?: string } };
-const refusalOf = (promise: Promise<unknown>) => promise.then(() => undefined, (e: unknown) => e as Refusal);
-
+const refusalOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (e: unknown) => e as Refusal,
+  );
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m'] });
@@ -66,7 +75,17 @@ describe('createAttestedFetch with the openai client', () => {
 
   it('attests before the first request: the TLS key, the binding, the signed nonce, the policy, all named', () => {
     const names = attested.attestation.checks.map((c) => `${checkMark(c)} ${c.name}`);
-    expect(names).toEqual(['PASS attestation.tls_key', 'PASS attestation.hpke_key', 'WAIVED attestation.tee', 'PASS attestation.nonce', 'PASS attestation.report_data', 'PASS attestation.jwks', 'PASS attestation.signed_nonce', 'PASS gpu.evidence', 'PASS attestation.policy']);
+    expect(names).toEqual([
+      'PASS attestation.tls_key',
+      'PASS attestation.hpke_key',
+      'WAIVED attestation.tee',
+      'PASS attestation.nonce',
+      'PASS attestation.report_data',
+      'PASS attestation.jwks',
+      'PASS attestation.signed_nonce',
+      'PASS gpu.evidence',
+      'PASS attestation.policy',
+    ]);
     expect(attested.attestation.verdict.summary).toBe('verified with waivers: 8 checks passed; 1 waived (attestation.tee)');
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
@@ -78,7 +97,16 @@ describe('createAttestedFetch with the openai client', () => {
     const last = attested.receipts.at(-1)!;
     expect(last).toMatchObject({ path: '/v1/chat/completions', stream: false, ok: true });
     expect(last.checks.filter((c) => checkMark(c) !== 'PASS').map((c) => `${checkMark(c)} ${c.name}`)).toEqual(['WAIVED receipt.tee']);
-    expect(last.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['receipt.signature', 'receipt.nonce', 'receipt.request_hash', 'receipt.response_hash', 'receipt.measurement', 'receipt.policy_hash']));
+    expect(last.checks.map((c) => c.name)).toEqual(
+      expect.arrayContaining([
+        'receipt.signature',
+        'receipt.nonce',
+        'receipt.request_hash',
+        'receipt.response_hash',
+        'receipt.measurement',
+        'receipt.policy_hash',
+      ]),
+    );
     expect(last.claims?.receipt_type).toBe('message');
   });
 
@@ -99,7 +127,9 @@ describe('createAttestedFetch with the openai client', () => {
     try {
       const strict = new OpenAI({ baseURL: `${sigilUrl()}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: reporting as unknown as typeof fetch });
       // Sigil's brand is Service: a client expecting X-Other-Receipt finds no receipt on the response.
-      const error = await strict.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e as Error & { cause?: Error });
+      const error = await strict.chat.completions
+        .create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+        .catch((e: unknown) => e as Error & { cause?: Error });
       // The openai client wraps what fetch threw as a connection error; the cause says why.
       expect(error).toBeInstanceOf(OpenAI.APIConnectionError);
       expect((error as { cause?: Error }).cause?.message).toBe("the response's receipt did not verify: the response carries no receipt header");
@@ -118,7 +148,9 @@ describe('a TLS man in the middle, with encrypted bodies (EHBP)', () => {
     try {
       const tlsKey = attested.attestation.checks.find((c) => c.name === 'attestation.tls_key')!;
       expect(checkMark(tlsKey)).toBe('WAIVED');
-      expect(tlsKey.detail).toMatch(/^the server presented TLS key sha256:[0-9a-f]{64} but the enclave attests sha256:[0-9a-f]{64}: something between you and the enclave terminates TLS/);
+      expect(tlsKey.detail).toMatch(
+        /^the server presented TLS key sha256:[0-9a-f]{64} but the enclave attests sha256:[0-9a-f]{64}: something between you and the enclave terminates TLS/,
+      );
       expect(tlsKey.waived).toMatch(/^every request body is sealed to the attested HPKE key/);
       const client = new OpenAI({ baseURL: `${ehbpMitm.url}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
       const completion = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] });
@@ -147,7 +179,9 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
     const before = chatRequests();
     const error = await createAttestedFetch({ baseURL: `${mitm.url}/v1`, allowNoTee: true }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toMatch(new RegExp(`attestation.tls_key: the server presented TLS key sha256:${mitm.spkiSha256} but the enclave attests sha256:[0-9a-f]{64}`));
+    expect((error as Error).message).toMatch(
+      new RegExp(`attestation.tls_key: the server presented TLS key sha256:${mitm.spkiSha256} but the enclave attests sha256:[0-9a-f]{64}`),
+    );
     expect(mitm.seen()).toContain('GET /v1/verify/attestation?nonce=');
     expect(mitm.seen()).not.toContain('POST');
     expect(chatRequests()).toBe(before);
@@ -202,7 +236,10 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
     service = await startFakeService(await makeSigner(), {
       tee: 'sev-snp',
       measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+      evidence: (reportData) => ({
+        report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)),
+        certificates: b64(amdCertTable(chain)),
+      }),
     });
   });
   afterAll(async () => service.close());
@@ -215,9 +252,13 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
       expect(attested.attestation.tee).toBe('sev-snp');
       expect(attested.attestation.verdict.outcome).toBe('verified');
       expect(attested.attestation.checks.filter((c) => checkMark(c) !== 'PASS')).toEqual([]);
-      expect(attested.attestation.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['attestation.tls_key', 'snp.report_signature', 'attestation.report_data', 'attestation.signed_nonce']));
+      expect(attested.attestation.checks.map((c) => c.name)).toEqual(
+        expect.arrayContaining(['attestation.tls_key', 'snp.report_signature', 'attestation.report_data', 'attestation.signed_nonce']),
+      );
       // The hardware report is the start evidence; freshness is the nonce signed by the key it binds.
-      expect(attested.attestation.checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain('the all-zero nonce (the start evidence, not fresh)');
+      expect(attested.attestation.checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain(
+        'the all-zero nonce (the start evidence, not fresh)',
+      );
       const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
       await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
@@ -265,7 +306,9 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
   it('refuses the service, sending nothing, when the measurement is not a reference value', async () => {
     const other = randomBytes(48).toString('hex');
     const lastExchange = service.last;
-    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { snp: { measurement: [other] } } }).catch((e: unknown) => e as Error);
+    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { snp: { measurement: [other] } } }).catch(
+      (e: unknown) => e as Error,
+    );
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(/^the service's attestation did not verify, so nothing was sent: .*measurement/);
     expect(service.last).toBe(lastExchange);
@@ -318,7 +361,8 @@ describe('the attested client never returns an unauthenticated answer (the offic
   });
 
   const forgeChat = (proxy: ForgingProxy, status: number, contentType: string, body: string) => {
-    proxy.forge = (method, path) => (method === 'POST' && path === '/v1/chat/completions' ? { status, headers: { 'content-type': contentType }, body } : undefined);
+    proxy.forge = (method, path) =>
+      method === 'POST' && path === '/v1/chat/completions' ? { status, headers: { 'content-type': contentType }, body } : undefined;
   };
 
   it('refuses a 203 JSON completion the balancer wrote to a sealed request: not sealed, so not returned', async () => {
@@ -329,7 +373,9 @@ describe('the attested client never returns an unauthenticated answer (the offic
       const refused = await refusalOf(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] }));
       expect(refused).toBeInstanceOf(OpenAI.APIConnectionError);
       expect(refused?.cause?.code).toBe('ERR_VERIFY_UNSEALED_RESPONSE');
-      expect(refused?.cause?.message).toBe('the answer to a sealed request (HTTP 203) is not sealed to our request: it may not come from the enclave, so it is not returned');
+      expect(refused?.cause?.message).toBe(
+        'the answer to a sealed request (HTTP 203) is not sealed to our request: it may not come from the enclave, so it is not returned',
+      );
       expect(balancer.forged).toBe(1);
     } finally {
       balancer.forge = () => undefined;
@@ -361,10 +407,13 @@ describe('the attested client never returns an unauthenticated answer (the offic
     const direct = await createAttestedFetch({ baseURL: `${sigilUrl()}/v1`, allowNoTee: true });
     try {
       const models = { object: 'list', data: [{ id: 'forged-model', object: 'model', created: 1, owned_by: 'x' }] };
-      balancer.forge = (method, path) => (method === 'GET' && path === '/v1/models' ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(models) } : undefined);
+      balancer.forge = (method, path) =>
+        method === 'GET' && path === '/v1/models' ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(models) } : undefined;
       const forged = await behind(`${balancer.url}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } });
       expect(await forged.json()).toEqual(models);
-      expect(forged.headers.get(UNVERIFIED_HEADER)).toBe('this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it');
+      expect(forged.headers.get(UNVERIFIED_HEADER)).toBe(
+        'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it',
+      );
       const pinned = await direct(`${sigilUrl()}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } });
       expect(pinned.status).toBe(200);
       expect(pinned.headers.get(UNVERIFIED_HEADER)).toBeNull();
@@ -393,10 +442,17 @@ describe('the attested client never returns an unauthenticated answer (the offic
   it('refuses plain http:// to a service with encrypted bodies unless the development option is set: the API key would cross in the clear', async () => {
     const first = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
     try {
-      const refused = (await refusalOf(createAttestedFetch({ baseURL: `${first.url}/v1` }))) as Refusal & { code?: string; checks?: Array<{ name: string; ok: boolean; detail: string }> };
+      const refused = (await refusalOf(createAttestedFetch({ baseURL: `${first.url}/v1` }))) as Refusal & {
+        code?: string;
+        checks?: Array<{ name: string; ok: boolean; detail: string }>;
+      };
       expect(refused?.code).toBe('ERR_VERIFY_ATTESTATION');
       const tlsKey = refused?.checks?.find((c) => c.name === 'attestation.tls_key');
-      expect(tlsKey).toEqual({ name: 'attestation.tls_key', ok: false, detail: `the service was reached over plain HTTP (${new URL(first.url).origin}): anyone on the path can read and change the traffic, and no TLS key can be compared with the attested one` });
+      expect(tlsKey).toEqual({
+        name: 'attestation.tls_key',
+        ok: false,
+        detail: `the service was reached over plain HTTP (${new URL(first.url).origin}): anyone on the path can read and change the traffic, and no TLS key can be compared with the attested one`,
+      });
     } finally {
       await first.close(0);
     }

@@ -8,7 +8,17 @@ import { AttestationError, createAttestedFetch } from '../../src/client/index.ts
 import { checkMark, type Check } from '../../src/verify/check.ts';
 import { DEFAULT_GPU_TRUST_ROOTS, type GpuTrustRoots } from '../../src/verify/gpu/index.ts';
 import { ocspResponse } from '../support/ocsp-fixtures.ts';
-import { createRimTestChain, gpuEntry, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, type RimTestChain } from '../support/gpu-fixtures.ts';
+import {
+  createRimTestChain,
+  gpuEntry,
+  realChainPem,
+  realReport,
+  rimMatchingReport,
+  rimText,
+  signRim,
+  VECTOR_NONCE,
+  type RimTestChain,
+} from '../support/gpu-fixtures.ts';
 import { startFakeService, type FakeService } from '../verify/cli-server.ts';
 import { makeSigner } from '../verify/receipt-fixtures.ts';
 
@@ -54,9 +64,17 @@ const matchingRims = (change?: (index: number, value: string) => string) => ({
 describe('attest() on a document carrying the real H100 report', () => {
   it('checks revocation against the recorded OCSP responses the reference values name: an unreadable file and an answer NVIDIA did not sign both fail', async () => {
     service.gpu = [gpuEntry()];
-    const [device, issuer] = realChainPem().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!.map((pem) => new X509Certificate(pem));
+    const [device, issuer] = realChainPem()
+      .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
+      .map((pem) => new X509Certificate(pem));
     const now = Date.now();
-    const forged = ocspResponse({ cert: new Uint8Array(device!.raw), issuer: new Uint8Array(issuer!.raw), signer: generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey, thisUpdate: new Date(now - 3600_000), nextUpdate: new Date(now + 3600_000) });
+    const forged = ocspResponse({
+      cert: new Uint8Array(device!.raw),
+      issuer: new Uint8Array(issuer!.raw),
+      signer: generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey,
+      thisUpdate: new Date(now - 3600_000),
+      nextUpdate: new Date(now + 3600_000),
+    });
     writeFileSync(join(work, 'forged.der'), forged);
     const reference = { gpu: { ocsp: [join(work, 'absent.der'), join(work, 'forged.der')] } };
     const result = await attest({ baseURL: service.url, freshReport: true, reference, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce });
@@ -84,22 +102,50 @@ describe('attest() on a document carrying the real H100 report', () => {
       'gpu[0].measurements': '----',
       'gpu[0].revocation': '----',
     });
-    expect(result.gpus.map((g) => [g.index, g.arch, g.driverVersion, g.vbiosVersion, Object.keys(g.measurements).length])).toEqual([[0, 'hopper', '550.90.07', '96.00.9F.00.01', 64]]);
+    expect(result.gpus.map((g) => [g.index, g.arch, g.driverVersion, g.vbiosVersion, Object.keys(g.measurements).length])).toEqual([
+      [0, 'hopper', '550.90.07', '96.00.9F.00.01', 64],
+    ]);
   });
 
   it('compares the measurements with the RIMs of reference.gpu.rims, and fails one pinned differently', async () => {
     service.gpu = [gpuEntry()];
-    const good = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims(), gpuRoots });
+    const good = await attest({
+      baseURL: service.url,
+      freshReport: true,
+      waive: { noHardwareEnclave: 'a test service' },
+      nonce: vectorNonce,
+      reference: matchingRims(),
+      gpuRoots,
+    });
     expect(failed(good.checks)).toEqual([]);
-    expect(marks(good.checks)).toMatchObject({ 'gpu.rim[0].chain': 'PASS', 'gpu.rim[1].chain': 'PASS', 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS' });
-    const bad = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), gpuRoots });
+    expect(marks(good.checks)).toMatchObject({
+      'gpu.rim[0].chain': 'PASS',
+      'gpu.rim[1].chain': 'PASS',
+      'gpu[0].driver_rim': 'PASS',
+      'gpu[0].vbios_rim': 'PASS',
+      'gpu[0].measurements': 'PASS',
+    });
+    const bad = await attest({
+      baseURL: service.url,
+      freshReport: true,
+      waive: { noHardwareEnclave: 'a test service' },
+      nonce: vectorNonce,
+      reference: matchingRims((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)),
+      gpuRoots,
+    });
     expect(bad.verdict.outcome).toBe('not-verified');
     expect(failed(bad.checks)).toEqual(['gpu[0].measurements']);
   });
 
   it("does not use RIMs signed by a root other than NVIDIA's", async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: matchingRims() });
+    const result = await attest({
+      baseURL: service.url,
+      freshReport: true,
+      waive: { noHardwareEnclave: 'a test service' },
+      nonce: vectorNonce,
+      reference: matchingRims(),
+    });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toEqual(['gpu.rim[0].chain', 'gpu.rim[1].chain', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
   });
@@ -118,7 +164,13 @@ describe('attest() on a document carrying the real H100 report', () => {
 
   it('fails gpu.rims when a RIM file cannot be read', async () => {
     service.gpu = [gpuEntry()];
-    const result = await attest({ baseURL: service.url, freshReport: true, waive: { noHardwareEnclave: 'a test service' }, nonce: vectorNonce, reference: { gpu: { rims: [join(work, 'absent.swidtag')] } } });
+    const result = await attest({
+      baseURL: service.url,
+      freshReport: true,
+      waive: { noHardwareEnclave: 'a test service' },
+      nonce: vectorNonce,
+      reference: { gpu: { rims: [join(work, 'absent.swidtag')] } },
+    });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toContain('gpu.rims');
     expect(detail(result.checks, 'gpu.rims')).toContain('absent.swidtag named by the reference values cannot be read (ENOENT)');
@@ -136,7 +188,9 @@ describe('createAttestedFetch and GPU evidence', () => {
     const sent = service.attestationNonces.at(-1)!;
     expect(sent).toMatch(/^[0-9a-f]{64}$/);
     expect(sent).not.toBe(VECTOR_NONCE);
-    expect(detail(checks, 'gpu[0].nonce')).toBe(`the signed request carries nonce ${VECTOR_NONCE}, not yours (${sent}): the report is replayed or made for someone else`);
+    expect(detail(checks, 'gpu[0].nonce')).toBe(
+      `the signed request carries nonce ${VECTOR_NONCE}, not yours (${sent}): the report is replayed or made for someone else`,
+    );
     expect((error as Error).message).toContain('gpu[0].nonce');
     expect(service.last).toBe(before);
   });
@@ -147,7 +201,9 @@ describe('createAttestedFetch and GPU evidence', () => {
     expect(marks(attested.attestation.checks)).toEqual({ 'gpu.evidence': 'PASS' });
     expect(detail(attested.attestation.checks, 'gpu.evidence')).toBe('the evidence holds no GPU report: it says nothing about any GPU the model may run on');
     expect(attested.attestation.gpus).toEqual([]);
-    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, reference: matchingRims(), gpuRoots }).catch((err: unknown) => err);
+    const error = await createAttestedFetch({ baseURL: `${service.url}/v1`, allowNoTee: true, reference: matchingRims(), gpuRoots }).catch(
+      (err: unknown) => err,
+    );
     expect(error).toBeInstanceOf(AttestationError);
     expect(failed((error as AttestationError).checks)).toEqual(['gpu.evidence']);
   });

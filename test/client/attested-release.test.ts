@@ -32,7 +32,10 @@ describe('createAttestedFetch with a release manifest as its reference values (a
 
   const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement?: string) => {
     const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return { bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
+    return {
+      bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
+      trust: { kind: 'key' as const, publicKey: r.publicKeyPem },
+    };
   };
 
   it('accepts the service whose measurement the release lists (bundle read from a file), and verifies its receipts', async () => {
@@ -40,12 +43,25 @@ describe('createAttestedFetch with a release manifest as its reference values (a
     const path = join(work, 'release.sigstore.json');
     writeFileSync(path, r.bundle);
     // The platform values a release does not list stay not pinned: waived here with allowUnpinnedCode.
-    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release: { bundle: path, trust: { kind: 'key', publicKey: r.publicKeyPem } } });
+    const attested = await createAttestedFetch({
+      baseURL: service.url,
+      roots: chain.roots,
+      allowUnpinnedCode: true,
+      release: { bundle: path, trust: { kind: 'key', publicKey: r.publicKeyPem } },
+    });
     try {
       const marks = Object.fromEntries(attested.attestation.checks.map((c) => [c.name, checkMark(c)]));
       expect(marks).toMatchObject({
-        'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
-        'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS', 'attestation.manifest': 'PASS',
+        'release.bundle': 'PASS',
+        'release.signer': 'PASS',
+        'release.tlog': 'WAIVED',
+        'release.signature': 'PASS',
+        'release.identity': 'PASS',
+        'release.statement': 'PASS',
+        'release.expiry': 'PASS',
+        'reference.values': 'PASS',
+        'reference.measurement': 'PASS',
+        'attestation.manifest': 'PASS',
       });
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.failed).toEqual([]);
@@ -59,7 +75,9 @@ describe('createAttestedFetch with a release manifest as its reference values (a
 
   const refusal = async (release: ReturnType<typeof keyed>) => {
     const lastExchange = service.last;
-    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release }).catch((e: unknown) => e)) as Error & { code?: string };
+    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release }).catch(
+      (e: unknown) => e,
+    )) as Error & { code?: string };
     expect(service.last).toBe(lastExchange);
     expect(error?.code).toBe('ERR_VERIFY_ATTESTATION');
     return error.message;
@@ -67,7 +85,9 @@ describe('createAttestedFetch with a release manifest as its reference values (a
 
   it('refuses the service, sending nothing, with an expired release: release.expiry', async () => {
     const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() - DAY)));
-    expect(message).toMatch(/^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: 1 of \d+ checks failed; .*: release\.expiry: the manifest expired at /);
+    expect(message).toMatch(
+      /^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: 1 of \d+ checks failed; .*: release\.expiry: the manifest expired at /,
+    );
   });
 
   it('refuses it with a release changed after signing: release.signature', async () => {
@@ -77,26 +97,45 @@ describe('createAttestedFetch with a release manifest as its reference values (a
 
   it('refuses it with a release of other code: reference.measurement', async () => {
     const message = await refusal(keyed('ab'.repeat(48), new Date(Date.now() + DAY)));
-    expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: reference\.measurement: MEASUREMENT [0-9a-f]{96} is none of the 1 accepted reference value\(s\)/);
+    expect(message).toMatch(
+      /: NOT VERIFIED: 1 of \d+ checks failed; .*: reference\.measurement: MEASUREMENT [0-9a-f]{96} is none of the 1 accepted reference value\(s\)/,
+    );
   });
 
   it("refuses it when its code is not the release's self-measurement: attestation.manifest", async () => {
     const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() + DAY), undefined, 'ab'.repeat(48)));
-    expect(message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/);
+    expect(message).toMatch(
+      /: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/,
+    );
   });
 
   it('refuses reference values that pin what the release states, naming the key', async () => {
-    const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { sigil: { manifest_sha384: ['5e'.repeat(48)] } }, release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)) }).catch((e: unknown) => e as Error);
+    const error = await createAttestedFetch({
+      baseURL: service.url,
+      roots: chain.roots,
+      reference: { sigil: { manifest_sha384: ['5e'.repeat(48)] } },
+      release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)),
+    }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(TypeError);
-    expect((error as Error).message).toBe('sigil.manifest_sha384: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+    expect((error as Error).message).toBe(
+      'sigil.manifest_sha384: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)',
+    );
   });
 
   it('takes reference values next to the release for what it does not state: a machine not on their allow-list is refused (snp.instance)', async () => {
     const lastExchange = service.last;
     const release = keyed(measurement.toString('hex'), new Date(Date.now() + DAY));
-    const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release, reference: { snp: { chip_id: ['c2'.repeat(64)] } } }).catch((e: unknown) => e)) as Error;
+    const error = (await createAttestedFetch({
+      baseURL: service.url,
+      roots: chain.roots,
+      allowUnpinnedCode: true,
+      release,
+      reference: { snp: { chip_id: ['c2'.repeat(64)] } },
+    }).catch((e: unknown) => e)) as Error;
     expect(service.last).toBe(lastExchange);
-    expect(error.message).toMatch(/: NOT VERIFIED: 1 of \d+ checks failed; .*: snp\.instance: CHIP_ID c1c1c1c1c1c1c1c1\.\.\. is not one of the 1 allowed machine\(s\)/);
+    expect(error.message).toMatch(
+      /: NOT VERIFIED: 1 of \d+ checks failed; .*: snp\.instance: CHIP_ID c1c1c1c1c1c1c1c1\.\.\. is not one of the 1 allowed machine\(s\)/,
+    );
   });
 });
 
@@ -114,7 +153,12 @@ describe('createAttestedFetch with a keyed release and reference values for the 
     const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
     const path = join(work, 'platform.yaml');
     writeFileSync(path, SNP_PLATFORM_VALUES_YAML);
-    const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: path, release: { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key', publicKey: r.publicKeyPem } } });
+    const attested = await createAttestedFetch({
+      baseURL: service.url,
+      roots: chain.roots,
+      reference: path,
+      release: { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key', publicKey: r.publicKeyPem } },
+    });
     try {
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual(['release.tlog']);

@@ -48,7 +48,9 @@ describe('the attested client and a signed nonce', () => {
   it('refuses a nonce signed by a key the start evidence does not bind', async () => {
     service.faults.foreignNonceKey = await makeSigner();
     const error = await refusal();
-    expect(failed(error.checks)).toEqual(['attestation.signed_nonce: the nonce is not signed by a key the start evidence binds: none of the 1 acceptable key(s) verifies the signature']);
+    expect(failed(error.checks)).toEqual([
+      'attestation.signed_nonce: the nonce is not signed by a key the start evidence binds: none of the 1 acceptable key(s) verifies the signature',
+    ]);
   });
 
   it('asks for a fresh report when the start evidence binds another JWKS than the one served (a fleet grown since start), and verifies that', async () => {

@@ -62,7 +62,9 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
     expect(embedding.data).toHaveLength(2);
     expect(embedding.data[0]!.embedding.length).toBeGreaterThan(8);
     expect(embedding.data[0]!.embedding.every((x) => Number.isFinite(x))).toBe(true);
-    const error = await client().responses.create({ model: 'scripted', input: 'Hi' }).catch((e: unknown) => e);
+    const error = await client()
+      .responses.create({ model: 'scripted', input: 'Hi' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('model_not_supported');
   });
@@ -72,7 +74,11 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
     expect(completion.choices[0]!.message.content).toBe(SENTENCE);
     expect(completion.choices[0]!.finish_reason).toBe('stop');
     const direct = (await (
-      await fetch(`${engineUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'scripted', messages, temperature: 0 }) })
+      await fetch(`${engineUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'scripted', messages, temperature: 0 }),
+      })
     ).json()) as { usage: unknown };
     expect(completion.usage).toEqual(direct.usage);
     expect(completion.usage!.completion_tokens).toBeGreaterThan(3);
@@ -94,7 +100,12 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
     });
     const text = await res.text();
     const done = text.indexOf('data: [DONE]\n\n') + 'data: [DONE]\n\n'.length;
-    const events = text.slice(0, done).split('\n\n').filter(Boolean).slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+    const events = text
+      .slice(0, done)
+      .split('\n\n')
+      .filter(Boolean)
+      .slice(0, -1)
+      .map((e) => JSON.parse(e.slice(6)));
     const content = events.map((e) => e.choices[0]?.delta?.content ?? '').join('');
     expect(content).toBe(SENTENCE);
     expect(events[0].choices[0].delta.role).toBe('assistant');

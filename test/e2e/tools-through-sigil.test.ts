@@ -25,7 +25,11 @@ const weather: OpenAI.ChatCompletionTool = {
   function: {
     name: 'get_weather',
     description: 'The weather now in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Lyon'] }, metric: { type: 'boolean' } }, required: ['city', 'metric'] },
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Lyon'] }, metric: { type: 'boolean' } },
+      required: ['city', 'metric'],
+    },
   },
 };
 
@@ -51,7 +55,11 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const request = Buffer.concat(chunks);
-    const upstream = await fetch(`${engine.url}${req.url}`, { method: req.method, headers: { 'content-type': 'application/json' }, ...(req.method === 'POST' ? { body: request } : {}) });
+    const upstream = await fetch(`${engine.url}${req.url}`, {
+      method: req.method,
+      headers: { 'content-type': 'application/json' },
+      ...(req.method === 'POST' ? { body: request } : {}),
+    });
     res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
     const answered: Buffer[] = [];
     for await (const chunk of upstream.body as unknown as AsyncIterable<Uint8Array>) {
@@ -63,13 +71,22 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
   const recorderUrl = `http://127.0.0.1:${(recorder.address() as AddressInfo).port}/v1`;
-  sigil = await startTestSigil({ upstreams: { engine: { url: recorderUrl } }, models: [{ id: CATALOGUE_ID, upstream_model: 'scripted', context_window: 1024 }] });
+  sigil = await startTestSigil({
+    upstreams: { engine: { url: recorderUrl } },
+    models: [{ id: CATALOGUE_ID, upstream_model: 'scripted', context_window: 1024 }],
+  });
   const recording: typeof fetch = async (input, init) => {
     const response = await fetch(input, init);
     clientSide.push({ requestBytes: Buffer.from(String(init?.body ?? '')), response: response.clone() });
     return response;
   };
-  client = new OpenAI({ baseURL: `${sigil.url}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: recording, defaultHeaders: { 'x-service-receipt': 'true', 'x-service-nonce': 'tools-1' } });
+  client = new OpenAI({
+    baseURL: `${sigil.url}/v1`,
+    apiKey: sigil.key,
+    maxRetries: 0,
+    fetch: recording,
+    defaultHeaders: { 'x-service-receipt': 'true', 'x-service-nonce': 'tools-1' },
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -105,7 +122,15 @@ async function checkLastExchange(stream: boolean): Promise<{ sent: Record<string
   const { checks, claims } = await verifyReceipt(jws, {
     jwks,
     allowNoTee: true,
-    expected: { nonce: 'tools-1', measurement: '0'.repeat(96), policyHash, requestBytes: exchange.requestBytes, responseBytes, receiptType: 'message', modelId: CATALOGUE_ID },
+    expected: {
+      nonce: 'tools-1',
+      measurement: '0'.repeat(96),
+      policyHash,
+      requestBytes: exchange.requestBytes,
+      responseBytes,
+      receiptType: 'message',
+      modelId: CATALOGUE_ID,
+    },
   });
   expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   expect(claims?.selected_model.model_id).toBe(CATALOGUE_ID);
@@ -121,8 +146,18 @@ function weatherArguments(text: string): { city: string; metric: boolean } {
 
 describe('tools and structured output through Sigil to the built-in engine', () => {
   it('response_format json_schema: JSON of the schema, relayed unchanged, with a verified receipt', async () => {
-    const schema = { type: 'object', properties: { answer: { enum: ['yes', 'no'] }, confidence: { enum: ['low', 'high'] } }, required: ['answer', 'confidence'], additionalProperties: false };
-    const completion = await client.chat.completions.create({ model: CATALOGUE_ID, messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'verdict', schema, strict: true } } });
+    const schema = {
+      type: 'object',
+      properties: { answer: { enum: ['yes', 'no'] }, confidence: { enum: ['low', 'high'] } },
+      required: ['answer', 'confidence'],
+      additionalProperties: false,
+    };
+    const completion = await client.chat.completions.create({
+      model: CATALOGUE_ID,
+      messages,
+      temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'verdict', schema, strict: true } },
+    });
     expect(completion.model).toBe(CATALOGUE_ID);
     const verdict = JSON.parse(completion.choices[0]!.message.content!) as Record<string, string>;
     expect(['yes', 'no']).toContain(verdict.answer);
@@ -155,7 +190,14 @@ describe('tools and structured output through Sigil to the built-in engine', () 
   });
 
   it('a whole tool round trip: "required" call, the tool result sent back, an answer in words; each step receipted', async () => {
-    const first = await client.chat.completions.create({ model: CATALOGUE_ID, messages, temperature: 0, tools: [weather], tool_choice: 'required', parallel_tool_calls: false });
+    const first = await client.chat.completions.create({
+      model: CATALOGUE_ID,
+      messages,
+      temperature: 0,
+      tools: [weather],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+    });
     expect(first.choices[0]!.finish_reason).toBe('tool_calls');
     const call = first.choices[0]!.message.tool_calls![0]!;
     if (call.type !== 'function') throw new Error('not a function call');

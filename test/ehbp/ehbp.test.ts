@@ -63,7 +63,7 @@ async function material(s: TestSigil) {
 /** Frames of a sealed body: LEN (4 bytes) || ciphertext, repeated. */
 function frames(body: Buffer): number[] {
   const lengths: number[] = [];
-  for (let at = 0; at < body.length; ) {
+  for (let at = 0; at < body.length;) {
     const length = body.readUInt32BE(at);
     lengths.push(length);
     at += 4 + length;
@@ -76,7 +76,11 @@ async function sealedExchange(s: TestSigil, body: string, headers: Record<string
   const keyConfig = new Uint8Array(await (await fetch(`${s.url}/.well-known/hpke-keys`)).arrayBuffer());
   const identity = await Identity.unmarshalPublicConfig(keyConfig);
   const { request, context } = await identity.encryptRequestWithContext(
-    new Request(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers }, body }),
+    new Request(`${s.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers },
+      body,
+    }),
   );
   const sealedRequest = Buffer.from(await request.clone().arrayBuffer());
   const response = await fetch(request);
@@ -101,7 +105,10 @@ describe('the EHBP server', () => {
   it('answers the npm ehbp client (JSON): the body travels sealed both ways, the receipt in its last sealed frame, over the plaintext', async () => {
     const { policyHash, jwks } = await material(sigil);
     const plaintext = chatBody('a secret question 51');
-    const { identity, context, sealedRequest, response, raw } = await sealedExchange(sigil, plaintext, { 'x-service-receipt': 'true', 'x-service-nonce': 'n-ehbp' });
+    const { identity, context, sealedRequest, response, raw } = await sealedExchange(sigil, plaintext, {
+      'x-service-receipt': 'true',
+      'x-service-nonce': 'n-ehbp',
+    });
     expect(response.status).toBe(200);
     expect(sealedRequest.toString('latin1')).not.toContain('secret question');
     expect(response.headers.get('ehbp-response-nonce')).toMatch(/^[0-9a-f]{64}$/);
@@ -116,7 +123,14 @@ describe('the EHBP server', () => {
     const { checks } = await verifyReceipt(receipt, {
       jwks,
       allowNoTee: true,
-      expected: { nonce: 'n-ehbp', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(plaintext), responseBytes: bytes, receiptType: 'message' },
+      expected: {
+        nonce: 'n-ehbp',
+        measurement: '0'.repeat(96),
+        policyHash,
+        requestBytes: Buffer.from(plaintext),
+        responseBytes: bytes,
+        receiptType: 'message',
+      },
     });
     expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
     // What the engine received is the plaintext the client sealed.
@@ -137,29 +151,48 @@ describe('the EHBP server', () => {
     const { checks } = await verifyReceipt(split.receipt, {
       jwks,
       allowNoTee: true,
-      expected: { nonce: 'n-stream', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(plaintext), responseBytes: split.body, receiptType: 'message' },
+      expected: {
+        nonce: 'n-stream',
+        measurement: '0'.repeat(96),
+        policyHash,
+        requestBytes: Buffer.from(plaintext),
+        responseBytes: split.body,
+        receiptType: 'message',
+      },
     });
     expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
-  it('works through the npm client\'s own transport, JSON and streams', async () => {
+  it("works through the npm client's own transport, JSON and streams", async () => {
     const transport = await createTransport(sigil.url);
-    const json = await transport.post(`${sigil.url}/v1/chat/completions`, chatBody('hi'), { headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' } });
+    const json = await transport.post(`${sigil.url}/v1/chat/completions`, chatBody('hi'), {
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+    });
     expect(json.status).toBe(200);
     expect(((await json.json()) as { object: string }).object).toBe('chat.completion');
-    const stream = await transport.post(`${sigil.url}/v1/chat/completions`, chatBody('one two three', true), { headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' } });
+    const stream = await transport.post(`${sigil.url}/v1/chat/completions`, chatBody('one two three', true), {
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+    });
     const text = await stream.text();
     expect(text).toMatch(/^data: \{/);
     expect(text).toContain('data: [DONE]\n\n');
   });
 
   it('serves requests without the header in the clear, unless ehbp.required', async () => {
-    const clear = await fetch(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body: chatBody('hi') });
+    const clear = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+      body: chatBody('hi'),
+    });
     expect(clear.status).toBe(200);
     expect(clear.headers.get('ehbp-response-nonce')).toBeNull();
     await clear.arrayBuffer();
     const before = enginePosts();
-    const refused = await fetch(`${strict.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${strict.key}`, 'content-type': 'application/json' }, body: chatBody('hi') });
+    const refused = await fetch(`${strict.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${strict.key}`, 'content-type': 'application/json' },
+      body: chatBody('hi'),
+    });
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('ehbp_required');
     expect(enginePosts()).toBe(before);
@@ -169,7 +202,11 @@ describe('the EHBP server', () => {
 
   describe('refuses, with a clear error and nothing sent to the engine', () => {
     const post = (s: TestSigil, headers: Record<string, string>, body: BodyInit) =>
-      fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers }, body });
+      fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers },
+        body,
+      });
 
     it('an encapsulated key that is not 32 bytes of hex', async () => {
       const before = enginePosts();
@@ -177,7 +214,12 @@ describe('the EHBP server', () => {
       expect(response.status).toBe(400);
       expect(response.headers.get('ehbp-response-nonce')).toBeNull();
       expect(await response.json()).toEqual({
-        error: { message: 'The Ehbp-Encapsulated-Key header must be sent once, as 64 hex digits.', type: 'invalid_request_error', param: 'Ehbp-Encapsulated-Key', code: 'ehbp_invalid_encapsulated_key' },
+        error: {
+          message: 'The Ehbp-Encapsulated-Key header must be sent once, as 64 hex digits.',
+          type: 'invalid_request_error',
+          param: 'Ehbp-Encapsulated-Key',
+          code: 'ehbp_invalid_encapsulated_key',
+        },
       });
       expect(enginePosts()).toBe(before);
     });
@@ -186,7 +228,13 @@ describe('the EHBP server', () => {
       const before = enginePosts();
       const other = await Identity.generate();
       const stale = await Identity.unmarshalPublicConfig(await other.marshalConfig());
-      const { request } = await stale.encryptRequestWithContext(new Request(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body: chatBody('hi') }));
+      const { request } = await stale.encryptRequestWithContext(
+        new Request(`${sigil.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+          body: chatBody('hi'),
+        }),
+      );
       const response = await fetch(request);
       expect(response.status).toBe(422);
       expect(response.headers.get('content-type')).toBe('application/problem+json');
@@ -201,7 +249,13 @@ describe('the EHBP server', () => {
       const { identity, context, sealedRequest, request } = await (async () => {
         const keyConfig = new Uint8Array(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer());
         const id = await Identity.unmarshalPublicConfig(keyConfig);
-        const r = await id.encryptRequestWithContext(new Request(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body: chatBody('hi') }));
+        const r = await id.encryptRequestWithContext(
+          new Request(`${sigil.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+            body: chatBody('hi'),
+          }),
+        );
         return { identity: id, context: r.context!, sealedRequest: Buffer.from(await r.request.clone().arrayBuffer()), request: r.request };
       })();
       const enc = request.headers.get('ehbp-encapsulated-key')!;
@@ -223,7 +277,9 @@ describe('the EHBP server', () => {
       const before = enginePosts();
       const keyConfig = new Uint8Array(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer());
       const identity = await Identity.unmarshalPublicConfig(keyConfig);
-      const { request } = await identity.encryptRequestWithContext(new Request(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('hi') }));
+      const { request } = await identity.encryptRequestWithContext(
+        new Request(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('hi') }),
+      );
       const response = await fetch(request);
       expect(response.status).toBe(401);
       expect(response.headers.get('ehbp-response-nonce')).toBeNull();

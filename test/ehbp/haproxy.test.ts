@@ -53,7 +53,29 @@ beforeAll(async () => {
   const recorderPort = (recorder.address() as { port: number }).port;
 
   const dir = mkdtempSync(join(tmpdir(), 'sigil-haproxy-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'], { stdio: 'pipe' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '2',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost',
+    ],
+    { stdio: 'pipe' },
+  );
   haproxyCert = readFileSync(join(dir, 'cert.pem'), 'utf8');
   writeFileSync(join(dir, 'haproxy.pem'), haproxyCert + readFileSync(join(dir, 'key.pem'), 'utf8'));
   const port = await freePort();

@@ -42,9 +42,22 @@ async function material() {
 }
 
 /** What must never show in the record: everything that identifies the exchange or confirms a guess of its plaintext. */
-function expectNothingIdentifying(record: string, secrets: { nonce: string; completionId: string; receiptId: string; request: Uint8Array; response: Uint8Array; jws: string }) {
+function expectNothingIdentifying(
+  record: string,
+  secrets: { nonce: string; completionId: string; receiptId: string; request: Uint8Array; response: Uint8Array; jws: string },
+) {
   expect(record).toContain('POST /v1/chat/completions');
-  for (const value of [MODEL, PROVIDER, MODEL_HASH, secrets.nonce, secrets.completionId, secrets.receiptId, sha256Hex(secrets.request), sha256Hex(secrets.response), secrets.jws.split('.')[1]!]) {
+  for (const value of [
+    MODEL,
+    PROVIDER,
+    MODEL_HASH,
+    secrets.nonce,
+    secrets.completionId,
+    secrets.receiptId,
+    sha256Hex(secrets.request),
+    sha256Hex(secrets.response),
+    secrets.jws.split('.')[1]!,
+  ]) {
     expect(value.length).toBeGreaterThan(8);
     expect(record).not.toContain(value);
   }
@@ -61,7 +74,11 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
       proxy.forget();
       const plaintext = Buffer.from(chatBody('a guessable prompt 3141', stream));
       const { request, context } = await identity.encryptRequestWithContext(
-        new Request(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' }, body: plaintext }),
+        new Request(`${proxy.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+          body: plaintext,
+        }),
       );
       const response = await fetch(request);
       expect(response.status).toBe(200);
@@ -83,7 +100,14 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
       expect(claims!.selected_model.model_id).toBe(MODEL);
       expect(claims!.completion_id).toBe(completionId);
       if (!stream) expect(JSON.parse(body)).toMatchObject({ object: 'chat.completion', model: MODEL });
-      expectNothingIdentifying(proxy.record(), { nonce, completionId, receiptId: claims!.receipt_id, request: plaintext, response: split.body, jws: split.receipt });
+      expectNothingIdentifying(proxy.record(), {
+        nonce,
+        completionId,
+        receiptId: claims!.receipt_id,
+        request: plaintext,
+        response: split.body,
+        jws: split.receipt,
+      });
     }
   });
 
@@ -113,7 +137,16 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
       const streamed = attested.receipts.at(-1)!;
       expect(streamed).toMatchObject({ ok: true, stream: true });
       const streamRecord = proxy.record();
-      for (const value of [MODEL, PROVIDER, MODEL_HASH, streamed.claims!.nonce, streamed.claims!.completion_id!, streamed.claims!.receipt_id, streamed.claims!.response_hash!.slice(7), streamed.claims!.request_hash!.slice(7)]) {
+      for (const value of [
+        MODEL,
+        PROVIDER,
+        MODEL_HASH,
+        streamed.claims!.nonce,
+        streamed.claims!.completion_id!,
+        streamed.claims!.receipt_id,
+        streamed.claims!.response_hash!.slice(7),
+        streamed.claims!.request_hash!.slice(7),
+      ]) {
         expect(streamRecord).not.toContain(value);
       }
     } finally {
@@ -133,14 +166,21 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
     const keyConfig = new Uint8Array(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer());
     const identity = await Identity.unmarshalPublicConfig(keyConfig);
     const { request, context } = await identity.encryptRequestWithContext(
-      new Request(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' }, body: chatBody('a sealed prompt', true) }),
+      new Request(`${proxy.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+        body: chatBody('a sealed prompt', true),
+      }),
     );
     const opened = new Uint8Array(await (await identity.decryptResponseWithContext(await fetch(request), context!)).arrayBuffer());
     const sealedJws = splitReceiptStream(opened).receipt;
     const sealedReceipt = claimsOf(sealedJws);
 
     expect(Object.keys(sealedReceipt).sort()).toEqual(Object.keys(clearReceipt).sort());
-    expect(sealedReceipt).toMatchObject({ receipt_type: 'message', selected_model: { provider: PROVIDER, model_id: MODEL, model_hash: `sha256:${MODEL_HASH}` } });
+    expect(sealedReceipt).toMatchObject({
+      receipt_type: 'message',
+      selected_model: { provider: PROVIDER, model_id: MODEL, model_hash: `sha256:${MODEL_HASH}` },
+    });
     expect(sealedReceipt.selected_model).toEqual(clearReceipt.selected_model);
     for (const claim of ['nonce', 'completion_id', 'request_hash', 'response_hash']) expect(sealedReceipt[claim]).toMatch(/^(sha256:)?[0-9a-zA-Z-]{8,}/);
     const stored = await fetch(`${sigil.url}/v1/receipts/${String(sealedReceipt.receipt_id)}`, { headers: { authorization: `Bearer ${sigil.key}` } });

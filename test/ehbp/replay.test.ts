@@ -56,7 +56,12 @@ describe('a replayed sealed request', () => {
     // The replayer cannot read the answer; the client that sealed the request can.
     const opened = await captured.identity.decryptResponseWithContext(again, captured.context);
     expect(await opened.json()).toEqual({
-      error: { message: 'This encrypted request was already received: seal every request afresh.', type: 'invalid_request_error', param: null, code: 'ehbp_replayed' },
+      error: {
+        message: 'This encrypted request was already received: seal every request afresh.',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'ehbp_replayed',
+      },
     });
     expect(enginePosts()).toBe(before);
   });
@@ -71,7 +76,9 @@ describe('a replayed sealed request', () => {
     const full = await c.send();
     expect(full.status).toBe(503);
     expect(full.headers.get('retry-after')).toBe('5');
-    expect(((await (await c.identity.decryptResponseWithContext(full, c.context)).json()) as { error: { code: string } }).error.code).toBe('ehbp_replay_window_full');
+    expect(((await (await c.identity.decryptResponseWithContext(full, c.context)).json()) as { error: { code: string } }).error.code).toBe(
+      'ehbp_replay_window_full',
+    );
     expect((await a.send()).status).toBe(409);
     expect(enginePosts()).toBe(before);
     await new Promise((r) => setTimeout(r, 1100));
@@ -89,7 +96,11 @@ describe.skipIf(redisTestsSkipped())('in fleet mode', () => {
     redis = await startTestRedis();
     replicas = [];
     const start = (id: string, auth?: { keys_file: string }) =>
-      startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { fleet: { redis_url: redis.url, namespace, replica_id: id }, ...(auth ? { auth } : {}) } });
+      startTestSigil({
+        upstreams: { e: { url: engine.baseUrl } },
+        models: [{ id: 'm' }],
+        config: { fleet: { redis_url: redis.url, namespace, replica_id: id }, ...(auth ? { auth } : {}) },
+      });
     const b = await start('b');
     replicas = [await start('a', { keys_file: join(b.dir, 'api-keys') }), b];
   });

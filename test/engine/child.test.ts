@@ -25,7 +25,12 @@ describe('the zero-config demo model', () => {
     const made = await ensureDemoModel(demoPath);
     const written = await stat(demoPath);
     const again = await ensureDemoModel(demoPath);
-    expect(made).toEqual({ path: demoPath, sha256: `sha256:${createHash('sha256').update(await readFile(demoPath)).digest('hex')}` });
+    expect(made).toEqual({
+      path: demoPath,
+      sha256: `sha256:${createHash('sha256')
+        .update(await readFile(demoPath))
+        .digest('hex')}`,
+    });
     expect(again).toEqual(made);
     expect((await stat(demoPath)).mtimeMs).toBe(written.mtimeMs);
   });

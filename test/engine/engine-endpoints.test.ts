@@ -41,7 +41,13 @@ describe('POST /v1/completions on the built-in engine', () => {
   });
 
   it('streams text chunks that add up to the sentence, then a finish chunk, a usage chunk and [DONE]', async () => {
-    const stream = await client.completions.create({ model: 'scripted', prompt: PROMPT, max_tokens: 64, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.completions.create({
+      model: 'scripted',
+      prompt: PROMPT,
+      max_tokens: 64,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     const finishes: Array<string | null> = [];
     let usage: OpenAI.CompletionUsage | undefined;
@@ -97,7 +103,9 @@ describe('POST /v1/embeddings on the built-in engine', () => {
 
   it('answers floats by default and the same vector as base64 little-endian float32 on request', async () => {
     const floats = (await (await post('/v1/embeddings', { input: 'hello world' })).json()) as { data: Array<{ embedding: number[] }> };
-    const encoded = (await (await post('/v1/embeddings', { input: 'hello world', encoding_format: 'base64' })).json()) as { data: Array<{ embedding: string }> };
+    const encoded = (await (await post('/v1/embeddings', { input: 'hello world', encoding_format: 'base64' })).json()) as {
+      data: Array<{ embedding: string }>;
+    };
     const bytes = Buffer.from(encoded.data[0]!.embedding, 'base64');
     const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4));
     expect(decoded).toEqual(floats.data[0]!.embedding.map((v) => Math.fround(v)));

@@ -69,7 +69,11 @@ describe('a scripted model behind the engine', () => {
 
   it('streams the sentence: a role chunk, content deltas, a stop chunk, a usage chunk', async () => {
     const stream = await client(scripted).chat.completions.create({
-      model: 'scripted', messages: USER, temperature: 0, stream: true, stream_options: { include_usage: true },
+      model: 'scripted',
+      messages: USER,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
@@ -78,7 +82,9 @@ describe('a scripted model behind the engine', () => {
     expect(chunks.at(-2)!.choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }]);
     expect(chunks.at(-1)!.choices).toEqual([]);
     expect(chunks.at(-1)!.usage).toEqual({
-      prompt_tokens: USER_PROMPT_TOKENS, completion_tokens: scriptedTokens.length + 1, total_tokens: USER_PROMPT_TOKENS + scriptedTokens.length + 1,
+      prompt_tokens: USER_PROMPT_TOKENS,
+      completion_tokens: scriptedTokens.length + 1,
+      total_tokens: USER_PROMPT_TOKENS + scriptedTokens.length + 1,
     });
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
   });
@@ -197,7 +203,10 @@ describe('one sequence, a bounded queue', () => {
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('1');
     expect(((await res.json()) as { error: unknown }).error).toEqual({
-      message: 'The engine is busy and its queue is full; retry shortly.', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded',
+      message: 'The engine is busy and its queue is full; retry shortly.',
+      type: 'rate_limit_exceeded',
+      param: null,
+      code: 'rate_limit_exceeded',
     });
     first.abort();
     await first.done;

@@ -36,9 +36,7 @@ describe('GGUF writer and reader', () => {
   });
 
   it('encodes IEEE half floats exactly', () => {
-    expect([1, -2, 0.5, 65504, 0, 6.103515625e-5, 5.960464477539063e-8, 1e9].map(toHalf)).toEqual([
-      0x3c00, 0xc000, 0x3800, 0x7bff, 0, 0x0400, 0x0001, 0x7c00,
-    ]);
+    expect([1, -2, 0.5, 65504, 0, 6.103515625e-5, 5.960464477539063e-8, 1e9].map(toHalf)).toEqual([0x3c00, 0xc000, 0x3800, 0x7bff, 0, 0x0400, 0x0001, 0x7c00]);
   });
 });
 
@@ -71,9 +69,15 @@ describe('a generated model', () => {
     expect(tensors.map((t) => `${t.name}[${t.dims.join(',')}]`)).toEqual([
       'token_embd.weight[64,32064]',
       ...[0, 1].flatMap((b) => [
-        `blk.${b}.attn_norm.weight[64]`, `blk.${b}.attn_q.weight[64,64]`, `blk.${b}.attn_k.weight[64,64]`,
-        `blk.${b}.attn_v.weight[64,64]`, `blk.${b}.attn_output.weight[64,64]`, `blk.${b}.ffn_norm.weight[64]`,
-        `blk.${b}.ffn_gate.weight[64,256]`, `blk.${b}.ffn_up.weight[64,256]`, `blk.${b}.ffn_down.weight[256,64]`,
+        `blk.${b}.attn_norm.weight[64]`,
+        `blk.${b}.attn_q.weight[64,64]`,
+        `blk.${b}.attn_k.weight[64,64]`,
+        `blk.${b}.attn_v.weight[64,64]`,
+        `blk.${b}.attn_output.weight[64,64]`,
+        `blk.${b}.ffn_norm.weight[64]`,
+        `blk.${b}.ffn_gate.weight[64,256]`,
+        `blk.${b}.ffn_up.weight[64,256]`,
+        `blk.${b}.ffn_down.weight[256,64]`,
       ]),
       'output_norm.weight[64]',
       'output.weight[64,32064]',
@@ -88,7 +92,9 @@ describe('a generated model', () => {
 
   it("loads in llama.cpp and tokenizes llama.cpp's own Phi-3 test vectors to the expected ids", async () => {
     const texts = (await readFile(fixture('phi-3-vocab.inp'), 'utf8')).split('\n__ggml_vocab_test__\n').slice(0, -1);
-    const expected = (await readFile(fixture('phi-3-vocab.out'), 'utf8')).split('\n').slice(0, -1)
+    const expected = (await readFile(fixture('phi-3-vocab.out'), 'utf8'))
+      .split('\n')
+      .slice(0, -1)
       .map((line) => line.trim().split(' ').filter(Boolean).map(Number));
     expect(texts.length).toBe(46);
     expect(texts.map((text) => model.tokenize(text, false))).toEqual(expected);
@@ -101,6 +107,10 @@ describe('a generated model', () => {
   it('is the same bytes for the same seed', async () => {
     const again = join(dir, 'again.gguf');
     const made = await makeModel({ out: again, seed: 3 });
-    expect(made.sha256).toBe(`sha256:${createHash('sha256').update(await readFile(path)).digest('hex')}`);
+    expect(made.sha256).toBe(
+      `sha256:${createHash('sha256')
+        .update(await readFile(path))
+        .digest('hex')}`,
+    );
   });
 });

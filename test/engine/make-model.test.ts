@@ -26,7 +26,10 @@ afterAll(async () => {
 describe('sigil engine make-model --scripted', () => {
   it('answers a sentence with repeated tokens and multi-byte characters exactly, streamed or not', async () => {
     const client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'What happened?' }];
+    const messages = [
+      { role: 'system' as const, content: 'Be brief.' },
+      { role: 'user' as const, content: 'What happened?' },
+    ];
     const completion = await client.chat.completions.create({ model: 'm', messages, temperature: 0 });
     expect(completion.choices[0]!.message.content).toBe(SENTENCE);
     expect(completion.choices[0]!.finish_reason).toBe('stop');
@@ -38,6 +41,8 @@ describe('sigil engine make-model --scripted', () => {
   });
 
   it('refuses a sentence that repeats a piece more often than it can be respelled', async () => {
-    await expect(makeModel({ out: join(dir, 'never.gguf'), scripted: 'a a a a a a a a a a a a' })).rejects.toThrow(/repeats more often than it can be respelled/);
+    await expect(makeModel({ out: join(dir, 'never.gguf'), scripted: 'a a a a a a a a a a a a' })).rejects.toThrow(
+      /repeats more often than it can be respelled/,
+    );
   });
 });

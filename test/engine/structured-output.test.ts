@@ -41,7 +41,11 @@ afterAll(async () => {
 });
 
 const post = (body: unknown) =>
-  fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages, temperature: 0, ...(body as object) }) });
+  fetch(`${engine.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, temperature: 0, ...(body as object) }),
+  });
 
 /** The arguments of a weather call, parsed: the schema says a known city and a boolean. */
 function expectWeatherArguments(text: string): void {
@@ -53,8 +57,18 @@ function expectWeatherArguments(text: string): void {
 
 describe('response_format', () => {
   it('json_schema: the content is JSON of the schema, though the model only knows a sentence', async () => {
-    const schema = { type: 'object', properties: { answer: { enum: ['yes', 'no'] }, note: { type: 'string', maxLength: 12 } }, required: ['answer', 'note'], additionalProperties: false };
-    const completion = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'reply', schema, strict: true } } });
+    const schema = {
+      type: 'object',
+      properties: { answer: { enum: ['yes', 'no'] }, note: { type: 'string', maxLength: 12 } },
+      required: ['answer', 'note'],
+      additionalProperties: false,
+    };
+    const completion = await client.chat.completions.create({
+      model: 'scripted',
+      messages,
+      temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'reply', schema, strict: true } },
+    });
     expect(completion.choices[0]!.finish_reason).toBe('stop');
     const reply = JSON.parse(completion.choices[0]!.message.content!) as { answer: string; note: string };
     expect(Object.keys(reply).sort()).toEqual(['answer', 'note']);
@@ -68,10 +82,18 @@ describe('response_format', () => {
   it('json_schema with $defs, anyOf and arrays', async () => {
     const schema = {
       type: 'object',
-      properties: { colours: { type: 'array', items: { $ref: '#/$defs/colour' }, minItems: 1, maxItems: 2 }, size: { anyOf: [{ type: 'null' }, { enum: ['S', 'M'] }] } },
+      properties: {
+        colours: { type: 'array', items: { $ref: '#/$defs/colour' }, minItems: 1, maxItems: 2 },
+        size: { anyOf: [{ type: 'null' }, { enum: ['S', 'M'] }] },
+      },
       $defs: { colour: { enum: ['red', 'blue'] } },
     };
-    const completion = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'shirt', schema } } });
+    const completion = await client.chat.completions.create({
+      model: 'scripted',
+      messages,
+      temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'shirt', schema } },
+    });
     const shirt = JSON.parse(completion.choices[0]!.message.content!) as { colours: string[]; size: string | null };
     expect(shirt.colours.length).toBeGreaterThanOrEqual(1);
     expect(shirt.colours.length).toBeLessThanOrEqual(2);
@@ -80,13 +102,21 @@ describe('response_format', () => {
   });
 
   it.each([
-    ['a bound the grammar cannot hold', { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } }, 'response_format.json_schema.schema.properties.n.minimum'],
+    [
+      'a bound the grammar cannot hold',
+      { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } },
+      'response_format.json_schema.schema.properties.n.minimum',
+    ],
     ['a pattern', { type: 'object', properties: { s: { type: 'string', pattern: '^a' } } }, 'response_format.json_schema.schema.properties.s.pattern'],
     ['a string format it does not know', { type: 'string', format: 'email' }, 'response_format.json_schema.schema.format'],
     ['a property that allows anything', { type: 'object', properties: { x: {} } }, 'response_format.json_schema.schema.properties.x'],
     ['a reference to nothing', { type: 'object', properties: { x: { $ref: '#/$defs/missing' } } }, 'response_format.json_schema.schema.properties.x.$ref'],
     ['an allOf of two schemas', { allOf: [{ type: 'string' }, { type: 'string' }] }, 'response_format.json_schema.schema.allOf'],
-    ['a required property it does not describe', { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] }, 'response_format.json_schema.schema.required'],
+    [
+      'a required property it does not describe',
+      { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] },
+      'response_format.json_schema.schema.required',
+    ],
     ['a bound beside an enum', { type: 'string', enum: ['ab', 'cd'], maxLength: 1 }, 'response_format.json_schema.schema.maxLength'],
     ['a bound beside a type list', { type: ['string', 'null'], maxLength: 3 }, 'response_format.json_schema.schema.maxLength'],
   ])('refuses a schema with %s, a 400 naming where it is', async (_name, schema, param) => {
@@ -135,12 +165,26 @@ describe('tools and tool_choice', () => {
 
   it('shows the tools to the model: the prompt with tools is longer', async () => {
     const bare = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, max_tokens: 1 });
-    const withTools = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, max_tokens: 1, tools: [weather], tool_choice: named });
+    const withTools = await client.chat.completions.create({
+      model: 'scripted',
+      messages,
+      temperature: 0,
+      max_tokens: 1,
+      tools: [weather],
+      tool_choice: named,
+    });
     expect(withTools.usage!.prompt_tokens).toBeGreaterThan(bare.usage!.prompt_tokens + 20);
   });
 
   it('"required" without parallel calls answers exactly one call of a declared tool, finish_reason tool_calls', async () => {
-    const completion = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, tools: [weather, time], tool_choice: 'required', parallel_tool_calls: false });
+    const completion = await client.chat.completions.create({
+      model: 'scripted',
+      messages,
+      temperature: 0,
+      tools: [weather, time],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+    });
     const choice = completion.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     expect(choice.message.tool_calls).toHaveLength(1);
@@ -169,7 +213,15 @@ describe('tools and tool_choice', () => {
   });
 
   it('streams "required" calls whole once their list is complete, then finish_reason tool_calls', async () => {
-    const stream = await client.chat.completions.create({ model: 'scripted', messages, temperature: 0, tools: [weather], tool_choice: 'required', parallel_tool_calls: false, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'scripted',
+      messages,
+      temperature: 0,
+      tools: [weather],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+      stream: true,
+    });
     const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -197,7 +249,12 @@ describe('tools and tool_choice', () => {
     expect(answer.usage!.prompt_tokens).toBeGreaterThan(withoutResult.usage!.prompt_tokens + 10);
     // Clients that send the assistant's calls without a content field, or with null, are read the same.
     for (const content of [undefined, null]) {
-      const res = await post({ messages: [...messages, { role: 'assistant', content, tool_calls: [call] }, followUp[2]], tools: [weather], tool_choice: 'none', max_tokens: 1 });
+      const res = await post({
+        messages: [...messages, { role: 'assistant', content, tool_calls: [call] }, followUp[2]],
+        tools: [weather],
+        tool_choice: 'none',
+        max_tokens: 1,
+      });
       expect(res.status).toBe(200);
     }
   });
@@ -210,10 +267,23 @@ describe('tools and tool_choice', () => {
     ['a tool that is not a function', { tools: [{ type: 'code_interpreter' }], tool_choice: 'required' }, 'tools[0]'],
     ['a tool name with spaces', { tools: [{ type: 'function', function: { name: 'get weather' } }], tool_choice: 'required' }, 'tools[0].function.name'],
     ['a tool declared twice', { tools: [weather, weather], tool_choice: 'required' }, 'tools[1].function.name'],
-    ['parameters the grammar cannot enforce', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', maximum: 3 } } } } }], tool_choice: 'required' }, 'tools[0].function.parameters.properties.n.maximum'],
+    [
+      'parameters the grammar cannot enforce',
+      {
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', maximum: 3 } } } } }],
+        tool_choice: 'required',
+      },
+      'tools[0].function.parameters.properties.n.maximum',
+    ],
     [
       'a tool call nobody answered',
-      { messages: [...messages, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] }, { role: 'user', content: 'and?' }] },
+      {
+        messages: [
+          ...messages,
+          { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] },
+          { role: 'user', content: 'and?' },
+        ],
+      },
       'messages[1].tool_calls[0]',
     ],
     ['a tool message answering no call', { messages: [...messages, { role: 'tool', tool_call_id: 'c9', content: '1' }] }, 'messages[1]'],

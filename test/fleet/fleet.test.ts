@@ -106,7 +106,11 @@ const kids = () => replicas.map((r) => r.state.ctx.signingKey.kid).sort();
 
 describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
   it('serves the same JWKS on every replica: the keys of all three', async () => {
-    await eventually(() => Promise.all(replicas.map(jwksOf)), (all) => all.every((j) => j.keys.length === 3), 5000);
+    await eventually(
+      () => Promise.all(replicas.map(jwksOf)),
+      (all) => all.every((j) => j.keys.length === 3),
+      5000,
+    );
     const [a, b, c] = await Promise.all(replicas.map(jwksOf));
     expect(a!.keys.map((k) => k.kid)).toEqual(kids());
     expect(b).toEqual(a);
@@ -192,8 +196,21 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const { kty, crv, x, y } = publicKey.export({ format: 'jwk' });
     const kid = await calculateJwkThumbprint({ kty: kty!, crv: crv!, x: x!, y: y! }, 'sha256');
-    const attestation = { version: 2, tee: 'none', measurement: 'ff'.repeat(48), nonce: '00'.repeat(32), binding: { jwks: { keys: [{ kty, crv, x, y, kid }] } }, report_data: '', evidence: null };
-    await inspector.set(`${namespace}:signing-key:${kid}`, JSON.stringify({ replica_id: 'intruder', kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
+    const attestation = {
+      version: 2,
+      tee: 'none',
+      measurement: 'ff'.repeat(48),
+      nonce: '00'.repeat(32),
+      binding: { jwks: { keys: [{ kty, crv, x, y, kid }] } },
+      report_data: '',
+      evidence: null,
+    };
+    await inspector.set(
+      `${namespace}:signing-key:${kid}`,
+      JSON.stringify({ replica_id: 'intruder', kid, attestation, published_at: new Date().toISOString() }),
+      'PX',
+      60_000,
+    );
     await inspector.zadd(`${namespace}:signing-keys`, Date.now(), kid);
     await inspector.publish(`${namespace}:members`, kid);
     await sleep(KEY_TTL_S * 1000);
@@ -221,7 +238,11 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     } finally {
       redis.resume();
     }
-    await eventually(() => readyz(a), (r) => r.body.fleet === 'up', 5000);
+    await eventually(
+      () => readyz(a),
+      (r) => r.body.fleet === 'up',
+      5000,
+    );
   });
 
   describe('when Redis dies', () => {
@@ -230,7 +251,11 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     beforeAll(async () => {
       jwksBefore = await jwksOf(replicas[0]!);
       await redis.kill();
-      await eventually(() => Promise.all(replicas.map(readyz)), (all) => all.every((r) => r.body.fleet === 'degraded'), 5000);
+      await eventually(
+        () => Promise.all(replicas.map(readyz)),
+        (all) => all.every((r) => r.body.fleet === 'degraded'),
+        5000,
+      );
     });
 
     it('chat keeps working on every replica, without stalling, and receipts still verify', async () => {
@@ -275,13 +300,25 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     beforeAll(async () => {
       await redis.start();
       await inspector.connect().catch(() => undefined);
-      await eventually(() => Promise.all(replicas.map(readyz)), (all) => all.every((r) => r.body.fleet === 'up'), 10_000);
+      await eventually(
+        () => Promise.all(replicas.map(readyz)),
+        (all) => all.every((r) => r.body.fleet === 'up'),
+        10_000,
+      );
     });
 
     it('every replica republishes its key, and the revocations it knows', async () => {
-      await eventually(() => inspector.zrange(`${namespace}:signing-keys`, 0, -1), (listed) => listed.length === 3, 5000);
+      await eventually(
+        () => inspector.zrange(`${namespace}:signing-keys`, 0, -1),
+        (listed) => listed.length === 3,
+        5000,
+      );
       expect((await inspector.zrange(`${namespace}:signing-keys`, 0, -1)).sort()).toEqual(kids());
-      await eventually(() => inspector.zrange(`${namespace}:revoked-api-keys`, 0, -1), (listed) => listed.includes(hashApiKey(keys.revoked)), 5000);
+      await eventually(
+        () => inspector.zrange(`${namespace}:revoked-api-keys`, 0, -1),
+        (listed) => listed.includes(hashApiKey(keys.revoked)),
+        5000,
+      );
       for (const replica of replicas) expect((await jwksOf(replica)).keys.map((k) => k.kid)).toEqual(kids());
     });
 

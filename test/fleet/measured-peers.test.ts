@@ -60,7 +60,8 @@ async function replica(config: Record<string, unknown> = {}): Promise<TestSigil>
 }
 
 const kidOf = (s: TestSigil) => s.state.ctx.signingKey.kid;
-const jwksKids = async (s: TestSigil) => ((await (await fetch(`${s.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
+const jwksKids = async (s: TestSigil) =>
+  ((await (await fetch(`${s.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
 const startDocument = async (s: TestSigil) => (await (await fetch(`${s.url}/v1/verify/attestation`)).json()) as AttestationDocumentV2;
 
 async function eventually(probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
@@ -157,7 +158,11 @@ describe.skipIf(!installed)('a fleet on hardware admits a peer key only on fresh
   });
 
   it("refuses a replayed answer: once A has left, a replica that joins later gets A's old answer under its own challenge, and does not serve A's key", async () => {
-    const old = JSON.parse((await inspector.hget(ns(`answer:${kidOf(a)}`), kidOf(b)))!) as { nonce: string; attestation: AttestationDocumentV2; manifest: string };
+    const old = JSON.parse((await inspector.hget(ns(`answer:${kidOf(a)}`), kidOf(b)))!) as {
+      nonce: string;
+      attestation: AttestationDocumentV2;
+      manifest: string;
+    };
     await a.close(0);
     const late = await replica();
     await eventually(async () => (await inspector.hget(ns(`challenge:${kidOf(a)}`), kidOf(late))) !== null, 5000);

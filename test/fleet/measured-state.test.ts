@@ -3,10 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { sameMeasuredState, type MeasuredSide } from '../../src/fleet/measured-state.ts';
 import type { AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 
-const manifest = (config: string, catalogue: string) => JSON.stringify({ kind: 'sigil-manifest/1', code: { root: 'src', sha256: 'c0de' }, config_sha256: config, catalogue_sha256: catalogue });
+const manifest = (config: string, catalogue: string) =>
+  JSON.stringify({ kind: 'sigil-manifest/1', code: { root: 'src', sha256: 'c0de' }, config_sha256: config, catalogue_sha256: catalogue });
 const sha384 = (text: string) => createHash('sha384').update(text).digest('hex');
 const side = (text: string, published: string | null = text): MeasuredSide => ({
-  doc: { tee: 'sev-snp', measurement: 'aa'.repeat(48), binding: { policy_hash: 'sha256:' + '11'.repeat(32), manifest_sha384: sha384(text) } } as unknown as AttestationDocumentV2,
+  doc: {
+    tee: 'sev-snp',
+    measurement: 'aa'.repeat(48),
+    binding: { policy_hash: 'sha256:' + '11'.repeat(32), manifest_sha384: sha384(text) },
+  } as unknown as AttestationDocumentV2,
   manifest: published,
 });
 const trusted = (manifests: string[] = []) => ({ measurements: new Set(['aa'.repeat(48)]), manifests: new Set(manifests) });

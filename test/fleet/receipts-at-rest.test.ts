@@ -88,7 +88,14 @@ describe.skipIf(redisTestsSkipped())('receipts at rest in Redis', () => {
     const text = await dump(redis.url);
     expect(text).toContain(`${namespace}:receipt:`);
     for (const { jws, claims } of exchanges) {
-      for (const value of [claims.nonce!, claims.completion_id!, claims.receipt_id!, claims.request_hash!.slice(7), claims.response_hash!.slice(7), jws.split('.')[1]!]) {
+      for (const value of [
+        claims.nonce!,
+        claims.completion_id!,
+        claims.receipt_id!,
+        claims.request_hash!.slice(7),
+        claims.response_hash!.slice(7),
+        jws.split('.')[1]!,
+      ]) {
         expect(value.length).toBeGreaterThan(8);
         expect(text).not.toContain(value);
       }
@@ -128,14 +135,19 @@ describe.skipIf(redisTestsSkipped())('receipts at rest in Redis', () => {
     const got = await fetch(`${b.url}/v1/receipts/${receiptId}`, { headers: { authorization: `Bearer ${a.key}` } });
     expect(got.status).toBe(500);
     expect(await got.json()).toEqual({
-      error: { message: 'The stored receipt failed its check (its id, or its signature by a key this service admits) and is not served.', type: 'server_error', param: null, code: 'stored_receipt_invalid' },
+      error: {
+        message: 'The stored receipt failed its check (its id, or its signature by a key this service admits) and is not served.',
+        type: 'server_error',
+        param: null,
+        code: 'stored_receipt_invalid',
+      },
     });
     const logged = b.logs.slice(logsBefore).join('\n');
     expect(logged).toContain('a receipt read from Redis failed its check');
     expect(logged).not.toContain(receiptId);
   }
 
-  it('a receipt sealed under the owner\'s key but signed by a key the fleet never admitted is refused, not served', async () => {
+  it("a receipt sealed under the owner's key but signed by a key the fleet never admitted is refused, not served", async () => {
     const { claims } = await sealedChat(a, false);
     const receiptId = randomUUID();
     const forged = createJwsSigner(await loadSigningKey(), 'JWT')({ ...claims, receipt_id: receiptId });

@@ -17,7 +17,6 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-
 async function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host: '127.0.0.1' });

@@ -100,7 +100,8 @@ describe.skipIf(!installed)('KeyRegistry', () => {
 
   async function startDocument(signingKey: SigningKey, policyHash = 'sha256:' + '33'.repeat(32), keyOrigin = GENERATED) {
     const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash, tlsSpkiSha256: null, hpkeKeyConfig: null };
-    return (await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null, keyOrigin }, parts, START_NONCE)).document;
+    return (await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null, keyOrigin }, parts, START_NONCE))
+      .document;
   }
 
   async function registry(namespace: string, retentionMs: number, admitUnattested = true, admitLoaded = false) {
@@ -114,7 +115,12 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       attestation: document,
       ttlMs: 300,
       retentionMs,
-      admission: { ours: () => ({ doc: document, manifest: null }), trusted: { measurements: new Set([document.measurement]), manifests: new Set<string>() }, admitUnattested, admitLoaded },
+      admission: {
+        ours: () => ({ doc: document, manifest: null }),
+        trusted: { measurements: new Set([document.measurement]), manifests: new Set<string>() },
+        admitUnattested,
+        admitLoaded,
+      },
       logger,
     });
     await r.start();
@@ -143,7 +149,12 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     const keys = fleetKeys(namespace);
     const attestation = await startDocument(key, options.policyHash, options.keyOrigin);
     const client = (await connect()).client;
-    await client.set(keys.signingKeyPrefix + key.kid, JSON.stringify({ replica_id: 'planted', kid: key.kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
+    await client.set(
+      keys.signingKeyPrefix + key.kid,
+      JSON.stringify({ replica_id: 'planted', kid: key.kid, attestation, published_at: new Date().toISOString() }),
+      'PX',
+      60_000,
+    );
     await client.set(keys.heartbeatPrefix + key.kid, signHeartbeat(key, 'planted', options.beatAt), 'PX', 60_000);
     await client.zadd(keys.signingKeys, options.score, key.kid);
   }
@@ -212,7 +223,9 @@ describe.skipIf(!installed)('KeyRegistry', () => {
         logLines.some(
           (l) =>
             l.includes(loaded.kid) &&
-            l.includes('the receipt signing key was loaded from /etc/sigil/receipt-key.pem: a file the operator controls, so the operator may hold the same key and sign or decrypt outside the enclave (set fleet.admit_loaded_keys to serve such keys)'),
+            l.includes(
+              'the receipt signing key was loaded from /etc/sigil/receipt-key.pem: a file the operator controls, so the operator may hold the same key and sign or decrypt outside the enclave (set fleet.admit_loaded_keys to serve such keys)',
+            ),
         ),
       ).toBe(true);
       await a.registry.stop();
@@ -230,7 +243,11 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       await strict.registry.refresh();
       expect(accepting.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([accepting.kid, strict.kid, loaded.kid].sort());
       expect(strict.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([accepting.kid, strict.kid].sort());
-      expect(logLines.some((l) => l.includes(sealed.kid) && l.includes('the receipt signing key is declared sealed by the SEV-SNP firmware, but the evidence is none'))).toBe(true);
+      expect(
+        logLines.some(
+          (l) => l.includes(sealed.kid) && l.includes('the receipt signing key is declared sealed by the SEV-SNP firmware, but the evidence is none'),
+        ),
+      ).toBe(true);
       await Promise.all([accepting.registry.stop(), strict.registry.stop()]);
     });
 
@@ -241,7 +258,12 @@ describe.skipIf(!installed)('KeyRegistry', () => {
       const attestation = await startDocument(silent);
       delete (attestation.binding as Partial<typeof attestation.binding>).key_origin;
       const client = (await connect()).client;
-      await client.set(fleetKeys(ns).signingKeyPrefix + silent.kid, JSON.stringify({ replica_id: 'old', kid: silent.kid, attestation, published_at: new Date().toISOString() }), 'PX', 60_000);
+      await client.set(
+        fleetKeys(ns).signingKeyPrefix + silent.kid,
+        JSON.stringify({ replica_id: 'old', kid: silent.kid, attestation, published_at: new Date().toISOString() }),
+        'PX',
+        60_000,
+      );
       await client.set(fleetKeys(ns).heartbeatPrefix + silent.kid, signHeartbeat(silent, 'old', Date.now()), 'PX', 60_000);
       await client.zadd(fleetKeys(ns).signingKeys, Date.now(), silent.kid);
       await a.registry.refresh();
@@ -263,7 +285,11 @@ describe.skipIf(!installed)('joinFleet', () => {
     const signingKey = await loadSigningKey();
     const started = Date.now();
     const parts = { jwks: { keys: [signingKey.publicJwk] }, policyHash: 'sha256:' + '33'.repeat(32), tlsSpkiSha256: null, hpkeKeyConfig: null };
-    const { document: startDocument } = await makeAttestationDocument({ provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null }, parts, START_NONCE);
+    const { document: startDocument } = await makeAttestationDocument(
+      { provider: createNoneProvider(), collectGpuEvidence: NO_GPUS, eventLog: null },
+      parts,
+      START_NONCE,
+    );
     const fleet = await joinFleet(config.fleet!, config, { logger, signingKey, startDocument });
     try {
       expect(Date.now() - started).toBeLessThan(1000);

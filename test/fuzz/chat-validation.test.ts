@@ -86,10 +86,10 @@ function expectServed(answer: Answer, model: string, stream: boolean): void {
   }
 }
 
-const validMessages = fc.array(
-  fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: fc.string({ unit: 'grapheme', maxLength: 40 }) }),
-  { minLength: 1, maxLength: 3 },
-);
+const validMessages = fc.array(fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: fc.string({ unit: 'grapheme', maxLength: 40 }) }), {
+  minLength: 1,
+  maxLength: 3,
+});
 const weird = fc.oneof(
   fc.anything({ maxDepth: 3, withNullPrototype: false }),
   fc.constantFrom(null, true, false, 0, -1, 1.5, 1e308, -0, '', ' ', '__proto__', 'constructor', 'http://127.0.0.2:1/', [], {}),
@@ -153,7 +153,16 @@ const chatShaped = fc.record(
     model: fc.oneof(fc.constantFrom(...MODELS), fc.constantFrom('nope', '__proto__', 'constructor', 'toString', 'http://evil.invalid/', 'SAME'), weird),
     messages: fc.oneof(
       { weight: 3, arbitrary: validMessages },
-      { weight: 2, arbitrary: fc.array(fc.record({ role: fc.oneof(fc.constantFrom('user', 'assistant', 'system', 'tool', ''), weird), content: fc.oneof(fc.string(), weird) }, { requiredKeys: [] }), { maxLength: 3 }) },
+      {
+        weight: 2,
+        arbitrary: fc.array(
+          fc.record(
+            { role: fc.oneof(fc.constantFrom('user', 'assistant', 'system', 'tool', ''), weird), content: fc.oneof(fc.string(), weird) },
+            { requiredKeys: [] },
+          ),
+          { maxLength: 3 },
+        ),
+      },
       { weight: 1, arbitrary: weird },
     ),
     stream: fc.oneof(fc.boolean(), weird),
@@ -222,7 +231,20 @@ describe('request validation never crashes and never answers 5xx for client garb
     const body = JSON.stringify({ model: 'same', messages: [{ role: 'user', content: 'hi' }] });
     const contentType = fc.oneof(
       fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 60 }),
-      fc.constantFrom('application/json', 'APPLICATION/JSON', 'application/json; charset=utf-8', 'Application/Json;charset=latin1', 'application/json-patch+json', 'application/jsonx', 'text/json', 'text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded', 'application/json, text/plain', ';application/json'),
+      fc.constantFrom(
+        'application/json',
+        'APPLICATION/JSON',
+        'application/json; charset=utf-8',
+        'Application/Json;charset=latin1',
+        'application/json-patch+json',
+        'application/jsonx',
+        'text/json',
+        'text/plain',
+        'multipart/form-data; boundary=x',
+        'application/x-www-form-urlencoded',
+        'application/json, text/plain',
+        ';application/json',
+      ),
       fc.tuple(fc.constantFrom('application/json', 'text/plain'), fc.string({ maxLength: 20 })).map(([t, p]) => `${t};${p.replace(/[^\x20-\x7e]/g, '')}`),
     );
     await fc.assert(
@@ -237,7 +259,11 @@ describe('request validation never crashes and never answers 5xx for client garb
   });
 
   it('unicode everywhere: any model id, role and content, served or refused by the SPEC 2 rules', async () => {
-    const anyText = fc.oneof(fc.string({ unit: 'binary', maxLength: 30 }), fc.string({ unit: 'grapheme-composite', maxLength: 30 }), fc.constantFrom('😀', '中文字', '\u0000', '\u2028', '\ud800', 'e\u0301', 'same\u0000', 'ｓａｍｅ'));
+    const anyText = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 30 }),
+      fc.string({ unit: 'grapheme-composite', maxLength: 30 }),
+      fc.constantFrom('😀', '中文字', '\u0000', '\u2028', '\ud800', 'e\u0301', 'same\u0000', 'ｓａｍｅ'),
+    );
     const body = fc.record({
       model: fc.oneof(fc.constantFrom(...MODELS), anyText),
       messages: fc.array(fc.record({ role: fc.oneof(fc.constantFrom('user', 'system'), anyText), content: anyText }), { minLength: 1, maxLength: 3 }),
@@ -283,44 +309,76 @@ describe('request validation never crashes and never answers 5xx for client garb
 
   it('receipt headers with any value: a receipt flag other than true or false is 400 invalid_value naming the header, else a bad nonce is 400 invalid_nonce, else it is served', async () => {
     // Every byte HTTP allows in a header value (SP, VCHAR, obs-text); DEL is refused by Node's parser itself.
-    const latin1 = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 300 });
+    const latin1 = fc.string({
+      unit: fc
+        .integer({ min: 0x20, max: 0xff })
+        .filter((c) => c !== 0x7f)
+        .map((c) => String.fromCharCode(c)),
+      maxLength: 300,
+    });
     const body = JSON.stringify({ model: 'same', messages: [{ role: 'user', content: 'hi' }] });
     await fc.assert(
-      fc.asyncProperty(fc.option(latin1, { nil: undefined }), fc.oneof(fc.constantFrom('true', 'TRUE', ' true ', 'false', 'yes', ''), latin1), async (nonce, flag) => {
-        const lines = [
-          'POST /v1/chat/completions HTTP/1.1',
-          'Host: 127.0.0.1',
-          `Authorization: Bearer ${sigil.key}`,
-          'Content-Type: application/json',
-          `Content-Length: ${body.length}`,
-          `X-Service-Receipt: ${flag}`,
-          ...(nonce === undefined ? [] : [`X-Service-Nonce: ${nonce}`]),
-          'Connection: close',
-        ];
-        const exchange = await rawRequest(sigil.url, [Buffer.from(`${lines.join('\r\n')}\r\n\r\n${body}`, 'latin1')], { waitMs: 2000 });
-        const status = exchange.statuses[0];
-        const answer = { status: status ?? 0, type: /\r\ncontent-type: ([^\r]*)/i.exec(exchange.text)?.[1] ?? '', text: firstBody(exchange) };
-        // HTTP strips optional whitespace (SP, HTAB) around a header value; the rules apply to what remains.
-        const ows = (v: string) => v.replace(/^[ \t]+|[ \t]+$/g, '');
-        const wanted = ows(flag).toLowerCase();
-        const sent = nonce === undefined ? undefined : ows(nonce);
-        if (wanted !== 'true' && wanted !== 'false') {
-          // The flag is read first: anything but true or false (any case) is refused, naming the header.
-          expect(expectClientError(answer)).toMatchObject({ code: 'invalid_value', param: 'x-service-receipt', message: 'The x-service-receipt header must be true or false.' });
-        } else if (sent !== undefined && !/^[\x20-\x7e]{1,256}$/.test(sent)) expect(expectClientError(answer).code).toBe('invalid_nonce');
-        else {
-          expectServed(answer, 'same', false);
-          expect(/\r\nx-service-receipt: /i.test(exchange.text)).toBe(wanted === 'true');
-        }
-      }),
+      fc.asyncProperty(
+        fc.option(latin1, { nil: undefined }),
+        fc.oneof(fc.constantFrom('true', 'TRUE', ' true ', 'false', 'yes', ''), latin1),
+        async (nonce, flag) => {
+          const lines = [
+            'POST /v1/chat/completions HTTP/1.1',
+            'Host: 127.0.0.1',
+            `Authorization: Bearer ${sigil.key}`,
+            'Content-Type: application/json',
+            `Content-Length: ${body.length}`,
+            `X-Service-Receipt: ${flag}`,
+            ...(nonce === undefined ? [] : [`X-Service-Nonce: ${nonce}`]),
+            'Connection: close',
+          ];
+          const exchange = await rawRequest(sigil.url, [Buffer.from(`${lines.join('\r\n')}\r\n\r\n${body}`, 'latin1')], { waitMs: 2000 });
+          const status = exchange.statuses[0];
+          const answer = { status: status ?? 0, type: /\r\ncontent-type: ([^\r]*)/i.exec(exchange.text)?.[1] ?? '', text: firstBody(exchange) };
+          // HTTP strips optional whitespace (SP, HTAB) around a header value; the rules apply to what remains.
+          const ows = (v: string) => v.replace(/^[ \t]+|[ \t]+$/g, '');
+          const wanted = ows(flag).toLowerCase();
+          const sent = nonce === undefined ? undefined : ows(nonce);
+          if (wanted !== 'true' && wanted !== 'false') {
+            // The flag is read first: anything but true or false (any case) is refused, naming the header.
+            expect(expectClientError(answer)).toMatchObject({
+              code: 'invalid_value',
+              param: 'x-service-receipt',
+              message: 'The x-service-receipt header must be true or false.',
+            });
+          } else if (sent !== undefined && !/^[\x20-\x7e]{1,256}$/.test(sent)) expect(expectClientError(answer).code).toBe('invalid_nonce');
+          else {
+            expectServed(answer, 'same', false);
+            expect(/\r\nx-service-receipt: /i.test(exchange.text)).toBe(wanted === 'true');
+          }
+        },
+      ),
       { seed: SEED, numRuns: 150 },
     );
   });
 
   it('any method and path: never a 5xx, always an OpenAI error when refused', async () => {
     const segment = fc.oneof(
-      fc.constantFrom('v1', 'chat', 'completions', 'models', 'receipts', 'verify', 'jwks.json', 'healthz', '..', '.', '%2e%2e', '%2F', '%', '%zz', '%00', 'same', ''),
-      fc.string({ unit: fc.constantFrom(...'abcXYZ019-._~!$&\'()*+,;=:@%'), maxLength: 12 }),
+      fc.constantFrom(
+        'v1',
+        'chat',
+        'completions',
+        'models',
+        'receipts',
+        'verify',
+        'jwks.json',
+        'healthz',
+        '..',
+        '.',
+        '%2e%2e',
+        '%2F',
+        '%',
+        '%zz',
+        '%00',
+        'same',
+        '',
+      ),
+      fc.string({ unit: fc.constantFrom(..."abcXYZ019-._~!$&'()*+,;=:@%"), maxLength: 12 }),
     );
     // An empty first segment makes `//host`-like targets, which once reached a 500.
     const path = fc.array(segment, { minLength: 1, maxLength: 5 }).map((s) => `/${s.join('/')}`);

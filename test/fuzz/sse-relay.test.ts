@@ -34,7 +34,9 @@ interface EngineStream {
 function spacedJson(value: unknown, spacing: string): string {
   if (Array.isArray(value)) return `[${value.map((v) => spacedJson(v, spacing)).join(`,${spacing}`)}]`;
   if (value !== null && typeof value === 'object') {
-    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}:${spacing}${spacedJson(v, spacing)}`).join(`,${spacing}`)}}`;
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}:${spacing}${spacedJson(v, spacing)}`)
+      .join(`,${spacing}`)}}`;
   }
   return JSON.stringify(value);
 }
@@ -55,18 +57,30 @@ const event = fc.record({
 
 /** A whole engine stream: chunks, a last chunk with finish_reason, `data: [DONE]` and its blank line. */
 function engineStream(model: string) {
-  return fc.record({ id: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 8, maxLength: 24 }), events: fc.array(event, { minLength: 1, maxLength: 8 }), doneEol: fc.constantFrom<Eol>('\n', '\r', '\r\n') }).map(({ id, events, doneEol }): EngineStream => {
-    const parts: string[] = [];
-    const completionId = `chatcmpl-${id}`;
-    events.forEach((e, i) => {
-      const last = i === events.length - 1;
-      const chunk = { id: completionId, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta: last ? {} : { content: e.content }, finish_reason: last ? 'stop' : null }] };
-      if (e.comment) parts.push(`: keep-alive${e.eol}`);
-      parts.push(`data:${e.spaceAfterData ? ' ' : ''}${spacedJson(chunk, e.spacing)}${e.eol}${e.eol}`);
+  return fc
+    .record({
+      id: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 8, maxLength: 24 }),
+      events: fc.array(event, { minLength: 1, maxLength: 8 }),
+      doneEol: fc.constantFrom<Eol>('\n', '\r', '\r\n'),
+    })
+    .map(({ id, events, doneEol }): EngineStream => {
+      const parts: string[] = [];
+      const completionId = `chatcmpl-${id}`;
+      events.forEach((e, i) => {
+        const last = i === events.length - 1;
+        const chunk = {
+          id: completionId,
+          object: 'chat.completion.chunk',
+          created: 1_700_000_000,
+          model,
+          choices: [{ index: 0, delta: last ? {} : { content: e.content }, finish_reason: last ? 'stop' : null }],
+        };
+        if (e.comment) parts.push(`: keep-alive${e.eol}`);
+        parts.push(`data:${e.spaceAfterData ? ' ' : ''}${spacedJson(chunk, e.spacing)}${e.eol}${e.eol}`);
+      });
+      parts.push(`data: [DONE]${doneEol}${doneEol}`);
+      return { id: completionId, contents: events.slice(0, -1).map((e) => e.content), bytes: Buffer.from(parts.join(''), 'utf8') };
     });
-    parts.push(`data: [DONE]${doneEol}${doneEol}`);
-    return { id: completionId, contents: events.slice(0, -1).map((e) => e.content), bytes: Buffer.from(parts.join(''), 'utf8') };
-  });
 }
 
 /** Cut points that matter: inside every multibyte character, between every CR and LF, plus random ones. */
@@ -85,7 +99,12 @@ function splitStream(model: string) {
   return engineStream(model).chain((stream) => {
     const n = stream.bytes.length;
     const cuts = fc.oneof(
-      { weight: 6, arbitrary: fc.tuple(fc.subarray(interestingCuts(stream.bytes)), fc.uniqueArray(fc.integer({ min: 1, max: n - 1 }), { maxLength: 24 })).map(([a, b]) => [...a, ...b]) },
+      {
+        weight: 6,
+        arbitrary: fc
+          .tuple(fc.subarray(interestingCuts(stream.bytes)), fc.uniqueArray(fc.integer({ min: 1, max: n - 1 }), { maxLength: 24 }))
+          .map(([a, b]) => [...a, ...b]),
+      },
       { weight: 1, arbitrary: fc.constant(Array.from({ length: n - 1 }, (_, i) => i + 1)) },
     );
     return cuts.map((points) => {
@@ -209,7 +228,15 @@ describe('a stream through Sigil, from an engine that writes each chunk in its o
       req.on('end', () => {
         if (req.method === 'GET') {
           res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ object: 'list', data: [{ id: 'same', object: 'model' }, { id: ENGINE_NAME, object: 'model' }] }));
+          res.end(
+            JSON.stringify({
+              object: 'list',
+              data: [
+                { id: 'same', object: 'model' },
+                { id: ENGINE_NAME, object: 'model' },
+              ],
+            }),
+          );
           return;
         }
         res.socket?.setNoDelay(true);

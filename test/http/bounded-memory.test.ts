@@ -25,11 +25,22 @@ afterEach(async () => {
 /** An engine whose every chat answer is one 60 MiB JSON completion. */
 async function startBigAnswerEngine(): Promise<{ baseUrl: string; server: Server }> {
   const content = 'a'.repeat(ANSWER_BYTES - 200);
-  const answer = Buffer.from(JSON.stringify({ id: 'chatcmpl-big', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+  const answer = Buffer.from(
+    JSON.stringify({
+      id: 'chatcmpl-big',
+      object: 'chat.completion',
+      created: 1,
+      model: 'm',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    }),
+  );
   const server = createServer((req, res) => {
     req.resume();
     if (req.method === 'GET') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model', created: 1, owned_by: 'test' }] }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model', created: 1, owned_by: 'test' }] }));
       return;
     }
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }).end(answer));
@@ -53,7 +64,9 @@ function neverReadingClient(sigil: SigilProcess): Promise<NeverReadingClient> {
   const socket = connect(hostPort(sigil.url));
   socket.on('error', () => undefined);
   cleanup.push(async () => socket.destroy());
-  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${sigil.key}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${sigil.key}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+  );
   return new Promise((resolve) => {
     socket.once('data', (first: Buffer) => {
       socket.pause();
@@ -79,35 +92,52 @@ async function logLines(sigil: SigilProcess, msg: string, count: number, timeout
 }
 
 describe('memory under clients that never read their answers', () => {
-  it('holds buffered answers within limits.buffer_budget_bytes, refuses the rest with 503 and Retry-After, and frees what a stalled client held', { timeout: 90_000 }, async () => {
-    const engine = await startBigAnswerEngine();
-    const sigil = await startSigilProcess(engine.baseUrl, { limits: { buffer_budget_bytes: BUDGET, client_read_timeout_ms: 3000 } });
-    cleanup.push(() => killChild(sigil.child));
-    const baseline = sigil.memory().rss;
+  it(
+    'holds buffered answers within limits.buffer_budget_bytes, refuses the rest with 503 and Retry-After, and frees what a stalled client held',
+    { timeout: 90_000 },
+    async () => {
+      const engine = await startBigAnswerEngine();
+      const sigil = await startSigilProcess(engine.baseUrl, { limits: { buffer_budget_bytes: BUDGET, client_read_timeout_ms: 3000 } });
+      cleanup.push(() => killChild(sigil.child));
+      const baseline = sigil.memory().rss;
 
-    const clients = await Promise.all(Array.from({ length: 12 }, () => neverReadingClient(sigil)));
-    const admitted = clients.filter((c) => c.head.startsWith('HTTP/1.1 200 '));
-    const refused = clients.filter((c) => c.head.startsWith('HTTP/1.1 503 '));
-    expect(admitted.length).toBeGreaterThanOrEqual(1);
-    expect(admitted.length + refused.length).toBe(12);
-    for (const { head } of refused) {
-      expect(head).toMatch(/\r\nretry-after: 1\r\n/i);
-      expect(head).toContain('{"error":{"message":"This server\'s memory budget for requests and answers in flight is in use; retry shortly.","type":"service_unavailable","param":null,"code":"server_busy"}}');
-    }
-    expect(sigil.memory().peak).toBeLessThan(baseline + BUDGET + OVERHEAD);
+      const clients = await Promise.all(Array.from({ length: 12 }, () => neverReadingClient(sigil)));
+      const admitted = clients.filter((c) => c.head.startsWith('HTTP/1.1 200 '));
+      const refused = clients.filter((c) => c.head.startsWith('HTTP/1.1 503 '));
+      expect(admitted.length).toBeGreaterThanOrEqual(1);
+      expect(admitted.length + refused.length).toBe(12);
+      for (const { head } of refused) {
+        expect(head).toMatch(/\r\nretry-after: 1\r\n/i);
+        expect(head).toContain(
+          '{"error":{"message":"This server\'s memory budget for requests and answers in flight is in use; retry shortly.","type":"service_unavailable","param":null,"code":"server_busy"}}',
+        );
+      }
+      expect(sigil.memory().peak).toBeLessThan(baseline + BUDGET + OVERHEAD);
 
-    // Past client_read_timeout_ms without a byte taken, each stalled client is cut and its answer dropped:
-    // what reaches it afterwards is only what the kernel's buffers already held, never the whole answer.
-    expect(await logLines(sigil, 'client stopped reading a buffered answer: connection closed', admitted.length, 15_000)).toBe(admitted.length);
-    for (const client of admitted) expect(await client.drain()).toBeLessThan(ANSWER_BYTES);
+      // Past client_read_timeout_ms without a byte taken, each stalled client is cut and its answer dropped:
+      // what reaches it afterwards is only what the kernel's buffers already held, never the whole answer.
+      expect(await logLines(sigil, 'client stopped reading a buffered answer: connection closed', admitted.length, 15_000)).toBe(admitted.length);
+      for (const client of admitted) expect(await client.drain()).toBeLessThan(ANSWER_BYTES);
 
-    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
-    });
-    expect(res.status).toBe(200);
-    expect((await res.arrayBuffer()).byteLength).toBe(ANSWER_BYTES - 200 + JSON.stringify({ id: 'chatcmpl-big', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }).length);
-    expect(sigil.memory().peak).toBeLessThan(baseline + BUDGET + OVERHEAD);
-  });
+      const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(200);
+      expect((await res.arrayBuffer()).byteLength).toBe(
+        ANSWER_BYTES -
+          200 +
+          JSON.stringify({
+            id: 'chatcmpl-big',
+            object: 'chat.completion',
+            created: 1,
+            model: 'm',
+            choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+          }).length,
+      );
+      expect(sigil.memory().peak).toBeLessThan(baseline + BUDGET + OVERHEAD);
+    },
+  );
 });

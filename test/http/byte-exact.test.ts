@@ -29,12 +29,16 @@ beforeAll(async () => {
   });
   firstKeyWins = createServer((req, res) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => {
-      if (req.method === 'GET') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[{"id":"m-pass"}]}');
-      const first = /"model"\s*:\s*"([^"]*)"/.exec(Buffer.concat(chunks).toString('utf8'));
-      firstKeyModels.push(first?.[1] ?? '');
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: first?.[1], choices: [] }));
-    });
+    req
+      .on('data', (c: Buffer) => chunks.push(c))
+      .on('end', () => {
+        if (req.method === 'GET') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[{"id":"m-pass"}]}');
+        const first = /"model"\s*:\s*"([^"]*)"/.exec(Buffer.concat(chunks).toString('utf8'));
+        firstKeyModels.push(first?.[1] ?? '');
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: first?.[1], choices: [] }));
+      });
   });
   await new Promise<void>((r) => firstKeyWins.listen(0, '127.0.0.1', r));
   firstKeySigil = await startTestSigil({
@@ -50,12 +54,16 @@ afterAll(async () => {
 });
 
 const post = (s: TestSigil, body: string, headers: Record<string, string> = {}) =>
-  fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers }, body });
+  fetch(`${s.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', ...headers },
+    body,
+  });
 
 describe('the bytes the engine receives', () => {
   const tail = '"seed":12345678901234567890,"temperature":1e-7,"top_p":-0.0,"logit_bias":{"50256":-1e400},"n":1E0';
 
-  it('are the client\'s own bytes when the model keeps its name and no extension field is sent', async () => {
+  it("are the client's own bytes when the model keeps its name and no extension field is sent", async () => {
     const body = `{ "model" : "m-pass",\n "messages":[{"role":"user","content":"hi"}], ${tail} }`;
     const res = await post(sigil, body);
     expect(res.status).toBe(200);
@@ -76,12 +84,18 @@ describe('the bytes the engine receives', () => {
     expect(claims.forwarded_request_hash).toBe(sha256(got));
     const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();
     const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
-    const expected = { nonce: 'n-1', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(body), responseBytes: Buffer.from(await res.arrayBuffer()) };
+    const expected = {
+      nonce: 'n-1',
+      measurement: '0'.repeat(96),
+      policyHash,
+      requestBytes: Buffer.from(body),
+      responseBytes: Buffer.from(await res.arrayBuffer()),
+    };
     const { checks } = await verifyReceipt(jws, { jwks, allowNoTee: true, expected });
     expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
-  it('carry no forwarded_request_hash when they are the client\'s own', async () => {
+  it("carry no forwarded_request_hash when they are the client's own", async () => {
     const res = await post(sigil, `{"model":"m-pass","messages":[{"role":"user","content":"hi"}]}`, { 'x-service-receipt': 'true' });
     expect(decodeJwt(res.headers.get('x-service-receipt')!).forwarded_request_hash).toBeUndefined();
   });
@@ -93,7 +107,12 @@ describe('duplicate keys', () => {
     const res = await post(firstKeySigil, '{"model":"secret-unlisted","model":"m-pass","messages":[{"role":"user","content":"hi"}]}');
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: "The key 'model' appears twice in one object of the request body; send each key once.", type: 'invalid_request_error', param: 'model', code: 'duplicate_key' },
+      error: {
+        message: "The key 'model' appears twice in one object of the request body; send each key once.",
+        type: 'invalid_request_error',
+        param: 'model',
+        code: 'duplicate_key',
+      },
     });
     expect(firstKeyModels.length).toBe(before);
   });
@@ -112,7 +131,11 @@ describe('duplicate keys', () => {
         const dup = `"${k}":${v1},"${k}":${v2}`;
         const user = where === 'message' ? `{"role":"user","content":"hi",${dup}}` : '{"role":"user","content":"hi"}';
         const body =
-          where === 'top' ? `{"model":"m-pass","messages":[${user}],${dup}}` : where === 'message' ? `{"model":"m-pass","messages":[${user}]}` : `{"model":"m-pass","messages":[${user}],"metadata":{"a":[{${dup}}]}}`;
+          where === 'top'
+            ? `{"model":"m-pass","messages":[${user}],${dup}}`
+            : where === 'message'
+              ? `{"model":"m-pass","messages":[${user}]}`
+              : `{"model":"m-pass","messages":[${user}],"metadata":{"a":[{${dup}}]}}`;
         const before = engine.requests.length;
         const res = await post(sigil, body);
         expect(res.status).toBe(400);

@@ -46,7 +46,11 @@ async function post(body: unknown, headers: Record<string, string> = {}): Promis
 
 /** Asks the engine directly, for the bytes Sigil must reproduce. */
 async function direct(engine: TestEngine, body: unknown): Promise<string> {
-  const res = await fetch(`${engine.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${engine.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return res.text();
 }
 
@@ -76,7 +80,12 @@ describe('chat completions through the official openai client', () => {
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
     expect(chunks.every((c) => c.object === 'chat.completion.chunk' && c.model === 'same-name')).toBe(true);
     expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
-    expect(chunks.slice(1, 11).map((c) => c.choices[0]!.delta.content).join('')).toBe(vllm.reply);
+    expect(
+      chunks
+        .slice(1, 11)
+        .map((c) => c.choices[0]!.delta.content)
+        .join(''),
+    ).toBe(vllm.reply);
     expect(chunks[11]!.choices[0]).toMatchObject({ delta: {}, finish_reason: 'stop' });
     expect(chunks[12]!.usage).toEqual({ prompt_tokens: 2, completion_tokens: 10, total_tokens: 12 });
   });
@@ -107,7 +116,10 @@ describe('bytes are relayed unchanged when names are equal', () => {
     expect(stripIds(await res.text())).toBe(stripIds(await direct(vllm, chatBody)));
   });
 
-  it.each([['vllm', 'same-name'], ['llamacpp', 'gguf-model']] as const)('relays a %s stream byte for byte', async (name, model) => {
+  it.each([
+    ['vllm', 'same-name'],
+    ['llamacpp', 'gguf-model'],
+  ] as const)('relays a %s stream byte for byte', async (name, model) => {
     const engine = name === 'vllm' ? vllm : llamacpp;
     const body = { model, messages: [{ role: 'user', content: 'Say hello' }], stream: true, stream_options: { include_usage: true } };
     const res = await post(body);
@@ -208,7 +220,12 @@ describe('engine failures', () => {
     vllm.behaviour = { status: 404, errorMessage: 'The model `engine/renamed` does not exist.' };
     const missing = await post({ ...chatBody, model: 'renamed' });
     expect(missing.status).toBe(404);
-    expect((await missing.json()).error).toEqual({ message: 'The model `renamed` does not exist.', type: 'invalid_request_error', param: null, code: 'upstream_not_found' });
+    expect((await missing.json()).error).toEqual({
+      message: 'The model `renamed` does not exist.',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'upstream_not_found',
+    });
   });
 
   it('passes an engine 429 on as upstream_rate_limited with its Retry-After, and an engine 404 as upstream_not_found', async () => {
@@ -223,7 +240,7 @@ describe('engine failures', () => {
     expect((await missing.json()).error).toEqual({ message: 'engine says 404', type: 'invalid_request_error', param: null, code: 'upstream_not_found' });
   });
 
-  it('answers 400 upstream_bad_request for an engine 4xx the catalogue does not name, never the engine\'s own status', async () => {
+  it("answers 400 upstream_bad_request for an engine 4xx the catalogue does not name, never the engine's own status", async () => {
     vllm.behaviour = { status: 418 };
     const res = await post(chatBody);
     expect(res.status).toBe(400);
@@ -234,14 +251,21 @@ describe('engine failures', () => {
     vllm.behaviour = { status: 500 };
     const res = await post(chatBody);
     expect(res.status).toBe(502);
-    expect(await res.json()).toEqual({ error: { message: 'The engine failed with status 500.', type: 'upstream_error', param: null, code: 'upstream_server_error' } });
+    expect(await res.json()).toEqual({
+      error: { message: 'The engine failed with status 500.', type: 'upstream_error', param: null, code: 'upstream_server_error' },
+    });
   });
 
   it('answers 502 upstream_bad_response when the engine sends invalid JSON', async () => {
     vllm.behaviour = { invalidJson: true };
     const res = await post(chatBody);
     expect(res.status).toBe(502);
-    expect((await res.json()).error).toEqual({ message: 'The engine sent a response that is not valid JSON.', type: 'upstream_error', param: null, code: 'upstream_bad_response' });
+    expect((await res.json()).error).toEqual({
+      message: 'The engine sent a response that is not valid JSON.',
+      type: 'upstream_error',
+      param: null,
+      code: 'upstream_bad_response',
+    });
   });
 
   it('answers 504 upstream_timeout when the engine is slower than timeout_ms', async () => {
@@ -278,4 +302,3 @@ describe('engine failures', () => {
     expect(JSON.parse(events[1]!.slice(6)).error.code).toBe('upstream_timeout');
   });
 });
-

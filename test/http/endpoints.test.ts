@@ -16,11 +16,7 @@ beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['gen', 'engine/embed', 'chat-only'] });
   sigil = await startTestSigil({
     upstreams: { e: { url: engine.baseUrl } },
-    models: [
-      { id: 'gen' },
-      { id: 'embed', upstream_model: 'engine/embed', endpoints: ['embeddings'] },
-      { id: 'chat-only', endpoints: ['chat'] },
-    ],
+    models: [{ id: 'gen' }, { id: 'embed', upstream_model: 'engine/embed', endpoints: ['embeddings'] }, { id: 'chat-only', endpoints: ['chat'] }],
   });
   // What a client does to check receipts: keep the exact bytes it sent and a clone of what it got.
   const recording: typeof fetch = async (input, init) => {
@@ -28,7 +24,13 @@ beforeAll(async () => {
     captured.push({ url: String(input), requestBytes: Buffer.from(String(init?.body ?? '')), response: response.clone() });
     return response;
   };
-  client = new OpenAI({ baseURL: `${sigil.url}/v1`, apiKey: sigil.key, maxRetries: 0, fetch: recording, defaultHeaders: { 'x-service-receipt': 'true', 'x-service-nonce': 'n-16' } });
+  client = new OpenAI({
+    baseURL: `${sigil.url}/v1`,
+    apiKey: sigil.key,
+    maxRetries: 0,
+    fetch: recording,
+    defaultHeaders: { 'x-service-receipt': 'true', 'x-service-nonce': 'n-16' },
+  });
 });
 
 afterAll(async () => {
@@ -64,7 +66,7 @@ async function verifyLast(stream: boolean, ending: 'done' | 'event' = 'done'): P
 }
 
 describe('POST /v1/completions', () => {
-  it('JSON: the official client gets the engine\'s text and a verified receipt', async () => {
+  it("JSON: the official client gets the engine's text and a verified receipt", async () => {
     const completion = await client.completions.create({ model: 'gen', prompt: 'say hi' });
     expect(completion.choices[0]?.text).toBe(engine.reply);
     expect(engine.requests.at(-1)!.path).toBe('/v1/completions');
@@ -110,12 +112,20 @@ describe('POST /v1/responses', () => {
 
 describe('the catalogue decides which endpoints a model serves', () => {
   it.each([
-    ['/v1/chat/completions', { model: 'embed', messages: [{ role: 'user', content: 'hi' }] }, "The model 'embed' is not served on /v1/chat/completions; it serves: embeddings."],
+    [
+      '/v1/chat/completions',
+      { model: 'embed', messages: [{ role: 'user', content: 'hi' }] },
+      "The model 'embed' is not served on /v1/chat/completions; it serves: embeddings.",
+    ],
     ['/v1/embeddings', { model: 'gen', input: 'x' }, "The model 'gen' is not served on /v1/embeddings; it serves: chat, completions, responses."],
     ['/v1/responses', { model: 'chat-only', input: 'x' }, "The model 'chat-only' is not served on /v1/responses; it serves: chat."],
   ])('%s with a model that does not serve it: 400 model_not_supported, nothing forwarded', async (path, body, message) => {
     const before = engine.requests.length;
-    const res = await fetch(`${sigil.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${sigil.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ error: { message, type: 'invalid_request_error', param: 'model', code: 'model_not_supported' } });
     expect(engine.requests.length).toBe(before);
@@ -123,7 +133,7 @@ describe('the catalogue decides which endpoints a model serves', () => {
 });
 
 describe('logs and metrics', () => {
-  it('are labelled by route, with each endpoint\'s usage', async () => {
+  it("are labelled by route, with each endpoint's usage", async () => {
     const from = sigil.logs.length;
     await client.embeddings.create({ model: 'embed', input: 'alpha' });
     await client.responses.create({ model: 'gen', input: 'say hi' });

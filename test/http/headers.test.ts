@@ -46,7 +46,13 @@ describe('headers sent to the engine', () => {
     const url = new URL(configured.url);
     await new Promise<void>((resolve, reject) => {
       const req = request(
-        { host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${configured.key}`, 'content-type': 'application/json', connection: 'keep-alive, x-trace-id', 'x-trace-id': 't-3' } },
+        {
+          host: url.hostname,
+          port: url.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: { authorization: `Bearer ${configured.key}`, 'content-type': 'application/json', connection: 'keep-alive, x-trace-id', 'x-trace-id': 't-3' },
+        },
         (res) => {
           res.resume();
           res.on('end', () => resolve());
@@ -72,12 +78,18 @@ describe('CORS', () => {
     const res = await chat(plain, { origin: 'https://app.example' });
     await res.text();
     expect(res.headers.get('access-control-allow-origin')).toBeNull();
-    const preflight = await fetch(`${plain.url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+    const preflight = await fetch(`${plain.url}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBe(405);
   });
 
   it('answers preflights and exposes the receipt headers for an allowed origin only', async () => {
-    const preflight = await fetch(`${configured.url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+    const preflight = await fetch(`${configured.url}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(preflight.headers.get('access-control-allow-methods')).toBe('POST');

@@ -36,7 +36,9 @@ describe('duplicate headers', () => {
     const before = engine.requests.length;
     const exchange = await rawRequest(sigil.url, [request([...headers, `Authorization: Bearer ${sigil.key}`])], { waitMs: 2000 });
     expect(exchange.statuses).toEqual([400]);
-    expect(JSON.parse(firstBody(exchange))).toEqual({ error: { message: `The ${name} header must be sent once.`, type: 'invalid_request_error', param: name, code: 'duplicate_header' } });
+    expect(JSON.parse(firstBody(exchange))).toEqual({
+      error: { message: `The ${name} header must be sent once.`, type: 'invalid_request_error', param: name, code: 'duplicate_header' },
+    });
     expect(engine.requests.length).toBe(before);
   });
 });
@@ -66,7 +68,9 @@ describe('HTTP-level rejections', () => {
     const smuggle = `POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`;
     const exchange = await rawRequest(sigil.url, [smuggle], { waitMs: 2000 });
     expect(exchange.statuses).toEqual([400]);
-    expect(JSON.parse(firstBody(exchange))).toEqual({ error: { message: 'The request is not valid HTTP/1.1.', type: 'invalid_request_error', param: null, code: 'bad_request' } });
+    expect(JSON.parse(firstBody(exchange))).toEqual({
+      error: { message: 'The request is not valid HTTP/1.1.', type: 'invalid_request_error', param: null, code: 'bad_request' },
+    });
     expect(exchange.closed).toBe(true);
     const after = await rejections();
     const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);

@@ -14,7 +14,10 @@ afterEach(async () => {
 async function setup(config: Record<string, unknown> = {}): Promise<{ engine: TestEngine; sigil: TestSigil }> {
   const engine = await startTestEngine({ modelNames: ['m', 'm2'] });
   const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config });
-  cleanup.push(() => engine.close(), () => sigil.close(0));
+  cleanup.push(
+    () => engine.close(),
+    () => sigil.close(0),
+  );
   return { engine, sigil };
 }
 
@@ -108,7 +111,10 @@ describe('reload (SIGHUP or file change)', () => {
   it('reloads the keys file when it changes on disk', async () => {
     const { sigil } = await setup();
     const { key } = addKey(join(sigil.dir, 'other-keys'), 'x');
-    const line = (await import('node:fs')).readFileSync(join(sigil.dir, 'other-keys'), 'utf8').split('\n').find((l) => l.startsWith('sha256:'))!;
+    const line = (await import('node:fs'))
+      .readFileSync(join(sigil.dir, 'other-keys'), 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('sha256:'))!;
     appendFileSync(join(sigil.dir, 'api-keys'), `${line}\n`);
     const deadline = Date.now() + 5000;
     let status = 401;

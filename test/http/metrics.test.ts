@@ -10,7 +10,11 @@ beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m'] });
   sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
   process.env.SIGIL_TEST_METRICS_TOKEN = 'scrape-token-1';
-  guarded = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { metrics: { bearer_token_env: 'SIGIL_TEST_METRICS_TOKEN' } } });
+  guarded = await startTestSigil({
+    upstreams: { main: { url: engine.baseUrl } },
+    models: [{ id: 'm' }],
+    config: { metrics: { bearer_token_env: 'SIGIL_TEST_METRICS_TOKEN' } },
+  });
 });
 
 afterAll(async () => {

@@ -34,9 +34,36 @@ describe('GET /v1/models', () => {
       body: {
         object: 'list',
         data: [
-          { id: 'alpha', object: 'model', created: 1_700_000_000, owned_by: 'acme', name: 'Model alpha', context_window: 131072, reasoning: true, endpoints: ['chat', 'completions', 'responses'] },
-          { id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false, endpoints: ['chat', 'completions', 'responses'] },
-          { id: 'org/gamma', object: 'model', created: 1_700_000_002, owned_by: 'acme', name: 'Model org/gamma', context_window: 131072, reasoning: true, endpoints: ['embeddings'] },
+          {
+            id: 'alpha',
+            object: 'model',
+            created: 1_700_000_000,
+            owned_by: 'acme',
+            name: 'Model alpha',
+            context_window: 131072,
+            reasoning: true,
+            endpoints: ['chat', 'completions', 'responses'],
+          },
+          {
+            id: 'beta',
+            object: 'model',
+            created: 1_700_000_001,
+            owned_by: 'globex',
+            name: 'Model beta',
+            context_window: 32768,
+            reasoning: false,
+            endpoints: ['chat', 'completions', 'responses'],
+          },
+          {
+            id: 'org/gamma',
+            object: 'model',
+            created: 1_700_000_002,
+            owned_by: 'acme',
+            name: 'Model org/gamma',
+            context_window: 131072,
+            reasoning: true,
+            endpoints: ['embeddings'],
+          },
         ],
       },
     });
@@ -66,13 +93,16 @@ describe('GET /v1/models', () => {
 
   it('keeps the models of a provider, and combines filters', async () => {
     expect((await get('/v1/models?provider=acme')).body.data.map((m: { id: string }) => m.id)).toEqual(['alpha', 'org/gamma']);
-    expect((await get('/v1/models?provider=acme&region=ap-south&detail=true')).body.data.map((m: { id: string; provider: string }) => [m.id, m.provider])).toEqual([
-      ['org/gamma', 'acme'],
-    ]);
+    expect(
+      (await get('/v1/models?provider=acme&region=ap-south&detail=true')).body.data.map((m: { id: string; provider: string }) => [m.id, m.provider]),
+    ).toEqual([['org/gamma', 'acme']]);
   });
 
   it('refuses a detail value that is not true or false, on the list and on one model alike', async () => {
-    const refusal = { status: 400, body: { error: { message: "'detail' must be true or false.", type: 'invalid_request_error', param: 'detail', code: 'invalid_value' } } };
+    const refusal = {
+      status: 400,
+      body: { error: { message: "'detail' must be true or false.", type: 'invalid_request_error', param: 'detail', code: 'invalid_value' } },
+    };
     expect(await get('/v1/models?detail=yes')).toEqual(refusal);
     // Before: one model's detail=yes was read as false and answered 200.
     expect(await get('/v1/models/org/gamma?detail=yes')).toEqual(refusal);
@@ -81,7 +111,16 @@ describe('GET /v1/models', () => {
 
 describe('GET /v1/models/{id}', () => {
   it('retrieves one model, including ids with a slash, raw or encoded', async () => {
-    expect((await get('/v1/models/beta')).body).toEqual({ id: 'beta', object: 'model', created: 1_700_000_001, owned_by: 'globex', name: 'Model beta', context_window: 32768, reasoning: false, endpoints: ['chat', 'completions', 'responses'] });
+    expect((await get('/v1/models/beta')).body).toEqual({
+      id: 'beta',
+      object: 'model',
+      created: 1_700_000_001,
+      owned_by: 'globex',
+      name: 'Model beta',
+      context_window: 32768,
+      reasoning: false,
+      endpoints: ['chat', 'completions', 'responses'],
+    });
     expect((await get('/v1/models/org/gamma')).body.id).toBe('org/gamma');
     expect((await get('/v1/models/org%2Fgamma')).body.id).toBe('org/gamma');
   });
@@ -89,7 +128,14 @@ describe('GET /v1/models/{id}', () => {
   it('answers 404 model_not_found for an unknown id', async () => {
     expect(await get('/v1/models/nope')).toEqual({
       status: 404,
-      body: { error: { message: "The model 'nope' does not exist or you do not have access to it.", type: 'invalid_request_error', param: 'model', code: 'model_not_found' } },
+      body: {
+        error: {
+          message: "The model 'nope' does not exist or you do not have access to it.",
+          type: 'invalid_request_error',
+          param: 'model',
+          code: 'model_not_found',
+        },
+      },
     });
   });
 });

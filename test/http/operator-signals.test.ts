@@ -46,7 +46,12 @@ describe('the receipt header', () => {
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: 'The x-service-receipt header must be true or false.', type: 'invalid_request_error', param: 'x-service-receipt', code: 'invalid_value' },
+      error: {
+        message: 'The x-service-receipt header must be true or false.',
+        type: 'invalid_request_error',
+        param: 'x-service-receipt',
+        code: 'invalid_value',
+      },
     });
     expect(engine.requests.length).toBe(sent);
   });

@@ -13,51 +13,62 @@ afterEach(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
-  it('answers /readyz 503 while still serving for shutdown_drain_ms, then closes the listener, and ends a stream cut at the end of the grace with one error event', { timeout: 90_000 }, async () => {
-    const engine = await startTestEngine({ modelNames: ['m'] });
-    cleanup.push(() => engine.close());
-    engine.reply = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ');
-    const sigil = await startSigilProcess(engine.baseUrl, { limits: { shutdown_drain_ms: 2000, shutdown_grace_ms: 1000 } });
-    cleanup.push(() => killChild(sigil.child));
-    const chat = (stream: boolean) =>
-      fetch(`${sigil.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream }),
-      });
-    expect((await fetch(`${sigil.url}/readyz`)).status).toBe(200);
+  it(
+    'answers /readyz 503 while still serving for shutdown_drain_ms, then closes the listener, and ends a stream cut at the end of the grace with one error event',
+    { timeout: 90_000 },
+    async () => {
+      const engine = await startTestEngine({ modelNames: ['m'] });
+      cleanup.push(() => engine.close());
+      engine.reply = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ');
+      const sigil = await startSigilProcess(engine.baseUrl, { limits: { shutdown_drain_ms: 2000, shutdown_grace_ms: 1000 } });
+      cleanup.push(() => killChild(sigil.child));
+      const chat = (stream: boolean) =>
+        fetch(`${sigil.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream }),
+        });
+      expect((await fetch(`${sigil.url}/readyz`)).status).toBe(200);
 
-    engine.behaviour = { chunkDelayMs: 200 };
-    const stream = await chat(true);
-    const streamed = stream.text();
-    await sleep(300);
-    engine.behaviour = {};
+      engine.behaviour = { chunkDelayMs: 200 };
+      const stream = await chat(true);
+      const streamed = stream.text();
+      await sleep(300);
+      engine.behaviour = {};
 
-    const signalled = Date.now();
-    sigil.child.kill('SIGTERM');
-    await sleep(200);
-    const readyz = await fetch(`${sigil.url}/readyz`);
-    expect(readyz.status).toBe(503);
-    expect(await readyz.json()).toEqual({ error: { message: 'Not ready: shutting down.', type: 'service_unavailable', param: null, code: 'not_ready' } });
-    // Still served meanwhile, each answer the connection's last.
-    const served = await chat(false);
-    expect(served.status).toBe(200);
-    expect(served.headers.get('connection')).toBe('close');
+      const signalled = Date.now();
+      sigil.child.kill('SIGTERM');
+      await sleep(200);
+      const readyz = await fetch(`${sigil.url}/readyz`);
+      expect(readyz.status).toBe(503);
+      expect(await readyz.json()).toEqual({ error: { message: 'Not ready: shutting down.', type: 'service_unavailable', param: null, code: 'not_ready' } });
+      // Still served meanwhile, each answer the connection's last.
+      const served = await chat(false);
+      expect(served.status).toBe(200);
+      expect(served.headers.get('connection')).toBe('close');
 
-    // Once the window is over, the listener is closed.
-    let refusedAt = 0;
-    while (refusedAt === 0 && Date.now() - signalled < 10_000) {
-      await fetch(`${sigil.url}/healthz`).then(() => sleep(50), () => (refusedAt = Date.now()));
-    }
-    expect(refusedAt - signalled).toBeGreaterThanOrEqual(2000);
+      // Once the window is over, the listener is closed.
+      let refusedAt = 0;
+      while (refusedAt === 0 && Date.now() - signalled < 10_000) {
+        await fetch(`${sigil.url}/healthz`).then(
+          () => sleep(50),
+          () => (refusedAt = Date.now()),
+        );
+      }
+      expect(refusedAt - signalled).toBeGreaterThanOrEqual(2000);
 
-    // The stream outlived drain + grace: it ends with exactly one error event, no [DONE].
-    const text = await streamed;
-    expect(text).not.toContain('[DONE]');
-    expect(text.match(/^data: \{"error"/gm)).toHaveLength(1);
-    expect(text.endsWith('data: {"error":{"message":"Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.","type":"service_unavailable","param":null,"code":"not_ready"}}\n\n')).toBe(true);
-    expect(await sigil.exited).toBe(0);
-  });
+      // The stream outlived drain + grace: it ends with exactly one error event, no [DONE].
+      const text = await streamed;
+      expect(text).not.toContain('[DONE]');
+      expect(text.match(/^data: \{"error"/gm)).toHaveLength(1);
+      expect(
+        text.endsWith(
+          'data: {"error":{"message":"Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.","type":"service_unavailable","param":null,"code":"not_ready"}}\n\n',
+        ),
+      ).toBe(true);
+      expect(await sigil.exited).toBe(0);
+    },
+  );
 
   it('closes a spare connection that sent nothing quietly: no 408, no warning', { timeout: 60_000 }, async () => {
     const engine = await startTestEngine({ modelNames: ['m'] });

@@ -12,7 +12,11 @@ let sigil: TestSigil;
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits: { signed_nonce_burst: 3, signed_nonces_per_s: 0.001 } } });
+  sigil = await startTestSigil({
+    upstreams: { e: { url: engine.baseUrl } },
+    models: [{ id: 'm' }],
+    config: { limits: { signed_nonce_burst: 3, signed_nonces_per_s: 0.001 } },
+  });
 });
 afterAll(async () => {
   await sigil.close(0);
@@ -36,13 +40,23 @@ describe('a signed nonce', () => {
     const { payload, protectedHeader } = await compactVerify(body.signed_nonce as string, await importJWK(jwks.keys[0]!, 'ES256'));
     expect(protectedHeader).toEqual({ alg: 'ES256', typ: 'sigil-signed-nonce+jwt', kid: jwks.keys[0]!.kid });
     const claims = JSON.parse(new TextDecoder().decode(payload)) as Record<string, unknown>;
-    expect(claims).toEqual({ nonce: NONCE, start_document_sha256: 'sha256:' + createHash('sha256').update(canonicalize(start.body)).digest('hex'), iat: expect.any(Number) });
+    expect(claims).toEqual({
+      nonce: NONCE,
+      start_document_sha256: 'sha256:' + createHash('sha256').update(canonicalize(start.body)).digest('hex'),
+      iat: expect.any(Number),
+    });
     expect(Math.abs((claims.iat as number) - Date.now() / 1000)).toBeLessThan(5);
   });
 
   it('refuses an unknown proof and a signature without a nonce, OpenAI-shaped', async () => {
-    expect(await get(`?nonce=${NONCE}&proof=quote`)).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', code: 'invalid_value', param: 'proof' } } });
-    expect(await get('?proof=signature')).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', code: 'missing_required_parameter', param: 'nonce' } } });
+    expect(await get(`?nonce=${NONCE}&proof=quote`)).toMatchObject({
+      status: 400,
+      body: { error: { type: 'invalid_request_error', code: 'invalid_value', param: 'proof' } },
+    });
+    expect(await get('?proof=signature')).toMatchObject({
+      status: 400,
+      body: { error: { type: 'invalid_request_error', code: 'missing_required_parameter', param: 'nonce' } },
+    });
   });
 
   it('has its own allowance per client: past it 429 with Retry-After, while hardware reports still answer', async () => {

@@ -15,7 +15,9 @@ const SLOW_SENDERS = 1100;
 function slowSender(sigil: TestSigil): Promise<Socket> {
   return new Promise((resolve) => {
     const socket = connect(hostPort(sigil.url), () => {
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${sigil.key}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{`);
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${sigil.key}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{`,
+      );
       const drip = setInterval(() => socket.writable && socket.write(' '), 1000);
       socket.once('close', () => clearInterval(drip));
       resolve(socket);
@@ -28,13 +30,18 @@ describe('slow request bodies', () => {
   it('1,100 clients sending bodies slowly do not keep others from being served', { timeout: 60_000 }, async () => {
     const engine = await startTestEngine({ modelNames: ['m'] });
     cleanup.push(() => engine.close());
-    const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits: { max_concurrent: 1024, max_concurrent_per_key: 4096, body_timeout_ms: 30_000 } } });
+    const sigil = await startTestSigil({
+      upstreams: { main: { url: engine.baseUrl } },
+      models: [{ id: 'm' }],
+      config: { limits: { max_concurrent: 1024, max_concurrent_per_key: 4096, body_timeout_ms: 30_000 } },
+    });
     cleanup.push(() => sigil.close(0));
 
     const senders: Socket[] = [];
     cleanup.push(async () => senders.forEach((s) => s.destroy()));
     // In batches, so the listen backlog never overflows into SYN retries.
-    for (let i = 0; i < SLOW_SENDERS; i += 100) senders.push(...(await Promise.all(Array.from({ length: Math.min(100, SLOW_SENDERS - i) }, () => slowSender(sigil)))));
+    for (let i = 0; i < SLOW_SENDERS; i += 100)
+      senders.push(...(await Promise.all(Array.from({ length: Math.min(100, SLOW_SENDERS - i) }, () => slowSender(sigil)))));
     await new Promise((r) => setTimeout(r, 500));
 
     const statuses = await Promise.all(

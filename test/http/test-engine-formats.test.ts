@@ -41,7 +41,11 @@ describe('the test engine speaks vLLM on every endpoint', () => {
     expect(types[0]).toBe('response.created');
     expect(types.at(-1)).toBe('response.completed');
     const raw = await (
-      await fetch(`${engine.baseUrl}/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'test-model', input: 'x', stream: true }) })
+      await fetch(`${engine.baseUrl}/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'test-model', input: 'x', stream: true }),
+      })
     ).text();
     expect(raw.startsWith('event: response.created\ndata: {')).toBe(true);
     expect(raw).not.toContain('[DONE]');

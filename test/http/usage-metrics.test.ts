@@ -50,7 +50,9 @@ describe('usage metrics', () => {
   it('time and count each engine request per upstream', async () => {
     const text = await metrics();
     expect(value(text, 'sigil_upstream_requests_total{upstream="main",outcome="200"}')).toBeGreaterThanOrEqual(3);
-    expect(value(text, 'sigil_upstream_duration_seconds_count{upstream="main"}')).toBe(value(text, 'sigil_upstream_requests_total{upstream="main",outcome="200"}'));
+    expect(value(text, 'sigil_upstream_duration_seconds_count{upstream="main"}')).toBe(
+      value(text, 'sigil_upstream_requests_total{upstream="main",outcome="200"}'),
+    );
     expect(value(text, 'sigil_upstream_up{upstream="main"}')).toBe(1);
   });
 

@@ -22,7 +22,7 @@ afterAll(async () => {
 const freshNonce = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex');
 
 describe('fresh attestation under an anonymous flood', () => {
-  it('an anonymous loop at 50 requests/s from the attested clients\' own address (as behind a load balancer) while ten attested clients start: all ten attest, the flood is limited', async () => {
+  it("an anonymous loop at 50 requests/s from the attested clients' own address (as behind a load balancer) while ten attested clients start: all ten attest, the flood is limited", async () => {
     const port = new URL(sigil.url).port;
     // The flooder shares 127.0.0.1 with the attested clients, as every client does behind a load balancer.
     // It asks for hardware reports and signed nonces in turn, 50 requests a second in all.

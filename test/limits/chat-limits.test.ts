@@ -10,8 +10,16 @@ afterEach(async () => {
 
 async function setup(limits: Record<string, unknown>, counters?: LimitCounters): Promise<{ engine: TestEngine; sigil: TestSigil }> {
   const engine = await startTestEngine({ modelNames: ['m'] });
-  const sigil = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { limits }, start: counters ? { limitCounters: counters } : {} });
-  cleanup.push(() => engine.close(), () => sigil.close(0));
+  const sigil = await startTestSigil({
+    upstreams: { main: { url: engine.baseUrl } },
+    models: [{ id: 'm' }],
+    config: { limits },
+    start: counters ? { limitCounters: counters } : {},
+  });
+  cleanup.push(
+    () => engine.close(),
+    () => sigil.close(0),
+  );
   return { engine, sigil };
 }
 
@@ -137,9 +145,10 @@ describe('limits that hold however the timing falls (issue 10)', () => {
     await Promise.all([a.text(), b.text()]);
   });
 
-  it('charges a stream\'s usage to tokens_per_minute even when the usage event arrives split across two reads', async () => {
+  it("charges a stream's usage to tokens_per_minute even when the usage event arrives split across two reads", async () => {
     const { engine, sigil } = await setup({ tokens_per_minute: 50 });
-    const usage = 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":40,"total_tokens":60,"completion_tokens":20}}\n\n';
+    const usage =
+      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":40,"total_tokens":60,"completion_tokens":20}}\n\n';
     const cut = usage.indexOf('"completion_tokens"') + 5;
     // Before: the pass-through relay looked for usage with a regex per chunk, and a split event was never charged.
     engine.behaviour = { rawStream: [usage.slice(0, cut), usage.slice(cut), 'data: [DONE]\n\n'], chunkDelayMs: 30 };
@@ -177,15 +186,26 @@ describe('body read timeout', () => {
     const { request } = await import('node:http');
     const url = new URL(sigil.url);
     const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'content-length': '100' } }, (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode!, body }));
-      });
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'content-length': '100' },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
       req.on('error', reject);
       req.write('{"model":');
     });
     expect(answer.status).toBe(408);
-    expect(JSON.parse(answer.body)).toEqual({ error: { message: 'The request body did not arrive within 200 ms.', type: 'invalid_request_error', param: null, code: 'request_timeout' } });
+    expect(JSON.parse(answer.body)).toEqual({
+      error: { message: 'The request body did not arrive within 200 ms.', type: 'invalid_request_error', param: null, code: 'request_timeout' },
+    });
   });
 });

@@ -44,11 +44,15 @@ describe('the kernel digest OVMF measures into RTMR1', () => {
     image.writeUInt16LE(0x020f, 0x206);
     const patched = qemuPatchedKernel(image, { initrdSize: 0, memorySize: 2 ** 31, acpiDataSize: 0x28000 });
     expect([patched.readUInt16LE(0x20), patched.readUInt16LE(0x22), patched[0x210]]).toEqual([0xa33f, 0xa000, 0]);
-    expect(() => qemuPatchedKernel(image, { initrdSize: 1, memorySize: 2 ** 31, acpiDataSize: 0x28000 })).toThrow("the kernel's boot protocol is too old to take an initrd");
+    expect(() => qemuPatchedKernel(image, { initrdSize: 1, memorySize: 2 ** 31, acpiDataSize: 0x28000 })).toThrow(
+      "the kernel's boot protocol is too old to take an initrd",
+    );
   });
 
   it('refuses a kernel that is not a PE image', () => {
-    expect(() => authenticodeDigest(Buffer.alloc(4096), 'sha384')).toThrow(new MeasureError('ERR_MEASURE_INPUT', 'the kernel is not a PE/COFF image UEFI can start: no MZ header'));
+    expect(() => authenticodeDigest(Buffer.alloc(4096), 'sha384')).toThrow(
+      new MeasureError('ERR_MEASURE_INPUT', 'the kernel is not a PE/COFF image UEFI can start: no MZ header'),
+    );
   });
 
   it("writes QEMU's direct-boot fields into a modern kernel's setup header, the initrd at the top of low memory below the ACPI data", () => {

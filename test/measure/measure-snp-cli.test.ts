@@ -15,8 +15,23 @@ const FULL_DEFAULT = '803f691094946e42068aaa3a8f9e26a5c89f36f7b73ecfb28c653360fe
 const empty = join(mkdtempSync(join(tmpdir(), 'sigil-measure-cli-')), 'empty');
 writeFileSync(empty, '');
 
-
-const FULL_ARGS = ['snp', '--ovmf', AMDSEV, '--ovmf-hash', OVMF_HASH, '--kernel', empty, '--initrd', empty, '--append', 'console=ttyS0 loglevel=7', '--vcpu-type', 'EPYC-v4', '--guest-features', '0x21'];
+const FULL_ARGS = [
+  'snp',
+  '--ovmf',
+  AMDSEV,
+  '--ovmf-hash',
+  OVMF_HASH,
+  '--kernel',
+  empty,
+  '--initrd',
+  empty,
+  '--append',
+  'console=ttyS0 loglevel=7',
+  '--vcpu-type',
+  'EPYC-v4',
+  '--guest-features',
+  '0x21',
+];
 
 describe('sigil measure snp prints a reference-values file sigil verify reads', () => {
   it('pins exactly the computed measurement and nothing else', async () => {
@@ -34,14 +49,48 @@ describe('sigil measure snp prints a reference-values file sigil verify reads', 
 
   it('takes the kernel and initrd as published SHA-256 digests instead of files', async () => {
     const sha = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
-    const result = await runMeasure(['snp', '--digest', '--ovmf', AMDSEV, '--kernel-sha256', sha, '--initrd-sha256', sha, '--append', 'console=ttyS0 loglevel=7', '--vcpu-sig', '0x800f12', '--guest-features', '33']);
+    const result = await runMeasure([
+      'snp',
+      '--digest',
+      '--ovmf',
+      AMDSEV,
+      '--kernel-sha256',
+      sha,
+      '--initrd-sha256',
+      sha,
+      '--append',
+      'console=ttyS0 loglevel=7',
+      '--vcpu-sig',
+      '0x800f12',
+      '--guest-features',
+      '33',
+    ]);
     expect(result).toEqual({ code: 0, stdout: `${FULL_DEFAULT}\n`, stderr: '' });
   });
 
   it('is registered as `sigil measure` and describes every option under --help', () => {
     const run = spawnSync(process.execPath, [...SIGIL_FROM_SOURCES, 'measure', 'snp', '--help'], { encoding: 'utf8', timeout: 20_000 });
     expect(run.status).toBe(0);
-    for (const option of ['--ovmf', '--ovmf-hash', '--mode', '--kernel', '--kernel-sha256', '--initrd', '--initrd-sha256', '--append', '--vcpus', '--vcpu-type', '--vcpu-sig', '--vcpu-family', '--guest-features', '--vmm', '--svsm', '--ovmf-vars-size', '--digest', '--only-ovmf']) {
+    for (const option of [
+      '--ovmf',
+      '--ovmf-hash',
+      '--mode',
+      '--kernel',
+      '--kernel-sha256',
+      '--initrd',
+      '--initrd-sha256',
+      '--append',
+      '--vcpus',
+      '--vcpu-type',
+      '--vcpu-sig',
+      '--vcpu-family',
+      '--guest-features',
+      '--vmm',
+      '--svsm',
+      '--ovmf-vars-size',
+      '--digest',
+      '--only-ovmf',
+    ]) {
       expect(run.stdout).toMatch(new RegExp(`^  ${option} `, 'm'));
     }
   });
@@ -72,14 +121,23 @@ describe('sigil measure snp refuses inputs it cannot measure, saying why', () =>
     const odd = join(mkdtempSync(join(tmpdir(), 'sigil-measure-cli-')), 'odd.fd');
     writeFileSync(odd, readFileSync(AMDSEV).subarray(1));
     const result = await runMeasure(['snp', '--ovmf', odd, '--vcpu-type', 'EPYC-v4']);
-    expect(result).toEqual({ code: 1, stdout: '', stderr: 'sigil measure snp: the firmware image is 4095 bytes, not a whole number of 4 KiB pages (ERR_MEASURE_FIRMWARE)\n' });
+    expect(result).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'sigil measure snp: the firmware image is 4095 bytes, not a whole number of 4 KiB pages (ERR_MEASURE_FIRMWARE)\n',
+    });
   });
 });
 
 describe('sigil measure names its platforms', () => {
   it('prints its usage and exits 2 without one, and refuses one it does not know', async () => {
     const none = await runMeasure([]);
-    expect([none.code, none.stdout.startsWith('usage: sigil measure self [--config FILE] [--files]\n       sigil measure snp --ovmf FILE [options]\n       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)\n')]).toEqual([2, true]);
+    expect([
+      none.code,
+      none.stdout.startsWith(
+        'usage: sigil measure self [--config FILE] [--files]\n       sigil measure snp --ovmf FILE [options]\n       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)\n',
+      ),
+    ]).toEqual([2, true]);
     const sgx = await runMeasure(['sgx']);
     expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', "sigil measure: unknown platform 'sgx'"]);
   });

@@ -39,7 +39,6 @@ async function fixture(path: string): Promise<string> {
   }
 }
 
-
 /** The `sigil measure snp` arguments a vector's inputs stand for. */
 async function argvOf(v: Vector): Promise<string[]> {
   const i = v.inputs;
@@ -98,9 +97,25 @@ describe('sigil measure snp reproduces every published launch digest', () => {
 
   it("matches dstack's measurement from published hashes and an explicit section list", () => {
     const v = vectors.find((x) => x.mode.startsWith('snp (precomputed-hash form'))!;
-    const i = v.inputs as { base_cmdline: string; ovmf_hash: string; kernel_hash: string; initrd_hash: string; sev_hashes_table_gpa: number; sev_es_reset_eip: number; vcpus: number; vcpu_type: string; guest_features: number; ovmf_sections: { gpa: number; size: number; section_type: number }[] };
+    const i = v.inputs as {
+      base_cmdline: string;
+      ovmf_hash: string;
+      kernel_hash: string;
+      initrd_hash: string;
+      sev_hashes_table_gpa: number;
+      sev_es_reset_eip: number;
+      vcpus: number;
+      vcpu_type: string;
+      guest_features: number;
+      ovmf_sections: { gpa: number; size: number; section_type: number }[];
+    };
     const digest = snpLaunchDigest({
-      layout: { gpa: 0, sections: i.ovmf_sections.map((s) => ({ gpa: s.gpa, size: s.size, type: s.section_type as SectionType })), sevHashesTableGpa: i.sev_hashes_table_gpa, sevEsResetEip: i.sev_es_reset_eip },
+      layout: {
+        gpa: 0,
+        sections: i.ovmf_sections.map((s) => ({ gpa: s.gpa, size: s.size, type: s.section_type as SectionType })),
+        sevHashesTableGpa: i.sev_hashes_table_gpa,
+        sevEsResetEip: i.sev_es_reset_eip,
+      },
       firmware: { ovmfDigest: Buffer.from(i.ovmf_hash, 'hex') },
       kernel: { kernel: Buffer.from(i.kernel_hash, 'hex'), initrd: Buffer.from(i.initrd_hash, 'hex'), cmdline: cmdlineDigest(i.base_cmdline) },
       vcpus: i.vcpus,
@@ -120,7 +135,9 @@ describe('sigil measure snp reproduces every published launch digest', () => {
 
   it('leaves no vector of the collection unrun', () => {
     const special = ['snp-ovmf-hash-only', 'snp-ovmf-pages-only'];
-    const others = vectors.filter((v) => !runnable.includes(v) && !special.includes(v.mode) && !v.mode.startsWith('snp (precomputed') && !v.mode.startsWith('primitive'));
+    const others = vectors.filter(
+      (v) => !runnable.includes(v) && !special.includes(v.mode) && !v.mode.startsWith('snp (precomputed') && !v.mode.startsWith('primitive'),
+    );
     expect(others.map((v) => v.id)).toEqual([]);
   });
 });

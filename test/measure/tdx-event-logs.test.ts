@@ -24,8 +24,20 @@ const MACHINES = [
 });
 
 /** The TD HOB and temporary-memory sections of dstack's TDVF, as dstack-mr's own test lists them (src/tdvf.rs). */
-const section = (memoryAddress: number, memoryDataSize: number, type: number): TdvfSection => ({ dataOffset: 0, rawDataSize: 0, memoryAddress, memoryDataSize, type, attributes: 0 });
-const DSTACK_TDVF = [section(0x800000, 0x6000, TdvfSectionType.TEMP_MEM), section(0x809000, 0x2000, TdvfSectionType.TD_HOB), section(0x80b000, 0x2000, TdvfSectionType.TEMP_MEM), section(0x810000, 0x10000, TdvfSectionType.TEMP_MEM)];
+const section = (memoryAddress: number, memoryDataSize: number, type: number): TdvfSection => ({
+  dataOffset: 0,
+  rawDataSize: 0,
+  memoryAddress,
+  memoryDataSize,
+  type,
+  attributes: 0,
+});
+const DSTACK_TDVF = [
+  section(0x800000, 0x6000, TdvfSectionType.TEMP_MEM),
+  section(0x809000, 0x2000, TdvfSectionType.TD_HOB),
+  section(0x80b000, 0x2000, TdvfSectionType.TEMP_MEM),
+  section(0x810000, 0x10000, TdvfSectionType.TEMP_MEM),
+];
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 const digests = (events: MeasuredEvent[], rtmr: number) => events.filter((e) => e.rtmr === rtmr).map((e) => hex(e.digest));
@@ -66,7 +78,14 @@ describe('the TDX events sigil measure computes are the ones real machines recor
   it("measures the Secure Boot variables and boot options exactly as the CCEL's own event data says", () => {
     const events = readCcelEventLog(readFileSync(new URL('../vectors/tdx/dstack-ccel.bin', import.meta.url)));
     const config = events.filter((e) => e.type === EV_EFI_VARIABLE_DRIVER_CONFIG);
-    const fixed = rtmr0Events({ tdHob: Buffer.alloc(48), cfv: Buffer.alloc(48), acpiLoader: Buffer.alloc(48), acpiRsdp: Buffer.alloc(48), acpiTables: Buffer.alloc(48), bootVariables: [] }).slice(2, 8);
+    const fixed = rtmr0Events({
+      tdHob: Buffer.alloc(48),
+      cfv: Buffer.alloc(48),
+      acpiLoader: Buffer.alloc(48),
+      acpiRsdp: Buffer.alloc(48),
+      acpiTables: Buffer.alloc(48),
+      bootVariables: [],
+    }).slice(2, 8);
     expect(config.length).toBe(5);
     expect(fixed.slice(0, 5).map(hex)).toEqual(config.map((e) => hex(e.digest)));
     expect(config.map((e) => hex(sha384(e.data)))).toEqual(config.map((e) => hex(e.digest)));

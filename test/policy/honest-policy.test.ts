@@ -35,7 +35,11 @@ async function sigilWith(upstreams: Record<string, Record<string, unknown>>, con
   return sigil;
 }
 
-const policyOf = async (s: TestSigil) => (await (await fetch(`${s.url}/v1/verify/policy`, s.url.startsWith('https') ? ({ dispatcher: undefined } as RequestInit) : {})).json()) as Record<string, unknown>;
+const policyOf = async (s: TestSigil) =>
+  (await (await fetch(`${s.url}/v1/verify/policy`, s.url.startsWith('https') ? ({ dispatcher: undefined } as RequestInit) : {})).json()) as Record<
+    string,
+    unknown
+  >;
 
 describe('the policy document', () => {
   it('states the log level and what its lines hold, each engine with where it runs, how bytes reach it and the client headers it gets', async () => {
@@ -46,8 +50,28 @@ describe('the policy document', () => {
     const policy = await policyOf(sigil);
     expect(policy.logging).toEqual({ level: 'warn', prompt_content: 'never', completion_content: 'never', api_keys: 'never', request_fields: [] });
     expect(policy.upstreams).toEqual([
-      { name: 'local', url: engine.baseUrl, region: null, place: 'inside_vm', transport: 'loopback', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: [], cache_salt: false },
-      { name: 'remote', url: 'http://10.20.30.40:8000/v1', region: null, place: 'outside_vm', transport: 'plaintext', tls_pin_sha256: null, allow_outside_vm: false, forward_headers: ['authorization', 'x-tenant'], cache_salt: false },
+      {
+        name: 'local',
+        url: engine.baseUrl,
+        region: null,
+        place: 'inside_vm',
+        transport: 'loopback',
+        tls_pin_sha256: null,
+        allow_outside_vm: false,
+        forward_headers: [],
+        cache_salt: false,
+      },
+      {
+        name: 'remote',
+        url: 'http://10.20.30.40:8000/v1',
+        region: null,
+        place: 'outside_vm',
+        transport: 'plaintext',
+        tls_pin_sha256: null,
+        allow_outside_vm: false,
+        forward_headers: ['authorization', 'x-tenant'],
+        cache_salt: false,
+      },
     ]);
     const debug = await policyOf(await sigilWith({ local: { url: engine.baseUrl } }, { log: { level: 'debug' } }));
     expect((debug.logging as { level: string; request_fields: string[] }).level).toBe('debug');
@@ -58,8 +82,12 @@ describe('the policy document', () => {
     await expect(sigilWith({ remote: { url: 'https://engine.example:8443/v1' } }, {}, tdx)).rejects.toThrow(
       "upstreams.remote: https://engine.example:8443/v1 is outside this confidential VM, so prompts would leave it over TLS no attested key vouches for. Pin the engine's TLS key (tls_pin_sha256: the SHA-256 of its SPKI, with an https URL), or set allow_outside_vm: true, which the policy shows.",
     );
-    await expect(sigilWith({ remote: { url: 'http://10.1.2.3/v1' } }, {}, tdx)).rejects.toThrow(/is outside this confidential VM, so prompts would leave it in plaintext/);
-    await expect(sigilWith({ remote: { url: 'http://10.1.2.3/v1', tls_pin_sha256: 'ab'.repeat(32) } }, {}, tdx)).rejects.toThrow(/a pinned TLS key needs an https URL/);
+    await expect(sigilWith({ remote: { url: 'http://10.1.2.3/v1' } }, {}, tdx)).rejects.toThrow(
+      /is outside this confidential VM, so prompts would leave it in plaintext/,
+    );
+    await expect(sigilWith({ remote: { url: 'http://10.1.2.3/v1', tls_pin_sha256: 'ab'.repeat(32) } }, {}, tdx)).rejects.toThrow(
+      /a pinned TLS key needs an https URL/,
+    );
     const allowed = await sigilWith({ remote: { url: 'http://10.1.2.3/v1', allow_outside_vm: true } }, {}, tdx);
     expect(allowed.url).toMatch(/^https:/);
   });
@@ -76,7 +104,11 @@ describe('an engine pinned by tls_pin_sha256', () => {
     server = createHttpsServer({ key: credentials.key, cert: credentials.cert }, async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
-      const upstream = await fetch(`${engine.baseUrl.replace(/\/v1$/, '')}${req.url}`, { method: req.method, headers: { 'content-type': 'application/json' }, ...(req.method === 'POST' ? { body: Buffer.concat(chunks) } : {}) });
+      const upstream = await fetch(`${engine.baseUrl.replace(/\/v1$/, '')}${req.url}`, {
+        method: req.method,
+        headers: { 'content-type': 'application/json' },
+        ...(req.method === 'POST' ? { body: Buffer.concat(chunks) } : {}),
+      });
       res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
       res.end(Buffer.from(await upstream.arrayBuffer()));
     });
@@ -86,7 +118,11 @@ describe('an engine pinned by tls_pin_sha256', () => {
   afterAll(async () => new Promise<void>((r) => server.close(() => r())));
 
   const chat = (s: TestSigil) =>
-    fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    fetch(`${s.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    });
 
   it('is reached when it presents that key, and refused (502, nothing sent) when it presents another', async () => {
     const good = await sigilWith({ e: { url, tls_pin_sha256: spki } });

@@ -23,7 +23,11 @@ afterAll(async () => {
 });
 
 async function engineBodyOf(s: TestSigil, key: string, path: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${s.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   expect(res.status).toBe(200);
   await res.arrayBuffer();
   return JSON.parse(engine.requests.at(-1)!.body.toString('utf8')) as Record<string, unknown>;
@@ -64,7 +68,8 @@ describe('the prefix-cache salt', () => {
   it('is not sent when the upstream turns it off, and the policy says which engines get it', async () => {
     const body = await engineBodyOf(plain, plain.key, '/v1/chat/completions', chat);
     expect('cache_salt' in body).toBe(false);
-    const upstreamsOf = async (s: TestSigil) => ((await (await fetch(`${s.url}/v1/verify/policy`)).json()) as { upstreams: Array<{ cache_salt: boolean }> }).upstreams;
+    const upstreamsOf = async (s: TestSigil) =>
+      ((await (await fetch(`${s.url}/v1/verify/policy`)).json()) as { upstreams: Array<{ cache_salt: boolean }> }).upstreams;
     expect((await upstreamsOf(salted))[0]!.cache_salt).toBe(true);
     expect((await upstreamsOf(plain))[0]!.cache_salt).toBe(false);
   });

@@ -25,7 +25,8 @@ afterAll(async () => {
   await engine.close();
 });
 
-const chunk = (model: string, content: string) => `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"${model}","choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`;
+const chunk = (model: string, content: string) =>
+  `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"${model}","choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`;
 
 async function stream(model = 'm'): Promise<{ text: string; receipts: string[] }> {
   const res = await fetch(`${sigil.url}/v1/chat/completions`, {
@@ -45,7 +46,17 @@ const metric = async (name: string): Promise<number> => {
 describe('engine stream comments and the end of a stream', () => {
   it('drops the engine\'s own ": receipt" comments (counted) and relays nothing after the first [DONE]', async () => {
     const before = await metric('sigil_engine_receipt_comments_dropped_total');
-    engine.behaviour = { rawStream: [chunk('m', 'a'), ': receipt planted-before\n\n', chunk('m', 'b'), 'data: [DONE]\n\n', ': receipt planted-after\n\n', chunk('m', 'late'), 'data: [DONE]\n\n'] };
+    engine.behaviour = {
+      rawStream: [
+        chunk('m', 'a'),
+        ': receipt planted-before\n\n',
+        chunk('m', 'b'),
+        'data: [DONE]\n\n',
+        ': receipt planted-after\n\n',
+        chunk('m', 'late'),
+        'data: [DONE]\n\n',
+      ],
+    };
     const { text, receipts } = await stream();
     expect(text).not.toContain('planted');
     expect(text).not.toContain('late');
@@ -62,17 +73,31 @@ describe('engine stream comments and the end of a stream', () => {
     const { text, receipts } = await stream();
     expect(receipts).toEqual([]);
     expect(text).toContain(': not really xdata: [DONE]\n\n');
-    expect(text.endsWith(`data: ${JSON.stringify({ error: { message: 'The engine ended the stream before it finished.', type: 'upstream_error', param: null, code: 'upstream_bad_response' } })}\n\n`)).toBe(true);
+    expect(
+      text.endsWith(
+        `data: ${JSON.stringify({ error: { message: 'The engine ended the stream before it finished.', type: 'upstream_error', param: null, code: 'upstream_bad_response' } })}\n\n`,
+      ),
+    ).toBe(true);
   });
 
   it('keeps other comments (keep-alives) and any engine comment line except receipts (property)', async () => {
-    const comment = fc.oneof(fc.constantFrom(': keep-alive', ':', ': receipt x', ':receipt y', ': receipts are mine', ': receipt'), fc.string({ unit: fc.constantFrom('a', ' ', ':', 'r', 'e', 'c', 'i', 'p', 't'), maxLength: 12 }).map((s) => `:${s}`));
+    const comment = fc.oneof(
+      fc.constantFrom(': keep-alive', ':', ': receipt x', ':receipt y', ': receipts are mine', ': receipt'),
+      fc.string({ unit: fc.constantFrom('a', ' ', ':', 'r', 'e', 'c', 'i', 'p', 't'), maxLength: 12 }).map((s) => `:${s}`),
+    );
     await fc.assert(
       fc.asyncProperty(fc.array(comment, { minLength: 1, maxLength: 5 }), async (comments) => {
         engine.behaviour = { rawStream: [...comments.map((c) => `${c}\n`), '\n', chunk('m', 'a'), 'data: [DONE]\n\n'] };
         const { text } = await stream();
         const engineReceipt = (c: string) => /^: ?receipt(?:[ \t]|$)/.test(c);
-        const expected = comments.filter((c) => !engineReceipt(c)).map((c) => `${c}\n`).join('') + '\n' + chunk('m', 'a') + 'data: [DONE]\n\n';
+        const expected =
+          comments
+            .filter((c) => !engineReceipt(c))
+            .map((c) => `${c}\n`)
+            .join('') +
+          '\n' +
+          chunk('m', 'a') +
+          'data: [DONE]\n\n';
         expect(text.startsWith(expected)).toBe(true);
         // Exactly one receipt comment: Sigil's, after [DONE].
         expect(text.slice(expected.length)).toMatch(/^: receipt [\w-]+\.[\w-]+\.[\w-]+\n\n$/);
@@ -89,7 +114,11 @@ describe('one event larger than limits.max_sse_event_bytes', () => {
     engine.behaviour = { rawStream: [chunk(model === 'r' ? 'engine/r' : 'm', 'a'), 'data: {"x":"', ...Array.from({ length: 64 }, () => piece)] };
     const { text, receipts } = await stream(model);
     expect(receipts).toEqual([]);
-    expect(text.endsWith(`data: ${JSON.stringify({ error: { message: `The engine sent a stream event larger than ${CAP} bytes (limits.max_sse_event_bytes).`, type: 'upstream_error', param: null, code: 'upstream_bad_response' } })}\n\n`)).toBe(true);
+    expect(
+      text.endsWith(
+        `data: ${JSON.stringify({ error: { message: `The engine sent a stream event larger than ${CAP} bytes (limits.max_sse_event_bytes).`, type: 'upstream_error', param: null, code: 'upstream_bad_response' } })}\n\n`,
+      ),
+    ).toBe(true);
     await aborted;
   });
 });
@@ -108,7 +137,9 @@ describe('a long line under the cap', () => {
     const quiet = await healthz(20);
     // Just under the cap, in 1 KiB writes, in rename mode (the mode that re-scanned the pending line on every chunk).
     const piece = Buffer.alloc(1024, 0x61);
-    engine.behaviour = { rawStream: ['data: {"id":"c","model":"engine/r","x":"', ...Array.from({ length: (CAP - 2048) / 1024 }, () => piece), '"}\n\n', 'data: [DONE]\n\n'] };
+    engine.behaviour = {
+      rawStream: ['data: {"id":"c","model":"engine/r","x":"', ...Array.from({ length: (CAP - 2048) / 1024 }, () => piece), '"}\n\n', 'data: [DONE]\n\n'],
+    };
     const streaming = stream('r');
     const busy = await healthz(20);
     const { receipts } = await streaming;

@@ -148,7 +148,12 @@ describe('receipts on a stream', () => {
     const other = await fetch(`${sigil.url}/v1/receipts/${id}`, { headers: { authorization: `Bearer ${sigil.otherKey}` } });
     expect(other.status).toBe(404);
     expect(await other.json()).toEqual({
-      error: { message: 'No receipt with that id for this API key (it may have expired).', type: 'invalid_request_error', param: 'receipt_id', code: 'receipt_not_found' },
+      error: {
+        message: 'No receipt with that id for this API key (it may have expired).',
+        type: 'invalid_request_error',
+        param: 'receipt_id',
+        code: 'receipt_not_found',
+      },
     });
     const anonymous = await fetch(`${sigil.url}/v1/receipts/${id}`);
     expect(anonymous.status).toBe(401);
@@ -208,12 +213,22 @@ describe('nonce rules', () => {
     const before = engine.requests.length;
     const res = await fetch(`${sigil.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-acme-receipt': 'true', 'x-acme-nonce': encodeURI(nonce) === nonce ? nonce : Buffer.from(nonce).toString('latin1') },
+      headers: {
+        authorization: `Bearer ${sigil.key}`,
+        'content-type': 'application/json',
+        'x-acme-receipt': 'true',
+        'x-acme-nonce': encodeURI(nonce) === nonce ? nonce : Buffer.from(nonce).toString('latin1'),
+      },
       body,
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: 'The x-acme-nonce header must be 1 to 256 printable ASCII characters.', type: 'invalid_request_error', param: 'x-acme-nonce', code: 'invalid_nonce' },
+      error: {
+        message: 'The x-acme-nonce header must be 1 to 256 printable ASCII characters.',
+        type: 'invalid_request_error',
+        param: 'x-acme-nonce',
+        code: 'invalid_nonce',
+      },
     });
     expect(engine.requests.length).toBe(before);
   });

@@ -33,7 +33,7 @@ async function receiptFor(key: string): Promise<string> {
 const stored = async (id: string, key: string) => (await fetch(`${sigil.url}/v1/receipts/${id}`, { headers: { authorization: `Bearer ${key}` } })).status;
 
 describe('stored receipts', () => {
-  it('are bounded per key: a busy key evicts its own oldest, never another key\'s', async () => {
+  it("are bounded per key: a busy key evicts its own oldest, never another key's", async () => {
     const quiet = await receiptFor(sigil.otherKey);
     const busy: string[] = [];
     // Five from one key against a total of four: with one FIFO for all keys, the quiet key's receipt went first.

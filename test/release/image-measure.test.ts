@@ -53,20 +53,37 @@ describe('image/measure.sh and image/release-statement.sh', () => {
     expect(m.cmdline).toBe(CMDLINE);
     expect(m.sigil_self_measurement).toBe(SELF);
     const common = ['--kernel', join(work, 'vmlinuz'), '--initrd', join(work, 'initrd.img'), '--append', CMDLINE, '--digest'];
-    const snp = (await measure(['snp', '--ovmf', ovmf, '--vcpus', '4', '--vcpu-type', 'EPYC-v4', '--vmm', 'qemu', '--guest-features', '0x1', ...common])).trim();
-    const tdx = Object.fromEntries((await measure(['tdx', '--firmware', tdvf, '--memory', '16G', ...common])).trim().split('\n').map((l) => l.split(' ')));
+    const snp = (
+      await measure(['snp', '--ovmf', ovmf, '--vcpus', '4', '--vcpu-type', 'EPYC-v4', '--vmm', 'qemu', '--guest-features', '0x1', ...common])
+    ).trim();
+    const tdx = Object.fromEntries(
+      (await measure(['tdx', '--firmware', tdvf, '--memory', '16G', ...common]))
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ')),
+    );
     expect(snp).toMatch(/^[0-9a-f]{96}$/);
     expect(Object.keys(tdx)).toEqual(['mrtd', 'rtmr1', 'rtmr2']);
-    expect(m.targets.map((t) => [t.platform, t.measurements])).toEqual([['sev-snp', { measurement: snp }], ['tdx', tdx]]);
+    expect(m.targets.map((t) => [t.platform, t.measurements])).toEqual([
+      ['sev-snp', { measurement: snp }],
+      ['tdx', tdx],
+    ]);
 
     put('measurements.json', stdout);
     const predicate = await promisify(execFile)('bash', [join(image, 'release-statement.sh'), work, 'v1.2.3'], {
       env: { ...env, SIGIL_OVMF_SOURCE: 'test vector', SIGIL_TDVF_SOURCE: 'test vector' },
     });
-    const p = JSON.parse(predicate.stdout) as { version: string; sigil_self_measurement: string; targets: { platform: string; measurements: Record<string, string> }[] };
+    const p = JSON.parse(predicate.stdout) as {
+      version: string;
+      sigil_self_measurement: string;
+      targets: { platform: string; measurements: Record<string, string> }[];
+    };
     expect(p.version).toBe('1.2.3');
     // The self-measurement image/build.sh computed (sigil measure self inside the image) is the release's.
     expect(p.sigil_self_measurement).toBe(SELF);
-    expect(p.targets.map((t) => [t.platform, t.measurements])).toEqual([['sev-snp', { measurement: snp }], ['tdx', tdx]]);
+    expect(p.targets.map((t) => [t.platform, t.measurements])).toEqual([
+      ['sev-snp', { measurement: snp }],
+      ['tdx', tdx],
+    ]);
   }, 120_000);
 });

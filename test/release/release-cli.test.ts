@@ -39,8 +39,16 @@ describe('sigil release', () => {
     const heading = describeCheck('release.bundle')!;
     expect(verified.stdout.split('\n').map((l) => l.split(' — ')[0])).toEqual([
       `# ${heading.title}: ${heading.explains} (${heading.doc})`,
-      'PASS release.bundle', 'PASS release.signer', 'WAIVED release.tlog', 'PASS release.signature', 'PASS release.identity', 'PASS release.statement', 'PASS release.expiry',
-      'verified with waivers: 6 checks passed; 1 waived (release.tlog)', `reference values written to ${refOut}`, '',
+      'PASS release.bundle',
+      'PASS release.signer',
+      'WAIVED release.tlog',
+      'PASS release.signature',
+      'PASS release.identity',
+      'PASS release.statement',
+      'PASS release.expiry',
+      'verified with waivers: 6 checks passed; 1 waived (release.tlog)',
+      `reference values written to ${refOut}`,
+      '',
     ]);
     expect(parseReferenceValues(readFileSync(refOut, 'utf8')).snp).toEqual({ measurement: [SNP_MEASUREMENT] });
   });
@@ -66,14 +74,20 @@ describe('sigil release', () => {
   it('refuses to verify without a named signer', async () => {
     const result = await release(['verify', REKOR_V2, '--identity', 'brian@dehamer.com']);
     expect(result.code).toBe(2);
-    expect(result.stderr.split('\n')[0]).toBe('sigil release: verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
+    expect(result.stderr.split('\n')[0]).toBe(
+      'sigil release: verify needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing',
+    );
   });
 
   it('refuses to sign a statement that is not a release manifest, naming the field', async () => {
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, JSON.stringify({ ...releaseStatement(), predicateType: 'https://slsa.dev/provenance/v1' }));
     const result = await release(['sign', '--key', KEY, bad]);
-    expect(result).toEqual({ code: 3, stdout: '', stderr: `sigil release: ${bad} is not a Sigil release manifest: predicateType: must be https://sigil.dev/release-manifest/v1, got "https://slsa.dev/provenance/v1"\n` });
+    expect(result).toEqual({
+      code: 3,
+      stdout: '',
+      stderr: `sigil release: ${bad} is not a Sigil release manifest: predicateType: must be https://sigil.dev/release-manifest/v1, got "https://slsa.dev/provenance/v1"\n`,
+    });
   });
 
   it('refuses a signing key that is not EC P-256', async () => {
@@ -87,7 +101,16 @@ describe('sigil release', () => {
   it('runs as `sigil release verify` from the command line', async () => {
     const bundle = join(dir, 'cli.sigstore.json');
     await release(['sign', '--key', KEY, '--out', bundle, STATEMENT]);
-    const { stdout } = await promisify(execFile)(process.execPath, [...SIGIL_FROM_SOURCES, 'release', 'verify', bundle, '--key', PUB, '--at', '2026-11-30T00:00:00Z']);
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      ...SIGIL_FROM_SOURCES,
+      'release',
+      'verify',
+      bundle,
+      '--key',
+      PUB,
+      '--at',
+      '2026-11-30T00:00:00Z',
+    ]);
     expect(stdout.split('\n').at(-2)).toBe('verified with waivers: 6 checks passed; 1 waived (release.tlog)');
   });
 });

@@ -22,9 +22,24 @@ export function releaseStatement(): ReleaseStatement {
       image: { root_hash: 'ab'.repeat(32) },
       sigil_self_measurement: '5e'.repeat(48),
       targets: [
-        { platform: 'sev-snp', shape: { vmm: 'QEMU', vcpus: 4, vcpu_type: 'EPYC-v4', guest_features: '0x1' }, firmware: OVMF, measurements: { measurement: SNP_MEASUREMENT } },
-        { platform: 'tdx', shape: { vcpus: 4, memory: '16G' }, firmware: TDVF, measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1, rtmr2: '22'.repeat(48) } },
-        { platform: 'tdx', shape: { vcpus: 8, memory: '32G' }, firmware: TDVF, measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1_OTHER, rtmr2: '22'.repeat(48) } },
+        {
+          platform: 'sev-snp',
+          shape: { vmm: 'QEMU', vcpus: 4, vcpu_type: 'EPYC-v4', guest_features: '0x1' },
+          firmware: OVMF,
+          measurements: { measurement: SNP_MEASUREMENT },
+        },
+        {
+          platform: 'tdx',
+          shape: { vcpus: 4, memory: '16G' },
+          firmware: TDVF,
+          measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1, rtmr2: '22'.repeat(48) },
+        },
+        {
+          platform: 'tdx',
+          shape: { vcpus: 8, memory: '32G' },
+          firmware: TDVF,
+          measurements: { mrtd: TDX_MRTD, rtmr0: '00'.repeat(48), rtmr1: TDX_RTMR1_OTHER, rtmr2: '22'.repeat(48) },
+        },
       ],
     },
   };

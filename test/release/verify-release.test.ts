@@ -24,12 +24,24 @@ function detail(doc: unknown, trust: ReleaseTrust, name: string, now = NOW): str
   return verifyRelease(bytes(doc), trust, now).checks.find((c) => c.name === name)!.detail;
 }
 
-const ALL_PASS = { 'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'PASS', 'release.signature': 'PASS', 'release.identity': 'PASS', 'release.statement': 'PASS', 'release.expiry': 'PASS' };
+const ALL_PASS = {
+  'release.bundle': 'PASS',
+  'release.signer': 'PASS',
+  'release.tlog': 'PASS',
+  'release.signature': 'PASS',
+  'release.identity': 'PASS',
+  'release.statement': 'PASS',
+  'release.expiry': 'PASS',
+};
 
 describe('a real public-good Sigstore bundle (sigstore-js test data), against the trust root @sigstore/tuf ships', () => {
   it('verifies certificate, Rekor v2 inclusion proof, signature and identity, then is refused as not being a release manifest', () => {
     const result = verifyRelease(bytes(vector(REKOR_V2)), PUBLIC_GOOD, NOW);
-    expect(Object.fromEntries(result.checks.map((c) => [c.name, checkMark(c)]))).toEqual({ ...ALL_PASS, 'release.statement': 'FAIL', 'release.expiry': 'FAIL' });
+    expect(Object.fromEntries(result.checks.map((c) => [c.name, checkMark(c)]))).toEqual({
+      ...ALL_PASS,
+      'release.statement': 'FAIL',
+      'release.expiry': 'FAIL',
+    });
     expect(result.checks.find((c) => c.name === 'release.tlog')!.detail).toContain('(entry 544346)');
     expect(result.checks.find((c) => c.name === 'release.statement')!.detail).toBe(
       'the signed payload is of type text/plain, not an in-toto statement (application/vnd.in-toto+json): it is not a release manifest',
@@ -60,7 +72,12 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
   it('refuses a tampered payload', () => {
     const doc = vector(REKOR_V2);
     doc.dsseEnvelope.payload = Buffer.from('hello, world?').toString('base64');
-    expect(marks(doc, PUBLIC_GOOD)).toMatchObject({ 'release.signer': 'PASS', 'release.tlog': 'FAIL', 'release.signature': 'FAIL', 'release.identity': 'FAIL' });
+    expect(marks(doc, PUBLIC_GOOD)).toMatchObject({
+      'release.signer': 'PASS',
+      'release.tlog': 'FAIL',
+      'release.signature': 'FAIL',
+      'release.identity': 'FAIL',
+    });
   });
 
   it('refuses a tampered signature', () => {
@@ -81,7 +98,12 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
     const h = Buffer.from(proof.hashes[3], 'base64');
     h.writeUInt8(h.readUInt8(0) ^ 1, 0);
     proof.hashes[3] = h.toString('base64');
-    expect(marks(doc, PUBLIC_GOOD)).toMatchObject({ 'release.signer': 'PASS', 'release.tlog': 'FAIL', 'release.signature': 'FAIL', 'release.identity': 'FAIL' });
+    expect(marks(doc, PUBLIC_GOOD)).toMatchObject({
+      'release.signer': 'PASS',
+      'release.tlog': 'FAIL',
+      'release.signature': 'FAIL',
+      'release.identity': 'FAIL',
+    });
     expect(detail(doc, PUBLIC_GOOD, 'release.tlog')).toMatch(/^the transparency-log entry does not prove the signature was logged \(/);
   });
 
@@ -92,10 +114,16 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
     expect(marks(doc, PUBLIC_GOOD)['release.tlog']).toBe('FAIL');
   });
 
-  it('refuses a bundle carrying only the log\'s promise (a signed entry timestamp), not an inclusion proof', () => {
+  it("refuses a bundle carrying only the log's promise (a signed entry timestamp), not an inclusion proof", () => {
     const result = verifyRelease(bytes(vector('dsse-rekor-v1-promise-only.sigstore.json')), PUBLIC_GOOD, NOW);
     expect(Object.fromEntries(result.checks.map((c) => [c.name, checkMark(c)]))).toEqual({
-      'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'FAIL', 'release.signature': 'PASS', 'release.identity': 'FAIL', 'release.statement': 'FAIL', 'release.expiry': 'FAIL',
+      'release.bundle': 'PASS',
+      'release.signer': 'PASS',
+      'release.tlog': 'FAIL',
+      'release.signature': 'PASS',
+      'release.identity': 'FAIL',
+      'release.statement': 'FAIL',
+      'release.expiry': 'FAIL',
     });
     expect(result.checks.find((c) => c.name === 'release.tlog')!.detail).toBe(
       "the bundle carries only the log's signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees",
@@ -103,10 +131,15 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
   });
 
   it('refuses the bundle against a trust root without the Fulcio CA that issued its certificate', () => {
-    const root = JSON.parse(readFileSync(new URL('../../node_modules/@sigstore/tuf/seeds.json', import.meta.url), 'utf8'))['https://tuf-repo-cdn.sigstore.dev'].targets['trusted_root.json'];
+    const root = JSON.parse(readFileSync(new URL('../../node_modules/@sigstore/tuf/seeds.json', import.meta.url), 'utf8'))['https://tuf-repo-cdn.sigstore.dev']
+      .targets['trusted_root.json'];
     const trustedRoot = JSON.parse(Buffer.from(root, 'base64').toString('utf8'));
     trustedRoot.certificateAuthorities = [];
-    expect(marks(vector(REKOR_V2), { ...PUBLIC_GOOD, trustedRoot })).toMatchObject({ 'release.signer': 'FAIL', 'release.tlog': 'FAIL', 'release.signature': 'FAIL' });
+    expect(marks(vector(REKOR_V2), { ...PUBLIC_GOOD, trustedRoot })).toMatchObject({
+      'release.signer': 'FAIL',
+      'release.tlog': 'FAIL',
+      'release.signature': 'FAIL',
+    });
   });
 
   it('refuses a file that is not a Sigstore bundle, and says so first', () => {
@@ -147,14 +180,19 @@ describe('a locally keyed release manifest (sigil release sign --key)', () => {
     expect(result.checks.find((c) => c.name === 'release.expiry')).toEqual({
       name: 'release.expiry',
       ok: false,
-      detail: 'the manifest expired at 2026-12-02T00:00:00.000Z (now 2026-12-02T00:00:00.000Z): its values may describe firmware or code with known flaws; fetch the current release manifest',
+      detail:
+        'the manifest expired at 2026-12-02T00:00:00.000Z (now 2026-12-02T00:00:00.000Z): its values may describe firmware or code with known flaws; fetch the current release manifest',
     });
     expect(result).toMatchObject({ ok: false, referenceValues: undefined });
   });
 
   it('refuses a manifest signed by another key', () => {
     const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
-    expect(marks(signed(), { kind: 'key', publicKey: other })).toMatchObject({ 'release.signer': 'FAIL', 'release.signature': 'FAIL', 'release.statement': 'FAIL' });
+    expect(marks(signed(), { kind: 'key', publicKey: other })).toMatchObject({
+      'release.signer': 'FAIL',
+      'release.signature': 'FAIL',
+      'release.statement': 'FAIL',
+    });
   });
 
   it('refuses a manifest whose values were changed after signing', () => {
@@ -199,7 +237,9 @@ describe('sigil/verify (src/verify/index.ts): the release verifier a user import
     const ok = api.verifyRelease(bundle, trust, NOW);
     expect(ok.ok).toBe(true);
     expect(ok.checks.map((c) => `${checkMark(c)} ${c.name}`)).toContain('WAIVED release.tlog');
-    expect(ok.checks.find((c) => c.name === 'release.tlog')!.waived).toBe("the signer's key is pinned (--key): the auditor trusts its holder without a transparency log");
+    expect(ok.checks.find((c) => c.name === 'release.tlog')!.waived).toBe(
+      "the signer's key is pinned (--key): the auditor trusts its holder without a transparency log",
+    );
     expect(ok.referenceValues?.snp).toEqual({ measurement: [SNP_MEASUREMENT] });
     const expired = api.verifyRelease(bundle, trust, new Date('2026-12-02T00:00:00Z'));
     expect(expired.checks.filter((c) => checkMark(c) === 'FAIL').map((c) => c.name)).toEqual(['release.expiry']);

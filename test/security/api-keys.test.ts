@@ -59,7 +59,9 @@ describe('API key comparison', () => {
       expect(candidate).not.toBe(key);
       const res = await withAuthorization(`Bearer ${candidate}`);
       expect(res.status, candidate).toBe(401);
-      expect(JSON.parse(res.text)).toEqual({ error: { message: 'Incorrect API key provided.', type: 'authentication_error', param: null, code: 'invalid_api_key' } });
+      expect(JSON.parse(res.text)).toEqual({
+        error: { message: 'Incorrect API key provided.', type: 'authentication_error', param: null, code: 'invalid_api_key' },
+      });
       expect(res.text + res.headers).not.toContain(candidate.slice(prefix.length, prefix.length + 12));
     }
   });
@@ -75,7 +77,14 @@ describe('API key comparison', () => {
   });
 
   it('other schemes and shapes are refused', async () => {
-    for (const value of [sigil.key, `Basic ${Buffer.from(`user:${sigil.key}`).toString('base64')}`, `Token ${sigil.key}`, `Bearer`, `Bearer ${sigil.key} extra`, `Bearer  ${sigil.key},${sigil.key}`]) {
+    for (const value of [
+      sigil.key,
+      `Basic ${Buffer.from(`user:${sigil.key}`).toString('base64')}`,
+      `Token ${sigil.key}`,
+      `Bearer`,
+      `Bearer ${sigil.key} extra`,
+      `Bearer  ${sigil.key},${sigil.key}`,
+    ]) {
       const res = await withAuthorization(value);
       expect(res.status, value).toBe(401);
       expect(JSON.parse(res.text).error.type).toBe('authentication_error');

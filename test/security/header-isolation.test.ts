@@ -40,7 +40,8 @@ let sigil: TestSigil;
 const received: Recorded[] = [];
 
 function answer(mode: string, res: import('node:http').ServerResponse): void {
-  const chunk = (delta: unknown, finish: string | null) => JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] });
+  const chunk = (delta: unknown, finish: string | null) =>
+    JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] });
   switch (mode) {
     case 'stream':
       res.writeHead(200, { ...LEAKY, 'content-type': 'text/event-stream' });
@@ -60,7 +61,15 @@ function answer(mode: string, res: import('node:http').ServerResponse): void {
       return;
     default:
       res.writeHead(200, { ...LEAKY, 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] }));
+      res.end(
+        JSON.stringify({
+          id: 'chatcmpl-h',
+          object: 'chat.completion',
+          created: 1,
+          model: 'm',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+        }),
+      );
   }
 }
 
@@ -94,7 +103,20 @@ afterAll(async () => {
 });
 
 /** Every header a client may see from Sigil; anything else came from somewhere it should not. */
-const SIGIL_HEADERS = new Set(['content-type', 'content-length', 'transfer-encoding', 'date', 'connection', 'keep-alive', 'x-request-id', 'cache-control', 'x-accel-buffering', 'retry-after', 'x-service-receipt', 'x-service-receipt-id']);
+const SIGIL_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'date',
+  'connection',
+  'keep-alive',
+  'x-request-id',
+  'cache-control',
+  'x-accel-buffering',
+  'retry-after',
+  'x-service-receipt',
+  'x-service-receipt-id',
+]);
 
 async function chat(mode: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string }> {
   const res = await fetch(`${sigil.url}/v1/chat/completions`, {
@@ -146,7 +168,15 @@ describe("the engine's credentials go to the engine only", () => {
 
   it('no public endpoint, error or log line shows them', async () => {
     const texts: string[] = [];
-    for (const path of ['/v1/verify/policy', '/v1/verify/jwks.json', '/v1/verify/attestation', '/readyz', '/healthz', '/v1/models?detail=true', '/v1/models/m']) {
+    for (const path of [
+      '/v1/verify/policy',
+      '/v1/verify/jwks.json',
+      '/v1/verify/attestation',
+      '/readyz',
+      '/healthz',
+      '/v1/models?detail=true',
+      '/v1/models/m',
+    ]) {
       const res = await fetch(`${sigil.url}${path}`);
       texts.push(JSON.stringify([...res.headers]), await res.text());
     }

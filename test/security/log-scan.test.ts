@@ -47,7 +47,15 @@ async function send(options: { body: string; key?: string; headers?: Record<stri
   return res;
 }
 
-const chatBody = (prompt: string, extra: Record<string, unknown> = {}) => JSON.stringify({ model: 'm', messages: [{ role: 'system', content: marker('system') }, { role: 'user', content: prompt }], ...extra });
+const chatBody = (prompt: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    model: 'm',
+    messages: [
+      { role: 'system', content: marker('system') },
+      { role: 'user', content: prompt },
+    ],
+    ...extra,
+  });
 
 describe('logs after mixed real traffic', () => {
   it('contain one line per request and none of the content, nonces or keys that went through', async () => {
@@ -74,9 +82,18 @@ describe('logs after mixed real traffic', () => {
     // Served: JSON and streams, plain and with receipts, with and without renaming.
     expect(await done(await send({ body: chatBody(prompt()) }))).toBe(200);
     expect(await done(await send({ body: chatBody(prompt()), headers: { 'x-service-receipt': 'true', 'x-service-nonce': nonce() } }))).toBe(200);
-    expect(await done(await send({ body: chatBody(prompt(), { stream: true, stream_options: { include_usage: true } }), headers: { 'x-service-receipt': 'true', 'x-service-nonce': nonce() } }))).toBe(200);
+    expect(
+      await done(
+        await send({
+          body: chatBody(prompt(), { stream: true, stream_options: { include_usage: true } }),
+          headers: { 'x-service-receipt': 'true', 'x-service-nonce': nonce() },
+        }),
+      ),
+    ).toBe(200);
     expect(await done(await send({ body: JSON.stringify({ model: 'r', messages: [{ role: 'user', content: prompt() }], stream: true }) }))).toBe(200);
-    expect(await done(await send({ body: JSON.stringify({ model: 'r', messages: [{ role: 'user', content: prompt() }], region: marker('region') }) }))).toBe(200);
+    expect(await done(await send({ body: JSON.stringify({ model: 'r', messages: [{ role: 'user', content: prompt() }], region: marker('region') }) }))).toBe(
+      200,
+    );
 
     // A stream the client abandons half-way.
     engine.behaviour = { chunkDelayMs: 30 };
@@ -126,7 +143,11 @@ describe('logs after mixed real traffic', () => {
     expect(await done(await send({ body: chatBody(prompt()), key: nearMiss }))).toBe(401);
     expect(await done(await send({ body: chatBody(prompt()), key: randomKey }))).toBe(401);
     expect(await done(await send({ body: '', key: nearMiss, method: 'GET', path: `/v1/receipts/${pathSecret}` }))).toBe(401);
-    const noKey = await fetch(`${sigil.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(prompt()) });
+    const noKey = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody(prompt()),
+    });
     expect(await done(noKey)).toBe(401);
 
     // Every request left its line (the close hook logs after the response ends).
@@ -141,7 +162,9 @@ describe('logs after mixed real traffic', () => {
     // Malformed HTTP carrying content leaves a line too, without the content.
     const smuggled = marker('smuggled');
     secrets.push(smuggled);
-    await rawRequest(sigil.url, [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nX-${smuggled}: ${smuggled}\r\n\r\n0\r\n\r\n`]);
+    await rawRequest(sigil.url, [
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nX-${smuggled}: ${smuggled}\r\n\r\n0\r\n\r\n`,
+    ]);
     expect(sigil.logs.some((l) => l.includes('"msg":"http rejection"'))).toBe(true);
     const leaked = secrets.filter((s) => sigil.logs.join('\n').includes(s));
     expect(leaked).toEqual([]);

@@ -26,12 +26,22 @@ const head = (framing: string, requestLine = 'POST /v1/chat/completions HTTP/1.1
 const chunk = (data: string) => `${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`;
 const chunked = (data: string) => `${chunk(data)}0\r\n\r\n`;
 /** A second, complete request hidden where a desynchronised parser would find it. */
-const hidden = () => `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${sigil.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+const hidden = () =>
+  `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${sigil.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
 
 const cases: Array<[string, () => string]> = [
-  ['Content-Length and Transfer-Encoding together (CL.TE)', () => head(`Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n`) + chunked(body) + hidden()],
-  ['Transfer-Encoding and Content-Length together (TE.CL, short length)', () => head(`Transfer-Encoding: chunked\r\nContent-Length: 4\r\n`) + chunked(body + hidden())],
-  ['two different Content-Length headers', () => head(`Content-Length: ${body.length}\r\nContent-Length: ${body.length + hidden().length}\r\n`) + body + hidden()],
+  [
+    'Content-Length and Transfer-Encoding together (CL.TE)',
+    () => head(`Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n`) + chunked(body) + hidden(),
+  ],
+  [
+    'Transfer-Encoding and Content-Length together (TE.CL, short length)',
+    () => head(`Transfer-Encoding: chunked\r\nContent-Length: 4\r\n`) + chunked(body + hidden()),
+  ],
+  [
+    'two different Content-Length headers',
+    () => head(`Content-Length: ${body.length}\r\nContent-Length: ${body.length + hidden().length}\r\n`) + body + hidden(),
+  ],
   ['two identical Content-Length headers', () => head(`Content-Length: ${body.length}\r\nContent-Length: ${body.length}\r\n`) + body],
   ['a Content-Length list', () => head(`Content-Length: ${body.length}, ${body.length}\r\n`) + body],
   ['a signed Content-Length', () => head(`Content-Length: +${body.length}\r\n`) + body],
@@ -47,7 +57,11 @@ const cases: Array<[string, () => string]> = [
   ['a chunk size with a 0x prefix', () => head('Transfer-Encoding: chunked\r\n') + `0x${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`],
   ['a chunk line ended by a bare LF', () => head('Transfer-Encoding: chunked\r\n') + `${body.length.toString(16)};a=b\n${body}\r\n0\r\n\r\n`],
   ['a chunk longer than its size says', () => head('Transfer-Encoding: chunked\r\n') + `${(body.length - 10).toString(16)}\r\n${body}\r\n0\r\n\r\n`],
-  ['header lines ended by bare LF', () => `POST /v1/chat/completions HTTP/1.1\nHost: 127.0.0.1\nAuthorization: Bearer ${sigil.key}\nContent-Type: application/json\nContent-Length: ${body.length}\n\n${body}`],
+  [
+    'header lines ended by bare LF',
+    () =>
+      `POST /v1/chat/completions HTTP/1.1\nHost: 127.0.0.1\nAuthorization: Bearer ${sigil.key}\nContent-Type: application/json\nContent-Length: ${body.length}\n\n${body}`,
+  ],
   ['a bare CR inside a header value', () => head(`Content-Length: ${body.length}\r\nX-A: a\rTransfer-Encoding: chunked\r\n`) + body],
   ['a NUL inside a header value', () => head(`Content-Length: ${body.length}\r\nX-A: a\0b\r\n`) + body],
   ['no Host header in HTTP/1.1', () => head(`Content-Length: ${body.length}\r\n`).replace('Host: 127.0.0.1\r\n', '') + body],
@@ -65,7 +79,11 @@ describe('request smuggling is refused before anything reaches the engine', () =
   it('a well-formed chunked request is served once, and the engine gets a Content-Length framed copy', async () => {
     const before = engine.requests.length;
     const split = Math.floor(body.length / 2);
-    const exchange = await rawRequest(sigil.url, [head('Transfer-Encoding: chunked\r\nConnection: close\r\n') + chunk(body.slice(0, split)) + chunk(body.slice(split)) + '0\r\n\r\n'], { waitMs: 3000 });
+    const exchange = await rawRequest(
+      sigil.url,
+      [head('Transfer-Encoding: chunked\r\nConnection: close\r\n') + chunk(body.slice(0, split)) + chunk(body.slice(split)) + '0\r\n\r\n'],
+      { waitMs: 3000 },
+    );
     expect(exchange.statuses).toEqual([200]);
     expect(engine.requests.length).toBe(before + 1);
     const received = engine.requests.at(-1)!;

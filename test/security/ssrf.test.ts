@@ -67,14 +67,33 @@ async function chat(body: unknown, headers: Record<string, string> = {}): Promis
 
 describe('client input never chooses the upstream', () => {
   it('a URL as the model id is an unknown model, and nobody is called', async () => {
-    for (const model of [`${attackerUrl}/v1`, attackerUrl, '//127.0.0.1:1/v1', 'http://evil.invalid/', 'm@127.0.0.1', '../../m', 'm/../../admin', 'm?x=1', 'm#x']) {
+    for (const model of [
+      `${attackerUrl}/v1`,
+      attackerUrl,
+      '//127.0.0.1:1/v1',
+      'http://evil.invalid/',
+      'm@127.0.0.1',
+      '../../m',
+      'm/../../admin',
+      'm?x=1',
+      'm#x',
+    ]) {
       expect(await chat({ ...okBody, model })).toBe(404);
     }
     expectOnlyConfiguredEngine(0);
   });
 
   it('URL-looking fields in a valid body are forwarded as data, to the configured engine only', async () => {
-    const body = { ...okBody, base_url: attackerUrl, api_base: attackerUrl, url: attackerUrl, upstream: attackerUrl, endpoint: `${attackerUrl}/v1/chat/completions`, region: attackerUrl, user: attackerUrl };
+    const body = {
+      ...okBody,
+      base_url: attackerUrl,
+      api_base: attackerUrl,
+      url: attackerUrl,
+      upstream: attackerUrl,
+      endpoint: `${attackerUrl}/v1/chat/completions`,
+      region: attackerUrl,
+      user: attackerUrl,
+    };
     expect(await chat(body)).toBe(200);
     expectOnlyConfiguredEngine();
     const { region: _region, ...forwarded } = body;
@@ -116,8 +135,17 @@ describe('client input never chooses the upstream', () => {
   });
 
   it('path tricks do not reach other engine paths', async () => {
-    for (const path of ['/v1/chat/completions/../models', '/v1/chat/completions%2f..%2fmodels', '/v1/../v1/chat/completions?url=http://127.0.0.2:1/', '/v1/chat/completions;x=1']) {
-      const res = await fetch(`${sigil.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body: JSON.stringify(okBody) });
+    for (const path of [
+      '/v1/chat/completions/../models',
+      '/v1/chat/completions%2f..%2fmodels',
+      '/v1/../v1/chat/completions?url=http://127.0.0.2:1/',
+      '/v1/chat/completions;x=1',
+    ]) {
+      const res = await fetch(`${sigil.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(okBody),
+      });
       await res.arrayBuffer();
       expect(res.status, path).toBeLessThan(500);
     }

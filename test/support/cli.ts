@@ -26,7 +26,12 @@ export interface VerifyEvidenceRun {
 export async function runVerifyEvidence(argv: string[], now: Date, extensions?: EvidenceExtension[]): Promise<VerifyEvidenceRun> {
   let stdout = '';
   let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, now, ...(extensions === undefined ? {} : { extensions }) };
+  const io = {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    now,
+    ...(extensions === undefined ? {} : { extensions }),
+  };
   const code = await verifyEvidenceCommand(argv, io);
   const marks = Object.fromEntries([...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => [m[2]!, m[1]!]));
   return { code, stdout, stderr, marks };

@@ -23,7 +23,10 @@ const NOT_BEFORE = new Date('2024-01-01T00:00:00Z');
 const NOT_AFTER = new Date('2044-01-01T00:00:00Z');
 
 function caExtensions(pathLength?: number): x509.Extension[] {
-  return [new x509.BasicConstraintsExtension(true, pathLength, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true)];
+  return [
+    new x509.BasicConstraintsExtension(true, pathLength, true),
+    new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+  ];
 }
 
 async function keyPair(alg: RsaHashedKeyGenParams | EcKeyGenParams): Promise<CryptoKeyPair> {
@@ -57,7 +60,11 @@ export interface AmdTestChain {
 }
 
 /** A CRL signed by the test ARK (RSA-PSS SHA-384 like AMD's), revoking `revokedSerials` (hex), valid over the test chain's lifetime unless told. */
-export function amdTestCrl(chain: Pick<AmdTestChain, 'ark' | 'arkKey'>, revokedSerials: string[] = [], validity: { thisUpdate: Date; nextUpdate: Date } = { thisUpdate: NOT_BEFORE, nextUpdate: NOT_AFTER }): Promise<x509.X509Crl> {
+export function amdTestCrl(
+  chain: Pick<AmdTestChain, 'ark' | 'arkKey'>,
+  revokedSerials: string[] = [],
+  validity: { thisUpdate: Date; nextUpdate: Date } = { thisUpdate: NOT_BEFORE, nextUpdate: NOT_AFTER },
+): Promise<x509.X509Crl> {
   return x509.X509CrlGenerator.create({
     issuer: chain.ark.subject,
     ...validity,
@@ -150,7 +157,7 @@ export function pinnedSnpReference(measurement: Uint8Array, manifestSha384: stri
   return {
     sigil: { manifest_sha384: [manifestSha384] },
     snp: {
-    measurement: [Buffer.from(measurement).toString('hex')],
+      measurement: [Buffer.from(measurement).toString('hex')],
       host_data: ['00'.repeat(32)],
       vmpl: [0],
       policy: { smt: [true], ...clear('single_socket', 'cxl_allowed', 'mem_aes_256_xts', 'rapl_disabled', 'ciphertext_hiding', 'page_swap_disabled') },
@@ -214,7 +221,9 @@ export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Ar
   }
   const sig = sign('sha384', report.subarray(0, SNP_SIGNED), { key, dsaEncoding: 'ieee-p1363' });
   Buffer.from(sig.subarray(0, 48)).reverse().copy(report, SNP_SIGNED);
-  Buffer.from(sig.subarray(48, 96)).reverse().copy(report, SNP_SIGNED + 72);
+  Buffer.from(sig.subarray(48, 96))
+    .reverse()
+    .copy(report, SNP_SIGNED + 72);
   return new Uint8Array(report);
 }
 
@@ -282,7 +291,13 @@ export async function createIntelTestChain(): Promise<IntelTestChain> {
     signingKey: caKeys.privateKey,
     signingAlgorithm: ECDSA_SHA256,
   });
-  return { root, platformCa, pck, pckKey: KeyObject.from(pckKeys.privateKey), roots: { amdArks: [], amdIntermediates: [], intelRoots: [root.toString('pem')] } };
+  return {
+    root,
+    platformCa,
+    pck,
+    pckKey: KeyObject.from(pckKeys.privateKey),
+    roots: { amdArks: [], amdIntermediates: [], intelRoots: [root.toString('pem')] },
+  };
 }
 
 export interface TdxQuoteFields {
@@ -332,7 +347,10 @@ export function buildTdxQuote(fields: TdxQuoteFields, chain: Pick<IntelTestChain
   qeReport.fill(0x8c, 128, 160);
   qeReport.writeUInt16LE(1, 256);
   qeReport.writeUInt16LE(8, 258);
-  const binding = createHash('sha256').update(akRaw).update(fields.unboundQeReport === true ? Buffer.from('other') : authData).digest();
+  const binding = createHash('sha256')
+    .update(akRaw)
+    .update(fields.unboundQeReport === true ? Buffer.from('other') : authData)
+    .digest();
   binding.copy(qeReport, 320);
   const qeSignature = sign('sha256', qeReport, { key: chain.pckKey, dsaEncoding: 'ieee-p1363' });
 
@@ -362,7 +380,14 @@ export function testJwks(): { keys: Array<Record<string, string>> } {
 const TEST_POLICY_HASH = 'sha256:' + '11'.repeat(32);
 /** The one runtime event a test document lists: Sigil started at a fixed time with a fixed manifest. */
 export const TEST_START_EVENT = (() => {
-  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: '4d'.repeat(48), policy_hash: TEST_POLICY_HASH, reason: 'start', seq: 0 });
+  const payload = JSON.stringify({
+    at: '2026-01-01T00:00:00.000Z',
+    kind: 'sigil-event/2',
+    manifest_sha384: '4d'.repeat(48),
+    policy_hash: TEST_POLICY_HASH,
+    reason: 'start',
+    seq: 0,
+  });
   return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
 })();
 
@@ -388,7 +413,14 @@ export function expectedReportData(nonce: Uint8Array, jwks: object): Uint8Array 
   return reportDataV2(nonce, testBinding(jwks));
 }
 
-function documentV2(tee: 'sev-snp' | 'tdx', evidence: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+function documentV2(
+  tee: 'sev-snp' | 'tdx',
+  evidence: Uint8Array,
+  nonce: Uint8Array,
+  jwks: object,
+  measurement: string,
+  reportData: Uint8Array,
+): Record<string, unknown> {
   return {
     version: 2,
     tee,
@@ -408,7 +440,14 @@ function documentV2(tee: 'sev-snp' | 'tdx', evidence: Uint8Array, nonce: Uint8Ar
   };
 }
 
-export function snpDocument(report: Uint8Array, certificates: Uint8Array, nonce: Uint8Array, jwks: object, measurement: string, reportData: Uint8Array): Record<string, unknown> {
+export function snpDocument(
+  report: Uint8Array,
+  certificates: Uint8Array,
+  nonce: Uint8Array,
+  jwks: object,
+  measurement: string,
+  reportData: Uint8Array,
+): Record<string, unknown> {
   return documentV2('sev-snp', Buffer.concat([report, certificates]), nonce, jwks, measurement, reportData);
 }
 

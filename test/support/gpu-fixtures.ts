@@ -10,7 +10,15 @@ import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { createOptionalCallbackFunction, SignedXml } from 'xml-crypto';
 import type { GpuEvidence } from '../../src/protocol/attestation.ts';
-import { C14N_11, C14n11OverWholeDocument, DIGEST_SHA384, ECDSA_SHA384, EcdsaSha384Signature, ENVELOPED, Sha384Digest } from '../../src/verify/gpu/rim-signature.ts';
+import {
+  C14N_11,
+  C14n11OverWholeDocument,
+  DIGEST_SHA384,
+  ECDSA_SHA384,
+  EcdsaSha384Signature,
+  ENVELOPED,
+  Sha384Digest,
+} from '../../src/verify/gpu/rim-signature.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
@@ -46,7 +54,7 @@ export function realMeasurements(): Map<number, string> {
   const r = realReport().subarray(37);
   const length = r[5]! | (r[6]! << 8) | (r[7]! << 16);
   const out = new Map<number, string>();
-  for (let o = 8; o < 8 + length; ) {
+  for (let o = 8; o < 8 + length;) {
     const size = r.readUInt16LE(o + 2);
     out.set(r[o]! - 1, r.subarray(o + 7, o + 4 + size).toString('hex'));
     o += 4 + size;
@@ -69,13 +77,24 @@ export async function createRimTestChain(): Promise<RimTestChain> {
   const notAfter = new Date('2043-01-01T00:00:00Z');
   const rootKeys = (await webcrypto.subtle.generateKey(P384, true, ['sign', 'verify'])) as CryptoKeyPair;
   const root = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: '01', name: 'CN=Test CoRIM signing Root CA, O=Sigil tests', notBefore, notAfter, keys: rootKeys, signingAlgorithm: SHA384_SIGN,
+    serialNumber: '01',
+    name: 'CN=Test CoRIM signing Root CA, O=Sigil tests',
+    notBefore,
+    notAfter,
+    keys: rootKeys,
+    signingAlgorithm: SHA384_SIGN,
     extensions: [new x509.BasicConstraintsExtension(true, undefined, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign, true)],
   });
   const signerKeys = (await webcrypto.subtle.generateKey(P384, true, ['sign', 'verify'])) as CryptoKeyPair;
   const signer = await x509.X509CertificateGenerator.create({
-    serialNumber: '02', subject: 'CN=Test RIM Signer, O=Sigil tests', issuer: root.subject, notBefore, notAfter,
-    publicKey: signerKeys.publicKey, signingKey: rootKeys.privateKey, signingAlgorithm: SHA384_SIGN,
+    serialNumber: '02',
+    subject: 'CN=Test RIM Signer, O=Sigil tests',
+    issuer: root.subject,
+    notBefore,
+    notAfter,
+    publicKey: signerKeys.publicKey,
+    signingKey: rootKeys.privateKey,
+    signingAlgorithm: SHA384_SIGN,
   });
   return { rootPem: root.toString('pem'), certificates: [signer, root], signingKey: KeyObject.from(signerKeys.privateKey) };
 }
@@ -88,7 +107,11 @@ class SigningEcdsaSha384 extends EcdsaSha384Signature {
 
 /** Signs a SWID tag the way NVIDIA does: enveloped, whole document, C14N 1.1, SHA-384, ECDSA P-384, chain in KeyInfo. */
 export function signRim(unsigned: string, chain: RimTestChain): string {
-  const signed = new SignedXml({ privateKey: chain.signingKey.export({ type: 'pkcs8', format: 'pem' }) as string, canonicalizationAlgorithm: C14N_11, signatureAlgorithm: ECDSA_SHA384 as 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512' });
+  const signed = new SignedXml({
+    privateKey: chain.signingKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+    canonicalizationAlgorithm: C14N_11,
+    signatureAlgorithm: ECDSA_SHA384 as 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512',
+  });
   signed.CanonicalizationAlgorithms = { ...signed.CanonicalizationAlgorithms, [C14N_11]: C14n11OverWholeDocument } as SignedXml['CanonicalizationAlgorithms'];
   signed.HashAlgorithms = { [DIGEST_SHA384]: Sha384Digest } as SignedXml['HashAlgorithms'];
   signed.SignatureAlgorithms = { [ECDSA_SHA384]: SigningEcdsaSha384 } as SignedXml['SignatureAlgorithms'];

@@ -2,7 +2,19 @@
 import { createHash, sign, type KeyObject } from 'node:crypto';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import { AlgorithmIdentifier, Certificate } from '@peculiar/asn1-x509';
-import { BasicOCSPResponse, CertID, CertStatus, OCSPResponse, OCSPResponseStatus, ResponderID, ResponseBytes, ResponseData, RevokedInfo, SingleResponse, id_pkix_ocsp_basic } from '@peculiar/asn1-ocsp';
+import {
+  BasicOCSPResponse,
+  CertID,
+  CertStatus,
+  OCSPResponse,
+  OCSPResponseStatus,
+  ResponderID,
+  ResponseBytes,
+  ResponseData,
+  RevokedInfo,
+  SingleResponse,
+  id_pkix_ocsp_basic,
+} from '@peculiar/asn1-ocsp';
 
 /** The verification time the responses are current at by default. */
 export const AT = new Date('2030-01-01T00:00:00Z');
@@ -37,11 +49,19 @@ export function ocspResponse(spec: ResponseSpec): Uint8Array {
   });
   const status = spec.status ?? 'good';
   const certStatus =
-    status === 'good' ? new CertStatus({ good: null }) : status === 'revoked' ? new CertStatus({ revoked: new RevokedInfo({ revocationTime: new Date('2029-06-01T00:00:00Z') }) }) : new CertStatus({ unknown: null });
+    status === 'good'
+      ? new CertStatus({ good: null })
+      : status === 'revoked'
+        ? new CertStatus({ revoked: new RevokedInfo({ revocationTime: new Date('2029-06-01T00:00:00Z') }) })
+        : new CertStatus({ unknown: null });
   const thisUpdate = spec.thisUpdate ?? new Date(AT.getTime() - HOUR);
   const nextUpdate = spec.nextUpdate === undefined ? new Date(AT.getTime() + 24 * HOUR) : spec.nextUpdate;
   const single = new SingleResponse({ certID, certStatus, thisUpdate, ...(nextUpdate === null ? {} : { nextUpdate }) });
-  const tbs = new ResponseData({ responderID: new ResponderID({ byKey: new OctetString(createHash('sha1').update('responder').digest()) }), producedAt: thisUpdate, responses: [single] });
+  const tbs = new ResponseData({
+    responderID: new ResponderID({ byKey: new OctetString(createHash('sha1').update('responder').digest()) }),
+    producedAt: thisUpdate,
+    responses: [single],
+  });
   const signature = sign('sha384', Buffer.from(AsnConvert.serialize(tbs)), spec.signer);
   const basic = new BasicOCSPResponse({
     tbsResponseData: tbs,
@@ -49,7 +69,9 @@ export function ocspResponse(spec: ResponseSpec): Uint8Array {
     signature: new Uint8Array(signature).buffer,
     ...(spec.signerCert === undefined ? {} : { certs: [AsnConvert.parse(spec.signerCert, Certificate)] }),
   });
-  const response = new OCSPResponse({ responseStatus: OCSPResponseStatus.successful, responseBytes: new ResponseBytes({ responseType: id_pkix_ocsp_basic, response: new OctetString(AsnConvert.serialize(basic)) }) });
+  const response = new OCSPResponse({
+    responseStatus: OCSPResponseStatus.successful,
+    responseBytes: new ResponseBytes({ responseType: id_pkix_ocsp_basic, response: new OctetString(AsnConvert.serialize(basic)) }),
+  });
   return new Uint8Array(AsnConvert.serialize(response));
 }
-

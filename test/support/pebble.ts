@@ -22,13 +22,44 @@ export interface TestPebble {
   start(): Promise<void>;
 }
 
-
 function makeListenerCa(dir: string): { caFile: string; certFile: string; keyFile: string } {
   const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  run('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=pebble listener test CA');
+  run(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=pebble listener test CA',
+  );
   run('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'listener.key', '-out', 'listener.csr', '-subj', '/CN=localhost');
   writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  run('x509', '-req', '-in', 'listener.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'listener.pem', '-days', '2', '-extfile', 'san.ext');
+  run(
+    'x509',
+    '-req',
+    '-in',
+    'listener.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'listener.pem',
+    '-days',
+    '2',
+    '-extfile',
+    'san.ext',
+  );
   return { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'listener.pem'), keyFile: join(dir, 'listener.key') };
 }
 

@@ -24,7 +24,17 @@ export interface SigilProcess {
 export async function startSigilProcess(engineBaseUrl: string, config: Record<string, unknown> = {}): Promise<SigilProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'sigil-process-'));
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
-  writeFileSync(join(dir, 'sigil.yaml'), stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engineBaseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' }, workers: 1, ...config }));
+  writeFileSync(
+    join(dir, 'sigil.yaml'),
+    stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      upstreams: { e: { url: engineBaseUrl } },
+      catalogue: 'models.yaml',
+      auth: { keys_file: 'keys' },
+      workers: 1,
+      ...config,
+    }),
+  );
   const { key } = addKey(join(dir, 'keys'));
   const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

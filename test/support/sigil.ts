@@ -95,7 +95,10 @@ export async function startTestSigil(options: {
 export async function requestLines(sigil: Pick<TestSigil, 'logs'>, from: number, count = 1, timeoutMs = 5000): Promise<Array<Record<string, unknown>>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const lines = sigil.logs.slice(from).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    const lines = sigil.logs
+      .slice(from)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request');
     if (lines.length >= count || Date.now() > deadline) return lines;
     await new Promise((r) => setImmediate(r));
   }

@@ -50,7 +50,8 @@ export function completionJson(g: Generation): string {
 export function completionEvents(g: Generation, includeUsage: boolean): string[] {
   const id = `cmpl-${randomBytes(12).toString('hex')}`;
   const created = Math.floor(Date.now() / 1000);
-  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => JSON.stringify({ id, object: 'text_completion', created, model: g.model, choices, ...extra });
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ id, object: 'text_completion', created, model: g.model, choices, ...extra });
   const events = g.pieces.map((text) => chunk([{ index: 0, text, logprobs: null, finish_reason: null, stop_reason: null }]));
   events.push(chunk([{ index: 0, text: '', logprobs: null, finish_reason: g.finish, stop_reason: null }]));
   if (includeUsage) events.push(chunk([], { usage: vllmUsage(g) }));
@@ -80,7 +81,14 @@ export function embeddingsJson(model: string, request: Record<string, unknown>):
   });
 }
 
-function responseObject(g: Generation, id: string, messageId: string, createdAt: number, status: 'in_progress' | 'completed', request: Record<string, unknown>) {
+function responseObject(
+  g: Generation,
+  id: string,
+  messageId: string,
+  createdAt: number,
+  status: 'in_progress' | 'completed',
+  request: Record<string, unknown>,
+) {
   const done = status === 'completed';
   return {
     id,
@@ -90,7 +98,17 @@ function responseObject(g: Generation, id: string, messageId: string, createdAt:
     metadata: null,
     model: g.model,
     object: 'response',
-    output: done ? [{ id: messageId, content: [{ annotations: [], text: g.pieces.join(''), type: 'output_text', logprobs: null }], role: 'assistant', status: 'completed', type: 'message' }] : [],
+    output: done
+      ? [
+          {
+            id: messageId,
+            content: [{ annotations: [], text: g.pieces.join(''), type: 'output_text', logprobs: null }],
+            role: 'assistant',
+            status: 'completed',
+            type: 'message',
+          },
+        ]
+      : [],
     parallel_tool_calls: true,
     temperature: request.temperature ?? 1.0,
     tool_choice: 'auto',
@@ -108,14 +126,22 @@ function responseObject(g: Generation, id: string, messageId: string, createdAt:
     top_logprobs: null,
     truncation: 'disabled',
     usage: done
-      ? { input_tokens: g.promptTokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: g.pieces.length, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: g.promptTokens + g.pieces.length }
+      ? {
+          input_tokens: g.promptTokens,
+          input_tokens_details: { cached_tokens: 0 },
+          output_tokens: g.pieces.length,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: g.promptTokens + g.pieces.length,
+        }
       : null,
     user: null,
   };
 }
 
 export function responseJson(g: Generation, request: Record<string, unknown>): string {
-  return JSON.stringify(responseObject(g, `resp_${randomBytes(16).toString('hex')}`, `msg_${randomBytes(16).toString('hex')}`, Math.floor(Date.now() / 1000), 'completed', request));
+  return JSON.stringify(
+    responseObject(g, `resp_${randomBytes(16).toString('hex')}`, `msg_${randomBytes(16).toString('hex')}`, Math.floor(Date.now() / 1000), 'completed', request),
+  );
 }
 
 /** A Responses API stream as vLLM writes it: `event:` and `data:` lines, sequence numbers, no [DONE]. */
@@ -127,7 +153,13 @@ export function responseEvents(g: Generation, request: Record<string, unknown>):
   const event = (type: string, body: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ ...body, type, sequence_number: sequence++ })}\n\n`;
   const text = g.pieces.join('');
   const part = (t: string) => ({ annotations: [], text: t, type: 'output_text', logprobs: null });
-  const item = (status: string, t: string) => ({ id: itemId, content: t === '' && status === 'in_progress' ? [] : [part(t)], role: 'assistant', status, type: 'message' });
+  const item = (status: string, t: string) => ({
+    id: itemId,
+    content: t === '' && status === 'in_progress' ? [] : [part(t)],
+    role: 'assistant',
+    status,
+    type: 'message',
+  });
   return [
     event('response.created', { response: responseObject(g, id, itemId, createdAt, 'in_progress', request) }),
     event('response.in_progress', { response: responseObject(g, id, itemId, createdAt, 'in_progress', request) }),

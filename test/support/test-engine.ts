@@ -75,10 +75,14 @@ function vllmError(status: number, message: string): string {
 }
 
 function llamacppError(status: number, message: string): string {
-  return JSON.stringify({ error: { code: status, message, type: status === 404 ? 'not_found_error' : status >= 500 ? 'server_error' : 'invalid_request_error' } });
+  return JSON.stringify({
+    error: { code: status, message, type: status === 404 ? 'not_found_error' : status >= 500 ? 'server_error' : 'invalid_request_error' },
+  });
 }
 
-export async function startTestEngine(options: { format?: EngineFormat; modelNames?: string[]; contextWindow?: number; port?: number } = {}): Promise<TestEngine> {
+export async function startTestEngine(
+  options: { format?: EngineFormat; modelNames?: string[]; contextWindow?: number; port?: number } = {},
+): Promise<TestEngine> {
   const format = options.format ?? 'vllm';
   const contextWindow = options.contextWindow ?? 4096;
   const sockets = new Set<Socket>();
@@ -115,7 +119,9 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     if (b.hang) return;
     if (b.firstByteDelayMs) await sleep(b.firstByteDelayMs);
     if (b.status) {
-      res.writeHead(b.status, { 'content-type': 'application/json', ...(b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {}) }).end(errorBody(b.status, b.errorMessage ?? `engine says ${b.status}`));
+      res
+        .writeHead(b.status, { 'content-type': 'application/json', ...(b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {}) })
+        .end(errorBody(b.status, b.errorMessage ?? `engine says ${b.status}`));
       return;
     }
     if (b.invalidJson) {
@@ -136,9 +142,9 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     }
     const maxTokens = ((request.max_tokens ?? request.max_output_tokens) as number | undefined) ?? Infinity;
     if (promptTokens + (Number.isFinite(maxTokens) ? maxTokens : 0) > contextWindow) {
-      res.writeHead(400, { 'content-type': 'application/json' }).end(
-        errorBody(400, `This model's maximum context length is ${contextWindow} tokens. However, you requested ${promptTokens + maxTokens} tokens.`),
-      );
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end(errorBody(400, `This model's maximum context length is ${contextWindow} tokens. However, you requested ${promptTokens + maxTokens} tokens.`));
       return;
     }
     const all = words(engine.reply);
@@ -151,15 +157,42 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     const includeUsage = (request.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
 
     if (!isChat && request.stream !== true) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(path === '/v1/completions' ? completionJson(generation) : responseJson(generation, request));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(path === '/v1/completions' ? completionJson(generation) : responseJson(generation, request));
       return;
     }
     if (request.stream !== true) {
       const text = pieces.join('');
       const json =
         format === 'vllm'
-          ? JSON.stringify({ id, object: 'chat.completion', created, model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [] }, logprobs: null, finish_reason: finish, stop_reason: null }], usage, prompt_logprobs: null })
-          : JSON.stringify({ choices: [{ finish_reason: finish, index: 0, message: { role: 'assistant', content: text } }], created, model, system_fingerprint: 'b5000-test', object: 'chat.completion', usage, id, timings: { prompt_n: promptTokens, predicted_n: pieces.length } });
+          ? JSON.stringify({
+              id,
+              object: 'chat.completion',
+              created,
+              model,
+              choices: [
+                {
+                  index: 0,
+                  message: { role: 'assistant', content: text, refusal: null, tool_calls: [] },
+                  logprobs: null,
+                  finish_reason: finish,
+                  stop_reason: null,
+                },
+              ],
+              usage,
+              prompt_logprobs: null,
+            })
+          : JSON.stringify({
+              choices: [{ finish_reason: finish, index: 0, message: { role: 'assistant', content: text } }],
+              created,
+              model,
+              system_fingerprint: 'b5000-test',
+              object: 'chat.completion',
+              usage,
+              id,
+              timings: { prompt_n: promptTokens, predicted_n: pieces.length },
+            });
       res.writeHead(200, { 'content-type': 'application/json' }).end(json);
       return;
     }
@@ -168,13 +201,15 @@ export async function startTestEngine(options: { format?: EngineFormat; modelNam
     if (path === '/v1/completions') events = completionEvents(generation, includeUsage);
     else if (path === '/v1/responses') events = responseEvents(generation, request);
     else if (format === 'vllm') {
-      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra });
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+        JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra });
       events.push(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
       for (const p of pieces) events.push(chunk([{ index: 0, delta: { content: p }, logprobs: null, finish_reason: null }]));
       events.push(chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: finish, stop_reason: null }]));
       if (includeUsage) events.push(chunk([], { usage }));
     } else {
-      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => JSON.stringify({ choices, created, id, model, system_fingerprint: 'b5000-test', object: 'chat.completion.chunk', ...extra });
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+        JSON.stringify({ choices, created, id, model, system_fingerprint: 'b5000-test', object: 'chat.completion.chunk', ...extra });
       events.push(chunk([{ finish_reason: null, index: 0, delta: { role: 'assistant', content: null } }]));
       for (const p of pieces) events.push(chunk([{ finish_reason: null, index: 0, delta: { content: p } }]));
       events.push(chunk([{ finish_reason: finish, index: 0, delta: {} }]));

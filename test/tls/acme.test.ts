@@ -28,7 +28,14 @@ function acmeConfig(overrides: Record<string, unknown> = {}): Record<string, unk
   return {
     mode: 'acme',
     hostnames: ['localhost'],
-    acme: { directory_url: pebble.directoryUrl, ca_file: pebble.caFile, email: 'ops@example.com', http_host: '127.0.0.1', http_port: pebble.httpPort, ...overrides },
+    acme: {
+      directory_url: pebble.directoryUrl,
+      ca_file: pebble.caFile,
+      email: 'ops@example.com',
+      http_host: '127.0.0.1',
+      http_port: pebble.httpPort,
+      ...overrides,
+    },
   };
 }
 
@@ -70,7 +77,11 @@ describe('tls.mode acme', () => {
       expect(certificate.issuer).toMatch(/Pebble Intermediate CA/);
       expect(certificate.subjectAltName).toBe('DNS:localhost');
       const { createHash } = await import('node:crypto');
-      expect(await boundKey(sigil)).toBe(createHash('sha256').update(Buffer.from(spki(certificate), 'hex')).digest('hex'));
+      expect(await boundKey(sigil)).toBe(
+        createHash('sha256')
+          .update(Buffer.from(spki(certificate), 'hex'))
+          .digest('hex'),
+      );
       // pebble validated the http-01 challenge against Sigil's own listener.
       expect(pebble.logs.join('\n')).toMatch(/Attempting to validate w\/ HTTP: http:\/\/localhost:\d+\/\.well-known\/acme-challenge\//);
     } finally {
@@ -80,7 +91,11 @@ describe('tls.mode acme', () => {
 
   it('renews before expiry without a restart, for the same key, and keeps the certificate while the ACME server is down', async () => {
     // Every check finds the certificate due (renew when under ~10 years left), once a second.
-    const sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { tls: acmeConfig({ renew_before_s: 315_360_000, check_interval_s: 1 }) } });
+    const sigil = await startTestSigil({
+      upstreams: { e: { url: engine.baseUrl } },
+      models: [{ id: 'm' }],
+      config: { tls: acmeConfig({ renew_before_s: 315_360_000, check_interval_s: 1 }) },
+    });
     started.push(sigil);
     try {
       const first = await presented(sigil.url);
@@ -94,7 +109,9 @@ describe('tls.mode acme', () => {
 
       await pebble.kill();
       const logged = sigil.logs.length;
-      await until('a failed renewal', async () => (sigil.logs.slice(logged).some((l) => l.includes('tls certificate renewal failed: keeping the current certificate')) ? true : undefined));
+      await until('a failed renewal', async () =>
+        sigil.logs.slice(logged).some((l) => l.includes('tls certificate renewal failed: keeping the current certificate')) ? true : undefined,
+      );
       const during = await presented(sigil.url);
       expect(during.serialNumber).toBe((await presented(sigil.url)).serialNumber);
       const served = await request(`${sigil.url}/v1/models`, { dispatcher: insecure });
@@ -107,7 +124,9 @@ describe('tls.mode acme', () => {
         return now.serialNumber !== during.serialNumber ? now : undefined;
       });
       expect(spki(after)).toBe(spki(first));
-      const failures = sigil.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'tls certificate renewal failed: keeping the current certificate');
+      const failures = sigil.logs
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.msg === 'tls certificate renewal failed: keeping the current certificate');
       expect(failures.length).toBeGreaterThan(0);
       expect(failures[0]).toMatchObject({ level: 40, failures: 1, retry_in_s: 1 });
     } finally {
@@ -118,7 +137,11 @@ describe('tls.mode acme', () => {
   it('refuses to start, saying why, when the ACME server cannot be reached', async () => {
     const closed = await freePort();
     await expect(
-      startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { tls: acmeConfig({ directory_url: `https://127.0.0.1:${closed}/dir` }) } }),
+      startTestSigil({
+        upstreams: { e: { url: engine.baseUrl } },
+        models: [{ id: 'm' }],
+        config: { tls: acmeConfig({ directory_url: `https://127.0.0.1:${closed}/dir` }) },
+      }),
     ).rejects.toThrow(new RegExp(`tls\\.acme: no certificate from https://127\\.0\\.0\\.1:${closed}/dir for localhost: .*ECONNREFUSED`));
   });
 });

@@ -51,7 +51,10 @@ function handshake(port: number, options: ConnectionOptions = {}): Promise<TLSSo
   });
 }
 
-const spkiOf = (certificate: X509Certificate) => createHash('sha256').update(certificate.publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+const spkiOf = (certificate: X509Certificate) =>
+  createHash('sha256')
+    .update(certificate.publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex');
 
 async function attestationOf(sigil: TestSigil): Promise<{ binding: { tls_spki_sha256: string | null } }> {
   const response = await request(`${sigil.url}/v1/verify/attestation`, { dispatcher: insecure });
@@ -89,8 +92,12 @@ describe('tls.mode self-signed', () => {
 
   it('refuses TLS 1.0 and 1.1, and TLS 1.2 suites without forward secrecy or AEAD', async () => {
     // The server's alerts: protocol_version for TLS 1.0/1.1, handshake_failure when no offered suite is acceptable.
-    await expect(handshake(portOf(sigil), { minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT:@SECLEVEL=0' })).rejects.toMatchObject({ code: 'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION' });
-    await expect(handshake(portOf(sigil), { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA:AES128-GCM-SHA256' })).rejects.toMatchObject({ code: 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE' });
+    await expect(handshake(portOf(sigil), { minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT:@SECLEVEL=0' })).rejects.toMatchObject({
+      code: 'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION',
+    });
+    await expect(
+      handshake(portOf(sigil), { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA:AES128-GCM-SHA256' }),
+    ).rejects.toMatchObject({ code: 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE' });
   });
 
   it('serves the API over TLS', async () => {
@@ -140,9 +147,27 @@ describe('tls.mode files', () => {
   const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-days', '30', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost');
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '30',
+    '-subj',
+    '/CN=localhost',
+    '-addext',
+    'subjectAltName=DNS:localhost',
+  );
 
-  it('serves the operator\'s certificate and binds its key', async () => {
+  it("serves the operator's certificate and binds its key", async () => {
     const sigil = await sigilWith({ mode: 'files', cert_file: cert, key_file: key });
     const socket = await handshake(portOf(sigil));
     const presented = socket.getPeerX509Certificate()!;
@@ -152,19 +177,28 @@ describe('tls.mode files', () => {
     expect((await attestationOf(sigil)).binding.tls_spki_sha256).toBe(spkiOf(fileCertificate));
   });
 
-  it('refuses to start with an expired certificate, a missing file, or a key that is not the certificate\'s', async () => {
+  it("refuses to start with an expired certificate, a missing file, or a key that is not the certificate's", async () => {
     const expiredKey = join(dir, 'expired-key.pem');
     const expired = join(dir, 'expired.pem');
     const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
     const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as CryptoKeyPair;
-    const old = await x509.X509CertificateGenerator.createSelfSigned({ name: 'CN=localhost', notBefore: new Date('2020-01-01T00:00:00Z'), notAfter: new Date('2021-01-01T00:00:00Z'), keys, signingAlgorithm: algorithm }, webcrypto as unknown as Crypto);
+    const old = await x509.X509CertificateGenerator.createSelfSigned(
+      { name: 'CN=localhost', notBefore: new Date('2020-01-01T00:00:00Z'), notAfter: new Date('2021-01-01T00:00:00Z'), keys, signingAlgorithm: algorithm },
+      webcrypto as unknown as Crypto,
+    );
     writeFileSync(expired, old.toString('pem'));
     writeFileSync(expiredKey, KeyObject.from(keys.privateKey).export({ type: 'pkcs8', format: 'pem' }));
-    await expect(sigilWith({ mode: 'files', cert_file: expired, key_file: expiredKey })).rejects.toThrow(/the certificate expired on 2021-01-01T00:00:00\.000Z/);
-    await expect(sigilWith({ mode: 'files', cert_file: join(dir, 'absent.pem'), key_file: key })).rejects.toThrow(/tls\.cert_file: cannot read .*absent\.pem \(ENOENT\)/);
+    await expect(sigilWith({ mode: 'files', cert_file: expired, key_file: expiredKey })).rejects.toThrow(
+      /the certificate expired on 2021-01-01T00:00:00\.000Z/,
+    );
+    await expect(sigilWith({ mode: 'files', cert_file: join(dir, 'absent.pem'), key_file: key })).rejects.toThrow(
+      /tls\.cert_file: cannot read .*absent\.pem \(ENOENT\)/,
+    );
     const other = join(dir, 'other-key.pem');
     writeFileSync(other, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
-    await expect(sigilWith({ mode: 'files', cert_file: cert, key_file: other })).rejects.toThrow(/the certificate is for another key than the private key given/);
+    await expect(sigilWith({ mode: 'files', cert_file: cert, key_file: other })).rejects.toThrow(
+      /the certificate is for another key than the private key given/,
+    );
   });
 
   it('names the missing setting when files mode lacks a file', async () => {

@@ -50,7 +50,10 @@ describe('the browser crypto adapter', () => {
       { guid: SNP_CERT_GUID.ark, der: der(ARK_MILAN) },
     ]);
     const measurement = Buffer.from(readSnpReport(gcpReport).measurement).toString('hex');
-    const checks = (await verifyAttestationDocument(snpDocument(gcpReport, table, new Uint8Array(32), jwks, measurement, new Uint8Array(64)), { jwks, now: AT })) as Checks;
+    const checks = (await verifyAttestationDocument(snpDocument(gcpReport, table, new Uint8Array(32), jwks, measurement, new Uint8Array(64)), {
+      jwks,
+      now: AT,
+    })) as Checks;
     // Their REPORT_DATA binds someone else's keys: every hardware check passes, the binding cannot.
     expect(failing(checks)).toEqual(['snp.crl', 'attestation.report_data']); // no AMD CRL comes with the document
     expect(checks.find((c) => c.name === 'snp.root')?.ok).toBe(true);
@@ -60,13 +63,20 @@ describe('the browser crypto adapter', () => {
     const tampered = gcpReport.slice();
     tampered[0x50] = tampered[0x50]! ^ 0x80;
     const table = buildSnpCertTable([{ guid: SNP_CERT_GUID.vcek, der: der(gcpVcek) }]);
-    const checks = (await verifyAttestationDocument(snpDocument(tampered, table, new Uint8Array(32), jwks, '00', new Uint8Array(64)), { jwks, now: AT })) as Checks;
+    const checks = (await verifyAttestationDocument(snpDocument(tampered, table, new Uint8Array(32), jwks, '00', new Uint8Array(64)), {
+      jwks,
+      now: AT,
+    })) as Checks;
     expect(failing(checks)).toEqual(['snp.report_signature', 'snp.crl', 'attestation.report_data', 'attestation.measurement']);
   });
 
   it('verifies the real Azure TDX quote, QE report and PCK chain (ECDSA P-256)', async () => {
     const mrtd = Buffer.from(readTdxQuote(azureQuote).body.mrTd).toString('hex');
-    const checks = (await verifyAttestationDocument(tdxDocument(azureQuote, new Uint8Array(32), jwks, mrtd, new Uint8Array(64)), { jwks, expectedMeasurement: mrtd, now: AT })) as Checks;
+    const checks = (await verifyAttestationDocument(tdxDocument(azureQuote, new Uint8Array(32), jwks, mrtd, new Uint8Array(64)), {
+      jwks,
+      expectedMeasurement: mrtd,
+      now: AT,
+    })) as Checks;
     // Not Sigil's quote: its REPORT_DATA is not our binding, and its RTMR3 is zero, so the Sigil start event the test document lists does not replay into it.
     expect(failing(checks)).toEqual(['attestation.report_data', 'eventlog.rtmr3']);
     const tampered = azureQuote.slice();
@@ -119,27 +129,44 @@ describe('the browser crypto adapter', () => {
     it("passes the real H100 report's signature, chain to NVIDIA's root, FWID and nonce, and says the measurements were not pinned", () => {
       const checks = through(byLabel('real report, bound, at the current time'));
       expect(checks.map((c) => [c.name, c.ok])).toEqual([
-        ['gpu.binding', true], ['gpu[0].report', true], ['gpu[0].certificates', true], ['gpu[0].signature', true], ['gpu[0].chain', true],
-        ['gpu[0].root', true], ['gpu[0].fwid', true], ['gpu[0].nonce', true], ['gpu[0].measurements', true], ['gpu[0].revocation', true],
+        ['gpu.binding', true],
+        ['gpu[0].report', true],
+        ['gpu[0].certificates', true],
+        ['gpu[0].signature', true],
+        ['gpu[0].chain', true],
+        ['gpu[0].root', true],
+        ['gpu[0].fwid', true],
+        ['gpu[0].nonce', true],
+        ['gpu[0].measurements', true],
+        ['gpu[0].revocation', true],
       ]);
       expect(checks.find((c) => c.name === 'gpu[0].signature')?.detail).toBe(
         "the GPU's key (GH100 A01 GSP FMC LF) signed the request and its answer (ECDSA P-384, SHA-384 over 4021 bytes): the measurements are the GPU's own",
       );
-      expect(checks.find((c) => c.name === 'gpu[0].root')?.detail).toBe('the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report');
+      expect(checks.find((c) => c.name === 'gpu[0].root')?.detail).toBe(
+        'the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report',
+      );
       expect(checks.find((c) => c.name === 'gpu[0].measurements')).toMatchObject({ ok: true, pinned: false });
     });
 
     it('compares the measurements with RIMs whose XML signatures it verifies (xml-crypto on the adapter)', () => {
       expect(failing(through(byLabel('matching RIMs signed by a test root')))).toEqual([]);
       const matched = through(byLabel('matching RIMs signed by a test root'));
-      expect(matched.find((c) => c.name === 'gpu[0].measurements')?.detail).toBe('all 33 measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published');
+      expect(matched.find((c) => c.name === 'gpu[0].measurements')?.detail).toBe(
+        'all 33 measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published',
+      );
       expect(failing(through(byLabel("NVIDIA's sample RIMs (other versions)")))).toEqual(['gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
     });
 
     it('fails tampered copies: a measurement or signature byte, a RIM changed after signing', () => {
       expect(failing(through(byLabel('a measurement byte changed')))).toEqual(['gpu[0].signature']);
       expect(failing(through(byLabel('a signature byte changed')))).toEqual(['gpu[0].signature']);
-      expect(failing(through(byLabel('a RIM changed after signing')))).toEqual(['gpu.rim[0].signature', 'gpu.rim[0].chain', 'gpu[0].driver_rim', 'gpu[0].measurements']);
+      expect(failing(through(byLabel('a RIM changed after signing')))).toEqual([
+        'gpu.rim[0].signature',
+        'gpu.rim[0].chain',
+        'gpu[0].driver_rim',
+        'gpu[0].measurements',
+      ]);
     });
   });
 });

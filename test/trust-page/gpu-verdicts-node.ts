@@ -25,12 +25,29 @@ const FIRST_BLOCK_VALUE = 37 + 8 + 7;
 
 const cases: Array<{ label: string; entries: unknown[]; options: Omit<VerifyGpuEvidenceOptions, 'at' | 'nonce'> & { at: string; nonce?: string } }> = [
   { label: 'real report, no RIMs', entries: [entry], options: { nonce: VECTOR_NONCE, at } },
-  { label: 'real report, bound, at the current time', entries: [entry], options: { nonce: VECTOR_NONCE, at: new Date().toISOString(), boundSha256: [gpuEvidenceSha256(entry)] } },
-  { label: "NVIDIA's sample RIMs (other versions)", entries: [entry], options: { nonce: VECTOR_NONCE, at, rims: [rimText('driver-rim-test.swidtag'), rimText('vbios-rim-test.swidtag')] } },
+  {
+    label: 'real report, bound, at the current time',
+    entries: [entry],
+    options: { nonce: VECTOR_NONCE, at: new Date().toISOString(), boundSha256: [gpuEvidenceSha256(entry)] },
+  },
+  {
+    label: "NVIDIA's sample RIMs (other versions)",
+    entries: [entry],
+    options: { nonce: VECTOR_NONCE, at, rims: [rimText('driver-rim-test.swidtag'), rimText('vbios-rim-test.swidtag')] },
+  },
   { label: 'matching RIMs signed by a test root', entries: [entry], options: { nonce: VECTOR_NONCE, at, rims: matching, roots: testRoots } },
   { label: 'a measurement byte changed', entries: [gpuEntry(flipped(realReport(), FIRST_BLOCK_VALUE + 55))], options: { nonce: VECTOR_NONCE, at } },
   { label: 'a signature byte changed', entries: [gpuEntry(flipped(realReport(), 4117 - 10))], options: { nonce: VECTOR_NONCE, at } },
-  { label: 'a RIM changed after signing', entries: [entry], options: { nonce: VECTOR_NONCE, at, rims: [matching[0]!.replace(/Hash0="([0-9a-f])/, (_m, c: string) => `Hash0="${c === '0' ? '1' : '0'}`), matching[1]!], roots: testRoots } },
+  {
+    label: 'a RIM changed after signing',
+    entries: [entry],
+    options: {
+      nonce: VECTOR_NONCE,
+      at,
+      rims: [matching[0]!.replace(/Hash0="([0-9a-f])/, (_m, c: string) => `Hash0="${c === '0' ? '1' : '0'}`), matching[1]!],
+      roots: testRoots,
+    },
+  },
 ];
 
 const out = cases.map((c) => {

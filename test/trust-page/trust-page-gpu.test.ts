@@ -95,7 +95,10 @@ async function checkLines(page: Page): Promise<Record<string, { status: string; 
       items.map((li) => {
         const text = li.querySelector('.check-detail')?.textContent ?? '';
         const at = text.indexOf(': ');
-        return [text.slice(0, at), { status: li.querySelector('.status')?.textContent ?? '', title: li.querySelector('.check-title')?.textContent ?? '', detail: text.slice(at + 2) }];
+        return [
+          text.slice(0, at),
+          { status: li.querySelector('.status')?.textContent ?? '', title: li.querySelector('.check-title')?.textContent ?? '', detail: text.slice(at + 2) },
+        ];
       }),
     ),
   );
@@ -107,7 +110,12 @@ async function shot(page: Page, name: string): Promise<void> {
   console.log(`screenshot: ${path}`);
 }
 
-const statuses = (lines: Awaited<ReturnType<typeof checkLines>>) => Object.fromEntries(Object.entries(lines).filter(([name]) => name.startsWith('gpu')).map(([name, l]) => [name, l.status]));
+const statuses = (lines: Awaited<ReturnType<typeof checkLines>>) =>
+  Object.fromEntries(
+    Object.entries(lines)
+      .filter(([name]) => name.startsWith('gpu'))
+      .map(([name, l]) => [name, l.status]),
+  );
 
 describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chromium', () => {
   it("passes the H100's report: signed by the GPU, chained to NVIDIA's root, its FWID and the page's nonce; measurements not compared", async () => {
@@ -136,10 +144,15 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chr
       expect(lines['gpu[0].signature']).toEqual({
         status: 'PASS',
         title: 'GPU evidence',
-        detail: "the GPU's key (GH100 A01 GSP FMC LF) signed the request and its answer (ECDSA P-384, SHA-384 over 4021 bytes): the measurements are the GPU's own",
+        detail:
+          "the GPU's key (GH100 A01 GSP FMC LF) signed the request and its answer (ECDSA P-384, SHA-384 over 4021 bytes): the measurements are the GPU's own",
       });
-      expect(lines['gpu[0].root']?.detail).toBe('the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report');
-      expect(lines['gpu[0].nonce']?.detail).toBe(`the signed request carries your nonce ${VECTOR_NONCE}: the report was made for this verification, not replayed`);
+      expect(lines['gpu[0].root']?.detail).toBe(
+        'the chain ends at NVIDIA Device Identity CA, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report',
+      );
+      expect(lines['gpu[0].nonce']?.detail).toBe(
+        `the signed request carries your nonce ${VECTOR_NONCE}: the report was made for this verification, not replayed`,
+      );
       expect(lines['gpu[0].measurements']?.detail).toBe(
         'NOT PINNED: no RIMs given (reference values gpu.rims): the measurements of driver 550.90.07 and VBIOS 96.00.9F.00.01 were compared with nothing',
       );
@@ -201,8 +214,12 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chr
         'gpu[0].measurements': 'FAIL',
         'gpu[0].revocation': 'NOT PINNED',
       });
-      expect(lines['gpu.rim[0].signature']?.detail).toBe('the driver RIM 545.00 (GH100) is signed as a whole (ECDSA P-384, SHA-384) by HCC RIM L4 Signer, the key named in it');
-      expect(lines['gpu.rim[0].chain']?.detail).toMatch(/^the driver RIM 545\.00 \(GH100\)'s signer does not chain to NVIDIA's RIM root at .*: .* is not valid at /);
+      expect(lines['gpu.rim[0].signature']?.detail).toBe(
+        'the driver RIM 545.00 (GH100) is signed as a whole (ECDSA P-384, SHA-384) by HCC RIM L4 Signer, the key named in it',
+      );
+      expect(lines['gpu.rim[0].chain']?.detail).toMatch(
+        /^the driver RIM 545\.00 \(GH100\)'s signer does not chain to NVIDIA's RIM root at .*: .* is not valid at /,
+      );
       expect(lines['gpu[0].driver_rim']?.detail).toBe('no verified RIM describes driver 550.90.07 (verified driver RIMs: none)');
     } finally {
       await page.close();
@@ -213,8 +230,13 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page verifies GPU evidence in chr
     const page = await browser.newPage();
     try {
       await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
-      expect(await page.$eval('label[for="rim-files"]', (l) => l.textContent)).toBe('NVIDIA RIM files for the GPUs (.swidtag or .xml, several at once; optional)');
-      expect(await page.$eval('#rim-files', (i) => [(i as HTMLInputElement).multiple, (i as HTMLInputElement).accept])).toEqual([true, '.swidtag,.xml,application/xml,text/xml']);
+      expect(await page.$eval('label[for="rim-files"]', (l) => l.textContent)).toBe(
+        'NVIDIA RIM files for the GPUs (.swidtag or .xml, several at once; optional)',
+      );
+      expect(await page.$eval('#rim-files', (i) => [(i as HTMLInputElement).multiple, (i as HTMLInputElement).accept])).toEqual([
+        true,
+        '.swidtag,.xml,application/xml,text/xml',
+      ]);
       await page.focus('#reference-file');
       await page.keyboard.press('Tab');
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('rim-files');

@@ -24,7 +24,10 @@ beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['chat-model', 'embed-model'] });
   sigil = await startTestSigil({
     upstreams: { main: { url: engine.baseUrl } },
-    models: [{ id: 'chat-model', context_window: 8192, reasoning: false }, { id: 'embed-model', endpoints: ['embeddings'] }],
+    models: [
+      { id: 'chat-model', context_window: 8192, reasoning: false },
+      { id: 'embed-model', endpoints: ['embeddings'] },
+    ],
     config: { trust_page: { dir: pageDir } },
   });
   browser = await launchChromium();
@@ -63,11 +66,17 @@ async function startAttacker(): Promise<{ url: string; authorizations: string[];
   const authorizations: string[] = [];
   const server: Server = createServer(async (req, res) => {
     if (req.headers.authorization !== undefined) authorizations.push(req.headers.authorization);
-    const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': req.headers['access-control-request-headers'] ?? '*', 'access-control-allow-methods': 'GET, POST' };
+    const cors = {
+      'access-control-allow-origin': '*',
+      'access-control-allow-headers': req.headers['access-control-request-headers'] ?? '*',
+      'access-control-allow-methods': 'GET, POST',
+    };
     if (req.method === 'OPTIONS') return void res.writeHead(204, cors).end();
     if (req.method !== 'GET') return void res.writeHead(401, { ...cors, 'content-type': 'application/json' }).end('{"error":{"message":"no"}}');
     const upstream = await fetch(`${sigil.url}${req.url}`);
-    res.writeHead(upstream.status, { ...cors, 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await upstream.arrayBuffer()));
+    res
+      .writeHead(upstream.status, { ...cors, 'content-type': upstream.headers.get('content-type') ?? 'application/json' })
+      .end(Buffer.from(await upstream.arrayBuffer()));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, authorizations, close: () => server.close() };
@@ -84,7 +93,9 @@ async function chatIfOffered(page: Page): Promise<void> {
 
 async function checkStatuses(page: Page): Promise<Record<string, string>> {
   return page.$$eval('#checks li', (items) =>
-    Object.fromEntries(items.map((li) => [(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]!, li.querySelector('.status')?.textContent ?? ''])),
+    Object.fromEntries(
+      items.map((li) => [(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]!, li.querySelector('.status')?.textContent ?? '']),
+    ),
   );
 }
 
@@ -147,14 +158,16 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
     }
   });
 
-  it('never sends the API key to another service a ?url= link names, and checks it only on the user\'s explicit choice', async () => {
+  it("never sends the API key to another service a ?url= link names, and checks it only on the user's explicit choice", async () => {
     const attacker = await startAttacker();
     const page = await browser.newPage();
     try {
       await page.goto(`${sigil.url}/?url=${encodeURIComponent(attacker.url)}`, { waitUntil: 'load' });
       await page.click('#verify-button');
       await page.waitForFunction(
-        () => (document.getElementById('verdict')?.textContent ?? '') !== '' || (document.getElementById('other-service-text')?.textContent ?? '').endsWith('Tick the box to check it.'),
+        () =>
+          (document.getElementById('verdict')?.textContent ?? '') !== '' ||
+          (document.getElementById('other-service-text')?.textContent ?? '').endsWith('Tick the box to check it.'),
         { timeout: 20_000 },
       );
       await chatIfOffered(page);
@@ -192,7 +205,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
     }
   });
 
-  it('reads pasted reference values with the verifier\'s own reader, naming a key it does not know', async () => {
+  it("reads pasted reference values with the verifier's own reader, naming a key it does not know", async () => {
     const page = await browser.newPage();
     try {
       await page.goto(`${sigil.url}/`, { waitUntil: 'load' });
@@ -215,7 +228,9 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       const headers = { 'access-control-allow-origin': '*', 'content-type': 'application/json' };
       if (req.url === '/v1/verify/jwks.json') return void res.writeHead(200, headers).end(JSON.stringify(foreign));
       const upstream = await fetch(`${sigil.url}${req.url}`);
-      res.writeHead(upstream.status, { ...headers, 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await upstream.arrayBuffer()));
+      res
+        .writeHead(upstream.status, { ...headers, 'content-type': upstream.headers.get('content-type') ?? 'application/json' })
+        .end(Buffer.from(await upstream.arrayBuffer()));
     });
     await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', () => resolve()));
     const frontUrl = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
@@ -232,7 +247,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
     }
   });
 
-  it('chats with the service and shows each reply\'s receipt verified over the bytes the page sent and received', async () => {
+  it("chats with the service and shows each reply's receipt verified over the bytes the page sent and received", async () => {
     const page = await browser.newPage();
     try {
       await verifyIn(page, `${sigil.url}/`);
@@ -249,13 +264,28 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       // Sigil offers EHBP by default: the page sealed the message to the attested key and opened the answer.
       expect(receipt).toContain('encrypted (EHBP)');
       expect(engine.requests.at(-1)?.body.toString('utf8')).toContain('Hello there');
-      const lines = await page.$$eval('#receipts li .checks li', (items) => items.map((li) => `${li.querySelector('.status')?.textContent} ${(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]}`));
-      expect(lines).toEqual(expect.arrayContaining(['PASS receipt.signature', 'PASS receipt.request_hash', 'PASS receipt.response_hash', 'PASS receipt.nonce']));
+      const lines = await page.$$eval('#receipts li .checks li', (items) =>
+        items.map((li) => `${li.querySelector('.status')?.textContent} ${(li.querySelector('.check-detail')?.textContent ?? '').split(':')[0]}`),
+      );
+      expect(lines).toEqual(
+        expect.arrayContaining(['PASS receipt.signature', 'PASS receipt.request_hash', 'PASS receipt.response_hash', 'PASS receipt.nonce']),
+      );
       // A development service has no hardware: its receipts' tee is waived, never passed; the model is one the policy allows.
       expect(lines).toEqual([
-        'PASS receipt.jwks', 'PASS receipt.signature', 'PASS receipt.claims', 'PASS receipt.schema_version', 'PASS receipt.receipt_type',
-        'PASS receipt.nonce', 'PASS receipt.measurement', 'PASS receipt.policy_hash', 'PASS receipt.model', 'PASS receipt.request_hash',
-        'PASS receipt.response_hash', 'PASS receipt.issued_at', 'WAIVED receipt.tee', 'PASS policy.model',
+        'PASS receipt.jwks',
+        'PASS receipt.signature',
+        'PASS receipt.claims',
+        'PASS receipt.schema_version',
+        'PASS receipt.receipt_type',
+        'PASS receipt.nonce',
+        'PASS receipt.measurement',
+        'PASS receipt.policy_hash',
+        'PASS receipt.model',
+        'PASS receipt.request_hash',
+        'PASS receipt.response_hash',
+        'PASS receipt.issued_at',
+        'WAIVED receipt.tee',
+        'PASS policy.model',
       ]);
       // The key was typed into the page only: never in a log line.
       expect(sigil.logs.some((line) => line.includes(sigil.key))).toBe(false);

@@ -27,7 +27,7 @@ afterAll(async () => {
   await engine?.close();
 });
 
-describe('the trust page\'s verification, without a browser', () => {
+describe("the trust page's verification, without a browser", () => {
   it('verifies a development service with the one core: what it can check passes, the missing hardware and plain HTTP fail', async () => {
     const report = await verifyService(sigil.url);
     expect(report.headline).toBe('development');
@@ -54,7 +54,12 @@ describe('the trust page\'s verification, without a browser', () => {
     expect(marks(page.checks)).toEqual(marks(client.checks));
     expect(page.verdict.summary).toBe(client.verdict.summary);
     let stdout = '';
-    await verifyCommand(['--url', sigil.url, '--api-key', sigil.key, '--json'], { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} });
+    await verifyCommand(['--url', sigil.url, '--api-key', sigil.key, '--json'], {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: () => true },
+      stdin: Readable.from([]),
+      env: {},
+    });
     const cli = (JSON.parse(stdout) as VerifyReport).checks.filter((c) => !/^(receipt|live|policy)\./.test(c.name));
     expect(marks(cli)).toEqual(marks(page.checks));
     // The same words, too: only our nonce and the port differ.
@@ -62,7 +67,7 @@ describe('the trust page\'s verification, without a browser', () => {
     expect(words(cli)).toEqual(words(page.checks));
   });
 
-  it('names every check it shows as the verifier\'s check registry does, and explains it in the registry\'s words', async () => {
+  it("names every check it shows as the verifier's check registry does, and explains it in the registry's words", async () => {
     const report = await verifyService(sigil.url);
     for (const check of report.checks) {
       const declared = describeCheck(check.name);

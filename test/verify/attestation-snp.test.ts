@@ -74,7 +74,7 @@ describe('SEV-SNP attestation document', () => {
     return { report, doc: snpDocument(report, amdCertTable(chain), nonce, jwks, measurementHex, reportData) };
   }
 
-  it('the test chain is shaped like AMD\'s: RSA-PSS SHA-384 signatures, a P-384 VCEK', () => {
+  it("the test chain is shaped like AMD's: RSA-PSS SHA-384 signatures, a P-384 VCEK", () => {
     expect([chain.ark.signatureAlgorithm, chain.ask.signatureAlgorithm, chain.vcek.signatureAlgorithm]).toEqual([
       { name: 'RSA-PSS', hash: { name: 'SHA-384' }, saltLength: 48 },
       { name: 'RSA-PSS', hash: { name: 'SHA-384' }, saltLength: 48 },
@@ -109,7 +109,9 @@ describe('SEV-SNP attestation document', () => {
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
     const check = checks.find((c) => c.name === 'attestation.measurement')!;
     expect(checkMark(check)).toBe('----');
-    expect(check.detail).toBe(`MEASUREMENT ${measurementHex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`);
+    expect(check.detail).toBe(
+      `MEASUREMENT ${measurementHex} equals the document's measurement, but no expected measurement or reference value pins it: nothing says it is the right code`,
+    );
     expect(verdictOf(checks).outcome).toBe('not-verified');
   });
 
@@ -189,9 +191,7 @@ describe('SEV-SNP attestation document', () => {
     // The document's evidence is the report followed by the certificate table: evidence shorter than a report is truncated.
     const doc = snpDocument(report.subarray(0, 0x2a0), new Uint8Array(0), nonce, jwks, measurementHex, reportData);
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
-    expect(checks).toEqual([
-      { name: 'snp.report', ok: false, detail: 'ERR_SNP_REPORT_TRUNCATED: SEV-SNP report truncated: need 1184 bytes, have 672' },
-    ]);
+    expect(checks).toEqual([{ name: 'snp.report', ok: false, detail: 'ERR_SNP_REPORT_TRUNCATED: SEV-SNP report truncated: need 1184 bytes, have 672' }]);
   });
 
   it('a missing certificate table fails the table check and every check that needs the VCEK', async () => {
@@ -212,7 +212,9 @@ describe('SEV-SNP attestation document', () => {
     const { doc } = validDocument({ policy: 0x30000n | (1n << 19n) });
     const checks = await verifyAttestationDocument(doc, { jwks, nonce, roots: chain.roots });
     expect(failing(checks)).toEqual(['snp.debug']);
-    expect(checks.find((c) => c.name === 'snp.debug')?.detail).toBe("guest policy 0xb0000 has DEBUG set: the host can read and change the guest's memory, so nothing in it is confidential");
+    expect(checks.find((c) => c.name === 'snp.debug')?.detail).toBe(
+      "guest policy 0xb0000 has DEBUG set: the host can read and change the guest's memory, so nothing in it is confidential",
+    );
   });
 
   it('a report from another chip than the VCEK names fails the hwID check', async () => {
@@ -225,7 +227,17 @@ describe('SEV-SNP attestation document', () => {
 
 describe('attestation documents without hardware', () => {
   it('tee none is one failing check that says there is no hardware evidence', async () => {
-    const doc = { version: 2, tee: 'none', measurement: '0'.repeat(96), nonce: '00'.repeat(32), binding: testBinding({ keys: [] }), report_data: '', evidence: null, event_log: null, gpu_evidence: [] };
+    const doc = {
+      version: 2,
+      tee: 'none',
+      measurement: '0'.repeat(96),
+      nonce: '00'.repeat(32),
+      binding: testBinding({ keys: [] }),
+      report_data: '',
+      evidence: null,
+      event_log: null,
+      gpu_evidence: [],
+    };
     expect(await verifyAttestationDocument(doc, { jwks: { keys: [] } })).toEqual([
       { name: 'attestation.tee', ok: false, detail: 'no hardware evidence: tee is none (development only)' },
     ]);
@@ -234,6 +246,8 @@ describe('attestation documents without hardware', () => {
   it('a malformed document fails the document check', async () => {
     expect(failing(await verifyAttestationDocument('nope', { jwks: { keys: [] } }))).toEqual(['attestation.document']);
     expect(failing(await verifyAttestationDocument({ tee: 'sgx', measurement: '' }, { jwks: { keys: [] } }))).toEqual(['attestation.document']);
-    expect(failing(await verifyAttestationDocument({ tee: 'sev-snp', measurement: 'aa', evidence: { report: 42 } }, { jwks: { keys: [] } }))).toEqual(['attestation.document']);
+    expect(failing(await verifyAttestationDocument({ tee: 'sev-snp', measurement: 'aa', evidence: { report: 42 } }, { jwks: { keys: [] } }))).toEqual([
+      'attestation.document',
+    ]);
   });
 });

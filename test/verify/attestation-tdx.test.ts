@@ -6,7 +6,15 @@ import { replayRtmrs } from '../../src/verify/evidence/event-log/replay.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import type { Check } from '../../src/verify/check.ts';
-import { buildTdxQuote, createIntelTestChain, tdxDocument, testJwks, type IntelTestChain, expectedReportData, TEST_START_EVENT } from '../support/evidence-fixtures.ts';
+import {
+  buildTdxQuote,
+  createIntelTestChain,
+  tdxDocument,
+  testJwks,
+  type IntelTestChain,
+  expectedReportData,
+  TEST_START_EVENT,
+} from '../support/evidence-fixtures.ts';
 
 const failing = (checks: Check[]) => checks.filter((c) => !c.ok).map((c) => c.name);
 
@@ -151,7 +159,12 @@ describe('a TDX document with an event log and reference values', () => {
   const rtmrs = [boot[0], boot[1], boot[2], createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(digest, 'hex')).digest()];
   const withLog = (quote: Uint8Array, runtimePayload = payload) => ({
     ...tdxDocument(quote, nonce, jwks, mrTd.toString('hex'), reportData),
-    event_log: { ccel_table: null, ccel_data: ccel.toString('base64'), runtime_events: [{ imr: 3, event: 'sigil', digest, payload: runtimePayload }], self_measurement: { extended: true, reason: null } },
+    event_log: {
+      ccel_table: null,
+      ccel_data: ccel.toString('base64'),
+      runtime_events: [{ imr: 3, event: 'sigil', digest, payload: runtimePayload }],
+      self_measurement: { extended: true, reason: null },
+    },
   });
 
   beforeAll(async () => {
@@ -162,9 +175,19 @@ describe('a TDX document with an event log and reference values', () => {
     const quote = buildTdxQuote({ reportData, mrTd, rtmrs }, chain);
     const reference = parseReferenceValues(`tdx:\n  mrtd: ${mrTd.toString('hex')}\n  rtmr3: ${Buffer.from(rtmrs[3]!).toString('hex')}\n`);
     let listed = 0;
-    const checks = await verifyAttestationDocument(withLog(quote), { jwks, nonce, roots: chain.roots, reference, onEvents: (events) => (listed = events.length) });
+    const checks = await verifyAttestationDocument(withLog(quote), {
+      jwks,
+      nonce,
+      roots: chain.roots,
+      reference,
+      onEvents: (events) => (listed = events.length),
+    });
     expect(failing(checks)).toEqual([]);
-    expect(checks.filter((c) => c.name.startsWith('eventlog.') || c.name.startsWith('reference.')).map((c) => [c.name, c.pinned === false ? 'not pinned' : 'checked'])).toEqual([
+    expect(
+      checks
+        .filter((c) => c.name.startsWith('eventlog.') || c.name.startsWith('reference.'))
+        .map((c) => [c.name, c.pinned === false ? 'not pinned' : 'checked']),
+    ).toEqual([
       ['reference.values', 'checked'],
       ['reference.mrtd', 'checked'],
       ['reference.rtmr0', 'not pinned'],

@@ -45,8 +45,23 @@ describe.each(['vllm', 'llamacpp'] as const)('sigil verify against a running Sig
     expect(r.stderr).toBe('');
     expect(failing(r.stdout)).toEqual(['attestation.tls_key', 'attestation.tee', 'receipt.tee']);
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
-    expect(r.stdout).toContain('FAIL attestation.tee — tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for\n');
-    for (const name of ['receipt.signature', 'receipt.nonce', 'receipt.measurement', 'receipt.policy_hash', 'receipt.request_hash', 'receipt.response_hash', 'receipt.completion_id', 'policy.model', 'attestation.jwks', 'attestation.report_data', 'attestation.hpke_key', 'attestation.policy']) {
+    expect(r.stdout).toContain(
+      'FAIL attestation.tee — tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for\n',
+    );
+    for (const name of [
+      'receipt.signature',
+      'receipt.nonce',
+      'receipt.measurement',
+      'receipt.policy_hash',
+      'receipt.request_hash',
+      'receipt.response_hash',
+      'receipt.completion_id',
+      'policy.model',
+      'attestation.jwks',
+      'attestation.report_data',
+      'attestation.hpke_key',
+      'attestation.policy',
+    ]) {
       expect(r.stdout).toMatch(new RegExp(`^PASS ${name.replace('.', '\\.')} — `, 'm'));
     }
     expect(r.code).toBe(1);

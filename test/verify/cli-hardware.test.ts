@@ -34,12 +34,19 @@ function snpHardware(chain: AmdTestChain, measurement: Buffer, evidenceMeasureme
   return {
     tee: 'sev-snp',
     measurement: measurement.toString('hex'),
-    evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement: evidenceMeasurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    evidence: (reportData) => ({
+      report: b64(buildSnpReport({ reportData, measurement: evidenceMeasurement }, chain.vcekKey)),
+      certificates: b64(amdCertTable(chain)),
+    }),
   };
 }
 
 function tdxHardware(chain: IntelTestChain, mrTd: Buffer): FakeHardware {
-  return { tee: 'tdx', measurement: mrTd.toString('hex'), evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd, rtmrs: SERVICE_RTMRS }, chain)) }) };
+  return {
+    tee: 'tdx',
+    measurement: mrTd.toString('hex'),
+    evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd, rtmrs: SERVICE_RTMRS }, chain)) }),
+  };
 }
 
 describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)', () => {
@@ -63,13 +70,24 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     expect(failing(r.stdout)).toEqual([]);
     expect(r.code).toBe(0);
     const lines = status(r.stdout);
-    for (const name of ['receipt.tee', 'receipt.attestation_hash', 'snp.report_signature', 'snp.vcek_chain', 'attestation.report_data', 'attestation.tls_key', 'attestation.policy']) {
+    for (const name of [
+      'receipt.tee',
+      'receipt.attestation_hash',
+      'snp.report_signature',
+      'snp.vcek_chain',
+      'attestation.report_data',
+      'attestation.tls_key',
+      'attestation.policy',
+    ]) {
       expect(lines).toContain(`PASS ${name}`);
     }
     // A receipt naming the measurement the evidence holds pins nothing: only --measurement or reference values do.
     expect(lines).toContain('WAIVED attestation.measurement');
     expect(r.stdout).toContain('PASS receipt.tee — tee is "sev-snp"; the hardware evidence is checked separately\n');
-    const streamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'], chain.roots);
+    const streamed = await sigilVerify(
+      ['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'],
+      chain.roots,
+    );
     expect(failing(streamed.stdout)).toEqual([]);
     expect(streamed.code).toBe(0);
   });
@@ -107,13 +125,20 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     };
     const args = [
       save('receipt.jws', service.last!.receipt),
-      '--jwks', save('jwks.json', await text(`${service.url}/v1/verify/jwks.json`)),
-      '--attestation', save('start.json', await text(`${service.url}/v1/verify/attestation`)),
-      '--policy', save('policy.json', await text(`${service.url}/v1/verify/policy`)),
-      '--nonce', JSON.parse(Buffer.from(service.last!.receipt.split('.')[1]!, 'base64url').toString()).nonce,
-      '--request', save('req', service.last!.requestBytes),
-      '--response', save('res', service.last!.responseBytes),
-      '--measurement', measurement.toString('hex'),
+      '--jwks',
+      save('jwks.json', await text(`${service.url}/v1/verify/jwks.json`)),
+      '--attestation',
+      save('start.json', await text(`${service.url}/v1/verify/attestation`)),
+      '--policy',
+      save('policy.json', await text(`${service.url}/v1/verify/policy`)),
+      '--nonce',
+      JSON.parse(Buffer.from(service.last!.receipt.split('.')[1]!, 'base64url').toString()).nonce,
+      '--request',
+      save('req', service.last!.requestBytes),
+      '--response',
+      save('res', service.last!.responseBytes),
+      '--measurement',
+      measurement.toString('hex'),
       '--allow-unpinned-code',
     ];
     const r = await sigilVerify(args, chain.roots);
@@ -138,7 +163,15 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
-    for (const name of ['tdx.quote_signature', 'tdx.qe_report_signature', 'tdx.qe_binding', 'tdx.pck_chain', 'attestation.report_data', 'receipt.attestation_hash', 'model_receipt.attestation_hash']) {
+    for (const name of [
+      'tdx.quote_signature',
+      'tdx.qe_report_signature',
+      'tdx.qe_binding',
+      'tdx.pck_chain',
+      'attestation.report_data',
+      'receipt.attestation_hash',
+      'model_receipt.attestation_hash',
+    ]) {
       expect(lines).toContain(`PASS ${name}`);
     }
     expect(lines).toContain('WAIVED attestation.measurement');
@@ -152,16 +185,27 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
     expect(failing(r.stdout)).toEqual(['tdx.root']);
   });
 
-  it('takes reference values and Intel collateral: a pinned MRTD passes, a test chain fails against Intel\'s real collateral', async () => {
+  it("takes reference values and Intel collateral: a pinned MRTD passes, a test chain fails against Intel's real collateral", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sigil-verify-ref-'));
     const reference = join(dir, 'reference.yaml');
     writeFileSync(reference, `tdx:\n  mrtd: ${mrTd.toString('hex')}\n  tcb_status: UpToDate\n`);
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--reference', reference, '--collateral', new URL('../vectors/tdx/', import.meta.url).pathname], chain.roots);
+    const r = await sigilVerify(
+      ['--url', service.url, '--api-key', TEST_API_KEY, '--reference', reference, '--collateral', new URL('../vectors/tdx/', import.meta.url).pathname],
+      chain.roots,
+    );
     expect(r.code).toBe(1);
     expect(status(r.stdout)).toContain('PASS reference.mrtd');
     expect(r.stdout).toMatch(/^---- reference\.rtmr0 — NOT PINNED: RTMR0 0{96} /m);
     // The vectors folder is not a bundle (its files keep Intel's names), so each collateral check names its missing file; the test PCK has no SGX extension.
-    expect(failing(r.stdout)).toEqual(['tdx.tcb_status', 'collateral.pck_certificate', 'collateral.root_crl', 'collateral.tcb_signing_chain', 'collateral.tcb_info', 'collateral.qe_identity', 'collateral.pck_crl']);
+    expect(failing(r.stdout)).toEqual([
+      'tdx.tcb_status',
+      'collateral.pck_certificate',
+      'collateral.root_crl',
+      'collateral.tcb_signing_chain',
+      'collateral.tcb_info',
+      'collateral.qe_identity',
+      'collateral.pck_crl',
+    ]);
     const missing = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--collateral', join(dir, 'absent')], chain.roots);
     expect(missing.code).toBe(3);
     expect(missing.stderr).toBe(`sigil verify: could not verify: cannot read the collateral bundle ${join(dir, 'absent')}: ENOENT\n`);

@@ -43,7 +43,12 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
   function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement?: string): string[] {
     const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return ['--release', save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
+    return [
+      '--release',
+      save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
+      '--key',
+      save(`${name}.pub.pem`, r.publicKeyPem),
+    ];
   }
 
   beforeAll(async () => {
@@ -58,13 +63,32 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
   it('verifies a service whose measurement the release lists, printing the release checks with the others', async () => {
     // The platform values a release does not list (TCB minimums, policy bits...) stay not pinned: waived here.
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY))]);
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      '--allow-unpinned-code',
+      ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY)),
+    ]);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
-    for (const name of ['release.bundle', 'release.signer', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'reference.values', 'reference.measurement', 'attestation.manifest']) {
+    for (const name of [
+      'release.bundle',
+      'release.signer',
+      'release.signature',
+      'release.identity',
+      'release.statement',
+      'release.expiry',
+      'reference.values',
+      'reference.measurement',
+      'attestation.manifest',
+    ]) {
       expect(lines).toContain(`PASS ${name}`);
     }
-    expect(r.stdout).toMatch(/^WAIVED release\.tlog — a locally keyed manifest is not in a transparency log, .* \(waived: the signer's key is pinned \(--key\): the auditor trusts its holder without a transparency log\)$/m);
+    expect(r.stdout).toMatch(
+      /^WAIVED release\.tlog — a locally keyed manifest is not in a transparency log, .* \(waived: the signer's key is pinned \(--key\): the auditor trusts its holder without a transparency log\)$/m,
+    );
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
     expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${'5e'.repeat(48)} is one the reference values accept:`);
@@ -73,7 +97,13 @@ describe('sigil verify --release: a signed release manifest as the reference val
   });
 
   it('fails release.expiry for an expired release, and compares nothing with its values', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('expired', measurement.toString('hex'), new Date(Date.now() - DAY))]);
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      ...release('expired', measurement.toString('hex'), new Date(Date.now() - DAY)),
+    ]);
     expect(failing(r.stdout)).toEqual(['release.expiry']);
     expect(r.stdout).toMatch(/^FAIL release\.expiry — the manifest expired at /m);
     expect(r.stdout).toMatch(/^---- reference\.values — NOT PINNED: no reference values given/m);
@@ -81,8 +111,14 @@ describe('sigil verify --release: a signed release manifest as the reference val
     expect(r.code).toBe(1);
   });
 
-  it('fails release.signature for a release changed after signing, even when the change names the service\'s measurement', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('tampered', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex'))]);
+  it("fails release.signature for a release changed after signing, even when the change names the service's measurement", async () => {
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      ...release('tampered', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex')),
+    ]);
     expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry']);
     expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest: it was altered after signing, or signed by another key/m);
     expect(r.code).toBe(1);
@@ -98,9 +134,18 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
   it("fails attestation.manifest when the service's code is not the release's self-measurement, though its launch measurement is listed", async () => {
     const released = 'ab'.repeat(48);
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', ...release('other-code', measurement.toString('hex'), new Date(Date.now() + DAY), undefined, released)]);
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      '--allow-unpinned-code',
+      ...release('other-code', measurement.toString('hex'), new Date(Date.now() + DAY), undefined, released),
+    ]);
     expect(failing(r.stdout)).toEqual(['attestation.manifest']);
-    expect(r.stdout).toContain(`FAIL attestation.manifest — manifest ${'5e'.repeat(48)} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`);
+    expect(r.stdout).toContain(
+      `FAIL attestation.manifest — manifest ${'5e'.repeat(48)} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`,
+    );
     expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
     expect(r.code).toBe(1);
   });
@@ -119,7 +164,9 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const [, bundle] = release('usage', measurement.toString('hex'), new Date(Date.now() + DAY));
     const unnamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!]);
     expect(unnamed.code).toBe(2);
-    expect(unnamed.stderr).toContain('sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing');
+    expect(unnamed.stderr).toContain(
+      'sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing',
+    );
     const orphan = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--key', bundle!]);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toContain('--key name the signer of a release manifest: give --release FILE too');
@@ -145,9 +192,19 @@ describe('sigil verify --release with --reference for what a release does not st
   afterAll(async () => service.close());
 
   it('verifies a keyed release on SEV-SNP without --allow-unpinned-code: the release pins the code, the file the platform', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('pinned'), '--reference', save('platform.yaml', SNP_PLATFORM_VALUES_YAML)]);
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      ...release('pinned'),
+      '--reference',
+      save('platform.yaml', SNP_PLATFORM_VALUES_YAML),
+    ]);
     expect(status(r.stdout).filter((s) => !s.startsWith('PASS'))).toEqual(['WAIVED release.tlog']);
-    expect(status(r.stdout)).toEqual(expect.arrayContaining(['PASS reference.measurement', 'PASS attestation.manifest', 'PASS snp.instance', 'PASS snp.product', 'PASS reference.host_data']));
+    expect(status(r.stdout)).toEqual(
+      expect.arrayContaining(['PASS reference.measurement', 'PASS attestation.manifest', 'PASS snp.instance', 'PASS snp.product', 'PASS reference.host_data']),
+    );
     expect(r.stdout).toMatch(/^verified with waivers: \d+ checks passed; 1 waived \(release\.tlog\)$/m);
     expect(r.code).toBe(0);
   });
@@ -160,8 +217,18 @@ describe('sigil verify --release with --reference for what a release does not st
   });
 
   it('refuses a file that pins what the release states, naming the key', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('overlap'), '--reference', save('overlap.yaml', `snp:\n  measurement: ${'ab'.repeat(48)}\n`)]);
-    expect(r.stderr).toContain('snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+    const r = await sigilVerify([
+      '--url',
+      service.url,
+      '--api-key',
+      TEST_API_KEY,
+      ...release('overlap'),
+      '--reference',
+      save('overlap.yaml', `snp:\n  measurement: ${'ab'.repeat(48)}\n`),
+    ]);
+    expect(r.stderr).toContain(
+      'snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)',
+    );
     expect(r.code).toBe(3);
   });
 });

@@ -36,7 +36,10 @@ export function milanSnpHardware(chain: AmdTestChain, measurement: Uint8Array): 
   return {
     tee: 'sev-snp',
     measurement: Buffer.from(measurement).toString('hex'),
-    evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
+    evidence: (reportData) => ({
+      report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)),
+      certificates: b64(amdCertTable(chain)),
+    }),
   };
 }
 
@@ -81,11 +84,23 @@ const START_NONCE_HEX = '00'.repeat(32);
 const SERVICE_MANIFEST = '5e'.repeat(48);
 /** The stand-in's one runtime event: it started with this manifest and its policy, as Sigil records at start. */
 export const SERVICE_START_EVENT = (() => {
-  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: SERVICE_MANIFEST, policy_hash: sha256(canonicalize(POLICY)), reason: 'start', seq: 0 });
+  const payload = JSON.stringify({
+    at: '2026-01-01T00:00:00.000Z',
+    kind: 'sigil-event/2',
+    manifest_sha384: SERVICE_MANIFEST,
+    policy_hash: sha256(canonicalize(POLICY)),
+    reason: 'start',
+    seq: 0,
+  });
   return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
 })();
 /** RTMR0-3 of a TDX stand-in whose RTMR3 holds SERVICE_START_EVENT. */
-export const SERVICE_RTMRS = [Buffer.alloc(48), Buffer.alloc(48), Buffer.alloc(48), createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(SERVICE_START_EVENT.digest, 'hex')).digest()];
+export const SERVICE_RTMRS = [
+  Buffer.alloc(48),
+  Buffer.alloc(48),
+  Buffer.alloc(48),
+  createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(SERVICE_START_EVENT.digest, 'hex')).digest(),
+];
 const SERVICE_EVENT_LOG = { ccel_table: null, ccel_data: null, runtime_events: [SERVICE_START_EVENT], self_measurement: { extended: true, reason: null } };
 const bindingFor = (jwks: { keys: object[] }, tlsSpki: string | null, gpuSha256: string[] = []): AttestationBinding => ({
   jwks: jwks as AttestationBinding['jwks'],
@@ -134,83 +149,137 @@ export async function startFakeService(signer: TestSigner, hardware?: FakeHardwa
   };
 
   const service: FakeService = { url: '', faults: {}, attestationNonces: [], signedNonces: [], close: async () => undefined };
-  const server: Server = (tls === undefined ? createServer : (handler: RequestListener) => createTlsServer({ key: tls.key, cert: tls.cert }, handler))(async (req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    const json = (status: number, value: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(value));
-    };
-    if (req.method === 'GET' && url.pathname === '/v1/verify/jwks.json') return json(200, jwks);
-    if (req.method === 'GET' && url.pathname === '/v1/verify/policy') return json(200, POLICY);
-    if (req.method === 'GET' && url.pathname === '/v1/models') return json(200, { object: 'list', data: [{ id: 'm1', object: 'model' }] });
-    if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
-      const asked = url.searchParams.get('nonce') ?? '';
-      if (url.searchParams.get('proof') === 'signature') {
-        // As Sigil answers: the start evidence, and the nonce signed by the receipt key it binds (or, stale, another nonce).
-        service.signedNonces.push(asked);
-        const bound = service.faults.startBindsOtherJwks === undefined ? jwks : { keys: [signer.publicJwk, service.faults.startBindsOtherJwks.publicJwk] };
-        const start = { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: START_NONCE_HEX, binding: bindingFor(bound, tlsSpki), report_data: reportDataFor(START_NONCE_HEX, bound, tlsSpki).toString('hex'), evidence: startEvidence ?? null, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: [] };
-        const claims = { nonce: service.faults.staleAttestation ? 'ee'.repeat(32) : asked, start_document_sha256: sha256(canonicalize(start)), iat: Math.floor(Date.now() / 1000) };
-        return json(200, { attestation: start, signed_nonce: (service.faults.foreignNonceKey ?? signer).sign(claims, { alg: 'ES256', typ: SIGNED_NONCE_TYP, kid: signer.kid }) });
-      }
-      const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
-      if (asked !== '') service.attestationNonces.push(asked);
-      const gpu = asked === '' ? [] : (service.gpu ?? []);
-      const gpuSha256 = asked === '' ? [] : (service.gpuBound ?? gpu.map(gpuEvidenceSha256));
-      const reportData = reportDataFor(nonceHex, jwks, tlsSpki, gpuSha256);
-      const fresh = hardware?.evidence(reportData);
-      const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
-      const binding = bindingFor(jwks, tlsSpki, gpuSha256);
-      return json(200, { version: 2, tee: hardware?.tee ?? 'none', measurement, nonce: nonceHex, binding, report_data: reportData.toString('hex'), evidence, event_log: hardware === undefined ? null : SERVICE_EVENT_LOG, gpu_evidence: gpu });
-    }
-    if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
-      const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));
-      const receipt = stored.get(id);
-      return receipt === undefined ? json(404, { error: { message: 'no such receipt' } }) : json(200, { id, receipt });
-    }
-    if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      if (req.headers.authorization !== `Bearer ${TEST_API_KEY}`) return json(401, { error: { message: 'Invalid API key.', type: 'authentication_error' } });
-      const requestBytes = await body(req);
-      const chat = JSON.parse(requestBytes.toString()) as { stream?: boolean };
-      const nonce = String(req.headers['x-service-nonce'] ?? '');
-      const receiptId = randomUUID();
-      const flip = (bytes: Buffer) => {
-        if (!service.faults.tamperResponse) return bytes;
-        const copy = Buffer.from(bytes);
-        const at = copy.indexOf('Hello');
-        copy[at] = 0x4a; // 'H' -> 'J'
-        return copy;
+  const server: Server = (tls === undefined ? createServer : (handler: RequestListener) => createTlsServer({ key: tls.key, cert: tls.cert }, handler))(
+    async (req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const json = (status: number, value: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(value));
       };
-      const message = (responseBytes: Buffer, completionId: string) =>
-        signer.sign({ ...claimsFor('message', receiptId, nonce), completion_id: completionId, request_hash: sha256(requestBytes), response_hash: sha256(responseBytes) });
-      if (chat.stream) {
-        const events = [
-          { id: 'chatcmpl-7', object: 'chat.completion.chunk', model: 'm1', choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello' }, finish_reason: null }] },
-          { id: 'chatcmpl-7', object: 'chat.completion.chunk', model: 'm1', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
-        ];
-        const streamed = Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
-        const receipt = message(streamed, 'chatcmpl-7');
-        if (!service.faults.forgetReceipts) stored.set(receiptId, receipt);
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'x-service-receipt': signer.sign(claimsFor('model', receiptId, nonce)), 'x-service-receipt-id': receiptId });
-        const sent = flip(streamed);
-        res.write(sent.subarray(0, 40));
-        res.write(sent.subarray(40));
-        res.end(service.faults.omitStreamReceipt ? undefined : `: receipt ${receipt}\n\n`);
-        service.last = { requestBytes, responseBytes: streamed, receipt };
+      if (req.method === 'GET' && url.pathname === '/v1/verify/jwks.json') return json(200, jwks);
+      if (req.method === 'GET' && url.pathname === '/v1/verify/policy') return json(200, POLICY);
+      if (req.method === 'GET' && url.pathname === '/v1/models') return json(200, { object: 'list', data: [{ id: 'm1', object: 'model' }] });
+      if (req.method === 'GET' && url.pathname === '/v1/verify/attestation') {
+        const asked = url.searchParams.get('nonce') ?? '';
+        if (url.searchParams.get('proof') === 'signature') {
+          // As Sigil answers: the start evidence, and the nonce signed by the receipt key it binds (or, stale, another nonce).
+          service.signedNonces.push(asked);
+          const bound = service.faults.startBindsOtherJwks === undefined ? jwks : { keys: [signer.publicJwk, service.faults.startBindsOtherJwks.publicJwk] };
+          const start = {
+            version: 2,
+            tee: hardware?.tee ?? 'none',
+            measurement,
+            nonce: START_NONCE_HEX,
+            binding: bindingFor(bound, tlsSpki),
+            report_data: reportDataFor(START_NONCE_HEX, bound, tlsSpki).toString('hex'),
+            evidence: startEvidence ?? null,
+            event_log: hardware === undefined ? null : SERVICE_EVENT_LOG,
+            gpu_evidence: [],
+          };
+          const claims = {
+            nonce: service.faults.staleAttestation ? 'ee'.repeat(32) : asked,
+            start_document_sha256: sha256(canonicalize(start)),
+            iat: Math.floor(Date.now() / 1000),
+          };
+          return json(200, {
+            attestation: start,
+            signed_nonce: (service.faults.foreignNonceKey ?? signer).sign(claims, { alg: 'ES256', typ: SIGNED_NONCE_TYP, kid: signer.kid }),
+          });
+        }
+        const nonceHex = service.faults.staleAttestation ? 'ee'.repeat(32) : asked === '' ? START_NONCE_HEX : asked;
+        if (asked !== '') service.attestationNonces.push(asked);
+        const gpu = asked === '' ? [] : (service.gpu ?? []);
+        const gpuSha256 = asked === '' ? [] : (service.gpuBound ?? gpu.map(gpuEvidenceSha256));
+        const reportData = reportDataFor(nonceHex, jwks, tlsSpki, gpuSha256);
+        const fresh = hardware?.evidence(reportData);
+        const evidence = asked === '' ? (startEvidence ?? null) : fresh === undefined ? null : evidenceString(fresh);
+        const binding = bindingFor(jwks, tlsSpki, gpuSha256);
+        return json(200, {
+          version: 2,
+          tee: hardware?.tee ?? 'none',
+          measurement,
+          nonce: nonceHex,
+          binding,
+          report_data: reportData.toString('hex'),
+          evidence,
+          event_log: hardware === undefined ? null : SERVICE_EVENT_LOG,
+          gpu_evidence: gpu,
+        });
+      }
+      if (req.method === 'GET' && url.pathname.startsWith('/v1/receipts/')) {
+        const id = decodeURIComponent(url.pathname.slice('/v1/receipts/'.length));
+        const receipt = stored.get(id);
+        return receipt === undefined ? json(404, { error: { message: 'no such receipt' } }) : json(200, { id, receipt });
+      }
+      if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+        if (req.headers.authorization !== `Bearer ${TEST_API_KEY}`) return json(401, { error: { message: 'Invalid API key.', type: 'authentication_error' } });
+        const requestBytes = await body(req);
+        const chat = JSON.parse(requestBytes.toString()) as { stream?: boolean };
+        const nonce = String(req.headers['x-service-nonce'] ?? '');
+        const receiptId = randomUUID();
+        const flip = (bytes: Buffer) => {
+          if (!service.faults.tamperResponse) return bytes;
+          const copy = Buffer.from(bytes);
+          const at = copy.indexOf('Hello');
+          copy[at] = 0x4a; // 'H' -> 'J'
+          return copy;
+        };
+        const message = (responseBytes: Buffer, completionId: string) =>
+          signer.sign({
+            ...claimsFor('message', receiptId, nonce),
+            completion_id: completionId,
+            request_hash: sha256(requestBytes),
+            response_hash: sha256(responseBytes),
+          });
+        if (chat.stream) {
+          const events = [
+            {
+              id: 'chatcmpl-7',
+              object: 'chat.completion.chunk',
+              model: 'm1',
+              choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello' }, finish_reason: null }],
+            },
+            { id: 'chatcmpl-7', object: 'chat.completion.chunk', model: 'm1', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+          ];
+          const streamed = Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
+          const receipt = message(streamed, 'chatcmpl-7');
+          if (!service.faults.forgetReceipts) stored.set(receiptId, receipt);
+          res.writeHead(200, {
+            'content-type': 'text/event-stream',
+            'x-service-receipt': signer.sign(claimsFor('model', receiptId, nonce)),
+            'x-service-receipt-id': receiptId,
+          });
+          const sent = flip(streamed);
+          res.write(sent.subarray(0, 40));
+          res.write(sent.subarray(40));
+          res.end(service.faults.omitStreamReceipt ? undefined : `: receipt ${receipt}\n\n`);
+          service.last = { requestBytes, responseBytes: streamed, receipt };
+          return;
+        }
+        const responseBytes = Buffer.from(
+          JSON.stringify({
+            id: 'chatcmpl-6',
+            object: 'chat.completion',
+            model: 'm1',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there.' }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
+          }),
+        );
+        const receipt = message(responseBytes, 'chatcmpl-6');
+        const sent = flip(responseBytes);
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': sent.length,
+          'x-service-receipt': receipt,
+          'x-service-receipt-id': receiptId,
+        });
+        res.end(sent);
+        service.last = { requestBytes, responseBytes, receipt };
         return;
       }
-      const responseBytes = Buffer.from(
-        JSON.stringify({ id: 'chatcmpl-6', object: 'chat.completion', model: 'm1', choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there.' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } }),
-      );
-      const receipt = message(responseBytes, 'chatcmpl-6');
-      const sent = flip(responseBytes);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': sent.length, 'x-service-receipt': receipt, 'x-service-receipt-id': receiptId });
-      res.end(sent);
-      service.last = { requestBytes, responseBytes, receipt };
-      return;
-    }
-    json(404, { error: { message: 'not found' } });
-  });
+      json(404, { error: { message: 'not found' } });
+    },
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   service.url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   service.close = () =>

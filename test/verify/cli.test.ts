@@ -45,7 +45,15 @@ async function sigilVerify(argv: string[], opts: { stdin?: string; env?: Record<
 const failed = (r: Run) => r.lines.filter(([s]) => s === 'FAIL').map(([, n]) => n);
 
 /** The service's checks, in the core's order (the channel, the document, the policy), then the live request and its receipt. */
-const SERVICE_CHECKS = ['attestation.tls_key', 'attestation.tee', 'attestation.nonce', 'attestation.report_data', 'attestation.jwks', 'gpu.evidence', 'attestation.policy'];
+const SERVICE_CHECKS = [
+  'attestation.tls_key',
+  'attestation.tee',
+  'attestation.nonce',
+  'attestation.report_data',
+  'attestation.jwks',
+  'gpu.evidence',
+  'attestation.policy',
+];
 const RECEIPT_CHECKS = [
   'receipt.jwks',
   'receipt.signature',
@@ -90,16 +98,19 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`WAIVED receipt.tee — tee is "none": ${NO_TEE} (waived: ${ALLOW_NO_TEE})`);
     expect(r.stdout).toContain(`WAIVED attestation.tee — ${NO_TEE_DOCUMENT} (waived: ${ALLOW_NO_TEE})`);
-    expect(r.stdout.endsWith(`verified with waivers: ${LIVE_JSON_CHECKS.length - 3} checks passed; 3 waived (attestation.tls_key, attestation.tee, receipt.tee)\n`)).toBe(true);
+    expect(
+      r.stdout.endsWith(`verified with waivers: ${LIVE_JSON_CHECKS.length - 3} checks passed; 3 waived (attestation.tls_key, attestation.tee, receipt.tee)\n`),
+    ).toBe(true);
   });
 
-  it('prints each run of checks under the check registry\'s title and plain words, as the trust page shows them', async () => {
+  it("prints each run of checks under the check registry's title and plain words, as the trust page shows them", async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
     const receipt = describeCheck('receipt.signature')!;
     expect(r.stdout).toContain(`\n# ${receipt.title}: ${receipt.explains} (${receipt.doc})\nPASS receipt.jwks — `);
     const headings = r.stdout.split('\n').filter((l) => l.startsWith('# '));
     expect(headings).toHaveLength(new Set(LIVE_JSON_CHECKS.map((n) => describeCheck(n)!.title)).size);
-    for (const name of LIVE_JSON_CHECKS) expect(headings).toContain(`# ${describeCheck(name)!.title}: ${describeCheck(name)!.explains} (${describeCheck(name)!.doc})`);
+    for (const name of LIVE_JSON_CHECKS)
+      expect(headings).toContain(`# ${describeCheck(name)!.title}: ${describeCheck(name)!.explains} (${describeCheck(name)!.doc})`);
   });
 
   it('fails without --allow-no-tee, exactly on the three no-TEE checks', async () => {
@@ -122,7 +133,10 @@ describe('sigil verify against a live service (tee none)', () => {
   it('prints the verdict as an EAR with --format ear: waivers warn, never affirm', async () => {
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--format', 'ear']);
     expect(r.code).toBe(0);
-    const ear = JSON.parse(r.stdout) as { eat_profile: string; submods: Record<string, { ear_status: string; ear_trustworthiness_vector: Record<string, number> }> };
+    const ear = JSON.parse(r.stdout) as {
+      eat_profile: string;
+      submods: Record<string, { ear_status: string; ear_trustworthiness_vector: Record<string, number> }>;
+    };
     expect(ear.eat_profile).toBe('tag:ietf.org,2026:rats/ear#04');
     expect(ear.submods[service.url]).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { 'instance-identity': 32, hardware: 32 } });
   });
@@ -230,7 +244,13 @@ describe('sigil verify RECEIPT_FILE', () => {
       body: '{"model":"m1","messages":[{"role":"user","content":"hi"}]}',
     });
     await res.arrayBuffer();
-    files = { receipt: join(dir, 'receipt.jws'), request: join(dir, 'req.json'), response: join(dir, 'res.json'), jwks: join(dir, 'jwks.json'), policy: join(dir, 'policy.json') };
+    files = {
+      receipt: join(dir, 'receipt.jws'),
+      request: join(dir, 'req.json'),
+      response: join(dir, 'res.json'),
+      jwks: join(dir, 'jwks.json'),
+      policy: join(dir, 'policy.json'),
+    };
     writeFileSync(files.receipt, service.last!.receipt + '\n');
     writeFileSync(files.request, service.last!.requestBytes);
     writeFileSync(files.response, service.last!.responseBytes);
@@ -240,7 +260,18 @@ describe('sigil verify RECEIPT_FILE', () => {
   afterAll(async () => service.close());
 
   it('passes with --url, the nonce sent and the exact bytes', async () => {
-    const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', files.response, '--allow-no-tee']);
+    const r = await sigilVerify([
+      files.receipt,
+      '--url',
+      service.url,
+      '--nonce',
+      nonce,
+      '--request',
+      files.request,
+      '--response',
+      files.response,
+      '--allow-no-tee',
+    ]);
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
     expect(r.lines.map(([, n]) => n)).toEqual([...SERVICE_CHECKS, ...RECEIPT_CHECKS.filter((n) => n !== 'receipt.model' && n !== 'receipt.completion_id')]);
@@ -250,7 +281,18 @@ describe('sigil verify RECEIPT_FILE', () => {
     const tampered = Buffer.from(service.last!.responseBytes);
     tampered[tampered.length - 2] = 0x30;
     writeFileSync(join(dir, 'tampered.json'), tampered);
-    const r = await sigilVerify([files.receipt, '--url', service.url, '--nonce', nonce, '--request', files.request, '--response', join(dir, 'tampered.json'), '--allow-no-tee']);
+    const r = await sigilVerify([
+      files.receipt,
+      '--url',
+      service.url,
+      '--nonce',
+      nonce,
+      '--request',
+      files.request,
+      '--response',
+      join(dir, 'tampered.json'),
+      '--allow-no-tee',
+    ]);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['receipt.response_hash']);
   });
@@ -269,7 +311,22 @@ describe('sigil verify RECEIPT_FILE', () => {
 
   it('passes offline with --jwks, --measurement, --policy and the bytes', async () => {
     const r = await sigilVerify(
-      ['-', '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response, '--allow-no-tee'],
+      [
+        '-',
+        '--jwks',
+        files.jwks,
+        '--nonce',
+        nonce,
+        '--measurement',
+        NONE_MEASUREMENT,
+        '--policy',
+        files.policy,
+        '--request',
+        files.request,
+        '--response',
+        files.response,
+        '--allow-no-tee',
+      ],
       { stdin: service.last!.receipt },
     );
     expect(failed(r)).toEqual([]);
@@ -279,7 +336,21 @@ describe('sigil verify RECEIPT_FILE', () => {
   it('checks a saved start-evidence document offline with --attestation', async () => {
     const doc = await (await fetch(`${service.url}/v1/verify/attestation`)).text();
     writeFileSync(join(dir, 'start.json'), doc);
-    const base = ['-', '--jwks', files.jwks, '--nonce', nonce, '--policy', files.policy, '--request', files.request, '--response', files.response, '--attestation', join(dir, 'start.json')];
+    const base = [
+      '-',
+      '--jwks',
+      files.jwks,
+      '--nonce',
+      nonce,
+      '--policy',
+      files.policy,
+      '--request',
+      files.request,
+      '--response',
+      files.response,
+      '--attestation',
+      join(dir, 'start.json'),
+    ];
     const r = await sigilVerify(base, { stdin: service.last!.receipt });
     expect(failed(r)).toEqual(['attestation.tee', 'receipt.tee']);
     // A saved document came over no connection this run made: its TLS key is waived as offline, never passed.
@@ -308,15 +379,58 @@ describe('sigil verify RECEIPT_FILE', () => {
     writeFileSync(join(dir, 'reference.yaml'), 'gpu:\n  rims: [driver.swidtag, vbios.swidtag]\n');
     let stdout = '';
     const code = await verifyCommand(
-      ['-', '--jwks', files.jwks, '--nonce', nonce, '--policy', files.policy, '--request', files.request, '--response', files.response, '--attestation', join(dir, 'gpu.json'), '--reference', join(dir, 'reference.yaml'), '--allow-no-tee'],
-      { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([Buffer.from(service.last!.receipt)]), env: {}, now: VECTOR_TIME },
+      [
+        '-',
+        '--jwks',
+        files.jwks,
+        '--nonce',
+        nonce,
+        '--policy',
+        files.policy,
+        '--request',
+        files.request,
+        '--response',
+        files.response,
+        '--attestation',
+        join(dir, 'gpu.json'),
+        '--reference',
+        join(dir, 'reference.yaml'),
+        '--allow-no-tee',
+      ],
+      {
+        stdout: { write: (t: string) => (stdout += t) },
+        stderr: { write: () => true },
+        stdin: Readable.from([Buffer.from(service.last!.receipt)]),
+        env: {},
+        now: VECTOR_TIME,
+      },
     );
     expect(code).toBe(1);
-    const lines = stdout.split('\n').filter((l) => l.startsWith('PASS gpu') || l.startsWith('FAIL gpu') || l.startsWith('---- gpu')).map((l) => l.split(' — ')[0]);
+    const lines = stdout
+      .split('\n')
+      .filter((l) => l.startsWith('PASS gpu') || l.startsWith('FAIL gpu') || l.startsWith('---- gpu'))
+      .map((l) => l.split(' — ')[0]);
     expect(lines).toEqual([
-      'PASS gpu.binding', 'PASS gpu.rim[0].signature', 'PASS gpu.rim[0].schema', 'PASS gpu.rim[0].chain', '---- gpu.rim[0].revocation', 'PASS gpu.rim[1].signature', 'PASS gpu.rim[1].schema', 'PASS gpu.rim[1].chain', '---- gpu.rim[1].revocation',
-      'PASS gpu[0].report', 'PASS gpu[0].certificates', 'PASS gpu[0].signature', 'PASS gpu[0].chain', 'PASS gpu[0].root', 'PASS gpu[0].fwid', 'PASS gpu[0].nonce',
-      'FAIL gpu[0].driver_rim', 'FAIL gpu[0].vbios_rim', 'FAIL gpu[0].measurements', '---- gpu[0].revocation',
+      'PASS gpu.binding',
+      'PASS gpu.rim[0].signature',
+      'PASS gpu.rim[0].schema',
+      'PASS gpu.rim[0].chain',
+      '---- gpu.rim[0].revocation',
+      'PASS gpu.rim[1].signature',
+      'PASS gpu.rim[1].schema',
+      'PASS gpu.rim[1].chain',
+      '---- gpu.rim[1].revocation',
+      'PASS gpu[0].report',
+      'PASS gpu[0].certificates',
+      'PASS gpu[0].signature',
+      'PASS gpu[0].chain',
+      'PASS gpu[0].root',
+      'PASS gpu[0].fwid',
+      'PASS gpu[0].nonce',
+      'FAIL gpu[0].driver_rim',
+      'FAIL gpu[0].vbios_rim',
+      'FAIL gpu[0].measurements',
+      '---- gpu[0].revocation',
     ]);
     expect(stdout).toContain('FAIL gpu[0].driver_rim — no verified RIM describes driver 550.90.07 (verified driver RIMs: 545.00)\n');
   });
@@ -355,9 +469,29 @@ describe('sigil verify RECEIPT_FILE', () => {
   });
 
   it('runs through the sigil dispatcher as a child process', async () => {
-    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'verify', files.receipt, '--jwks', files.jwks, '--nonce', nonce, '--measurement', NONE_MEASUREMENT, '--policy', files.policy, '--request', files.request, '--response', files.response], {
-      cwd: join(import.meta.dirname, '..', '..'),
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        ...SIGIL_FROM_SOURCES,
+        'verify',
+        files.receipt,
+        '--jwks',
+        files.jwks,
+        '--nonce',
+        nonce,
+        '--measurement',
+        NONE_MEASUREMENT,
+        '--policy',
+        files.policy,
+        '--request',
+        files.request,
+        '--response',
+        files.response,
+      ],
+      {
+        cwd: join(import.meta.dirname, '..', '..'),
+      },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));

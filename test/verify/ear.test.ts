@@ -24,7 +24,11 @@ describe('toEar', () => {
   it("uses the draft's profile, claim names and value kinds", () => {
     const ear = toEar(GENUINE, { verifier, submod: 'https://inference.example', iat: 1666529184 });
     expect(ear.eat_profile).toBe(example.eat_profile);
-    expect(Object.keys(ear).sort()).toEqual(Object.keys(example).filter((k) => k !== 'ear_raw_evidence').sort());
+    expect(Object.keys(ear).sort()).toEqual(
+      Object.keys(example)
+        .filter((k) => k !== 'ear_raw_evidence')
+        .sort(),
+    );
     expect(Object.keys(ear.ear_verifier_id).sort()).toEqual(Object.keys(example.ear_verifier_id).sort());
     const submod = ear.submods['https://inference.example']!;
     expect(Object.keys(submod).sort()).toEqual(Object.keys(exampleSubmod).sort());
@@ -34,12 +38,16 @@ describe('toEar', () => {
       ear_appraisal_policy_ids: ['sigil:docs/auditing.md#what-a-verdict-means'],
     });
     // The draft's example uses the same claim names with the same tier values (2 affirming, 96 contraindicated).
-    expect(Object.keys(exampleSubmod.ear_trustworthiness_vector).every((k) => ['instance-identity', 'executables', 'hardware', 'configuration'].includes(k))).toBe(true);
+    expect(
+      Object.keys(exampleSubmod.ear_trustworthiness_vector).every((k) => ['instance-identity', 'executables', 'hardware', 'configuration'].includes(k)),
+    ).toBe(true);
     expect(EAR_PROFILE).toBe('tag:ietf.org,2026:rats/ear#04');
   });
 
   it("reproduces the draft example's appraisal: genuine hardware and identity, executables contraindicated", () => {
-    const checks = GENUINE.map((c) => (c.name === 'reference.measurement' ? fail(c.name, 'not the audited code') : c)).filter((c) => c.name !== 'snp.debug' && c.name !== 'attestation.policy');
+    const checks = GENUINE.map((c) => (c.name === 'reference.measurement' ? fail(c.name, 'not the audited code') : c)).filter(
+      (c) => c.name !== 'snp.debug' && c.name !== 'attestation.policy',
+    );
     const submod = toEar(checks, { verifier, submod: 'PSA', iat: 1666529184 }).submods.PSA!;
     expect(submod.ear_status).toBe(exampleSubmod.ear_status);
     expect(submod.ear_trustworthiness_vector).toEqual(exampleSubmod.ear_trustworthiness_vector);

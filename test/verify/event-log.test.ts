@@ -35,7 +35,9 @@ describe("dstack's quote with its JSON event log", () => {
       ['eventlog.event_data', true],
     ]);
     expect(result.checks[0]!.detail).toBe("29 events read from dstack's JSON event log");
-    expect(result.checks[4]!.detail).toBe("replaying the 9 event(s) of the log for RTMR3 gives 6f24c170d0fd63fc..., the quote's RTMR3: the log accounts for everything measured there");
+    expect(result.checks[4]!.detail).toBe(
+      "replaying the 9 event(s) of the log for RTMR3 gives 6f24c170d0fd63fc..., the quote's RTMR3: the log accounts for everything measured there",
+    );
     expect(hex(replayRtmrs(readDstackEventLog(dstack))[3])).toBe(hex(quoteRtmrs[3]));
   });
 
@@ -52,8 +54,17 @@ describe("dstack's quote with its JSON event log", () => {
     const target = events.findIndex((e) => e.imr === 1);
     events[target]!.digest = events[target]!.digest.slice(0, -2) + (events[target]!.digest.endsWith('00') ? '01' : '00');
     const result = verifyTdxEventLog({ dstackLog: events }, quoteRtmrs);
-    expect(byName(result.checks)).toEqual({ 'eventlog.parse': true, 'eventlog.rtmr0': true, 'eventlog.rtmr1': false, 'eventlog.rtmr2': true, 'eventlog.rtmr3': true, 'eventlog.event_data': true });
-    expect(result.checks.find((c) => c.name === 'eventlog.rtmr1')!.detail).toMatch(/^replaying the 5 event\(s\) of the log for RTMR1 gives [0-9a-f]{96} but the quote's RTMR1 is 2023546e7f3b9d12[0-9a-f]{80}: the log does not describe what was measured$/);
+    expect(byName(result.checks)).toEqual({
+      'eventlog.parse': true,
+      'eventlog.rtmr0': true,
+      'eventlog.rtmr1': false,
+      'eventlog.rtmr2': true,
+      'eventlog.rtmr3': true,
+      'eventlog.event_data': true,
+    });
+    expect(result.checks.find((c) => c.name === 'eventlog.rtmr1')!.detail).toMatch(
+      /^replaying the 5 event\(s\) of the log for RTMR1 gives [0-9a-f]{96} but the quote's RTMR1 is 2023546e7f3b9d12[0-9a-f]{80}: the log does not describe what was measured$/,
+    );
   });
 
   it('fails naming RTMR3 when a runtime payload is changed (the app id)', () => {
@@ -93,8 +104,17 @@ describe("dstack's binary CCEL (TCG2 crypto-agile log)", () => {
     const at = Buffer.from(tampered).indexOf(Buffer.from('77a0dab2312b4e1e', 'hex'));
     tampered[at + 47] = tampered[at + 47]! ^ 0x01;
     const { checks } = verifyTdxEventLog({ ccelData: tampered }, ccelRtmrs);
-    expect(byName(checks)).toEqual({ 'eventlog.parse': true, 'eventlog.rtmr0': true, 'eventlog.rtmr1': false, 'eventlog.rtmr2': true, 'eventlog.rtmr3': true, 'eventlog.event_data': false });
-    expect(checks.find((c) => c.name === 'eventlog.event_data')!.detail).toBe('event(s) #14 carry data that does not hash to their digest: the log shows something other than what was measured');
+    expect(byName(checks)).toEqual({
+      'eventlog.parse': true,
+      'eventlog.rtmr0': true,
+      'eventlog.rtmr1': false,
+      'eventlog.rtmr2': true,
+      'eventlog.rtmr3': true,
+      'eventlog.event_data': false,
+    });
+    expect(checks.find((c) => c.name === 'eventlog.event_data')!.detail).toBe(
+      'event(s) #14 carry data that does not hash to their digest: the log shows something other than what was measured',
+    );
   });
 
   it('fails the event data check when the logged text of a measured action is changed, though the replay still matches', () => {
@@ -106,7 +126,13 @@ describe("dstack's binary CCEL (TCG2 crypto-agile log)", () => {
 
   it('refuses a log that is not crypto-agile', () => {
     const { checks } = verifyTdxEventLog({ ccelData: new Uint8Array(64) }, ccelRtmrs);
-    expect(checks).toEqual([{ name: 'eventlog.parse', ok: false, detail: 'ERR_EVENT_LOG_MALFORMED: the event log does not start with a TCG "Spec ID Event03" (it is not a crypto-agile TCG2 log)' }]);
+    expect(checks).toEqual([
+      {
+        name: 'eventlog.parse',
+        ok: false,
+        detail: 'ERR_EVENT_LOG_MALFORMED: the event log does not start with a TCG "Spec ID Event03" (it is not a crypto-agile TCG2 log)',
+      },
+    ]);
   });
 });
 
@@ -127,14 +153,20 @@ function ccelTable(ccType: number, logLength: number): Uint8Array {
 describe('the CCEL ACPI table', () => {
   it('is checked for its signature, checksum, TDX type and log length', () => {
     const ok = verifyTdxEventLog({ ccelTable: ccelTable(2, ccel.length), ccelData: ccel }, ccelRtmrs).checks[0]!;
-    expect(ok).toEqual({ name: 'eventlog.ccel_table', ok: true, detail: 'CCEL table revision 1 from INTEL, CC type 2, log area 65536 bytes at 0x7f000000: an Intel TDX event log, checksum valid' });
+    expect(ok).toEqual({
+      name: 'eventlog.ccel_table',
+      ok: true,
+      detail: 'CCEL table revision 1 from INTEL, CC type 2, log area 65536 bytes at 0x7f000000: an Intel TDX event log, checksum valid',
+    });
     expect(verifyTdxEventLog({ ccelTable: ccelTable(1, ccel.length), ccelData: ccel }, ccelRtmrs).checks[0]!.ok).toBe(false);
     expect(verifyTdxEventLog({ ccelTable: ccelTable(2, 4096), ccelData: ccel }, ccelRtmrs).checks[0]!.detail).toBe(
       'CCEL table revision 1 from INTEL, CC type 2, log area 4096 bytes at 0x7f000000, but the log data given is 65536 bytes: it is not the log area this table describes',
     );
     const bad = ccelTable(2, ccel.length);
     bad[20] = bad[20]! ^ 1;
-    expect(verifyTdxEventLog({ ccelTable: bad, ccelData: ccel }, ccelRtmrs).checks[0]!.detail).toBe("ERR_CCEL_TABLE: the CCEL table's bytes do not sum to zero (checksum off by 1)");
+    expect(verifyTdxEventLog({ ccelTable: bad, ccelData: ccel }, ccelRtmrs).checks[0]!.detail).toBe(
+      "ERR_CCEL_TABLE: the CCEL table's bytes do not sum to zero (checksum off by 1)",
+    );
   });
 });
 
@@ -144,14 +176,28 @@ describe("Sigil's own runtime events", () => {
   const rtmr3 = createHash('sha384').update(Buffer.alloc(48)).update(Buffer.from(digest, 'hex')).digest();
 
   it('replay into RTMR3 after the firmware log, each digest being the SHA-384 of its payload', () => {
-    const { checks, events } = verifyTdxEventLog({ ccelData: ccel, runtimeEvents: [{ imr: 3, event: 'sigil', digest, payload }] }, [ccelRtmrs[0]!, ccelRtmrs[1]!, h(ZERO), rtmr3]);
+    const { checks, events } = verifyTdxEventLog({ ccelData: ccel, runtimeEvents: [{ imr: 3, event: 'sigil', digest, payload }] }, [
+      ccelRtmrs[0]!,
+      ccelRtmrs[1]!,
+      h(ZERO),
+      rtmr3,
+    ]);
     expect(checks.every((c) => c.ok)).toBe(true);
-    expect(checks.find((c) => c.name === 'eventlog.runtime_events')!.detail).toBe("each of Sigil's 1 runtime event(s) has digest = SHA-384 of its published payload, so the payload is what was extended");
-    expect(formatEventListing(events[18]!)).toBe(`  #18 RTMR3 SIGIL_RUNTIME_EVENT "sigil" ${digest.slice(0, 16)}... — measured data ${JSON.stringify(payload)}`);
+    expect(checks.find((c) => c.name === 'eventlog.runtime_events')!.detail).toBe(
+      "each of Sigil's 1 runtime event(s) has digest = SHA-384 of its published payload, so the payload is what was extended",
+    );
+    expect(formatEventListing(events[18]!)).toBe(
+      `  #18 RTMR3 SIGIL_RUNTIME_EVENT "sigil" ${digest.slice(0, 16)}... — measured data ${JSON.stringify(payload)}`,
+    );
   });
 
   it('fail when a published payload is not what its digest says', () => {
-    const { checks } = verifyTdxEventLog({ ccelData: ccel, runtimeEvents: [{ imr: 3, event: 'sigil', digest, payload: payload.replace('cd', 'ce') }] }, [ccelRtmrs[0]!, ccelRtmrs[1]!, h(ZERO), rtmr3]);
+    const { checks } = verifyTdxEventLog({ ccelData: ccel, runtimeEvents: [{ imr: 3, event: 'sigil', digest, payload: payload.replace('cd', 'ce') }] }, [
+      ccelRtmrs[0]!,
+      ccelRtmrs[1]!,
+      h(ZERO),
+      rtmr3,
+    ]);
     expect(byName(checks)).toMatchObject({ 'eventlog.runtime_events': false, 'eventlog.rtmr3': true, 'eventlog.event_data': false });
   });
 
@@ -169,7 +215,12 @@ describe("Sigil's own runtime events", () => {
 
   it('with no log at all say so, without passing anything', () => {
     expect(verifyTdxEventLog({}, ccelRtmrs).checks).toEqual([
-      { name: 'eventlog.replay', ok: true, pinned: false, detail: 'no event log given: RTMR0-3 are explained by no event, so only reference values can vouch for them' },
+      {
+        name: 'eventlog.replay',
+        ok: true,
+        pinned: false,
+        detail: 'no event log given: RTMR0-3 are explained by no event, so only reference values can vouch for them',
+      },
     ]);
   });
 });

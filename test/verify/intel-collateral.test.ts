@@ -40,14 +40,21 @@ describe("Intel's real collateral for the Sapphire Rapids quote", () => {
       'collateral.qe_identity': true,
       'collateral.pck_crl': true,
     });
-    expect(detail(checks, 'collateral.tcb_info')).toBe("Intel's TDX TCB info for FMSPC 50806f000000 (evaluation 15, 2 levels) is signed by Intel SGX TCB Signing and current at 2023-06-20T00:00:00.000Z (next update 2023-07-18T08:42:58Z)");
-    expect(detail(checks, 'collateral.qe_identity')).toBe("the Quoting Enclave is Intel's TD QE (ISV SVN 4, status UpToDate since 2023-02-15T00:00:00Z); the QE identity is signed by Intel SGX TCB Signing and current at 2023-06-20T00:00:00.000Z");
-    expect(detail(checks, 'collateral.pck_crl')).toBe('the PCK certificate (serial bba6c175d838b8df...) is not among the 44 certificates Intel SGX PCK Platform CA revoked (CRL signed, current at 2023-06-20T00:00:00.000Z)');
+    expect(detail(checks, 'collateral.tcb_info')).toBe(
+      "Intel's TDX TCB info for FMSPC 50806f000000 (evaluation 15, 2 levels) is signed by Intel SGX TCB Signing and current at 2023-06-20T00:00:00.000Z (next update 2023-07-18T08:42:58Z)",
+    );
+    expect(detail(checks, 'collateral.qe_identity')).toBe(
+      "the Quoting Enclave is Intel's TD QE (ISV SVN 4, status UpToDate since 2023-02-15T00:00:00Z); the QE identity is signed by Intel SGX TCB Signing and current at 2023-06-20T00:00:00.000Z",
+    );
+    expect(detail(checks, 'collateral.pck_crl')).toBe(
+      'the PCK certificate (serial bba6c175d838b8df...) is not among the 44 certificates Intel SGX PCK Platform CA revoked (CRL signed, current at 2023-06-20T00:00:00.000Z)',
+    );
     // The sample TCB info lists levels above this machine's SGX components (3.3.2.2.2.1.0.2 against 5.5.2.2.3.1.0.3): no level matches, as go-tdx-guest also finds.
     expect(verdict).toEqual({
       status: null,
       advisoryIds: [],
-      source: "no TCB level of Intel's TCB info for FMSPC 50806f000000 is met by this platform (PCK SGX components 3.3.2.2.2.1.0.2.0.0.0.0.0.0.0.0, PCESVN 11, TEE_TCB_SVN 03000400000000000000000000000000): its TCB is older than any Intel supports",
+      source:
+        "no TCB level of Intel's TCB info for FMSPC 50806f000000 is met by this platform (PCK SGX components 3.3.2.2.2.1.0.2.0.0.0.0.0.0.0.0, PCESVN 11, TEE_TCB_SVN 03000400000000000000000000000000): its TCB is older than any Intel supports",
     });
   });
 
@@ -85,7 +92,9 @@ describe("Intel's real collateral for the Sapphire Rapids quote", () => {
     const crl = Uint8Array.from(c.pckCrl!);
     crl[crl.length - 5] = crl[crl.length - 5]! ^ 0x01;
     c.pckCrl = crl;
-    expect(detail((await verifyIntelCollateral(quote, c, DEFAULT_TRUST_ROOTS, IN_2023)).checks, 'collateral.pck_crl')).toBe('the PCK CRL is not signed by Intel SGX PCK Platform CA');
+    expect(detail((await verifyIntelCollateral(quote, c, DEFAULT_TRUST_ROOTS, IN_2023)).checks, 'collateral.pck_crl')).toBe(
+      'the PCK CRL is not signed by Intel SGX PCK Platform CA',
+    );
   });
 
   it('names each missing file', async () => {
@@ -101,13 +110,17 @@ describe("Intel's real collateral for the Sapphire Rapids quote", () => {
 });
 
 describe("Intel's TCB level matching on the real TCB info", () => {
-  const tcbInfo = (JSON.parse(vector('intel-tcbinfo-response.json').toString('utf8')) as { tcbInfo: { tcbLevels: Parameters<typeof matchTdxTcbLevel>[0] } }).tcbInfo;
+  const tcbInfo = (JSON.parse(vector('intel-tcbinfo-response.json').toString('utf8')) as { tcbInfo: { tcbLevels: Parameters<typeof matchTdxTcbLevel>[0] } })
+    .tcbInfo;
   const svn = Uint8Array.from([3, 0, 5, ...new Array(13).fill(0)]);
   const comps = [5, 5, 2, 2, 3, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0];
 
   it('picks the first level the platform meets, with its status and advisories', () => {
     expect(matchTdxTcbLevel(tcbInfo.tcbLevels, { compSvn: comps, pceSvn: 11 }, svn)).toMatchObject({ tcbStatus: 'UpToDate', tcbDate: '2023-02-15T00:00:00Z' });
-    expect(matchTdxTcbLevel(tcbInfo.tcbLevels, { compSvn: comps, pceSvn: 10 }, svn)).toMatchObject({ tcbStatus: 'OutOfDate', advisoryIDs: expect.arrayContaining(['INTEL-SA-00106', 'INTEL-SA-00477']) });
+    expect(matchTdxTcbLevel(tcbInfo.tcbLevels, { compSvn: comps, pceSvn: 10 }, svn)).toMatchObject({
+      tcbStatus: 'OutOfDate',
+      advisoryIDs: expect.arrayContaining(['INTEL-SA-00106', 'INTEL-SA-00477']),
+    });
     expect(matchTdxTcbLevel(tcbInfo.tcbLevels, { compSvn: comps, pceSvn: 11 }, Uint8Array.from([2, ...new Array(15).fill(0)]))).toBeUndefined();
   });
 });
@@ -125,11 +138,18 @@ describe('a collateral bundle directory', () => {
       copy('intel-root-crl.der', 'root-crl.der');
       const read = await readCollateralBundle(bundle);
       expect(read).toEqual(collateral());
-      const { checks } = await verifyTdxEvidenceWithCollateral(quoteBytes, DEFAULT_TRUST_ROOTS, IN_2023, parseReferenceValues('tdx:\n  tcb_status: [UpToDate, OutOfDate]\n').tdx, read);
+      const { checks } = await verifyTdxEvidenceWithCollateral(
+        quoteBytes,
+        DEFAULT_TRUST_ROOTS,
+        IN_2023,
+        parseReferenceValues('tdx:\n  tcb_status: [UpToDate, OutOfDate]\n').tdx,
+        read,
+      );
       expect(checks.find((c) => c.name === 'tdx.tcb_status')).toEqual({
         name: 'tdx.tcb_status',
         ok: false,
-        detail: "Intel's TCB status could not be established: no TCB level of Intel's TCB info for FMSPC 50806f000000 is met by this platform (PCK SGX components 3.3.2.2.2.1.0.2.0.0.0.0.0.0.0.0, PCESVN 11, TEE_TCB_SVN 03000400000000000000000000000000): its TCB is older than any Intel supports",
+        detail:
+          "Intel's TCB status could not be established: no TCB level of Intel's TCB info for FMSPC 50806f000000 is met by this platform (PCK SGX components 3.3.2.2.2.1.0.2.0.0.0.0.0.0.0.0, PCESVN 11, TEE_TCB_SVN 03000400000000000000000000000000): its TCB is older than any Intel supports",
       });
     } finally {
       rmSync(bundle, { recursive: true, force: true });

@@ -66,7 +66,11 @@ describe('a compact ES256 JWS', () => {
   it('refuses HS256 keyed with the public key (as JWK JSON, PEM and raw x||y)', async () => {
     const input = `${b64url(JSON.stringify({ alg: 'HS256', kid: signer.kid }))}.${b64url(JSON.stringify(PAYLOAD))}`;
     const pem = createPublicKey(signer.privateKey).export({ type: 'spki', format: 'pem' });
-    const secrets = [JSON.stringify(signer.publicJwk), pem, Buffer.concat([Buffer.from(signer.publicJwk.x as string, 'base64url'), Buffer.from(signer.publicJwk.y as string, 'base64url')])];
+    const secrets = [
+      JSON.stringify(signer.publicJwk),
+      pem,
+      Buffer.concat([Buffer.from(signer.publicJwk.x as string, 'base64url'), Buffer.from(signer.publicJwk.y as string, 'base64url')]),
+    ];
     for (const secret of secrets) {
       const mac = createHmac('sha256', secret).update(input).digest();
       expect(await codeOf(`${input}.${b64url(mac)}`, jwks)).toBe('ERR_RECEIPT_ALG');

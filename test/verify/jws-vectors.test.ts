@@ -10,7 +10,11 @@ import { verifyOutcome } from './receipt-fixtures.ts';
 const VECTORS = new URL('../vectors/', import.meta.url);
 const load = <T>(path: string): T => JSON.parse(readFileSync(new URL(path, VECTORS), 'utf8')) as T;
 
-interface Case { tcId: number; comment: string; result: 'valid' | 'invalid' | 'acceptable'; }
+interface Case {
+  tcId: number;
+  comment: string;
+  result: 'valid' | 'invalid' | 'acceptable';
+}
 interface EcdsaFile {
   numberOfTests: number;
   testGroups: Array<{ publicKeyJwk?: Record<string, unknown>; publicKeyDer: string; tests: Array<Case & { msg: string; sig: string }> }>;
@@ -78,7 +82,10 @@ describe('Wycheproof json_web_signature_test.json', () => {
   const es256 = file.testGroups.filter((g) => g.comment === 'es256' || g.comment === 'SpecialCaseEs256');
 
   it('has the 15 es256 and 24 SpecialCaseEs256 cases', () => {
-    expect(es256.map((g) => [g.comment, g.tests.length])).toEqual([['es256', 15], ['SpecialCaseEs256', 24]]);
+    expect(es256.map((g) => [g.comment, g.tests.length])).toEqual([
+      ['es256', 15],
+      ['SpecialCaseEs256', 24],
+    ]);
   });
 
   const es256Cases = es256.flatMap((g) => g.tests.map((t) => [g.comment, t.tcId, t.comment, t.result, g.public, t.jws] as const));

@@ -109,7 +109,11 @@ describe('one error hierarchy: every error the verifier, the measurement tool an
   });
 
   it('the subclasses keep their names and codes: VerifyError, TlsPinError, ReleaseManifestError', () => {
-    expect(new api.VerifyError('ERR_RECEIPT_ALG')).toMatchObject({ name: 'VerifyError', code: 'ERR_RECEIPT_ALG', message: 'the protected header alg is not ES256' });
+    expect(new api.VerifyError('ERR_RECEIPT_ALG')).toMatchObject({
+      name: 'VerifyError',
+      code: 'ERR_RECEIPT_ALG',
+      message: 'the protected header alg is not ES256',
+    });
     expect(new api.TlsPinError(undefined, [])).toMatchObject({ name: 'TlsPinError', code: 'ERR_VERIFY_TLS_PIN' });
     expect(new api.TlsPinError(undefined, [])).toBeInstanceOf(api.VerifyError);
     const manifest = new api.ReleaseManifestError('predicate.expires', 'must be a non-empty string');

@@ -104,7 +104,13 @@ describe('verifyReceipt', () => {
     const token = signer.sign(messageClaims());
     const result = await verifyReceipt(token, {
       jwks,
-      expected: { ...expected, measurement: 'CD'.repeat(48), policyHash: canonicalPolicyHash({ other: true }), modelId: 'm2', attestationHash: sha256Tagged('x') },
+      expected: {
+        ...expected,
+        measurement: 'CD'.repeat(48),
+        policyHash: canonicalPolicyHash({ other: true }),
+        modelId: 'm2',
+        attestationHash: sha256Tagged('x'),
+      },
     });
     expect(failing(result.checks)).toEqual(['receipt.measurement', 'receipt.policy_hash', 'receipt.model', 'receipt.attestation_hash']);
     expect(byName(result.checks, 'receipt.measurement')?.detail).toBe(`enclave_measurement is ${MEASUREMENT}; expected ${'cd'.repeat(48)}`);
@@ -124,7 +130,12 @@ describe('verifyReceipt', () => {
     expect(NO_TEE_DETAIL).toBe('no hardware evidence exists: this service is not running in a TEE');
     const allowed = await verifyReceipt(token, { jwks, expected, allowNoTee: true });
     expect(failing(allowed.checks)).toEqual([]);
-    expect(byName(allowed.checks, 'receipt.tee')).toEqual({ name: 'receipt.tee', ok: false, detail: `tee is "none": ${NO_TEE_DETAIL}`, waived: 'no-TEE receipts allowed (development)' });
+    expect(byName(allowed.checks, 'receipt.tee')).toEqual({
+      name: 'receipt.tee',
+      ok: false,
+      detail: `tee is "none": ${NO_TEE_DETAIL}`,
+      waived: 'no-TEE receipts allowed (development)',
+    });
   });
 
   it('refuses a receipt type other than the one expected, and request bytes against a model receipt', async () => {
@@ -137,7 +148,10 @@ describe('verifyReceipt', () => {
   });
 
   it('fails claims that are missing or malformed, listing each', async () => {
-    const result = await verifyReceipt(signer.sign({ ...messageClaims(), enclave_measurement: 'XYZ', policy_hash: 'md5:1', request_hash: undefined }), { jwks, expected });
+    const result = await verifyReceipt(signer.sign({ ...messageClaims(), enclave_measurement: 'XYZ', policy_hash: 'md5:1', request_hash: undefined }), {
+      jwks,
+      expected,
+    });
     expect(failing(result.checks)).toEqual(['receipt.claims']);
     expect(byName(result.checks, 'receipt.claims')?.detail).toBe(
       'enclave_measurement is not lowercase hex; policy_hash is not "sha256:" + 64 hex; request_hash is not "sha256:" + 64 hex',
@@ -145,7 +159,9 @@ describe('verifyReceipt', () => {
   });
 
   it('fails schema versions it does not understand, and issued_at that disagrees with iat or lies in the future', async () => {
-    expect(failing((await verifyReceipt(signer.sign(messageClaims({ schema_version: '2.0.0' })), { jwks, expected })).checks)).toEqual(['receipt.schema_version']);
+    expect(failing((await verifyReceipt(signer.sign(messageClaims({ schema_version: '2.0.0' })), { jwks, expected })).checks)).toEqual([
+      'receipt.schema_version',
+    ]);
     const claims = messageClaims();
     expect(failing((await verifyReceipt(signer.sign({ ...claims, iat: claims.iat + 7 }), { jwks, expected })).checks)).toEqual(['receipt.issued_at']);
     const later = new Date(Date.now() + 3_600_000);
@@ -165,13 +181,22 @@ describe('verifyReceipt', () => {
     const dup = await verifyReceipt(token, { jwks: { keys: [signer.publicJwk, signer.publicJwk] }, expected });
     expect(dup.checks).toEqual([{ name: 'receipt.jwks', ok: false, detail: `ERR_JWKS_DUPLICATE_KID: two keys in the JWKS have kid "${signer.kid}"` }]);
     const enc = await verifyReceipt(token, { jwks: { keys: [{ ...signer.publicJwk, use: 'enc' }] }, expected });
-    expect(enc.checks).toEqual([{ name: 'receipt.jwks', ok: false, detail: `no P-256 ES256 signature key in the JWKS; skipped key 0 (kid ${signer.kid}): use is "enc", not "sig"` }]);
+    expect(enc.checks).toEqual([
+      { name: 'receipt.jwks', ok: false, detail: `no P-256 ES256 signature key in the JWKS; skipped key 0 (kid ${signer.kid}): use is "enc", not "sig"` },
+    ]);
     const priv = await verifyReceipt(token, { jwks: { keys: [signer.privateKey.export({ format: 'jwk' })] }, expected });
     expect(priv.checks).toEqual([{ name: 'receipt.jwks', ok: false, detail: 'ERR_JWKS_PRIVATE_KEY: key 0 carries the private member "d"' }]);
   });
 
   it('never throws on garbage input', async () => {
-    for (const token of ['', 'a.b', 'a.b.c', '...', signCompact(signer.privateKey, { alg: 'ES256' }, '[1,2]'), signCompact(signer.privateKey, { alg: 'ES256' }, 'not json')]) {
+    for (const token of [
+      '',
+      'a.b',
+      'a.b.c',
+      '...',
+      signCompact(signer.privateKey, { alg: 'ES256' }, '[1,2]'),
+      signCompact(signer.privateKey, { alg: 'ES256' }, 'not json'),
+    ]) {
       const result = await verifyReceipt(token, { jwks, expected });
       expect(result.checks.some((c) => !c.ok)).toBe(true);
     }

@@ -59,11 +59,15 @@ snp:
   });
 
   it('reads JSON too', () => {
-    expect(parseReferenceValues(JSON.stringify({ snp: { vmpl: [0, 1], host_data: 'ab'.repeat(32) } }))).toEqual({ snp: { vmpl: [0, 1], host_data: ['ab'.repeat(32)] } });
+    expect(parseReferenceValues(JSON.stringify({ snp: { vmpl: [0, 1], host_data: 'ab'.repeat(32) } }))).toEqual({
+      snp: { vmpl: [0, 1], host_data: ['ab'.repeat(32)] },
+    });
   });
 
   it('refuses an unknown key, naming it', () => {
-    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe('tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, ppid, platform_instance_id, min_tee_tcb_svn, tcb_status, min_qe_svn, min_pce_svn, min_tcb_evaluation_data_number)');
+    expect(parseError('tdx:\n  rtmr4: 00\n').message).toBe(
+      'tdx.rtmr4: unknown key (allowed under tdx: mrtd, rtmr0, rtmr1, rtmr2, rtmr3, mr_config_id, mr_owner, mr_owner_config, td_attributes, xfam, mrseam, ppid, platform_instance_id, min_tee_tcb_svn, tcb_status, min_qe_svn, min_pce_svn, min_tcb_evaluation_data_number)',
+    );
     expect(parseError('sev:\n  measurement: 00\n').key).toBe('sev');
     expect(parseError('snp:\n  min_tcb: { ucode: 1 }\n').key).toBe('snp.min_tcb.ucode');
     expect(parseError('snp:\n  policy: { abi_minor: 1 }\n').key).toBe('snp.policy.abi_minor');
@@ -74,7 +78,9 @@ snp:
     expect(parseError('tdx:\n  rtmr0: []\n').message).toBe('tdx.rtmr0: an empty list accepts nothing; leave the key out to not pin it');
     expect(parseError('tdx:\n  mrtd:\n').message).toBe('tdx.mrtd: has no value');
     expect(parseError('tdx:\n  tcb_status: Fine\n').key).toBe('tdx.tcb_status');
-    expect(parseError('tdx:\n  min_tee_tcb_svn: [00000000000000000000000000000000, 00000000000000000000000000000000]\n').message).toBe('tdx.min_tee_tcb_svn: is a minimum: give one value, not a list');
+    expect(parseError('tdx:\n  min_tee_tcb_svn: [00000000000000000000000000000000, 00000000000000000000000000000000]\n').message).toBe(
+      'tdx.min_tee_tcb_svn: is a minimum: give one value, not a list',
+    );
     expect(parseError('snp:\n  vmpl: 4\n').message).toBe('snp.vmpl: must be an integer from 0 to 3, got "4"');
     expect(parseError('snp:\n  policy: { smt: yes }\n').message).toBe('snp.policy.smt: must be true or false, got "yes"');
     expect(parseError('').message).toBe('the file is empty');
@@ -82,7 +88,9 @@ snp:
   });
 
   it('refuses to accept a debuggable SEV-SNP guest', () => {
-    expect(parseError('snp:\n  policy: { debug: [false, true] }\n').message).toBe('snp.policy.debug: may only be false: a guest the host can debug has no confidential memory');
+    expect(parseError('snp:\n  policy: { debug: [false, true] }\n').message).toBe(
+      'snp.policy.debug: may only be false: a guest the host can debug has no confidential memory',
+    );
   });
 
   it('resolves GPU RIM paths against the folder of the file', async () => {
@@ -103,7 +111,9 @@ describe('reference checks on the dstack TDX quote', () => {
       ['----', 'reference.rtmr2'],
       ['----', 'reference.rtmr3'],
     ]);
-    expect(checks[3]!.detail).toBe('RTMR1 2023546e7f3b9d12...4b0d2aee equals accepted reference value 2 of 2: the boot loader and kernel image started by the firmware is what the auditor expects');
+    expect(checks[3]!.detail).toBe(
+      'RTMR1 2023546e7f3b9d12...4b0d2aee equals accepted reference value 2 of 2: the boot loader and kernel image started by the firmware is what the auditor expects',
+    );
     expect(checks[2]!.detail).toBe(
       'RTMR0 f8438db36b96f85d8752ff7f24a89ec05c79ec9eda2ba732c897fb970ca429365b7471b1c054cb84f17b1c2b23ba6640 (the firmware configuration (TD HOB, ACPI tables, Secure Boot variables)) was compared with nothing: no reference value pins it',
     );
@@ -114,22 +124,35 @@ describe('reference checks on the dstack TDX quote', () => {
     const checks = tdxReferenceChecks(measured, parseReferenceValues(`tdx:\n  rtmr1: ${tampered}\n`));
     const rtmr1 = checks.find((c) => c.name === 'reference.rtmr1')!;
     expect(rtmr1.ok).toBe(false);
-    expect(rtmr1.detail).toBe(`RTMR1 ${RTMR1} is none of the 1 accepted reference value(s) (2023546e7f3b9d12...4b0d2aef): the boot loader and kernel image started by the firmware is not what the auditor expects`);
+    expect(rtmr1.detail).toBe(
+      `RTMR1 ${RTMR1} is none of the 1 accepted reference value(s) (2023546e7f3b9d12...4b0d2aef): the boot loader and kernel image started by the firmware is not what the auditor expects`,
+    );
   });
 
   it('say the code was not compared when no reference file is given', () => {
     const checks = tdxReferenceChecks(measured, undefined);
     expect(checks.every((c) => c.ok && checkMark(c) === '----')).toBe(true);
-    expect(checks[0]!.detail).toBe('no reference values given (--reference FILE): the code was not compared with reference values, so this proves genuine hardware but not which software runs on it');
+    expect(checks[0]!.detail).toBe(
+      'no reference values given (--reference FILE): the code was not compared with reference values, so this proves genuine hardware but not which software runs on it',
+    );
   });
 
   it('fail when the file pins only another TEE', () => {
     const checks = snpReferenceChecks({ measurement: '00'.repeat(48), host_data: '00'.repeat(32) }, parseReferenceValues(`tdx:\n  mrtd: ${MRTD}\n`));
-    expect(checks[0]).toEqual({ name: 'reference.values', ok: false, detail: 'the reference values pin TDX values but nothing for SEV-SNP, the TEE of this evidence: the auditor expected a different platform' });
+    expect(checks[0]).toEqual({
+      name: 'reference.values',
+      ok: false,
+      detail: 'the reference values pin TDX values but nothing for SEV-SNP, the TEE of this evidence: the auditor expected a different platform',
+    });
   });
 
   it('say the code was not compared when the file pins only GPU values', () => {
     const checks = tdxReferenceChecks(measured, parseReferenceValues('gpu:\n  rims: [driver.swidtag]\n'));
-    expect(checks[0]).toEqual({ name: 'reference.values', ok: true, pinned: false, detail: 'the reference values pin nothing for TDX (only GPU values): the code of this confidential VM was not compared with reference values' });
+    expect(checks[0]).toEqual({
+      name: 'reference.values',
+      ok: true,
+      pinned: false,
+      detail: 'the reference values pin nothing for TDX (only GPU values): the code of this confidential VM was not compared with reference values',
+    });
   });
 });

@@ -30,24 +30,52 @@ describe('sigil verify-evidence on SEV-SNP evidence', () => {
     expect(strict.code).toBe(1);
     expect(strict.marks).toMatchObject({ 'reference.values': '----', 'evidence.report_data': '----' });
     // No AMD CRL is current while this VCEK is valid (from 2026-06-17): snp.crl fails unless the reference values accept that.
-    expect(strict.stdout.trimEnd().split('\n').at(-1)).toMatch(/^NOT VERIFIED: 1 of 26 checks failed; 14 not pinned, so compared with nothing \(.*evidence\.report_data.*\); the code was not compared with reference values$/);
+    expect(strict.stdout.trimEnd().split('\n').at(-1)).toMatch(
+      /^NOT VERIFIED: 1 of 26 checks failed; 14 not pinned, so compared with nothing \(.*evidence\.report_data.*\); the code was not compared with reference values$/,
+    );
     const allowMissingCrl = file('allow-missing-crl.yaml', 'snp:\n  allow_missing_crl: true\n');
-    const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--reference', allowMissingCrl, '--allow-unbound-evidence', '--allow-unpinned-code']);
+    const r = await sigil([
+      '--snp-report',
+      milan,
+      '--vcek',
+      v('snp/dstack-milan-vcek.pem'),
+      '--ask',
+      v('snp/dstack-milan-ask.pem'),
+      '--reference',
+      allowMissingCrl,
+      '--allow-unbound-evidence',
+      '--allow-unpinned-code',
+    ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('  measurement 7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d\n');
-    expect(r.marks).toMatchObject({ 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.vcek_tcb': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.debug': 'PASS', 'snp.crl': 'WAIVED', 'evidence.report_data': 'WAIVED' });
+    expect(r.marks).toMatchObject({
+      'snp.report_signature': 'PASS',
+      'snp.vcek_chain': 'PASS',
+      'snp.vcek_tcb': 'PASS',
+      'snp.vcek_hwid': 'PASS',
+      'snp.debug': 'PASS',
+      'snp.crl': 'WAIVED',
+      'evidence.report_data': 'WAIVED',
+    });
     expect(r.stdout).toContain('(waived: --allow-unbound-evidence: evidence neither fresh nor bound to anything is accepted)\n');
     expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^verified with waivers: 12 checks passed; 14 waived \(snp\.crl, .*\)$/);
   });
 
   it('gives the measured values and the verdict as JSON, and fails a pinned MEASUREMENT that differs', async () => {
-    const reference = file('snp-ref.yaml', `snp:\n  measurement: ${'00'.repeat(48)}\n  host_data: 783f0057820acb99249af56cc3b07b4e8d80f65183167cba9cf437bb680f742f\n`);
+    const reference = file(
+      'snp-ref.yaml',
+      `snp:\n  measurement: ${'00'.repeat(48)}\n  host_data: 783f0057820acb99249af56cc3b07b4e8d80f65183167cba9cf437bb680f742f\n`,
+    );
     const r = await sigil(['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--reference', reference, '--json']);
     expect(r.code).toBe(1);
     const report = JSON.parse(r.stdout) as EvidenceReport;
     expect(report.verified).toBe(false);
     expect(report.tee).toBe('sev-snp');
-    expect(report.measured).toMatchObject({ measurement: '7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d', vmpl: 0, reported_tcb: '0xd517000000000004' });
+    expect(report.measured).toMatchObject({
+      measurement: '7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d',
+      vmpl: 0,
+      reported_tcb: '0xd517000000000004',
+    });
     expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['snp.crl', 'reference.measurement']);
     expect(report.checks.find((c) => c.name === 'reference.host_data')?.ok).toBe(true);
   });
@@ -79,11 +107,29 @@ describe('sigil verify-evidence on TDX evidence', () => {
   );
 
   it("passes dstack's quote with its event log replayed and its reference values, listing the events", async () => {
-    const r = await sigil(['--tdx-quote', dstackJson, '--event-log-json', dstackJson, '--reference', reference, '--allow-unbound-evidence', '--allow-unpinned-code']);
+    const r = await sigil([
+      '--tdx-quote',
+      dstackJson,
+      '--event-log-json',
+      dstackJson,
+      '--reference',
+      reference,
+      '--allow-unbound-evidence',
+      '--allow-unpinned-code',
+    ]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.marks).toMatchObject({ 'eventlog.rtmr0': 'PASS', 'eventlog.rtmr3': 'PASS', 'reference.rtmr1': 'PASS', 'reference.rtmr3': 'PASS', 'reference.mrtd': 'WAIVED', 'tdx.mr_config_id': 'PASS' });
-    expect(r.stdout).toContain('  #22 RTMR3 DSTACK_RUNTIME_EVENT "compose-hash" 0bdd53f6ce1e789e... — measured data 86b0e55f2fa8e4fb69d890f14f54d5612707646e2573d54e0d2ddaaade77caa9\n');
+    expect(r.marks).toMatchObject({
+      'eventlog.rtmr0': 'PASS',
+      'eventlog.rtmr3': 'PASS',
+      'reference.rtmr1': 'PASS',
+      'reference.rtmr3': 'PASS',
+      'reference.mrtd': 'WAIVED',
+      'tdx.mr_config_id': 'PASS',
+    });
+    expect(r.stdout).toContain(
+      '  #22 RTMR3 DSTACK_RUNTIME_EVENT "compose-hash" 0bdd53f6ce1e789e... — measured data 86b0e55f2fa8e4fb69d890f14f54d5612707646e2573d54e0d2ddaaade77caa9\n',
+    );
   });
 
   it('fails naming RTMR1 when the event log is tampered with', async () => {
@@ -96,7 +142,10 @@ describe('sigil verify-evidence on TDX evidence', () => {
     expect(r.code).toBe(1);
     const report = JSON.parse(r.stdout) as EvidenceReport;
     expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['eventlog.rtmr1']);
-    expect(report.measured).toMatchObject({ mrtd: 'fd685522ce791dfef67414614eb07d03fc07a32c5a66f36288b329dab92b724b1564c73d436ffb9ea84488c51ac5a1c5', mr_config_id: DSTACK_CONFIG_ID });
+    expect(report.measured).toMatchObject({
+      mrtd: 'fd685522ce791dfef67414614eb07d03fc07a32c5a66f36288b329dab92b724b1564c73d436ffb9ea84488c51ac5a1c5',
+      mr_config_id: DSTACK_CONFIG_ID,
+    });
     expect(report.events).toHaveLength(29);
   });
 
@@ -119,7 +168,14 @@ describe('sigil verify-evidence on TDX evidence', () => {
       cpSync(v(`tdx/${from!}`), join(bundle, to!));
     }
     const then = await sigil(['--tdx-quote', v('tdx/spr-e4-quote.bin'), '--collateral', bundle, '--at', '2023-06-20T00:00:00Z']);
-    expect(then.marks).toMatchObject({ 'collateral.root_crl': 'PASS', 'collateral.tcb_signing_chain': 'PASS', 'collateral.tcb_info': 'PASS', 'collateral.qe_identity': 'PASS', 'collateral.pck_crl': 'PASS', 'tdx.tcb_status': 'FAIL' });
+    expect(then.marks).toMatchObject({
+      'collateral.root_crl': 'PASS',
+      'collateral.tcb_signing_chain': 'PASS',
+      'collateral.tcb_info': 'PASS',
+      'collateral.qe_identity': 'PASS',
+      'collateral.pck_crl': 'PASS',
+      'tdx.tcb_status': 'FAIL',
+    });
     const today = await sigil(['--tdx-quote', v('tdx/spr-e4-quote.bin'), '--collateral', bundle, '--at', '2026-11-24T00:00:00Z']);
     expect(today.code).toBe(1);
     expect(today.marks).toMatchObject({ 'collateral.tcb_signing_chain': 'FAIL', 'collateral.tcb_info': 'FAIL', 'tdx.tcb_status': 'FAIL' });
@@ -144,10 +200,15 @@ describe('sigil verify-evidence usage and inputs', () => {
   it('exits 3 when an input cannot be read, or a reference file is malformed (naming the key)', async () => {
     const missing = await sigil(['--snp-report', join(work, 'absent.bin'), '--json']);
     expect(missing.code).toBe(3);
-    expect(JSON.parse(missing.stdout)).toEqual({ verified: false, error: { code: 'ERR_EVIDENCE_UNREADABLE', message: `cannot read SEV-SNP report ${join(work, 'absent.bin')}: ENOENT` } });
+    expect(JSON.parse(missing.stdout)).toEqual({
+      verified: false,
+      error: { code: 'ERR_EVIDENCE_UNREADABLE', message: `cannot read SEV-SNP report ${join(work, 'absent.bin')}: ENOENT` },
+    });
     const bad = await sigil(['--snp-report', milan, '--reference', file('bad-ref.yaml', 'snp:\n  measurment: 00\n')]);
     expect(bad.code).toBe(3);
-    expect(bad.stderr).toBe(`sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, allow_missing_crl, min_launch_mit_vector, min_current_mit_vector, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id, report_id_ma)\n`);
+    expect(bad.stderr).toBe(
+      `sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, allow_missing_crl, min_launch_mit_vector, min_current_mit_vector, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id, report_id_ma)\n`,
+    );
   });
 
   it('runs extensions (the place for GPU evidence) with their own options', async () => {
@@ -160,7 +221,11 @@ describe('sigil verify-evidence usage and inputs', () => {
     };
     const r = await sigil(['--gpu-report', 'x.hex', '--json'], [gpu]);
     expect(r.code).toBe(1);
-    expect(JSON.parse(r.stdout)).toEqual({ verified: false, measured: { gpu: { gpus: 1 } }, checks: [{ name: 'gpu.report', ok: false, detail: 'not a report: x.hex' }] });
+    expect(JSON.parse(r.stdout)).toEqual({
+      verified: false,
+      measured: { gpu: { gpus: 1 } },
+      checks: [{ name: 'gpu.report', ok: false, detail: 'not a report: x.hex' }],
+    });
     expect((await sigil(['--help'], [gpu])).stdout).toContain('  --gpu-report FILE     a GPU report\n');
   });
 });

@@ -6,7 +6,19 @@ import type { EvidenceExtension } from '../../src/cli/evidence-extension.ts';
 import { gpuEvidenceExtension } from '../../src/cli/verify-evidence-gpu.ts';
 import type { EvidenceReport } from '../../src/cli/verify-evidence.ts';
 import { DEFAULT_GPU_TRUST_ROOTS } from '../../src/verify/gpu/index.ts';
-import { createRimTestChain, NVIDIA_VECTORS, nvidiaVector, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, VECTOR_TIME, type RimTestChain } from '../support/gpu-fixtures.ts';
+import {
+  createRimTestChain,
+  NVIDIA_VECTORS,
+  nvidiaVector,
+  realChainPem,
+  realReport,
+  rimMatchingReport,
+  rimText,
+  signRim,
+  VECTOR_NONCE,
+  VECTOR_TIME,
+  type RimTestChain,
+} from '../support/gpu-fixtures.ts';
 import { runVerifyEvidence } from '../support/cli.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'sigil-verify-evidence-gpu-'));
@@ -43,15 +55,21 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
     const strict = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE]);
     expect(strict.code).toBe(1);
     expect(strict.marks).toMatchObject({ 'gpu[0].measurements': '----', 'gpu[0].revocation': '----' });
-    expect(strict.stdout).toContain("---- gpu[0].revocation — NOT PINNED: not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed\n");
-    expect(strict.stdout.trimEnd().split('\n').at(-1)).toBe('NOT VERIFIED: 7 checks passed; 2 not pinned, so compared with nothing (gpu[0].measurements, gpu[0].revocation)');
+    expect(strict.stdout).toContain(
+      '---- gpu[0].revocation — NOT PINNED: not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed\n',
+    );
+    expect(strict.stdout.trimEnd().split('\n').at(-1)).toBe(
+      'NOT VERIFIED: 7 checks passed; 2 not pinned, so compared with nothing (gpu[0].measurements, gpu[0].revocation)',
+    );
     const r = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--allow-unpinned-code']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.marks).toEqual(ALL_PASS);
     expect(r.stdout).toContain('  gpu.driver_version 550.90.07\n  gpu.vbios_version 96.00.9F.00.01\n');
     expect(r.stdout).toContain('  gpu.fwid f5c384aebb579217a2c66b17ed0f28e6a9b8d639041acd7b4721cec004f7275494ba94bb5cdfdb3055ee051762b1f75d\n');
-    expect(r.stdout).toContain(`WAIVED gpu[0].revocation — not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed ${UNPINNED_WAIVER}\n`);
+    expect(r.stdout).toContain(
+      `WAIVED gpu[0].revocation — not checked: no recorded OCSP responses were given for the device certificate chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed ${UNPINNED_WAIVER}\n`,
+    );
     expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('verified with waivers: 7 checks passed; 2 waived (gpu[0].measurements, gpu[0].revocation)');
   });
 
@@ -76,7 +94,15 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
   });
 
   it('reads the report as raw bytes and as base64 text alike', async () => {
-    for (const path of [file('report.bin', realReport()), file('report.b64', realReport().toString('base64').replace(/(.{76})/g, '$1\n'))]) {
+    for (const path of [
+      file('report.bin', realReport()),
+      file(
+        'report.b64',
+        realReport()
+          .toString('base64')
+          .replace(/(.{76})/g, '$1\n'),
+      ),
+    ]) {
       const r = await sigil(['--gpu-report', path, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--allow-unpinned-code']);
       expect([path, r.code, r.marks]).toEqual([path, 0, ALL_PASS]);
     }
@@ -102,7 +128,15 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
   });
 
   it('fails a report that cannot be read, without further checks', async () => {
-    const r = await sigil(['--gpu-report', file('short.hex', realReport().subarray(0, 4000).toString('hex')), '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--json']);
+    const r = await sigil([
+      '--gpu-report',
+      file('short.hex', realReport().subarray(0, 4000).toString('hex')),
+      '--gpu-certs',
+      certs,
+      '--nonce',
+      VECTOR_NONCE,
+      '--json',
+    ]);
     expect(r.code).toBe(1);
     const report = JSON.parse(r.stdout) as EvidenceReport;
     expect(report.checks.map((c) => [c.name, c.ok])).toEqual([['gpu[0].report', false]]);
@@ -110,7 +144,10 @@ describe('sigil verify-evidence --gpu-report on the real H100 report (nvtrust sa
   });
 
   it('fails the root for a chain that ends at a root not trusted, and the signature for a chain of another device', async () => {
-    const foreign = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE], [gpuEvidenceExtension({ deviceIdentity: [nvidiaVector('nvidia-rim-root.pem').toString('utf8')], rim: [] })]);
+    const foreign = await sigil(
+      ['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE],
+      [gpuEvidenceExtension({ deviceIdentity: [nvidiaVector('nvidia-rim-root.pem').toString('utf8')], rim: [] })],
+    );
     expect(foreign.code).toBe(1);
     expect(foreign.marks).toEqual({ ...ALL_STRICT, 'gpu[0].root': 'FAIL' });
     expect(foreign.stdout).toContain('FAIL gpu[0].root — the chain ends at NVIDIA Device Identity CA, which is not a trusted NVIDIA device root');
@@ -136,19 +173,46 @@ describe('sigil verify-evidence --gpu-report with RIMs from --reference (gpu.rim
     const ref = reference('nvidia-samples', rimText('driver-rim-test.swidtag'), rimText('vbios-rim-test.swidtag'));
     const r = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--reference', ref]);
     expect(r.code).toBe(1);
-    expect(r.marks).toMatchObject({ 'gpu.rim[0].signature': 'PASS', 'gpu.rim[0].chain': 'PASS', 'gpu.rim[1].signature': 'PASS', 'gpu.rim[1].chain': 'PASS', 'gpu[0].driver_rim': 'FAIL', 'gpu[0].vbios_rim': 'FAIL', 'gpu[0].measurements': 'FAIL' });
+    expect(r.marks).toMatchObject({
+      'gpu.rim[0].signature': 'PASS',
+      'gpu.rim[0].chain': 'PASS',
+      'gpu.rim[1].signature': 'PASS',
+      'gpu.rim[1].chain': 'PASS',
+      'gpu[0].driver_rim': 'FAIL',
+      'gpu[0].vbios_rim': 'FAIL',
+      'gpu[0].measurements': 'FAIL',
+    });
     expect(r.stdout).toContain('FAIL gpu[0].driver_rim — no verified RIM describes driver 550.90.07 (verified driver RIMs: 545.00)');
   });
 
-  it('passes RIMs that pin the report\'s measurements, and fails one measurement pinned differently', async () => {
+  it("passes RIMs that pin the report's measurements, and fails one measurement pinned differently", async () => {
     const driver = (change?: (i: number, v: string) => string) => signRim(rimMatchingReport(rimText('driver-rim-test.swidtag'), '550.90.07', change), chain);
     const vbios = signRim(rimMatchingReport(rimText('vbios-rim-test.swidtag'), '96.00.9F.00.01'), chain);
     // No recorded OCSP responses are given: the revocation check stays open, so it is waived here by name.
-    const good = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--reference', reference('match', driver(), vbios), '--allow-unpinned-code'], [extension]);
+    const good = await sigil(
+      ['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--reference', reference('match', driver(), vbios), '--allow-unpinned-code'],
+      [extension],
+    );
     expect(good.code).toBe(0);
     expect(good.marks).toMatchObject({ 'gpu[0].driver_rim': 'PASS', 'gpu[0].vbios_rim': 'PASS', 'gpu[0].measurements': 'PASS', 'gpu[0].revocation': 'WAIVED' });
     expect(good.stdout).toContain('PASS gpu[0].measurements — all 33 measurements the RIMs pin equal one of their signed values');
-    const bad = await sigil(['--gpu-report', reportHex, '--gpu-certs', certs, '--nonce', VECTOR_NONCE, '--reference', reference('mismatch', driver((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)), vbios)], [extension]);
+    const bad = await sigil(
+      [
+        '--gpu-report',
+        reportHex,
+        '--gpu-certs',
+        certs,
+        '--nonce',
+        VECTOR_NONCE,
+        '--reference',
+        reference(
+          'mismatch',
+          driver((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v)),
+          vbios,
+        ),
+      ],
+      [extension],
+    );
     expect(bad.code).toBe(1);
     expect(Object.entries(bad.marks).filter(([, m]) => m === 'FAIL')).toEqual([['gpu[0].measurements', 'FAIL']]);
   });

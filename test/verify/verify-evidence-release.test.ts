@@ -19,11 +19,25 @@ const milan = file('milan-report.bin', readFileSync(v('snp/dstack-milan-attestat
 const MILAN_MEASUREMENT = '7f51e17f72a04d5422cb2c00998166536019a217376f3aa45a630e59c805a599847ff250dbffcd07e1ba639771d6f05d';
 const AT = new Date('2026-07-01T00:00:00Z');
 const DAY = 86_400_000;
-const evidence = ['--snp-report', milan, '--vcek', v('snp/dstack-milan-vcek.pem'), '--ask', v('snp/dstack-milan-ask.pem'), '--allow-unbound-evidence', '--allow-unpinned-code'];
+const evidence = [
+  '--snp-report',
+  milan,
+  '--vcek',
+  v('snp/dstack-milan-vcek.pem'),
+  '--ask',
+  v('snp/dstack-milan-ask.pem'),
+  '--allow-unbound-evidence',
+  '--allow-unpinned-code',
+];
 
 function release(name: string, measurement: string, expires: Date, tamper?: string): string[] {
   const r = keyedSnpRelease(measurement, expires);
-  return ['--release', file(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)), '--key', file(`${name}.pub.pem`, r.publicKeyPem)];
+  return [
+    '--release',
+    file(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
+    '--key',
+    file(`${name}.pub.pem`, r.publicKeyPem),
+  ];
 }
 
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
@@ -33,8 +47,15 @@ describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
     const r = await runVerifyEvidence([...evidence, ...release('good', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY))], AT);
     expect(failing(r.stdout)).toEqual(['snp.crl']); // no AMD CRL is current while this VCEK is valid
     expect(r.marks).toMatchObject({
-      'release.bundle': 'PASS', 'release.signer': 'PASS', 'release.tlog': 'WAIVED', 'release.signature': 'PASS', 'release.identity': 'PASS',
-      'release.statement': 'PASS', 'release.expiry': 'PASS', 'reference.values': 'PASS', 'reference.measurement': 'PASS',
+      'release.bundle': 'PASS',
+      'release.signer': 'PASS',
+      'release.tlog': 'WAIVED',
+      'release.signature': 'PASS',
+      'release.identity': 'PASS',
+      'release.statement': 'PASS',
+      'release.expiry': 'PASS',
+      'reference.values': 'PASS',
+      'reference.measurement': 'PASS',
     });
     expect(r.stdout).toContain('PASS release.expiry — the manifest is valid until 2026-07-02T00:00:00.000Z (now 2026-07-01T00:00:00.000Z)\n');
     expect(r.code).toBe(1); // snp.crl alone
@@ -60,13 +81,26 @@ describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
   });
 
   it('adds --reference values the release does not state (HOST_DATA, a machine allow-list), and refuses one it states', async () => {
-    const platform = file('platform.yaml', 'snp:\n  host_data: 783f0057820acb99249af56cc3b07b4e8d80f65183167cba9cf437bb680f742f\n  chip_id: ' + '00'.repeat(64) + '\n');
+    const platform = file(
+      'platform.yaml',
+      'snp:\n  host_data: 783f0057820acb99249af56cc3b07b4e8d80f65183167cba9cf437bb680f742f\n  chip_id: ' + '00'.repeat(64) + '\n',
+    );
     const both = await runVerifyEvidence([...evidence, ...release('both', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', platform], AT);
     expect(both.marks).toMatchObject({ 'reference.measurement': 'PASS', 'reference.host_data': 'PASS', 'snp.instance': 'FAIL' });
     expect(failing(both.stdout)).toEqual(['snp.instance']);
     expect(both.code).toBe(1);
-    const overlap = await runVerifyEvidence([...evidence, ...release('overlap', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)), '--reference', file('overlap.yaml', `snp:\n  measurement: ${MILAN_MEASUREMENT}\n`)], AT);
-    expect(overlap.stderr).toContain('snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)\n');
+    const overlap = await runVerifyEvidence(
+      [
+        ...evidence,
+        ...release('overlap', MILAN_MEASUREMENT, new Date(AT.getTime() + DAY)),
+        '--reference',
+        file('overlap.yaml', `snp:\n  measurement: ${MILAN_MEASUREMENT}\n`),
+      ],
+      AT,
+    );
+    expect(overlap.stderr).toContain(
+      'snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)\n',
+    );
     expect(overlap.code).toBe(3);
   });
 

@@ -7,7 +7,16 @@ import { canonicalPolicyHash, sha256Tagged } from '../../src/verify/digest.ts';
 import { makeSigner, messageClaims } from './receipt-fixtures.ts';
 import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { verifyService, type ServiceEvidence } from '../../src/verify/verify-service.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, snpDocument, testBinding, testJwks, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import {
+  amdCertTable,
+  buildSnpReport,
+  createAmdTestChain,
+  pinnedSnpReference,
+  snpDocument,
+  testBinding,
+  testJwks,
+  type AmdTestChain,
+} from '../support/evidence-fixtures.ts';
 
 /** The one core, without any I/O: a document made with a test AMD chain, and what a caller fetched with it. */
 const jwks = testJwks();
@@ -18,10 +27,23 @@ const SPKI = 'ab'.repeat(32);
 const MANIFEST = '4d'.repeat(48);
 /** Sigil's start event naming this binding's manifest and policy (the shared fixture's names another policy). */
 const startEvent = (() => {
-  const payload = JSON.stringify({ at: '2026-01-01T00:00:00.000Z', kind: 'sigil-event/2', manifest_sha384: MANIFEST, policy_hash: canonicalPolicyHash(policy), reason: 'start', seq: 0 });
+  const payload = JSON.stringify({
+    at: '2026-01-01T00:00:00.000Z',
+    kind: 'sigil-event/2',
+    manifest_sha384: MANIFEST,
+    policy_hash: canonicalPolicyHash(policy),
+    reason: 'start',
+    seq: 0,
+  });
   return { imr: 3, event: 'sigil', digest: createHash('sha384').update(payload).digest('hex'), payload };
 })();
-const binding: AttestationBinding = { ...testBinding(jwks), policy_hash: canonicalPolicyHash(policy), tls_spki_sha256: SPKI, manifest_sha384: MANIFEST, runtime_events_sha384: [startEvent.digest] };
+const binding: AttestationBinding = {
+  ...testBinding(jwks),
+  policy_hash: canonicalPolicyHash(policy),
+  tls_spki_sha256: SPKI,
+  manifest_sha384: MANIFEST,
+  runtime_events_sha384: [startEvent.digest],
+};
 const PINNED: ReferenceValues = pinnedSnpReference(measurement, MANIFEST);
 let chain: AmdTestChain;
 let document: Record<string, unknown>;
@@ -50,7 +72,13 @@ describe('verifyService', () => {
     expect(result.checks.filter((c) => checkMark(c) !== 'PASS')).toEqual([]);
     expect(result.verdict.outcome).toBe('verified');
     expect(result.verdict.summary).toBe(`verified: all ${result.checks.length} checks passed`);
-    expect(result.facts).toMatchObject({ tee: 'sev-snp', measurement: measurement.toString('hex'), tlsSpkiSha256: SPKI, hpkeKeyConfig: null, policyHash: binding.policy_hash });
+    expect(result.facts).toMatchObject({
+      tee: 'sev-snp',
+      measurement: measurement.toString('hex'),
+      tlsSpkiSha256: SPKI,
+      hpkeKeyConfig: null,
+      policyHash: binding.policy_hash,
+    });
     expect(result.facts.attestationHash).toMatch(/^sha256:[0-9a-f]{64}$/);
   });
 
@@ -105,9 +133,18 @@ describe('verifyService', () => {
   });
 
   it('fails plain HTTP and a TLS key other than the attested one; no waiver turns them into passes', async () => {
-    const http = await verifyService(fetched({ connection: { url: new URL('http://inference.example'), presentedTlsKeys: [] } }), { nonce, reference: PINNED, roots: chain.roots, waive: { noHardwareEnclave: 'dev' } });
+    const http = await verifyService(fetched({ connection: { url: new URL('http://inference.example'), presentedTlsKeys: [] } }), {
+      nonce,
+      reference: PINNED,
+      roots: chain.roots,
+      waive: { noHardwareEnclave: 'dev' },
+    });
     expect(marks(http.checks.filter((c) => c.name === 'attestation.tls_key'))).toEqual(['FAIL attestation.tls_key']);
-    const other = await verifyService(fetched({ connection: { url: new URL('https://inference.example'), presentedTlsKeys: ['cd'.repeat(32)] } }), { nonce, reference: PINNED, roots: chain.roots });
+    const other = await verifyService(fetched({ connection: { url: new URL('https://inference.example'), presentedTlsKeys: ['cd'.repeat(32)] } }), {
+      nonce,
+      reference: PINNED,
+      roots: chain.roots,
+    });
     expect(other.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key']);
     expect(other.facts.tlsSpkiSha256).toBeNull();
   });
@@ -116,7 +153,9 @@ describe('verifyService', () => {
     const browser = { url: new URL('https://inference.example'), presentedTlsKeys: 'not visible' as const };
     const unseen = await verifyService(fetched({ connection: browser }), { nonce, reference: PINNED, roots: chain.roots });
     expect(unseen.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key']);
-    expect(unseen.checks[0]!.detail).toBe(`not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${SPKI}`);
+    expect(unseen.checks[0]!.detail).toBe(
+      `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${SPKI}`,
+    );
     expect(unseen.facts.tlsSpkiSha256).toBeNull();
   });
 
@@ -125,13 +164,28 @@ describe('verifyService', () => {
     const signed = { ...binding, jwks: { keys: [signer.publicJwk] } as AttestationBinding['jwks'] };
     const reportData = reportDataV2(nonce, signed);
     const report = buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey);
-    const doc = { ...snpDocument(report, amdCertTable(chain), nonce, signed.jwks as never, measurement.toString('hex'), reportData), binding: signed, event_log: document.event_log };
+    const doc = {
+      ...snpDocument(report, amdCertTable(chain), nonce, signed.jwks as never, measurement.toString('hex'), reportData),
+      binding: signed,
+      event_log: document.event_log,
+    };
     const request = new TextEncoder().encode('{"model":"m1"}');
     const response = new TextEncoder().encode('{"id":"chatcmpl-1"}');
     const startHash = sha256Tagged(Buffer.from(String((doc as Record<string, unknown>).evidence), 'base64'));
-    const claims = messageClaims({ enclave_measurement: measurement.toString('hex'), policy_hash: canonicalPolicyHash(policy), nonce: 'n-1', attestation_hash: startHash, request_hash: sha256Tagged(request), response_hash: sha256Tagged(response) });
+    const claims = messageClaims({
+      enclave_measurement: measurement.toString('hex'),
+      policy_hash: canonicalPolicyHash(policy),
+      nonce: 'n-1',
+      attestation_hash: startHash,
+      request_hash: sha256Tagged(request),
+      response_hash: sha256Tagged(response),
+    });
     const exchange = { path: '/v1/chat/completions', stream: false, nonce: 'n-1', request, response, receiptHeader: signer.sign(claims) };
-    const result = await verifyService(fetched({ attestation: doc, jwks: { keys: [signer.publicJwk] }, startAttestation: doc, exchanges: [exchange] }), { nonce, reference: PINNED, roots: chain.roots });
+    const result = await verifyService(fetched({ attestation: doc, jwks: { keys: [signer.publicJwk] }, startAttestation: doc, exchanges: [exchange] }), {
+      nonce,
+      reference: PINNED,
+      roots: chain.roots,
+    });
     // The first receipt is also placed among the runtime events (receipt.event, from the evidence checks).
     expect(result.checks.map((c) => c.name)).toContain('receipt.event');
     const receipt = result.checks.filter((c) => (c.name.startsWith('receipt.') && c.name !== 'receipt.event') || c.name === 'policy.model');
@@ -140,7 +194,15 @@ describe('verifyService', () => {
     // The policy lists no model: the core holds the receipt's model to it, as it holds the bytes and the start evidence.
     expect(receipt.find((c) => c.name === 'receipt.response_hash')?.detail).toContain(sha256Tagged(response));
     expect(receipt.find((c) => c.name === 'receipt.attestation_hash')?.ok).toBe(true);
-    const tampered = await verifyService(fetched({ attestation: doc, jwks: { keys: [signer.publicJwk] }, startAttestation: doc, exchanges: [{ ...exchange, response: new TextEncoder().encode('{"id":"chatcmpl-2"}') }] }), { nonce, reference: PINNED, roots: chain.roots });
+    const tampered = await verifyService(
+      fetched({
+        attestation: doc,
+        jwks: { keys: [signer.publicJwk] },
+        startAttestation: doc,
+        exchanges: [{ ...exchange, response: new TextEncoder().encode('{"id":"chatcmpl-2"}') }],
+      }),
+      { nonce, reference: PINNED, roots: chain.roots },
+    );
     expect(tampered.verdict.failed.map((c) => c.name)).toEqual(['receipt.response_hash', 'policy.model']);
   });
 
@@ -153,10 +215,24 @@ describe('verifyService', () => {
     const dev = { ...document, tee: 'none', evidence: null };
     const refused = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce });
     expect(refused.verdict.failed.map((c) => c.name)).toEqual(['attestation.tls_key', 'attestation.tee']);
-    const waived = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce, waive: { noHardwareEnclave: 'local development' } });
+    const waived = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), {
+      nonce,
+      waive: { noHardwareEnclave: 'local development' },
+    });
     // Without hardware the document still answers our nonce and hashes its binding into report_data: a replayed one fails.
-    expect(marks(waived.checks)).toEqual(['WAIVED attestation.tls_key', 'WAIVED attestation.tee', 'PASS attestation.nonce', 'PASS attestation.report_data', 'PASS attestation.jwks', 'PASS gpu.evidence', 'PASS attestation.policy']);
-    const replayed = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), { nonce: new Uint8Array(32).fill(7), waive: { noHardwareEnclave: 'local development' } });
+    expect(marks(waived.checks)).toEqual([
+      'WAIVED attestation.tls_key',
+      'WAIVED attestation.tee',
+      'PASS attestation.nonce',
+      'PASS attestation.report_data',
+      'PASS attestation.jwks',
+      'PASS gpu.evidence',
+      'PASS attestation.policy',
+    ]);
+    const replayed = await verifyService(fetched({ attestation: dev, connection: { url: new URL('http://127.0.0.1:1'), presentedTlsKeys: [] } }), {
+      nonce: new Uint8Array(32).fill(7),
+      waive: { noHardwareEnclave: 'local development' },
+    });
     expect(replayed.verdict.failed.map((c) => c.name)).toEqual(['attestation.nonce', 'attestation.report_data']);
     expect(waived.verdict.outcome).toBe('verified-with-waivers');
   });

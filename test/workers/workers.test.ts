@@ -38,7 +38,8 @@ function childPids(pid: number): number[] {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8') === command) out.push(Number(entry));
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8') === command)
+        out.push(Number(entry));
     } catch {
       // ended while we looked
     }
@@ -103,7 +104,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     expect([...workers.keys()].sort()).toEqual(['1', '2']);
     expect(sigil.logs.filter((l) => l.msg === 'sigil listening')).toHaveLength(1);
     expect(sigil.logs.find((l) => l.msg === 'sigil listening')).toMatchObject({ workers: 2, url: sigil.url });
-    expect(sigil.logs.filter((l) => l.msg === 'worker listening').map((l) => l.worker).sort()).toEqual([1, 2]);
+    expect(
+      sigil.logs
+        .filter((l) => l.msg === 'worker listening')
+        .map((l) => l.worker)
+        .sort(),
+    ).toEqual([1, 2]);
     for (let i = 0; i < 4; i++) expect((await chat(sigil)).status).toBe(200);
   });
 
@@ -142,7 +148,8 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
       expect(JSON.parse(fetched.body)).toEqual({ id, receipt });
     }
     const workers = await scrapeEachWorker(sigil.url);
-    for (const text of workers.values()) expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBeGreaterThanOrEqual(1);
+    for (const text of workers.values())
+      expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBeGreaterThanOrEqual(1);
   });
 
   it('passes a reload on SIGHUP to every worker: a key added to the keys file works whichever worker answers', async () => {
@@ -165,7 +172,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     process.kill(victim!, 'SIGKILL');
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline && sigil.logs.filter((l) => l.msg === 'worker listening').length < 3) await new Promise((r) => setTimeout(r, 100));
-    expect(sigil.logs.find((l) => l.msg === 'worker died; starting a replacement')).toMatchObject({ level: 40, pid: victim, signal: 'SIGKILL', replacements: 1 });
+    expect(sigil.logs.find((l) => l.msg === 'worker died; starting a replacement')).toMatchObject({
+      level: 40,
+      pid: victim,
+      signal: 'SIGKILL',
+      replacements: 1,
+    });
     const pids = childPids(sigil.child.pid!);
     expect(pids).toHaveLength(2);
     expect(pids).not.toContain(victim);
@@ -191,7 +203,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
   });
 
-  it('never writes a key to disk nor puts one in a worker\'s arguments or environment', async () => {
+  it("never writes a key to disk nor puts one in a worker's arguments or environment", async () => {
     const { sigil } = await serve({ tls: { mode: 'self-signed' } });
     expect(readdirSync(sigil.dir).sort()).toEqual(['keys', 'models.yaml', 'sigil.yaml']);
     for (const file of readdirSync(sigil.dir)) expect(readFileSync(join(sigil.dir, file), 'utf8')).not.toMatch(/PRIVATE KEY/);
@@ -200,7 +212,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     for (const pid of childPids(primary)) {
       expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toBe(readFileSync(`/proc/${primary}/cmdline`, 'utf8'));
       // Only the cluster's own variables are added: the IPC channel's descriptor and mode, and the worker's id.
-      expect(environ(pid).filter((e) => !environ(primary).includes(e)).map((e) => e.split('=')[0]).sort()).toEqual(['NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE', 'NODE_UNIQUE_ID']);
+      expect(
+        environ(pid)
+          .filter((e) => !environ(primary).includes(e))
+          .map((e) => e.split('=')[0])
+          .sort(),
+      ).toEqual(['NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE', 'NODE_UNIQUE_ID']);
     }
   });
 });

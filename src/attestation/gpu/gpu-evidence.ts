@@ -59,9 +59,14 @@ async function collectFrom(nvml: Nvml, gpus: { index: number; arch: string }[], 
  * entry per GPU. NVML's word on confidential-computing mode is not enough; the reports must show it.
  */
 function verifiedOrRefused(entries: GpuEvidence[], nonce: Uint8Array, verification: GpuCollectorOptions['verification']): GpuEvidence[] {
-  const { checks } = verifyGpuEvidence(entries, { nonce, ...(verification?.roots ? { roots: verification.roots } : {}), ...(verification?.at ? { at: verification.at } : {}) });
+  const { checks } = verifyGpuEvidence(entries, {
+    nonce,
+    ...(verification?.roots ? { roots: verification.roots } : {}),
+    ...(verification?.at ? { at: verification.at } : {}),
+  });
   const failed = checks.filter((c) => !c.ok);
-  if (failed.length > 0) throw new GpuAttestationUnavailable(`the GPU evidence NVML returned does not verify (${failed.map((c) => `${c.name}: ${c.detail}`).join('; ')})`);
+  if (failed.length > 0)
+    throw new GpuAttestationUnavailable(`the GPU evidence NVML returned does not verify (${failed.map((c) => `${c.name}: ${c.detail}`).join('; ')})`);
   return entries;
 }
 

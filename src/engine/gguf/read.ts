@@ -53,18 +53,30 @@ function readValue(reader: CursorReader): GgufValue {
 
 function readScalar(reader: CursorReader, type: GgufScalarTypeName): GgufScalar {
   switch (type) {
-    case 'u8': return reader.take(1).readUInt8();
-    case 'i8': return reader.take(1).readInt8();
-    case 'u16': return reader.take(2).readUInt16LE();
-    case 'i16': return reader.take(2).readInt16LE();
-    case 'u32': return reader.u32();
-    case 'i32': return reader.take(4).readInt32LE();
-    case 'f32': return reader.take(4).readFloatLE();
-    case 'f64': return reader.take(8).readDoubleLE();
-    case 'u64': return reader.u64();
-    case 'i64': return reader.take(8).readBigInt64LE();
-    case 'bool': return reader.take(1).readUInt8() !== 0;
-    case 'string': return reader.string();
+    case 'u8':
+      return reader.take(1).readUInt8();
+    case 'i8':
+      return reader.take(1).readInt8();
+    case 'u16':
+      return reader.take(2).readUInt16LE();
+    case 'i16':
+      return reader.take(2).readInt16LE();
+    case 'u32':
+      return reader.u32();
+    case 'i32':
+      return reader.take(4).readInt32LE();
+    case 'f32':
+      return reader.take(4).readFloatLE();
+    case 'f64':
+      return reader.take(8).readDoubleLE();
+    case 'u64':
+      return reader.u64();
+    case 'i64':
+      return reader.take(8).readBigInt64LE();
+    case 'bool':
+      return reader.take(1).readUInt8() !== 0;
+    case 'string':
+      return reader.string();
   }
 }
 

@@ -15,7 +15,9 @@ import { sha256File } from './hash-file.ts';
 export async function hashModel(path: string, onBytes?: (bytes: number) => void): Promise<string> {
   const info = await stat(path);
   if (!info.isDirectory()) return `sha256:${await sha256File(path, onBytes)}`;
-  return `sha256:${createHash('sha256').update(await modelManifest(path, onBytes)).digest('hex')}`;
+  return `sha256:${createHash('sha256')
+    .update(await modelManifest(path, onBytes))
+    .digest('hex')}`;
 }
 
 /** The files a model's hash covers: the file itself, or the manifest files of a directory. */

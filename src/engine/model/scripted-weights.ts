@@ -26,7 +26,12 @@ export function scriptedWeights(shape: LlamaShape, vocabSize: number, chain: rea
     }
     if (tensor.name === 'output.weight') {
       weights.fill(0);
-      codes.forEach((code, i) => weights.set(code.map((x) => (x * SCRIPTED_LOGIT) / width), chain[i + 1]! * width));
+      codes.forEach((code, i) =>
+        weights.set(
+          code.map((x) => (x * SCRIPTED_LOGIT) / width),
+          chain[i + 1]! * width,
+        ),
+      );
     }
     return weights;
   };

@@ -34,7 +34,8 @@ export interface Delta {
 /** The message of a JSON answer. */
 export function answerMessage(shape: AnswerShape, text: string, finishReason: FinishReason): { message: AssistantMessage; finishReason: ChatFinishReason } {
   if (shape.kind === 'named-tool') return { message: { role: 'assistant', content: '', tool_calls: [toolCall(shape.name, text)] }, finishReason };
-  if (shape.kind === 'required-tools') return { message: { role: 'assistant', content: '', tool_calls: requiredCalls(text, finishReason) }, finishReason: 'tool_calls' };
+  if (shape.kind === 'required-tools')
+    return { message: { role: 'assistant', content: '', tool_calls: requiredCalls(text, finishReason) }, finishReason: 'tool_calls' };
   return { message: { role: 'assistant', content: text }, finishReason };
 }
 
@@ -55,7 +56,15 @@ export class StreamedAnswer {
     if (this.shape.kind !== 'named-tool') return [{ content: text }];
     const first = !this.started;
     this.started = true;
-    return [{ tool_calls: [first ? { id: this.callId, type: 'function', index: 0, function: { name: this.shape.name, arguments: text } } : { index: 0, function: { arguments: text } }] }];
+    return [
+      {
+        tool_calls: [
+          first
+            ? { id: this.callId, type: 'function', index: 0, function: { name: this.shape.name, arguments: text } }
+            : { index: 0, function: { arguments: text } },
+        ],
+      },
+    ];
   }
 
   /** The last deltas and the finish reason; throws a 400 when "required" calls were cut before their JSON ended. */

@@ -66,7 +66,10 @@ function parseMessages(value: unknown): ChatMessage[] {
       const answer = checkedMessage(value, ++i);
       const id = answer.message.tool_call_id;
       if (typeof id !== 'string' || !calls.some((call) => call.id === id) || results.has(id)) {
-        throw invalidRequest(`${answer.param}.tool_call_id must be the id of a call of the assistant message before it, answered once.`, `${answer.param}.tool_call_id`);
+        throw invalidRequest(
+          `${answer.param}.tool_call_id must be the id of a call of the assistant message before it, answered once.`,
+          `${answer.param}.tool_call_id`,
+        );
       }
       results.set(id, parseContent(answer.message.content, 'tool', `${answer.param}.content`));
     }
@@ -97,7 +100,13 @@ function parseToolCalls(value: unknown, param: string): Array<Omit<ToolCall, 're
   if (!Array.isArray(value)) throw invalidRequest(`${param} must be an array.`, param);
   return value.map((call, i) => {
     const at = `${param}[${i}]`;
-    if (!isObject(call) || typeof call.id !== 'string' || !isObject(call.function) || typeof call.function.name !== 'string' || typeof call.function.arguments !== 'string') {
+    if (
+      !isObject(call) ||
+      typeof call.id !== 'string' ||
+      !isObject(call.function) ||
+      typeof call.function.name !== 'string' ||
+      typeof call.function.arguments !== 'string'
+    ) {
       throw invalidRequest(`${at} must be {"id","type":"function","function":{"name","arguments"}}.`, at);
     }
     return { id: call.id, name: call.function.name, arguments: call.function.arguments };

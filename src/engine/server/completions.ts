@@ -67,7 +67,10 @@ export async function handleCompletions(body: unknown, res: ServerResponse, deps
       const result = await generate({ ...job, onText: (text) => res.write(sseEvent(completionBody(identity, text, null))) });
       if (result.finishReason === null) return;
       res.write(sseEvent(completionBody(identity, '', result.finishReason)));
-      if (request.includeUsage) res.write(sseEvent({ id: identity.id, object: 'text_completion', created: identity.created, model: identity.model, choices: [], usage: usageOf(result) }));
+      if (request.includeUsage)
+        res.write(
+          sseEvent({ id: identity.id, object: 'text_completion', created: identity.created, model: identity.model, choices: [], usage: usageOf(result) }),
+        );
       res.end(sseEvent('[DONE]'));
     } catch (error) {
       process.stderr.write(`sigil engine: generation failed: ${(error as Error).message}\n`);

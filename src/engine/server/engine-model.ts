@@ -67,7 +67,10 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
     threads: options.threads,
     renderPrompt: (messages, functions) => {
       const hasFunctions = functions !== undefined && Object.keys(functions).length > 0;
-      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages), ...(hasFunctions ? { availableFunctions: functions } : {}) });
+      const { contextText } = wrapper.generateContextState({
+        chatHistory: toChatHistory(messages),
+        ...(hasFunctions ? { availableFunctions: functions } : {}),
+      });
       return contextText.tokenize(model.tokenizer);
     },
     // The schema is known only at run time; the cast stops the compiler inferring an output type from it.
@@ -85,7 +88,12 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
 function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = messages.map((m) => {
     if (m.role === 'assistant') {
-      const calls = m.toolCalls.map((call) => ({ type: 'functionCall' as const, name: call.name, params: jsonOrText(call.arguments), result: jsonOrText(call.result) }));
+      const calls = m.toolCalls.map((call) => ({
+        type: 'functionCall' as const,
+        name: call.name,
+        params: jsonOrText(call.arguments),
+        result: jsonOrText(call.result),
+      }));
       return { type: 'model', response: m.content === '' && calls.length > 0 ? calls : [m.content, ...calls] };
     }
     return m.role === 'system' ? { type: 'system', text: m.content } : { type: 'user', text: m.content };

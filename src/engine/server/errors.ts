@@ -19,14 +19,12 @@ export class EngineHttpError extends Error {
 export const invalidRequest = (message: string, param: string | null = null): EngineHttpError =>
   new EngineHttpError(400, 'invalid_request_error', 'invalid_request', message, param);
 
-export const invalidJson = (): EngineHttpError =>
-  new EngineHttpError(400, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON.');
+export const invalidJson = (): EngineHttpError => new EngineHttpError(400, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON.');
 
 export const contextLengthExceeded = (message: string): EngineHttpError =>
   new EngineHttpError(400, 'invalid_request_error', 'context_length_exceeded', message, 'messages');
 
-export const notFound = (path: string): EngineHttpError =>
-  new EngineHttpError(404, 'invalid_request_error', 'not_found', `No route for ${path}.`);
+export const notFound = (path: string): EngineHttpError => new EngineHttpError(404, 'invalid_request_error', 'not_found', `No route for ${path}.`);
 
 export const methodNotAllowed = (method: string, path: string, allow: string): EngineHttpError =>
   new EngineHttpError(405, 'invalid_request_error', 'method_not_allowed', `${method} is not allowed on ${path}.`, null, { allow });
@@ -39,5 +37,4 @@ export const queueFull = (): EngineHttpError =>
     'retry-after': '1',
   });
 
-export const internalError = (): EngineHttpError =>
-  new EngineHttpError(500, 'server_error', 'internal_error', 'The engine failed to generate a completion.');
+export const internalError = (): EngineHttpError => new EngineHttpError(500, 'server_error', 'internal_error', 'The engine failed to generate a completion.');

@@ -68,7 +68,8 @@ function convert(schema: unknown, param: string, names: ReadonlySet<string>): Gb
       return { enum: value.map((v, i) => scalar(v, `${param}.enum[${i}]`)) };
     case 'anyOf':
     case 'oneOf':
-      if (!Array.isArray(value) || value.length === 0) throw invalidRequest(`${param}.${combinator} must be a non-empty array of schemas.`, `${param}.${combinator}`);
+      if (!Array.isArray(value) || value.length === 0)
+        throw invalidRequest(`${param}.${combinator} must be a non-empty array of schemas.`, `${param}.${combinator}`);
       return { oneOf: value.map((option, i) => convert(option, `${param}.${combinator}[${i}]`, names)) };
     case 'allOf':
       // pydantic writes a described reference as {"allOf": [{"$ref": ...}], "description": ...}.
@@ -89,7 +90,8 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
   if (type === 'string') {
     checkKeywords(schema, KEYWORDS.string!, param);
     if (schema.format !== undefined) {
-      if (typeof schema.format !== 'string' || !STRING_FORMATS.has(schema.format)) throw unsupported(`format ${JSON.stringify(schema.format)} (date-time, date and time are)`, `${param}.format`);
+      if (typeof schema.format !== 'string' || !STRING_FORMATS.has(schema.format))
+        throw unsupported(`format ${JSON.stringify(schema.format)} (date-time, date and time are)`, `${param}.format`);
       if (schema.minLength !== undefined || schema.maxLength !== undefined) throw unsupported('a length bound beside format', `${param}.format`);
       return { type: 'string', format: schema.format as 'date-time' | 'date' | 'time' };
     }

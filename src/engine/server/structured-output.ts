@@ -59,7 +59,8 @@ function parseTools(value: unknown): Tool[] {
     }
     if (names.has(name)) throw invalidRequest(`${param}.function.name "${name}" is declared twice.`, `${param}.function.name`);
     names.add(name);
-    if (description !== undefined && typeof description !== 'string') throw invalidRequest(`${param}.function.description must be a string.`, `${param}.function.description`);
+    if (description !== undefined && typeof description !== 'string')
+      throw invalidRequest(`${param}.function.description must be a string.`, `${param}.function.description`);
     return {
       name,
       description,

@@ -64,7 +64,14 @@ export function createExchangeHandler(endpoint: EndpointDescription, shared: Exc
   return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) => handleExchange(endpoint, shared, req, res, ctx, log);
 }
 
-async function handleExchange(endpoint: EndpointDescription, shared: ExchangeShared, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog): Promise<void> {
+async function handleExchange(
+  endpoint: EndpointDescription,
+  shared: ExchangeShared,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: AppContext,
+  log: RequestLog,
+): Promise<void> {
   const started = performance.now();
   const caller = ctx.keyRing.authenticate(req.headers);
   const hold = shared.buffers.hold();
@@ -129,7 +136,8 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
   // Prefix-cache isolation: an engine that takes it keys its cache by this salt, one per API key (docs/configuration.md).
   const unsalted = exchange.forwarded;
   let salted: Buffer | undefined;
-  const bodyFor = (u: Upstream) => (u.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind) ? (salted ??= withCacheSalt(unsalted, cacheSaltFor(caller.secret))) : unsalted);
+  const bodyFor = (u: Upstream) =>
+    u.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind) ? (salted ??= withCacheSalt(unsalted, cacheSaltFor(caller.secret))) : unsalted;
   const { response: engine, upstream, body: sent } = await postToEngines(candidates, endpoint.enginePath, bodyFor, req.headers, abort);
   exchange.forwarded = sent;
   log.upstream = upstream.name;
@@ -145,9 +153,7 @@ async function handleExchange(endpoint: EndpointDescription, shared: ExchangeSha
 }
 
 function signModelReceipt(x: Exchange): string {
-  return x.ctx.signReceipt(
-    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
-  );
+  return x.ctx.signReceipt(modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }));
 }
 
 async function signMessageReceipt(x: Exchange, completionId: string, responseHash: string): Promise<string> {
@@ -287,8 +293,14 @@ async function relayJson(x: Exchange, engine: EngineResponse): Promise<void> {
   x.log.status = engine.statusCode;
   x.res.writeHead(engine.statusCode, headers);
   // Sealed, the receipt is the last frame, after the engine's bytes (the client splits them, docs/ehbp.md).
-  endUnlessStalled(x.res, out, x.ctx.config.limits.client_read_timeout_ms, () => {
-    x.log.error_code = 'client_read_timeout';
-    x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');
-  }, trailer);
+  endUnlessStalled(
+    x.res,
+    out,
+    x.ctx.config.limits.client_read_timeout_ms,
+    () => {
+      x.log.error_code = 'client_read_timeout';
+      x.ctx.logger.warn({ request_id: x.log.request_id, bytes: out.length }, 'client stopped reading a buffered answer: connection closed');
+    },
+    trailer,
+  );
 }

@@ -48,7 +48,10 @@ export function createReadyHandler(lifecycle: { draining: boolean }) {
     const keysLoaded = ctx.jwks.keys.some((k) => k.kid === ctx.signingKey.kid);
     if (!modelsServed || !keysLoaded) {
       const down = Object.keys(engines).filter((name) => !engines[name]);
-      throw httpError('not_ready', keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: the signing key is not in the published JWKS yet.');
+      throw httpError(
+        'not_ready',
+        keysLoaded ? `Not ready: engine(s) unreachable: ${down.join(', ')}.` : 'Not ready: the signing key is not in the published JWKS yet.',
+      );
     }
     // Fleet mode: Redis down is `fleet: "degraded"` but still ready, since chat runs on local state meanwhile.
     const fleet = ctx.fleet === undefined ? {} : { fleet: ctx.fleet.health() };

@@ -54,7 +54,8 @@ export function createAttestationHandler(limits: { fresh: Allowance; signed: All
   return async function handleAttestation(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
     const nonceHex = url.searchParams.get('nonce');
     const proof = url.searchParams.get('proof');
-    if (proof !== null && proof !== 'signature' && proof !== 'report') throw httpError('invalid_value', "'proof' must be \"report\" (a fresh hardware report) or \"signature\" (the start evidence and a signed nonce).", 'proof');
+    if (proof !== null && proof !== 'signature' && proof !== 'report')
+      throw httpError('invalid_value', '\'proof\' must be "report" (a fresh hardware report) or "signature" (the start evidence and a signed nonce).', 'proof');
     if (nonceHex === null || nonceHex === '') {
       if (proof === 'signature') throw httpError('missing_required_parameter', "'proof=signature' needs a 'nonce' to sign.", 'nonce');
       sendJson(res, 200, ctx.documents.startEvidence, { 'cache-control': 'no-cache' });
@@ -78,8 +79,8 @@ export function createAttestationHandler(limits: { fresh: Allowance; signed: All
       }
       const nonce = Buffer.from(nonceHex, 'hex');
       const { sources, tlsSpkiSha256, hpkeKeyConfig } = ctx.attestation;
-      body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, tlsSpkiSha256, hpkeKeyConfig }, nonce).then(({ document }) =>
-        JSON.stringify(document),
+      body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, tlsSpkiSha256, hpkeKeyConfig }, nonce).then(
+        ({ document }) => JSON.stringify(document),
       );
       cache.set(key, body);
       if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);

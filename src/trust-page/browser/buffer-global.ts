@@ -2,7 +2,6 @@
 // 'base64url' encoding Node has and that package lacks, which the verifier uses for JWS and JWK values.
 import { Buffer } from 'buffer';
 
-
 const from = Buffer.from.bind(Buffer) as (value: unknown, encoding?: unknown, length?: unknown) => Buffer;
 const toString = Buffer.prototype.toString;
 

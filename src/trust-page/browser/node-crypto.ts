@@ -99,7 +99,10 @@ export class KeyObject {
       return { kty: 'EC', crv: this.ec.namedCurve, x: b64(this.ec.point.subarray(1, 1 + size)), y: b64(this.ec.point.subarray(1 + size)) };
     }
     if (options.format === 'pem') {
-      const lines = Buffer.from(this.spki).toString('base64').match(/.{1,64}/g) ?? [];
+      const lines =
+        Buffer.from(this.spki)
+          .toString('base64')
+          .match(/.{1,64}/g) ?? [];
       return `-----BEGIN PUBLIC KEY-----\n${lines.join('\n')}\n-----END PUBLIC KEY-----\n`;
     }
     return Buffer.from(this.spki);
@@ -152,7 +155,10 @@ export function createPublicKey(input: unknown): KeyObject {
     curve.Point.fromBytes(point).assertValidity();
     const oid = jwk.crv === 'P-256' ? '1.2.840.10045.3.1.7' : '1.3.132.0.34';
     const spki = new asn1js.Sequence({
-      value: [new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: OID_EC }), new asn1js.ObjectIdentifier({ value: oid })] }), new asn1js.BitString({ valueHex: point })],
+      value: [
+        new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: OID_EC }), new asn1js.ObjectIdentifier({ value: oid })] }),
+        new asn1js.BitString({ valueHex: point }),
+      ],
     }).toBER();
     return new KeyObject('ec', new Uint8Array(spki), { curve, namedCurve: jwk.crv as 'P-256' | 'P-384', point });
   }
@@ -191,7 +197,11 @@ function verifyWith(hash: HashName, data: Bytes, spec: VerifyKey, signature: Byt
     const raw = forge.util.binary.raw.encode(signature);
     try {
       if (pss !== undefined) {
-        const scheme = forge.pss.create({ md: forge.md[hash].create(), mgf: forge.mgf.mgf1.create(forge.md[pss.mgfHash].create()), saltLength: pss.saltLength });
+        const scheme = forge.pss.create({
+          md: forge.md[hash].create(),
+          mgf: forge.mgf.mgf1.create(forge.md[pss.mgfHash].create()),
+          saltLength: pss.saltLength,
+        });
         return key.rsa.verify(forgeDigest(hash, data).digest().bytes(), raw, scheme);
       }
       return key.rsa.verify(forgeDigest(hash, data).digest().bytes(), raw);
@@ -206,7 +216,10 @@ function verifyWith(hash: HashName, data: Bytes, spec: VerifyKey, signature: Byt
 export function verify(algorithm: string | null, data: Bytes, key: KeyObject | VerifyKey, signature: Bytes): boolean {
   const spec: VerifyKey = key instanceof KeyObject ? { key } : key;
   const hash = hashName(algorithm ?? 'sha256');
-  const pss = spec.padding === RSA_PKCS1_PSS_PADDING || spec.key.asymmetricKeyType === 'rsa-pss' ? { saltLength: spec.saltLength ?? HASHES[hash].outputLen, mgfHash: hash } : undefined;
+  const pss =
+    spec.padding === RSA_PKCS1_PSS_PADDING || spec.key.asymmetricKeyType === 'rsa-pss'
+      ? { saltLength: spec.saltLength ?? HASHES[hash].outputLen, mgfHash: hash }
+      : undefined;
   return verifyWith(hash, toBytes(data), spec, toBytes(signature), pss);
 }
 

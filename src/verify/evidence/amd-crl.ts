@@ -50,13 +50,21 @@ const serialKey = (serial: string): string => serial.toLowerCase().replace(/^0+/
  * only the certificates it issued; AMD retires VCEKs by TCB version instead (snp.min_tcb), as go-sev-guest notes.
  * No CRL fails, unless the reference values accept that (snp.allow_missing_crl: the check is then WAIVED).
  */
-export function amdCrlCheck(crlBytes: Uint8Array | undefined, source: AmdCrlSource, chain: AmdCrlChain | undefined, now: Date, ref: SnpReferenceValues | undefined): Check {
+export function amdCrlCheck(
+  crlBytes: Uint8Array | undefined,
+  source: AmdCrlSource,
+  chain: AmdCrlChain | undefined,
+  now: Date,
+  ref: SnpReferenceValues | undefined,
+): Check {
   if (crlBytes === undefined) {
     const missing = fail(
       'snp.crl',
       "not checked: no AMD CRL was given (a collateral bundle's amd-crl.der, from `sigil collateral fetch`, or the certificate table's CRL entry), so a revoked AMD signing key would pass",
     );
-    return ref?.allow_missing_crl === true ? waive(missing, 'snp.allow_missing_crl: the reference values accept evidence whose revocation was not checked') : missing;
+    return ref?.allow_missing_crl === true
+      ? waive(missing, 'snp.allow_missing_crl: the reference values accept evidence whose revocation was not checked')
+      : missing;
   }
   if (chain === undefined) return fail('snp.crl', 'not checked: no trusted AMD chain to check the CRL against');
   let crl: x509.X509Crl;
@@ -66,15 +74,22 @@ export function amdCrlCheck(crlBytes: Uint8Array | undefined, source: AmdCrlSour
     return fail('snp.crl', `the AMD CRL from ${source} is not a CRL: ${(err as Error).message}`);
   }
   const ark = commonName(chain.ark);
-  if (!signedByArk(crl, chain.ark)) return fail('snp.crl', `the AMD CRL from ${source} (issuer ${crl.issuer}) is not signed by ${ark}: it was changed or is another product's`);
+  if (!signedByArk(crl, chain.ark))
+    return fail('snp.crl', `the AMD CRL from ${source} (issuer ${crl.issuer}) is not signed by ${ark}: it was changed or is another product's`);
   const next = crl.nextUpdate;
   if (now < crl.thisUpdate || (next !== undefined && now > next)) {
-    return fail('snp.crl', `the AMD CRL is valid ${crl.thisUpdate.toISOString()} to ${next?.toISOString() ?? 'never'}, not at ${now.toISOString()}: fetch a current one (sigil collateral fetch)`);
+    return fail(
+      'snp.crl',
+      `the AMD CRL is valid ${crl.thisUpdate.toISOString()} to ${next?.toISOString() ?? 'never'}, not at ${now.toISOString()}: fetch a current one (sigil collateral fetch)`,
+    );
   }
   const intermediate = commonName(chain.intermediate);
   const revoked = crl.entries.find((e) => serialKey(e.serialNumber) === serialKey(chain.intermediate.serialNumber));
   if (revoked !== undefined) {
-    return fail('snp.crl', `${ark} revoked ${intermediate} (serial ${chain.intermediate.serialNumber.toLowerCase()}) on ${revoked.revocationDate.toISOString()}: keys it certified cannot be trusted`);
+    return fail(
+      'snp.crl',
+      `${ark} revoked ${intermediate} (serial ${chain.intermediate.serialNumber.toLowerCase()}) on ${revoked.revocationDate.toISOString()}: keys it certified cannot be trusted`,
+    );
   }
   return pass(
     'snp.crl',

@@ -20,10 +20,7 @@ export class ByteReader {
 
   need(offset: number, length: number): void {
     if (offset < 0 || length < 0 || offset + length > this.bytes.length) {
-      throw new EvidenceError(
-        this.truncated,
-        `${this.what} truncated: need ${offset + length} bytes, have ${this.bytes.length}`,
-      );
+      throw new EvidenceError(this.truncated, `${this.what} truncated: need ${offset + length} bytes, have ${this.bytes.length}`);
     }
   }
 

@@ -10,7 +10,7 @@ export const SNP_POLICY_BITS = {
   mem_aes_256_xts: { bit: 22n, set: 'memory is encrypted with AES-256-XTS' },
   rapl_disabled: { bit: 23n, set: 'RAPL power reporting (a side channel) must be off' },
   ciphertext_hiding: { bit: 24n, set: 'ciphertext hiding must be on' },
-  page_swap_disabled: { bit: 25n, set: 'the host may not swap the guest\'s pages' },
+  page_swap_disabled: { bit: 25n, set: "the host may not swap the guest's pages" },
 } as const;
 export type SnpPolicyBit = keyof typeof SNP_POLICY_BITS;
 

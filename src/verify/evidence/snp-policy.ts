@@ -24,11 +24,14 @@ export function reportCpuFamily(reportBytes: Uint8Array, version: number): numbe
 }
 
 function tcbText(t: TcbValues): string {
-  return TCB_PARTS.filter((p) => t[p] !== undefined).map((p) => `${p} ${t[p]}`).join(', ');
+  return TCB_PARTS.filter((p) => t[p] !== undefined)
+    .map((p) => `${p} ${t[p]}`)
+    .join(', ');
 }
 
 function floorCheck(name: string, which: string, why: string, tcb: TcbValues, floor: SnpMinTcb | undefined): Check {
-  if (floor === undefined) return notPinned(name, `${which} is ${tcbText(tcb)}; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass`);
+  if (floor === undefined)
+    return notPinned(name, `${which} is ${tcbText(tcb)}; no minimum TCB (snp.min_tcb) was given, so old, possibly vulnerable firmware would pass`);
   const low: string[] = [];
   for (const part of TCB_PARTS) {
     const min = floor[part];
@@ -37,7 +40,9 @@ function floorCheck(name: string, which: string, why: string, tcb: TcbValues, fl
     if (have === undefined) low.push(`${part} is not part of this CPU's TCB but a floor of ${min} is set`);
     else if (have < min) low.push(`${part} ${have} < ${min}`);
   }
-  const floorText = TCB_PARTS.filter((p) => floor[p] !== undefined).map((p) => `${p} ${floor[p]}`).join(', ');
+  const floorText = TCB_PARTS.filter((p) => floor[p] !== undefined)
+    .map((p) => `${p} ${floor[p]}`)
+    .join(', ');
   return low.length === 0
     ? pass(name, `${which} ${tcbText(tcb)} is at or above the floor (${floorText}): ${why}`)
     : fail(name, `${which} ${tcbText(tcb)} is below the floor (${floorText}): ${low.join('; ')}; firmware this old lacks fixes the auditor requires`);
@@ -53,7 +58,12 @@ function flagCheck(name: string, value: boolean, accepted: readonly boolean[], o
  * at or above the floor, and the signing certificate's TCB extensions and hwID equal to the report's REPORTED_TCB
  * and CHIP_ID. `signer` is the VCEK/VLEK's extensions, or undefined when no certificate could be read.
  */
-export function snpPlatformChecks(report: SnpReport, cpuFamily: number | undefined, signer: AmdCertificateTcb | undefined, ref: SnpReferenceValues | undefined): Check[] {
+export function snpPlatformChecks(
+  report: SnpReport,
+  cpuFamily: number | undefined,
+  signer: AmdCertificateTcb | undefined,
+  ref: SnpReferenceValues | undefined,
+): Check[] {
   const p = report.policy;
   const policyHex = `guest policy 0x${p.raw.toString(16)}`;
   const checks: Check[] = [
@@ -68,10 +78,16 @@ export function snpPlatformChecks(report: SnpReport, cpuFamily: number | undefin
       'MIGRATE_MA is clear: no migration agent can take the guest and its keys elsewhere',
     ),
   ];
-  const smt = `SMT is ${p.smtAllowed ? 'allowed: a sibling hardware thread of the guest may run host code (side channels)' : 'not allowed: no other code shares the guest\'s cores'}`;
+  const smt = `SMT is ${p.smtAllowed ? 'allowed: a sibling hardware thread of the guest may run host code (side channels)' : "not allowed: no other code shares the guest's cores"}`;
   checks.push(ref?.policy?.smt === undefined ? notPinned('snp.smt', smt) : flagCheck('snp.smt', p.smtAllowed, ref.policy.smt, smt, smt));
   const vmpl = `the report was requested at VMPL ${report.vmpl} (0 is the most privileged level, where an SVSM or the guest kernel runs)`;
-  checks.push(ref?.vmpl === undefined ? notPinned('snp.vmpl', vmpl) : ref.vmpl.includes(report.vmpl) ? pass('snp.vmpl', vmpl) : fail('snp.vmpl', `${vmpl}; accepted: ${ref.vmpl.join(', ')}: a less privileged component than expected asked for it`));
+  checks.push(
+    ref?.vmpl === undefined
+      ? notPinned('snp.vmpl', vmpl)
+      : ref.vmpl.includes(report.vmpl)
+        ? pass('snp.vmpl', vmpl)
+        : fail('snp.vmpl', `${vmpl}; accepted: ${ref.vmpl.join(', ')}: a less privileged component than expected asked for it`),
+  );
 
   const reported = tcbParts(report.reportedTcb.raw, cpuFamily);
   checks.push(
@@ -85,7 +101,10 @@ export function snpPlatformChecks(report: SnpReport, cpuFamily: number | undefin
 function signerChecks(report: SnpReport, reported: TcbValues, signer: AmdCertificateTcb | undefined): Check[] {
   const keyName = report.signingKey === 'vlek' ? 'VLEK' : 'VCEK';
   if (signer === undefined) {
-    return [fail('snp.vcek_tcb', `not checked: no ${keyName} certificate to compare with REPORTED_TCB`), fail('snp.vcek_hwid', `not checked: no ${keyName} certificate to compare with CHIP_ID`)];
+    return [
+      fail('snp.vcek_tcb', `not checked: no ${keyName} certificate to compare with REPORTED_TCB`),
+      fail('snp.vcek_hwid', `not checked: no ${keyName} certificate to compare with CHIP_ID`),
+    ];
   }
   const diffs: string[] = [];
   for (const part of TCB_PARTS) {
@@ -94,8 +113,14 @@ function signerChecks(report: SnpReport, reported: TcbValues, signer: AmdCertifi
   }
   const checks: Check[] = [
     diffs.length === 0
-      ? pass('snp.vcek_tcb', `the ${keyName} certificate's TCB extensions (${tcbText(reported)}) equal the report's REPORTED_TCB: the key belongs to the firmware level the report claims`)
-      : fail('snp.vcek_tcb', `the ${keyName} certificate's TCB extensions differ from REPORTED_TCB (${diffs.join('; ')}): the report is signed with a key of another firmware level`),
+      ? pass(
+          'snp.vcek_tcb',
+          `the ${keyName} certificate's TCB extensions (${tcbText(reported)}) equal the report's REPORTED_TCB: the key belongs to the firmware level the report claims`,
+        )
+      : fail(
+          'snp.vcek_tcb',
+          `the ${keyName} certificate's TCB extensions differ from REPORTED_TCB (${diffs.join('; ')}): the report is signed with a key of another firmware level`,
+        ),
   ];
   if (report.signingKey === 'vlek') {
     checks.push(pass('snp.vcek_hwid', 'signed by a VLEK, which AMD issues per cloud provider rather than per chip: there is no hwID to compare with CHIP_ID'));

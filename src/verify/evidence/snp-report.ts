@@ -106,7 +106,10 @@ export function readSnpReport(bytes: Uint8Array): SnpReport {
   reader.need(0, SNP_REPORT_SIZE);
   const version = reader.u32(0x00);
   if (!SNP_SUPPORTED_VERSIONS.includes(version)) {
-    throw new EvidenceError('ERR_SNP_REPORT_VERSION', `SEV-SNP report version ${version} is not supported (expected one of ${SNP_SUPPORTED_VERSIONS.join(', ')})`);
+    throw new EvidenceError(
+      'ERR_SNP_REPORT_VERSION',
+      `SEV-SNP report version ${version} is not supported (expected one of ${SNP_SUPPORTED_VERSIONS.join(', ')})`,
+    );
   }
   const flags = reader.u32(0x48);
   const sigOffset = SNP_SIGNED_LENGTH;

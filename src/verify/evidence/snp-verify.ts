@@ -66,7 +66,11 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
     intermediate = readCertificate(tableAsk.data, 'ASK from the certificate table');
   } else {
     intermediateFrom = 'the built-in AMD signing keys';
-    intermediate = findIssuer(signer, roots.amdIntermediates.map((pem, i) => readCertificate(pem, `built-in AMD intermediate ${i}`)), now);
+    intermediate = findIssuer(
+      signer,
+      roots.amdIntermediates.map((pem, i) => readCertificate(pem, `built-in AMD intermediate ${i}`)),
+      now,
+    );
     if (intermediate === undefined) {
       return {
         checks: [
@@ -99,7 +103,10 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
   const midProblem = issuanceProblem(intermediate, ark, now) ?? issuanceProblem(ark, ark, now);
   const checks: Check[] = [
     midProblem === null
-      ? pass('snp.vcek_chain', `${commonName(signer)} <- ${commonName(intermediate)} (${intermediateFrom}) <- ${commonName(ark)} (${arkFrom}, self-signed); RSA-PSS SHA-384 signatures and validity checked`)
+      ? pass(
+          'snp.vcek_chain',
+          `${commonName(signer)} <- ${commonName(intermediate)} (${intermediateFrom}) <- ${commonName(ark)} (${arkFrom}, self-signed); RSA-PSS SHA-384 signatures and validity checked`,
+        )
       : fail('snp.vcek_chain', midProblem),
   ];
   const trusted = trustedArks.find((t) => sameCertificate(t, ark));
@@ -131,7 +138,10 @@ export function verifySnpEvidence(
     return { checks: [fail('snp.report', describeEvidenceError(err))] };
   }
   const checks: Check[] = [
-    pass('snp.report', `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`),
+    pass(
+      'snp.report',
+      `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`,
+    ),
   ];
   const signer = signerChecks(report, certTableBytes, roots, now);
   checks.push(...signer.checks);
@@ -178,7 +188,12 @@ function signerChecks(report: SnpReport, certTableBytes: Uint8Array, roots: Trus
     table = readSnpCertTable(certTableBytes);
     const entry = table.find((e) => e.kind === report.signingKey);
     if (entry === undefined) {
-      return { checks: [fail('snp.cert_table', `the certificate table has no ${signerName} entry (has: ${table.map((e) => e.kind).join(', ') || 'nothing'})`), ...notChecked(`no ${signerName}`)] };
+      return {
+        checks: [
+          fail('snp.cert_table', `the certificate table has no ${signerName} entry (has: ${table.map((e) => e.kind).join(', ') || 'nothing'})`),
+          ...notChecked(`no ${signerName}`),
+        ],
+      };
     }
     signer = readCertificate(entry.data, `${signerName} from the certificate table`);
   } catch (err) {

@@ -19,12 +19,20 @@ export function tdxInstanceCheck(pck: X509Certificate | undefined, ref: TdxRefer
     problem = describeEvidenceError(err);
   }
   if (ext === undefined) {
-    return pinned ? fail('tdx.instance', `not checked: ${problem}, so the machine cannot be compared with the allow-list`) : notPinned('tdx.instance', `the machine was compared with nothing (${problem}), and no machine allow-list (tdx.ppid, tdx.platform_instance_id) is pinned`);
+    return pinned
+      ? fail('tdx.instance', `not checked: ${problem}, so the machine cannot be compared with the allow-list`)
+      : notPinned(
+          'tdx.instance',
+          `the machine was compared with nothing (${problem}), and no machine allow-list (tdx.ppid, tdx.platform_instance_id) is pinned`,
+        );
   }
   const instance = ext.platformInstanceId ?? 'none';
   const names = `PPID ${ext.ppid} and platform instance id ${instance}`;
   if (!pinned) {
-    return notPinned('tdx.instance', `${names} (from Intel's PCK certificate) were compared with nothing: no machine allow-list (tdx.ppid, tdx.platform_instance_id) is pinned, so any Intel TDX machine passes`);
+    return notPinned(
+      'tdx.instance',
+      `${names} (from Intel's PCK certificate) were compared with nothing: no machine allow-list (tdx.ppid, tdx.platform_instance_id) is pinned, so any Intel TDX machine passes`,
+    );
   }
   const wrong: string[] = [];
   if (ref?.ppid !== undefined && !ref.ppid.includes(ext.ppid)) wrong.push(`PPID ${ext.ppid} is not one of the ${ref.ppid.length} allowed machine(s)`);

@@ -33,17 +33,27 @@ function zeroByDefault(name: string, label: string, covers: string, value: Uint8
   const hex = toHex(value);
   return /^0+$/.test(hex)
     ? pass(name, `${label} is all zero, as when the host sets none (no reference value pins another): ${covers} is empty`)
-    : fail(name, `${label} ${hex} is not zero and no reference value pins it: the host gave the TD ${covers} nobody vouched for; pin it (tdx.${name.slice(4)}) if it is expected`);
+    : fail(
+        name,
+        `${label} ${hex} is not zero and no reference value pins it: the host gave the TD ${covers} nobody vouched for; pin it (tdx.${name.slice(4)}) if it is expected`,
+      );
 }
 
 function svnFloorCheck(svn: Uint8Array, floor: string | undefined): Check {
   const hex = toHex(svn);
-  if (floor === undefined) return notPinned('tdx.tee_tcb_svn', `TEE_TCB_SVN ${hex} (the TDX module's security version) was compared with nothing: no minimum (tdx.min_tee_tcb_svn) was given`);
+  if (floor === undefined)
+    return notPinned(
+      'tdx.tee_tcb_svn',
+      `TEE_TCB_SVN ${hex} (the TDX module's security version) was compared with nothing: no minimum (tdx.min_tee_tcb_svn) was given`,
+    );
   const min = Buffer.from(floor, 'hex');
   const low = [...svn].map((b, i) => ({ b, i, m: min[i]! })).filter(({ b, m }) => b < m);
   return low.length === 0
     ? pass('tdx.tee_tcb_svn', `TEE_TCB_SVN ${hex} is at or above the floor ${floor} in every component: the TDX module carries the fixes the auditor requires`)
-    : fail('tdx.tee_tcb_svn', `TEE_TCB_SVN ${hex} is below the floor ${floor} (${low.map(({ b, i, m }) => `component ${i}: ${b} < ${m}`).join('; ')}): the TDX module predates fixes the auditor requires`);
+    : fail(
+        'tdx.tee_tcb_svn',
+        `TEE_TCB_SVN ${hex} is below the floor ${floor} (${low.map(({ b, i, m }) => `component ${i}: ${b} < ${m}`).join('; ')}): the TDX module predates fixes the auditor requires`,
+      );
 }
 
 /** Intel's verdict on this platform's TCB, from verified collateral (see collateral/). */
@@ -64,19 +74,28 @@ const STATUS_MEANING: Record<TcbStatus, string> = {
   ConfigurationAndSWHardeningNeeded: 'the platform needs a configuration change and software mitigations',
   OutOfDate: 'the platform lacks security updates Intel published',
   OutOfDateConfigurationNeeded: 'the platform lacks security updates and needs a configuration change',
-  Revoked: 'Intel revoked this platform\'s TCB: its keys cannot be trusted',
+  Revoked: "Intel revoked this platform's TCB: its keys cannot be trusted",
 };
 
 export function tcbStatusCheck(verdict: TdxTcbVerdict | undefined, accepted: TcbStatus[] | undefined, minEvaluation?: number): Check {
   if (verdict === undefined && minEvaluation !== undefined) {
-    return fail('tdx.tcb_status', `not checked: the reference values ask for Intel collateral of evaluation ${minEvaluation} or later, but no collateral was given (--collateral DIR)`);
+    return fail(
+      'tdx.tcb_status',
+      `not checked: the reference values ask for Intel collateral of evaluation ${minEvaluation} or later, but no collateral was given (--collateral DIR)`,
+    );
   }
   if (verdict !== undefined && minEvaluation !== undefined && (verdict.evaluationDataNumber ?? -1) < minEvaluation) {
-    return fail('tdx.tcb_status', `${verdict.source}: the collateral is of TCB evaluation ${verdict.evaluationDataNumber ?? 'unknown'}, older than the minimum ${minEvaluation} (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires`);
+    return fail(
+      'tdx.tcb_status',
+      `${verdict.source}: the collateral is of TCB evaluation ${verdict.evaluationDataNumber ?? 'unknown'}, older than the minimum ${minEvaluation} (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires`,
+    );
   }
   if (verdict === undefined) {
     return accepted === undefined
-      ? notPinned('tdx.tcb_status', "Intel's TCB status was not checked: no collateral given (--collateral DIR), so an out-of-date or revoked platform would pass")
+      ? notPinned(
+          'tdx.tcb_status',
+          "Intel's TCB status was not checked: no collateral given (--collateral DIR), so an out-of-date or revoked platform would pass",
+        )
       : fail('tdx.tcb_status', `not checked: the reference values accept TCB status ${accepted.join(' or ')}, but no collateral was given (--collateral DIR)`);
   }
   const allowed = accepted ?? ['UpToDate'];

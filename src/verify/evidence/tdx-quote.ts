@@ -101,7 +101,20 @@ function readBody(r: ByteReader, at: number, bodyType: number): TdxReportBody {
   const mrOwnerConfig = take(48);
   const rtmr: TdxReportBody['rtmr'] = [take(48), take(48), take(48), take(48)];
   const reportData = take(64);
-  const body: TdxReportBody = { teeTcbSvn, mrSeam, mrSignerSeam, seamAttributes, tdAttributes, xfam, mrTd, mrConfigId, mrOwner, mrOwnerConfig, rtmr, reportData };
+  const body: TdxReportBody = {
+    teeTcbSvn,
+    mrSeam,
+    mrSignerSeam,
+    seamAttributes,
+    tdAttributes,
+    xfam,
+    mrTd,
+    mrConfigId,
+    mrOwner,
+    mrOwnerConfig,
+    rtmr,
+    reportData,
+  };
   if (bodyType === 3) {
     body.teeTcbSvn2 = take(16);
     body.mrServiceTd = take(48);
@@ -140,7 +153,10 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
     throw new EvidenceError('ERR_TDX_QUOTE_VERSION', `TDX quote version ${header.version} is not supported (expected 4 or 5)`);
   }
   if (header.attestationKeyType !== TDX_ATTESTATION_KEY_ECDSA_P256) {
-    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote attestation key type ${header.attestationKeyType} is not supported (expected 2, ECDSA-256-with-P-256)`);
+    throw new EvidenceError(
+      'ERR_TDX_QUOTE_UNSUPPORTED',
+      `TDX quote attestation key type ${header.attestationKeyType} is not supported (expected 2, ECDSA-256-with-P-256)`,
+    );
   }
   if (header.teeType !== TDX_TEE_TYPE) {
     throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `quote TEE type 0x${header.teeType.toString(16)} is not TDX (0x81)`);
@@ -152,7 +168,10 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
     const bodySize = r.u32(TDX_HEADER_SIZE + 2);
     const expected = TDX_V5_BODY_TYPES[bodyType];
     if (expected === undefined) {
-      throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote v5 body type ${bodyType} is not supported (expected 2, a TD report 1.0, or 3, a TD report 1.5)`);
+      throw new EvidenceError(
+        'ERR_TDX_QUOTE_UNSUPPORTED',
+        `TDX quote v5 body type ${bodyType} is not supported (expected 2, a TD report 1.0, or 3, a TD report 1.5)`,
+      );
     }
     if (bodySize !== expected) {
       throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote v5 body type ${bodyType} declares ${bodySize} bytes (expected ${expected})`);
@@ -173,7 +192,10 @@ export function readTdxQuote(bytes: Uint8Array): TdxQuote {
   const outerType = sig.u16(128);
   const outerSize = sig.u32(130);
   if (outerType !== TDX_CERT_DATA_QE_REPORT) {
-    throw new EvidenceError('ERR_TDX_QUOTE_UNSUPPORTED', `TDX quote certification data type ${outerType} is not supported (expected 6, QE report certification data)`);
+    throw new EvidenceError(
+      'ERR_TDX_QUOTE_UNSUPPORTED',
+      `TDX quote certification data type ${outerType} is not supported (expected 6, QE report certification data)`,
+    );
   }
   sig.need(134, outerSize);
   const qe = new ByteReader(sig.bytes.subarray(134, 134 + outerSize), 'ERR_TDX_QUOTE_TRUNCATED', 'TDX QE report certification data');

@@ -50,7 +50,10 @@ function bindingCheck(quote: TdxQuote): Check {
   if (bound && padded) {
     return pass('tdx.qe_binding', 'the QE report data is SHA-256(attestation key || QE auth data): the Quoting Enclave vouches for the attestation key');
   }
-  return fail('tdx.qe_binding', `the QE report data ${toHex(quote.qeReport.reportData.subarray(0, 32))} is not SHA-256(attestation key || QE auth data) ${hash.toString('hex')}${padded ? '' : ' (and its upper half is not zero)'}`);
+  return fail(
+    'tdx.qe_binding',
+    `the QE report data ${toHex(quote.qeReport.reportData.subarray(0, 32))} is not SHA-256(attestation key || QE auth data) ${hash.toString('hex')}${padded ? '' : ' (and its upper half is not zero)'}`,
+  );
 }
 
 function chainChecks(quote: TdxQuote, roots: TrustRoots, now: Date): { checks: Check[]; pck?: X509Certificate } {
@@ -61,7 +64,12 @@ function chainChecks(quote: TdxQuote, roots: TrustRoots, now: Date): { checks: C
     return { checks: [fail('tdx.pck_chain', describeEvidenceError(err)), fail('tdx.root', 'not checked: unreadable PCK chain')] };
   }
   if (chain.length < 2) {
-    return { checks: [fail('tdx.pck_chain', `the PCK chain holds ${chain.length} certificate(s); expected the PCK certificate and its CA`), fail('tdx.root', 'not checked: no chain')] };
+    return {
+      checks: [
+        fail('tdx.pck_chain', `the PCK chain holds ${chain.length} certificate(s); expected the PCK certificate and its CA`),
+        fail('tdx.root', 'not checked: no chain'),
+      ],
+    };
   }
   const trustedRoots = roots.intelRoots.map((pem, i) => readCertificate(pem, `built-in Intel root ${i}`));
   const pck = chain[0]!;
@@ -77,7 +85,9 @@ function chainChecks(quote: TdxQuote, roots: TrustRoots, now: Date): { checks: C
   }
   const names = chain.map(commonName).join(' <- ');
   checks.push(problem === null ? pass('tdx.pck_chain', `${names}; ECDSA signatures and validity checked`) : fail('tdx.pck_chain', problem));
-  const trusted = topSelfSigned ? trustedRoots.some((root) => sameCertificate(root, top)) : trustedRoots.some((root) => issuanceProblem(top, root, now) === null);
+  const trusted = topSelfSigned
+    ? trustedRoots.some((root) => sameCertificate(root, top))
+    : trustedRoots.some((root) => issuanceProblem(top, root, now) === null);
   checks.push(
     trusted
       ? pass('tdx.root', `the PCK chain ends at a trusted Intel root (${commonName(top)}, SHA-256 ${top.fingerprint256})`)
@@ -93,7 +103,10 @@ function qeReportSignatureCheck(quote: TdxQuote, pck: X509Certificate | undefine
     return fail('tdx.qe_report_signature', 'the PCK certificate key is not an ECDSA P-256 key');
   }
   return verifiesP256(key, quote.qeReport.raw, quote.qeReportSignature)
-    ? pass('tdx.qe_report_signature', `the Quoting Enclave report (MRSIGNER ${toHex(quote.qeReport.mrSigner).slice(0, 16)}..., ISV SVN ${quote.qeReport.isvSvn}) is signed by the PCK key`)
+    ? pass(
+        'tdx.qe_report_signature',
+        `the Quoting Enclave report (MRSIGNER ${toHex(quote.qeReport.mrSigner).slice(0, 16)}..., ISV SVN ${quote.qeReport.isvSvn}) is signed by the PCK key`,
+      )
     : fail('tdx.qe_report_signature', 'the QE report signature does not verify with the PCK certificate key');
 }
 
@@ -104,10 +117,14 @@ export const INTEL_QE_VENDOR_ID = '939a7233f79c4ca9940a0db3957f0607';
 function quotingEnclaveCheck(quote: TdxQuote, reference: TdxReferenceValues | undefined): Check {
   const h = quote.header;
   const vendor = toHex(h.qeVendorId);
-  if (vendor !== INTEL_QE_VENDOR_ID) return fail('tdx.qe', `QE vendor id ${vendor} is not Intel's (${INTEL_QE_VENDOR_ID}): the quote was made by a quoting enclave Sigil cannot vouch for`);
+  if (vendor !== INTEL_QE_VENDOR_ID)
+    return fail('tdx.qe', `QE vendor id ${vendor} is not Intel's (${INTEL_QE_VENDOR_ID}): the quote was made by a quoting enclave Sigil cannot vouch for`);
   const svns = `QE SVN ${h.qeSvn}, PCE SVN ${h.pceSvn}`;
   if (reference?.min_qe_svn === undefined && reference?.min_pce_svn === undefined) {
-    return notPinned('tdx.qe', `Intel's quoting enclave (vendor ${vendor}), ${svns}: no floor (tdx.min_qe_svn, tdx.min_pce_svn) was given, so an old quoting enclave would pass`);
+    return notPinned(
+      'tdx.qe',
+      `Intel's quoting enclave (vendor ${vendor}), ${svns}: no floor (tdx.min_qe_svn, tdx.min_pce_svn) was given, so an old quoting enclave would pass`,
+    );
   }
   const low: string[] = [];
   if (reference.min_qe_svn !== undefined && h.qeSvn < reference.min_qe_svn) low.push(`QE SVN ${h.qeSvn} < ${reference.min_qe_svn}`);
@@ -122,7 +139,13 @@ function quotingEnclaveCheck(quote: TdxQuote, reference: TdxReferenceValues | un
  * report's binding of the attestation key, the PCK chain to a trusted Intel root, and the platform policy
  * (tdx-policy.ts) against `reference` and, when collateral was verified, Intel's TCB `verdict`. REPORTDATA and MRTD are compared by the caller.
  */
-export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now: Date = new Date(), reference?: TdxReferenceValues, verdict?: TdxTcbVerdict): TdxEvidenceResult {
+export function verifyTdxEvidence(
+  quoteBytes: Uint8Array,
+  roots: TrustRoots,
+  now: Date = new Date(),
+  reference?: TdxReferenceValues,
+  verdict?: TdxTcbVerdict,
+): TdxEvidenceResult {
   let quote: TdxQuote;
   try {
     quote = readTdxQuote(quoteBytes);
@@ -133,7 +156,13 @@ export function verifyTdxEvidence(quoteBytes: Uint8Array, roots: TrustRoots, now
   const checks: Check[] = [pass('tdx.quote', `TDX quote v${quote.header.version}, ${body}, QE vendor ${toHex(quote.header.qeVendorId)}`)];
   checks.push(quoteSignatureCheck(quote));
   const chain = chainChecks(quote, roots, now);
-  checks.push(qeReportSignatureCheck(quote, chain.pck), bindingCheck(quote), quotingEnclaveCheck(quote, reference), ...chain.checks, tdxInstanceCheck(chain.pck, reference));
+  checks.push(
+    qeReportSignatureCheck(quote, chain.pck),
+    bindingCheck(quote),
+    quotingEnclaveCheck(quote, reference),
+    ...chain.checks,
+    tdxInstanceCheck(chain.pck, reference),
+  );
   checks.push(...tdxPlatformChecks(quote.body, reference, verdict));
   return { checks, quote };
 }

@@ -100,7 +100,8 @@ export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, op
       } catch {
         throw new CollateralFetchError(`RIM ${id}: ${url} did not answer JSON`);
       }
-      if (answer.id !== id || typeof answer.rim !== 'string') throw new CollateralFetchError(`RIM ${id}: ${url} answered ${typeof answer.id === 'string' ? `RIM ${answer.id}` : 'no RIM id'}, not ${id}`);
+      if (answer.id !== id || typeof answer.rim !== 'string')
+        throw new CollateralFetchError(`RIM ${id}: ${url} answered ${typeof answer.id === 'string' ? `RIM ${answer.id}` : 'no RIM id'}, not ${id}`);
       return { id, text };
     }),
   );
@@ -108,7 +109,12 @@ export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, op
   const ocsp = await Promise.all(
     asked.map(async ({ cert, issuer }) => {
       const label = `${cert.subject.replace(/\n/g, ', ')} serial ${cert.serialNumber}`;
-      const res = await call(`OCSP for ${label}`, ocspUrl, { method: 'POST', headers: { 'content-type': 'application/ocsp-request', accept: 'application/ocsp-response' }, body: ocspRequestFor(cert, issuer) }, options);
+      const res = await call(
+        `OCSP for ${label}`,
+        ocspUrl,
+        { method: 'POST', headers: { 'content-type': 'application/ocsp-request', accept: 'application/ocsp-response' }, body: ocspRequestFor(cert, issuer) },
+        options,
+      );
       const type = res.headers.get('content-type') ?? '';
       if (!type.startsWith('application/ocsp-response')) {
         await res.body?.cancel();

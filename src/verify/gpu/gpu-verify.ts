@@ -62,7 +62,10 @@ function expectedNonce(nonce: string | Uint8Array | undefined): Uint8Array | nul
 function reportCheck(name: string, report: SpdmMeasurementReport): Check {
   const f = report.firmware;
   const active = report.blocks.filter((b) => b.value.some((byte) => byte !== 0)).length;
-  const padding = report.trailingZeroBytes === 0 ? '' : `; ${report.trailingZeroBytes} zero byte${report.trailingZeroBytes === 1 ? '' : 's'} after the signature (padding nobody signed) ignored`;
+  const padding =
+    report.trailingZeroBytes === 0
+      ? ''
+      : `; ${report.trailingZeroBytes} zero byte${report.trailingZeroBytes === 1 ? '' : 's'} after the signature (padding nobody signed) ignored`;
   return pass(
     name,
     `an SPDM 1.1 GET_MEASUREMENTS request and its signed answer: ${report.blocks.length} measurements (${active} non-zero); ` +
@@ -82,8 +85,14 @@ function signatureCheck(name: string, report: SpdmMeasurementReport, leaf: X509C
     ok = false;
   }
   return ok
-    ? pass(name, `the GPU's key (${commonName(leaf)}) signed the request and its answer (ECDSA P-384, SHA-384 over ${report.signedBytes.length} bytes): the measurements are the GPU's own`)
-    : fail(name, `the report's signature does not verify with the device certificate's key (${commonName(leaf)}): the report was changed or comes from another GPU`);
+    ? pass(
+        name,
+        `the GPU's key (${commonName(leaf)}) signed the request and its answer (ECDSA P-384, SHA-384 over ${report.signedBytes.length} bytes): the measurements are the GPU's own`,
+      )
+    : fail(
+        name,
+        `the report's signature does not verify with the device certificate's key (${commonName(leaf)}): the report was changed or comes from another GPU`,
+      );
 }
 
 /** A device chain starts at the GPU's own certificate (not a CA) and climbs to the root; anything else proves no GPU. */
@@ -102,18 +111,25 @@ function chainChecks(prefix: string, certs: X509Certificate[], roots: string[], 
   if (shape !== null) return [fail(`${prefix}.chain`, shape), fail(`${prefix}.root`, 'not checked: the chain has no device certificate')];
   for (let i = 0; i + 1 < certs.length; i++) {
     const problem = issuanceProblem(certs[i]!, certs[i + 1]!, at);
-    if (problem !== null) return [fail(`${prefix}.chain`, `the device certificate chain is broken: ${problem}`), fail(`${prefix}.root`, 'not checked: the chain is broken')];
+    if (problem !== null)
+      return [fail(`${prefix}.chain`, `the device certificate chain is broken: ${problem}`), fail(`${prefix}.root`, 'not checked: the chain is broken')];
   }
   const chain = pass(`${prefix}.chain`, `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}`);
   const trusted = roots.map((pem) => new X509Certificate(pem));
   const last = certs[certs.length - 1]!;
   if (trusted.some((root) => sameCertificate(root, last))) {
-    return [chain, pass(`${prefix}.root`, `the chain ends at ${commonName(last)}, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report`)];
+    return [
+      chain,
+      pass(`${prefix}.root`, `the chain ends at ${commonName(last)}, byte for byte a trusted NVIDIA device root: a genuine NVIDIA GPU made this report`),
+    ];
   }
   const issuer = trusted.find((root) => issuanceProblem(last, root, at) === null);
   return issuer !== undefined
     ? [chain, pass(`${prefix}.root`, `${commonName(last)} is signed by the trusted root ${commonName(issuer)}: a genuine NVIDIA GPU made this report`)]
-    : [chain, fail(`${prefix}.root`, `the chain ends at ${commonName(last)}, which is not a trusted NVIDIA device root: nothing shows this is a genuine NVIDIA GPU`)];
+    : [
+        chain,
+        fail(`${prefix}.root`, `the chain ends at ${commonName(last)}, which is not a trusted NVIDIA device root: nothing shows this is a genuine NVIDIA GPU`),
+      ];
 }
 
 function fwidCheck(name: string, report: SpdmMeasurementReport, leaf: X509Certificate): Check {
@@ -127,14 +143,21 @@ function fwidCheck(name: string, report: SpdmMeasurementReport, leaf: X509Certif
   }
   if (certified === null) return fail(name, `the device certificate ${commonName(leaf)} carries no SHA-384 FWID (TCG DICE TcbInfo extension)`);
   return Buffer.from(certified).equals(Buffer.from(reported))
-    ? pass(name, `the FWID in the report equals the one in the device certificate (${hex(reported).slice(0, 16)}...): the firmware that answered is the one the certificate was issued to`)
-    : fail(name, `the report's FWID ${hex(reported).slice(0, 16)}... differs from the device certificate's ${hex(certified).slice(0, 16)}...: the answering firmware is not the certified one`);
+    ? pass(
+        name,
+        `the FWID in the report equals the one in the device certificate (${hex(reported).slice(0, 16)}...): the firmware that answered is the one the certificate was issued to`,
+      )
+    : fail(
+        name,
+        `the report's FWID ${hex(reported).slice(0, 16)}... differs from the device certificate's ${hex(certified).slice(0, 16)}...: the answering firmware is not the certified one`,
+      );
 }
 
 function nonceCheck(name: string, report: SpdmMeasurementReport, entry: GpuEvidence, expected: Uint8Array | null): Check {
   const requested = hex(report.request.nonce);
   if (entry.nonce.toLowerCase() !== requested) return fail(name, `the entry says nonce ${entry.nonce} but the signed request carries ${requested}`);
-  if (expected === null) return fail(name, `not checked: no expected nonce given, so nothing shows the report (nonce ${requested}) was made just now rather than replayed`);
+  if (expected === null)
+    return fail(name, `not checked: no expected nonce given, so nothing shows the report (nonce ${requested}) was made just now rather than replayed`);
   return hex(expected) === requested
     ? pass(name, `the signed request carries your nonce ${requested}: the report was made for this verification, not replayed`)
     : fail(name, `the signed request carries nonce ${requested}, not yours (${hex(expected)}): the report is replayed or made for someone else`);
@@ -146,16 +169,24 @@ function rimSelection(name: string, kind: 'driver' | 'vbios', version: string | 
   const candidates = rims.filter((r) => r.kind === kind);
   const rim = candidates.find((r) => r.version.toLowerCase() === version.toLowerCase());
   if (rim === undefined) {
-    return { check: fail(name, `no verified RIM describes ${what} ${version} (verified ${what} RIMs: ${candidates.map((r) => r.version).join(', ') || 'none'})`) };
+    return {
+      check: fail(name, `no verified RIM describes ${what} ${version} (verified ${what} RIMs: ${candidates.map((r) => r.version).join(', ') || 'none'})`),
+    };
   }
   return { check: pass(name, `the ${rim.label}, signed by ${rim.signer}, describes the ${what} this GPU runs`), rim };
 }
 
-const boardName = (b: { project: string | null; projectSku: string | null; chipSku: string | null }): string => `project ${b.project ?? '?'}, project SKU ${b.projectSku ?? '?'}, chip SKU ${b.chipSku ?? '?'}`;
+const boardName = (b: { project: string | null; projectSku: string | null; chipSku: string | null }): string =>
+  `project ${b.project ?? '?'}, project SKU ${b.projectSku ?? '?'}, chip SKU ${b.chipSku ?? '?'}`;
 
 function sameBoard(rim: Rim, report: SpdmMeasurementReport): boolean {
   const f = report.firmware;
-  return rim.board !== null && rim.board.project === f.project?.toUpperCase() && rim.board.projectSku === f.projectSku?.toUpperCase() && rim.board.chipSku === f.chipSku?.toUpperCase();
+  return (
+    rim.board !== null &&
+    rim.board.project === f.project?.toUpperCase() &&
+    rim.board.projectSku === f.projectSku?.toUpperCase() &&
+    rim.board.chipSku === f.chipSku?.toUpperCase()
+  );
 }
 
 /** The VBIOS RIM for this version and this board: a RIM the RIM service made for another board is never chosen. */
@@ -167,12 +198,22 @@ function vbiosRimSelection(prefix: string, report: SpdmMeasurementReport, rims: 
   if (selected.rim === undefined) {
     const sameVersion = forOtherBoards.filter((r) => version !== null && r.version.toLowerCase() === version.toLowerCase());
     if (sameVersion.length === 0) return { checks: [selected.check] };
-    return { checks: [fail(`${prefix}.vbios_rim`, `no verified RIM describes VBIOS ${version} on ${boardName(report.firmware)} (RIMs of that version for other boards: ${sameVersion.map((r) => r.id).join(', ')})`)] };
+    return {
+      checks: [
+        fail(
+          `${prefix}.vbios_rim`,
+          `no verified RIM describes VBIOS ${version} on ${boardName(report.firmware)} (RIMs of that version for other boards: ${sameVersion.map((r) => r.id).join(', ')})`,
+        ),
+      ],
+    };
   }
   const rim = selected.rim;
   const board =
     rim.board === null
-      ? notPinned(`${prefix}.vbios_board`, "the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)")
+      ? notPinned(
+          `${prefix}.vbios_board`,
+          "the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)",
+        )
       : pass(`${prefix}.vbios_board`, `the VBIOS RIM ${rim.id} is for ${boardName(rim.board)}: this board`);
   return { checks: [selected.check, board], rim };
 }
@@ -184,9 +225,15 @@ function measurementCheck(name: string, report: SpdmMeasurementReport, selected:
   if (result.conflicts.length > 0) return fail(name, `the RIMs both pin measurement indexes ${result.conflicts.join(', ')}, so they contradict each other`);
   if (result.mismatches.length > 0) {
     const first = result.mismatches.slice(0, 4).map((m) => `${m.index} (${m.rim}: ${m.reported === null ? 'not reported' : `${m.reported.slice(0, 12)}...`})`);
-    return fail(name, `${result.mismatches.length} of ${result.compared.length} measurements differ from every value the RIMs allow, at indexes ${result.mismatches.map((m) => m.index).join(', ')}; first: ${first.join('; ')}: the GPU runs firmware NVIDIA did not sign for`);
+    return fail(
+      name,
+      `${result.mismatches.length} of ${result.compared.length} measurements differ from every value the RIMs allow, at indexes ${result.mismatches.map((m) => m.index).join(', ')}; first: ${first.join('; ')}: the GPU runs firmware NVIDIA did not sign for`,
+    );
   }
-  return pass(name, `all ${result.compared.length} measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published`);
+  return pass(
+    name,
+    `all ${result.compared.length} measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published`,
+  );
 }
 
 function wellFormed(entry: unknown): entry is GpuEvidence {
@@ -195,7 +242,15 @@ function wellFormed(entry: unknown): entry is GpuEvidence {
   return Number.isInteger(e.index) && ['arch', 'report', 'certificates', 'nonce'].every((k) => typeof e[k] === 'string');
 }
 
-function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expected: Uint8Array | null, roots: GpuTrustRoots, at: Date, options: VerifyGpuEvidenceOptions): { checks: Check[]; summary?: GpuReportSummary } {
+function verifyEntry(
+  entry: GpuEvidence,
+  rims: Rim[],
+  rimsGiven: boolean,
+  expected: Uint8Array | null,
+  roots: GpuTrustRoots,
+  at: Date,
+  options: VerifyGpuEvidenceOptions,
+): { checks: Check[]; summary?: GpuReportSummary } {
   const prefix = `gpu[${entry.index}]`;
   let report: SpdmMeasurementReport;
   try {
@@ -238,17 +293,29 @@ function verifyEntry(entry: GpuEvidence, rims: Rim[], rimsGiven: boolean, expect
   );
   const measurements: Record<number, string> = {};
   for (const b of report.blocks) measurements[b.index - 1] = hex(b.value);
-  return { checks, summary: { index: entry.index, arch: entry.arch, driverVersion: report.firmware.driverVersion, vbiosVersion: report.firmware.vbiosVersion, measurements } };
+  return {
+    checks,
+    summary: { index: entry.index, arch: entry.arch, driverVersion: report.firmware.driverVersion, vbiosVersion: report.firmware.vbiosVersion, measurements },
+  };
 }
 
-const ocspOptions = (o: VerifyGpuEvidenceOptions) => ({ ...(o.ocsp === undefined ? {} : { bundle: o.ocsp }), ...(o.ocspAllowMissing === undefined ? {} : { allowMissing: o.ocspAllowMissing }) });
+const ocspOptions = (o: VerifyGpuEvidenceOptions) => ({
+  ...(o.ocsp === undefined ? {} : { bundle: o.ocsp }),
+  ...(o.ocspAllowMissing === undefined ? {} : { allowMissing: o.ocspAllowMissing }),
+});
 
 function bindingCheck(entries: GpuEvidence[], bound: string[]): Check {
   const actual = entries.map(gpuEvidenceSha256);
   const same = actual.length === bound.length && actual.every((h, i) => h === bound[i]?.toLowerCase());
   return same
-    ? pass('gpu.binding', `the binding lists the SHA-256 of each of the ${actual.length} GPU reports, in order: the CPU's hardware report vouches for exactly these GPU reports`)
-    : fail('gpu.binding', `the binding lists ${bound.length} GPU report hashes that differ from the SHA-256 of the ${actual.length} reports given: these GPU reports are not the ones the CPU's report vouches for`);
+    ? pass(
+        'gpu.binding',
+        `the binding lists the SHA-256 of each of the ${actual.length} GPU reports, in order: the CPU's hardware report vouches for exactly these GPU reports`,
+      )
+    : fail(
+        'gpu.binding',
+        `the binding lists ${bound.length} GPU report hashes that differ from the SHA-256 of the ${actual.length} reports given: these GPU reports are not the ones the CPU's report vouches for`,
+      );
 }
 
 /**
@@ -272,7 +339,8 @@ function distinctEntriesCheck(entries: GpuEvidence[]): Check {
     if (typeof e.report === 'string') {
       const identity = reportIdentity(e.report);
       const earlier = seenReport.get(identity);
-      if (earlier !== undefined) return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
+      if (earlier !== undefined)
+        return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
       seenReport.set(identity, index as number);
     }
     if (seenIndex.has(index)) return fail('gpu.evidence', `two GPU entries claim index ${String(index)}: each GPU has its own index`);
@@ -294,7 +362,10 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
   if (entries.length === 0) {
     checks.push(
       options.rims !== undefined && options.rims.length > 0
-        ? fail('gpu.evidence', 'RIMs were given as reference values but the evidence holds no GPU report: nothing shows the GPUs run in confidential-computing mode')
+        ? fail(
+            'gpu.evidence',
+            'RIMs were given as reference values but the evidence holds no GPU report: nothing shows the GPUs run in confidential-computing mode',
+          )
         : pass('gpu.evidence', 'the evidence holds no GPU report: it says nothing about any GPU the model may run on'),
     );
     return { checks, gpus: [] };
@@ -319,4 +390,3 @@ export function verifyGpuEvidence(entries: GpuEvidence[], options: VerifyGpuEvid
   }
   return { checks, gpus };
 }
-

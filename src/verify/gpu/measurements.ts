@@ -36,5 +36,9 @@ export function compareWithRims(blocks: SpdmMeasurementBlock[], rims: Rim[]): Me
       if (value === null || !m.alternatives.includes(value)) mismatches.push({ index: m.index, rim: rim.label, reported: value, expected: m.alternatives });
     }
   }
-  return { compared: [...owner.keys()].sort((a, b) => a - b), mismatches: mismatches.sort((a, b) => a.index - b.index), conflicts: [...conflicts].sort((a, b) => a - b) };
+  return {
+    compared: [...owner.keys()].sort((a, b) => a - b),
+    mismatches: mismatches.sort((a, b) => a.index - b.index),
+    conflicts: [...conflicts].sort((a, b) => a - b),
+  };
 }

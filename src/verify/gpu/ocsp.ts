@@ -49,7 +49,8 @@ export function readOcspBundle(responses: Array<{ label: string; der: Uint8Array
   for (const { label, der } of responses) {
     try {
       const response = AsnConvert.parse(der, OCSPResponse);
-      if (response.responseStatus !== OCSPResponseStatus.successful) throw new Error(`the responder answered status ${OCSPResponseStatus[response.responseStatus] ?? response.responseStatus}, not successful`);
+      if (response.responseStatus !== OCSPResponseStatus.successful)
+        throw new Error(`the responder answered status ${OCSPResponseStatus[response.responseStatus] ?? response.responseStatus}, not successful`);
       if (response.responseBytes?.responseType !== id_pkix_ocsp_basic) throw new Error('it is not a basic OCSP response');
       const basic = AsnConvert.parse(response.responseBytes.response.buffer, BasicOCSPResponse);
       if (basic.tbsResponseDataRaw === undefined) throw new Error('its signed part cannot be located');
@@ -71,7 +72,9 @@ function covers(single: SingleResponse, cert: X509Certificate, issuer: X509Certi
   const issuerTbs = AsnConvert.parse(issuer.raw, Certificate).tbsCertificate;
   const nameHash = digest(hash, new Uint8Array(AsnConvert.serialize(issuerTbs.subject)));
   const keyHash = digest(hash, new Uint8Array(issuerTbs.subjectPublicKeyInfo.subjectPublicKey));
-  const serial = Buffer.from(single.certID.serialNumber).toString('hex').replace(/^(00)+(?=.)/, '');
+  const serial = Buffer.from(single.certID.serialNumber)
+    .toString('hex')
+    .replace(/^(00)+(?=.)/, '');
   return (
     serial.toUpperCase() === cert.serialNumber.replace(/^(00)+(?=.)/, '').toUpperCase() &&
     nameHash.equals(Buffer.from(single.certID.issuerNameHash.buffer)) &&
@@ -95,7 +98,8 @@ function responseSigner(response: RecordedOcspResponse, issuer: X509Certificate,
   for (const delegate of response.certs) {
     const valid = new Date(delegate.validFrom) <= at && at <= new Date(delegate.validTo);
     const forOcsp = (delegate.keyUsage ?? []).includes(id_kp_OCSPSigning);
-    if (valid && forOcsp && delegate.checkIssued(issuer) && delegate.verify(issuer.publicKey) && signedBy(delegate)) return `${commonName(delegate)} (delegated by ${commonName(issuer)})`;
+    if (valid && forOcsp && delegate.checkIssued(issuer) && delegate.verify(issuer.publicKey) && signedBy(delegate))
+      return `${commonName(delegate)} (delegated by ${commonName(issuer)})`;
   }
   return null;
 }
@@ -116,7 +120,10 @@ function certificateStatus(cert: X509Certificate, issuer: X509Certificate, bundl
       }
       if (single.certStatus.revoked !== undefined) {
         const { revocationTime, revocationReason } = single.certStatus.revoked;
-        return { state: 'bad', detail: `${name} was revoked at ${revocationTime.toISOString()}${revocationReason === undefined ? '' : ` (reason ${revocationReason})`}, says ${signer} (${response.label})` };
+        return {
+          state: 'bad',
+          detail: `${name} was revoked at ${revocationTime.toISOString()}${revocationReason === undefined ? '' : ` (reason ${revocationReason})`}, says ${signer} (${response.label})`,
+        };
       }
       if (single.thisUpdate > at) {
         problem ??= `the response ${response.label} about ${name} was made at ${single.thisUpdate.toISOString()}, after the verification time ${at.toISOString()}`;
@@ -150,15 +157,24 @@ export interface OcspCheckOptions {
  * a certificate no response covers, unless the auditor waived missing responses.
  */
 export function revocationCheck(name: string, what: string, chain: X509Certificate[], options: OcspCheckOptions): Check {
-  if (options.bundle === undefined) return notPinned(name, `not checked: no recorded OCSP responses were given for the ${what} (reference values gpu.ocsp), so a revoked certificate would go unnoticed`);
+  if (options.bundle === undefined)
+    return notPinned(
+      name,
+      `not checked: no recorded OCSP responses were given for the ${what} (reference values gpu.ocsp), so a revoked certificate would go unnoticed`,
+    );
   const statuses = chain.slice(0, -1).map((cert, i) => certificateStatus(cert, chain[i + 1]!, options.bundle!, options.at));
   const bad = statuses.filter((s) => s.state === 'bad');
   if (bad.length > 0) return fail(name, `the ${what} cannot be trusted: ${bad.map((s) => s.detail).join('; ')}`);
   const missing = statuses.filter((s) => s.state === 'missing');
   const good = statuses.filter((s) => s.state === 'good').map((s) => s.detail);
   if (missing.length > 0) {
-    const check = fail(name, `not checked: ${missing.map((s) => s.detail).join('; ')}${options.bundle.unreadable.length > 0 ? ` (unreadable: ${options.bundle.unreadable.join('; ')})` : ''}`);
-    return options.allowMissing === true ? waive(check, 'the reference values allow certificates without a recorded OCSP response (gpu.ocsp_allow_missing)') : check;
+    const check = fail(
+      name,
+      `not checked: ${missing.map((s) => s.detail).join('; ')}${options.bundle.unreadable.length > 0 ? ` (unreadable: ${options.bundle.unreadable.join('; ')})` : ''}`,
+    );
+    return options.allowMissing === true
+      ? waive(check, 'the reference values allow certificates without a recorded OCSP response (gpu.ocsp_allow_missing)')
+      : check;
   }
   return pass(name, `no certificate of the ${what} is revoked, by NVIDIA's recorded OCSP responses: ${good.join('; ')}`);
 }

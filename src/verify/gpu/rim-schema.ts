@@ -34,12 +34,15 @@ export function rimSchemaProblems(root: Element): string[] {
     if (value !== null && value !== '' && !XSD_BOOLEAN.test(value)) problems.push(`SoftwareIdentity ${name}="${value}" is not an xs:boolean`);
   }
   const tagVersion = root.getAttribute('tagVersion');
-  if (tagVersion !== null && tagVersion !== '' && !XSD_INTEGER.test(tagVersion)) problems.push(`SoftwareIdentity tagVersion="${tagVersion}" is not an xs:integer`);
+  if (tagVersion !== null && tagVersion !== '' && !XSD_INTEGER.test(tagVersion))
+    problems.push(`SoftwareIdentity tagVersion="${tagVersion}" is not an xs:integer`);
 
   const children = elements(root);
   for (const child of children) {
-    if (child.namespaceURI === SWID_NS && !ROOT_CHILDREN.has(child.localName ?? '')) problems.push(`SoftwareIdentity holds a ${child.localName} element, which the SWID schema does not allow there`);
-    if (child.namespaceURI === XMLDSIG_NS && child.localName !== 'Signature') problems.push(`SoftwareIdentity holds a ds:${child.localName} element outside the signature`);
+    if (child.namespaceURI === SWID_NS && !ROOT_CHILDREN.has(child.localName ?? ''))
+      problems.push(`SoftwareIdentity holds a ${child.localName} element, which the SWID schema does not allow there`);
+    if (child.namespaceURI === XMLDSIG_NS && child.localName !== 'Signature')
+      problems.push(`SoftwareIdentity holds a ds:${child.localName} element outside the signature`);
   }
   const named = (name: string) => children.filter((c) => c.namespaceURI === SWID_NS && c.localName === name);
 
@@ -49,7 +52,8 @@ export function rimSchemaProblems(root: Element): string[] {
     if (!present(entity, 'name')) problems.push('an Entity has no name (required)');
     if (!present(entity, 'role')) problems.push('an Entity has no role (required)');
   }
-  if (entities.length > 0 && !entities.some((e) => (e.getAttribute('role') ?? '').split(/\s+/).includes('tagCreator'))) problems.push('no Entity has the role tagCreator');
+  if (entities.length > 0 && !entities.some((e) => (e.getAttribute('role') ?? '').split(/\s+/).includes('tagCreator')))
+    problems.push('no Entity has the role tagCreator');
 
   const metas = named('Meta');
   if (metas.length !== 1) problems.push(`the RIM holds ${metas.length} Meta elements, not 1`);
@@ -61,12 +65,15 @@ export function rimSchemaProblems(root: Element): string[] {
   }
   const resources = elements(payloads[0]!);
   for (const r of resources) {
-    if (r.namespaceURI !== SWID_NS || !PAYLOAD_CHILDREN.has(r.localName ?? '')) problems.push(`the Payload holds a ${r.tagName} element, which the SWID schema does not allow there`);
+    if (r.namespaceURI !== SWID_NS || !PAYLOAD_CHILDREN.has(r.localName ?? ''))
+      problems.push(`the Payload holds a ${r.tagName} element, which the SWID schema does not allow there`);
     else if (r.localName === 'Resource' && !present(r, 'type')) problems.push('a Payload Resource has no type (required)');
   }
   const measurements = resources.filter((r) => r.localName === 'Resource' && r.getAttribute('type') === 'Measurement');
   if (measurements.length === 0) problems.push('the Payload lists no Measurement resource');
-  const outside = Array.from(root.getElementsByTagNameNS(SWID_NS, 'Resource')).filter((r) => r.getAttribute('type') === 'Measurement' && r.parentNode !== payloads[0]);
+  const outside = Array.from(root.getElementsByTagNameNS(SWID_NS, 'Resource')).filter(
+    (r) => r.getAttribute('type') === 'Measurement' && r.parentNode !== payloads[0],
+  );
   if (outside.length > 0) problems.push(`${outside.length} Measurement resource(s) lie outside the Payload`);
   for (const m of measurements) {
     const at = `Measurement ${m.getAttribute('index') ?? '?'}`;

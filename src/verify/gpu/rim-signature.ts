@@ -32,7 +32,12 @@ export class Sha384Digest implements HashAlgorithm {
 export class EcdsaSha384Signature implements SignatureAlgorithm {
   verifySignature = createOptionalCallbackFunction((material: string, key: KeyLike, signatureValue: string): boolean => {
     try {
-      return verifySignature('sha384', Buffer.from(material, 'utf8'), { key: createPublicKey(key), dsaEncoding: 'ieee-p1363' }, Buffer.from(signatureValue, 'base64'));
+      return verifySignature(
+        'sha384',
+        Buffer.from(material, 'utf8'),
+        { key: createPublicKey(key), dsaEncoding: 'ieee-p1363' },
+        Buffer.from(signatureValue, 'base64'),
+      );
     } catch {
       return false;
     }

@@ -68,7 +68,11 @@ function attribute(el: Element, name: string, what: string): string {
 function parse(xml: string, what: string): Element {
   let root: Element | null = null;
   try {
-    const doc = new DOMParser({ onError: (level, message) => { if (level !== 'warning') throw new GpuEvidenceError('ERR_RIM_MALFORMED', `${what} is not well-formed XML: ${message}`); } }).parseFromString(xml, 'text/xml');
+    const doc = new DOMParser({
+      onError: (level, message) => {
+        if (level !== 'warning') throw new GpuEvidenceError('ERR_RIM_MALFORMED', `${what} is not well-formed XML: ${message}`);
+      },
+    }).parseFromString(xml, 'text/xml');
     if (doc.doctype !== null) throw new GpuEvidenceError('ERR_RIM_UNSUPPORTED', `${what} has a DOCTYPE, which a RIM never needs`);
     root = doc.documentElement;
   } catch (err) {
@@ -115,7 +119,10 @@ function readMeasurements(root: Element): Pick<Rim, 'version' | 'product' | 'tag
     for (let k = 0; k < count; k++) {
       const hash = el.getAttributeNS(SHA384_ATTRIBUTE_NS, `Hash${k}`);
       if (hash === null || !new RegExp(`^[0-9a-fA-F]{${2 * size}}$`).test(hash)) {
-        throw new GpuEvidenceError('ERR_RIM_MALFORMED', `${what} announces ${count} alternatives but Hash${k} is ${hash === null ? 'missing' : `not ${size} bytes of hex`}`);
+        throw new GpuEvidenceError(
+          'ERR_RIM_MALFORMED',
+          `${what} announces ${count} alternatives but Hash${k} is ${hash === null ? 'missing' : `not ${size} bytes of hex`}`,
+        );
       }
       alternatives.push(hash.toLowerCase());
     }
@@ -178,17 +185,30 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
     signed.loadSignature(signatures[0]! as unknown as Node);
     const refs = signed.getReferences();
     if (refs.length !== 1 || refs[0]!.uri !== '') {
-      throw new GpuEvidenceError('ERR_RIM_UNSUPPORTED', `the RIM's signature must cover the whole document (one Reference with URI ""), not ${refs.map((r) => `"${r.uri}"`).join(', ')}`);
+      throw new GpuEvidenceError(
+        'ERR_RIM_UNSUPPORTED',
+        `the RIM's signature must cover the whole document (one Reference with URI ""), not ${refs.map((r) => `"${r.uri}"`).join(', ')}`,
+      );
     }
     let valid = false;
     try {
       valid = signed.checkSignature(xml);
     } catch (err) {
-      return { checks: [fail(`${name}.signature`, `the RIM's XML signature does not verify with its signer's key (${commonName(certs[0]!)}): ${(err as Error).message.slice(0, 160)}`), fail(`${name}.chain`, 'not checked: the signature failed')] };
+      return {
+        checks: [
+          fail(
+            `${name}.signature`,
+            `the RIM's XML signature does not verify with its signer's key (${commonName(certs[0]!)}): ${(err as Error).message.slice(0, 160)}`,
+          ),
+          fail(`${name}.chain`, 'not checked: the signature failed'),
+        ],
+      };
     }
     if (!valid) {
       const changed = signed.getReferences().some((r) => r.validationError !== undefined);
-      const why = changed ? 'the document was changed after it was signed (its SHA-384 digest differs from the signed one)' : `the XML signature does not verify with its signer's key (${commonName(certs[0]!)})`;
+      const why = changed
+        ? 'the document was changed after it was signed (its SHA-384 digest differs from the signed one)'
+        : `the XML signature does not verify with its signer's key (${commonName(certs[0]!)})`;
       return { checks: [fail(`${name}.signature`, `the RIM cannot be trusted: ${why}`), fail(`${name}.chain`, 'not checked: the signature failed')] };
     }
     signedXml = signed.getSignedReferences()[0]!;
@@ -203,9 +223,17 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
     const signedRoot = parse(signedXml, 'the signed part of the RIM');
     const problems = rimSchemaProblems(signedRoot);
     if (problems.length > 0) {
-      return { checks: [pass(`${name}.signature`, `the RIM is signed as a whole by ${commonName(certs[0]!)}, the key named in it`), fail(`${name}.schema`, `the RIM is not a well-formed SWID reference manifest, so none of its fields is trusted: ${problems.join('; ')}`)] };
+      return {
+        checks: [
+          pass(`${name}.signature`, `the RIM is signed as a whole by ${commonName(certs[0]!)}, the key named in it`),
+          fail(`${name}.schema`, `the RIM is not a well-formed SWID reference manifest, so none of its fields is trusted: ${problems.join('; ')}`),
+        ],
+      };
     }
-    schema = pass(`${name}.schema`, 'the RIM has the SWID structure (ISO/IEC 19770-2:2015) NVIDIA uses: a named tag with a tag creator, one Meta, one Payload of Measurement resources, each attribute of its type');
+    schema = pass(
+      `${name}.schema`,
+      'the RIM has the SWID structure (ISO/IEC 19770-2:2015) NVIDIA uses: a named tag with a tag creator, one Meta, one Payload of Measurement resources, each attribute of its type',
+    );
     body = readMeasurements(signedRoot);
     board = id === null ? null : vbiosBoard(id);
     if (board !== null && board.version !== body.version.replace(/\./g, '').toUpperCase()) {
@@ -216,14 +244,22 @@ export function verifyRim(text: string, options: VerifyRimOptions): RimVerificat
   }
   const kind = VBIOS_VERSION.test(body.version) ? 'vbios' : 'driver';
   const label = `${kind === 'vbios' ? 'VBIOS' : 'driver'} RIM ${body.version} (${body.product})`;
-  const checks = [pass(`${name}.signature`, `the ${label} is signed as a whole (ECDSA P-384, SHA-384) by ${commonName(certs[0]!)}, the key named in it`), schema];
+  const checks = [
+    pass(`${name}.signature`, `the ${label} is signed as a whole (ECDSA P-384, SHA-384) by ${commonName(certs[0]!)}, the key named in it`),
+    schema,
+  ];
   const trusted = options.roots.map((pem) => new X509Certificate(pem));
   const problem = chainProblem(certs, trusted, at);
   if (problem !== null) {
     checks.push(fail(`${name}.chain`, `the ${label}'s signer does not chain to NVIDIA's RIM root at ${at.toISOString()}: ${problem}`));
     return { checks };
   }
-  checks.push(pass(`${name}.chain`, `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}, ending at a trusted RIM root`));
+  checks.push(
+    pass(
+      `${name}.chain`,
+      `${certs.map(commonName).join(' <- ')}: each certificate signed by the next and valid at ${at.toISOString()}, ending at a trusted RIM root`,
+    ),
+  );
   const revocation = revocationCheck(`${name}.revocation`, `${label}'s signing chain`, certs, { ...options, at });
   checks.push(revocation);
   // A RIM whose signer is revoked (or whose revocation the auditor required and nobody answered) describes nothing.

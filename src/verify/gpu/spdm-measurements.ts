@@ -82,11 +82,13 @@ function readBlocks(record: Uint8Array, count: number): SpdmMeasurementBlock[] {
     const valueType = body.u8('the value type');
     const valueSize = body.u16('the value size');
     const value = body.take(valueSize, 'the value').slice();
-    if (body.offset !== size) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `measurement block ${index} is ${size} bytes but its value ends at ${body.offset}`);
+    if (body.offset !== size)
+      throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `measurement block ${index} is ${size} bytes but its value ends at ${body.offset}`);
     if (blocks.some((b) => b.index === index)) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `measurement index ${index} appears twice`);
     blocks.push({ index, valueType, value });
   }
-  if (blocks.length !== count) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response announces ${count} measurement blocks but its record holds ${blocks.length}`);
+  if (blocks.length !== count)
+    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response announces ${count} measurement blocks but its record holds ${blocks.length}`);
   return blocks;
 }
 
@@ -98,18 +100,29 @@ export function readSpdmMeasurementReport(bytes: Uint8Array): SpdmMeasurementRep
   const cursor = new Cursor(bytes, 'the GPU attestation report');
   const reqVersion = cursor.u8('the request version');
   const reqCode = cursor.u8('the request code');
-  if (reqCode !== SPDM_GET_MEASUREMENTS) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the report does not start with a GET_MEASUREMENTS request (code 0x${reqCode.toString(16)}, expected 0xe0)`);
-  if (reqVersion !== SPDM_VERSION_1_1) throw new GpuEvidenceError('ERR_SPDM_UNSUPPORTED', `SPDM version ${reqVersion >> 4}.${reqVersion & 0xf} is not supported (only 1.1, as Hopper GPUs answer)`);
+  if (reqCode !== SPDM_GET_MEASUREMENTS)
+    throw new GpuEvidenceError(
+      'ERR_SPDM_MALFORMED',
+      `the report does not start with a GET_MEASUREMENTS request (code 0x${reqCode.toString(16)}, expected 0xe0)`,
+    );
+  if (reqVersion !== SPDM_VERSION_1_1)
+    throw new GpuEvidenceError(
+      'ERR_SPDM_UNSUPPORTED',
+      `SPDM version ${reqVersion >> 4}.${reqVersion & 0xf} is not supported (only 1.1, as Hopper GPUs answer)`,
+    );
   const reqParam1 = cursor.u8('the request param1');
   const reqParam2 = cursor.u8('the request param2');
-  if ((reqParam1 & SIGNATURE_REQUESTED) === 0) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', 'the request did not ask for a signed answer, so nothing vouches for the measurements');
+  if ((reqParam1 & SIGNATURE_REQUESTED) === 0)
+    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', 'the request did not ask for a signed answer, so nothing vouches for the measurements');
   const requestNonce = cursor.take(SPDM_NONCE_BYTES, 'the request nonce').slice();
   const slotId = cursor.u8('the request slot id');
 
   const version = cursor.u8('the response version');
   const code = cursor.u8('the response code');
-  if (code !== SPDM_MEASUREMENTS) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response is not MEASUREMENTS (code 0x${code.toString(16)}, expected 0x60)`);
-  if (version !== reqVersion) throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response version 0x${version.toString(16)} differs from the request's 0x${reqVersion.toString(16)}`);
+  if (code !== SPDM_MEASUREMENTS)
+    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response is not MEASUREMENTS (code 0x${code.toString(16)}, expected 0x60)`);
+  if (version !== reqVersion)
+    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `the response version 0x${version.toString(16)} differs from the request's 0x${reqVersion.toString(16)}`);
   const param1 = cursor.u8('the response param1');
   const param2 = cursor.u8('the response param2');
   const blockCount = cursor.u8('the number of blocks');
@@ -122,7 +135,10 @@ export function readSpdmMeasurementReport(bytes: Uint8Array): SpdmMeasurementRep
   const signature = cursor.take(SPDM_P384_SIGNATURE_BYTES, 'the signature').slice();
   const trailing = bytes.subarray(cursor.offset);
   if (trailing.some((b) => b !== 0)) {
-    throw new GpuEvidenceError('ERR_SPDM_MALFORMED', `${trailing.length} byte(s) after the signature are not zero padding: data nobody signed follows the report`);
+    throw new GpuEvidenceError(
+      'ERR_SPDM_MALFORMED',
+      `${trailing.length} byte(s) after the signature are not zero padding: data nobody signed follows the report`,
+    );
   }
   return {
     request: { version: reqVersion, param1: reqParam1, param2: reqParam2, nonce: requestNonce, slotId },

@@ -26,7 +26,10 @@ export function compareMeasured(m: Measured): Check {
   }
   const hit = m.accepted.indexOf(m.value);
   if (hit !== -1) {
-    return pass(m.name, `${m.label} ${short(m.value)} equals accepted reference value ${hit + 1} of ${m.accepted.length}: ${m.covers} is what the auditor expects`);
+    return pass(
+      m.name,
+      `${m.label} ${short(m.value)} equals accepted reference value ${hit + 1} of ${m.accepted.length}: ${m.covers} is what the auditor expects`,
+    );
   }
   return fail(
     m.name,
@@ -60,7 +63,10 @@ export interface SnpMeasurements {
 }
 
 export const SNP_FIELDS = {
-  measurement: { label: 'MEASUREMENT', covers: 'the initial guest memory and vCPU state: the firmware and, with direct boot, the kernel, initrd and command line hashes' },
+  measurement: {
+    label: 'MEASUREMENT',
+    covers: 'the initial guest memory and vCPU state: the firmware and, with direct boot, the kernel, initrd and command line hashes',
+  },
   host_data: { label: 'HOST_DATA', covers: 'the 32 bytes the host fixed at launch (e.g. a hash of the configuration)' },
 } as const;
 
@@ -72,14 +78,23 @@ export function referenceFileCheck(ref: ReferenceValues | undefined, tee: 'tdx' 
   const section = tee === 'tdx' ? ref?.tdx : ref?.snp;
   const teeName = tee === 'tdx' ? 'TDX' : 'SEV-SNP';
   if (ref === undefined) {
-    return notPinned('reference.values', 'no reference values given (--reference FILE): the code was not compared with reference values, so this proves genuine hardware but not which software runs on it');
+    return notPinned(
+      'reference.values',
+      'no reference values given (--reference FILE): the code was not compared with reference values, so this proves genuine hardware but not which software runs on it',
+    );
   }
   if (section === undefined) {
     const other = tee === 'tdx' ? ref.snp : ref.tdx;
     if (other !== undefined) {
-      return fail('reference.values', `the reference values pin ${tee === 'tdx' ? 'SEV-SNP' : 'TDX'} values but nothing for ${teeName}, the TEE of this evidence: the auditor expected a different platform`);
+      return fail(
+        'reference.values',
+        `the reference values pin ${tee === 'tdx' ? 'SEV-SNP' : 'TDX'} values but nothing for ${teeName}, the TEE of this evidence: the auditor expected a different platform`,
+      );
     }
-    return notPinned('reference.values', `the reference values pin nothing for ${teeName} (only GPU values): the code of this confidential VM was not compared with reference values`);
+    return notPinned(
+      'reference.values',
+      `the reference values pin nothing for ${teeName} (only GPU values): the code of this confidential VM was not compared with reference values`,
+    );
   }
   return pass('reference.values', `reference values for ${teeName} given: each pinned value below is compared, each unpinned one is listed as not pinned`);
 }

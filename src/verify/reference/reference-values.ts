@@ -132,8 +132,33 @@ const TDX_HEX: Record<string, number> = {
   platform_instance_id: 16,
 };
 const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
-const SNP_HEX: Record<string, number> = { measurement: 48, host_data: 32, family_id: 16, image_id: 16, id_key_digest: 48, author_key_digest: 48, report_id: 32, chip_id: 64, report_id_ma: 32 };
-const SNP_KEYS = ['measurement', 'host_data', 'vmpl', 'min_tcb', 'policy', 'platform_info', 'permit_provisional_firmware', 'allow_missing_crl', 'min_launch_mit_vector', 'min_current_mit_vector', 'min_build', 'min_api_version', 'min_guest_svn', ...Object.keys(SNP_HEX).slice(2)];
+const SNP_HEX: Record<string, number> = {
+  measurement: 48,
+  host_data: 32,
+  family_id: 16,
+  image_id: 16,
+  id_key_digest: 48,
+  author_key_digest: 48,
+  report_id: 32,
+  chip_id: 64,
+  report_id_ma: 32,
+};
+const SNP_KEYS = [
+  'measurement',
+  'host_data',
+  'vmpl',
+  'min_tcb',
+  'policy',
+  'platform_info',
+  'permit_provisional_firmware',
+  'allow_missing_crl',
+  'min_launch_mit_vector',
+  'min_current_mit_vector',
+  'min_build',
+  'min_api_version',
+  'min_guest_svn',
+  ...Object.keys(SNP_HEX).slice(2),
+];
 const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
 const POLICY_KEYS = ['debug', 'migrate_ma', 'smt', ...Object.keys(SNP_POLICY_BITS)];
 const PLATFORM_INFO_KEYS = Object.keys(SNP_PLATFORM_INFO_BITS);
@@ -213,7 +238,10 @@ function readTdx(node: Node): TdxReferenceValues {
     } else {
       out.tcb_status = scalarList(value, key).map((status, i) => {
         if (!(TCB_STATUSES as readonly string[]).includes(status)) {
-          throw new ReferenceValuesError(Array.isArray(value) ? `${key}[${i}]` : key, `unknown TCB status ${JSON.stringify(status)} (known: ${TCB_STATUSES.join(', ')})`);
+          throw new ReferenceValuesError(
+            Array.isArray(value) ? `${key}[${i}]` : key,
+            `unknown TCB status ${JSON.stringify(status)} (known: ${TCB_STATUSES.join(', ')})`,
+          );
         }
         return status as TcbStatus;
       });
@@ -233,7 +261,8 @@ function readSnp(node: Node): SnpReferenceValues {
     } else if (name === 'platform_info') {
       const bits = mapAt(value, key, PLATFORM_INFO_KEYS);
       const p: NonNullable<SnpReferenceValues['platform_info']> = {};
-      for (const [bit, v] of Object.entries(bits)) p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
+      for (const [bit, v] of Object.entries(bits))
+        p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
       out.platform_info = p;
     } else if (name === 'permit_provisional_firmware' || name === 'allow_missing_crl') {
       out[name] = booleanValue(single(value, key), key);
@@ -241,11 +270,13 @@ function readSnp(node: Node): SnpReferenceValues {
       out[name] = integer(single(value, key), key, name === 'min_build' ? 255 : 0xffffffff);
     } else if (name === 'min_launch_mit_vector' || name === 'min_current_mit_vector') {
       const text = single(value, key);
-      if (!/^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) || BigInt(text) > 0xffffffffffffffffn) throw new ReferenceValuesError(key, `must be a 64-bit number, decimal or 0x-hex (the bits required), got ${JSON.stringify(text)}`);
+      if (!/^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) || BigInt(text) > 0xffffffffffffffffn)
+        throw new ReferenceValuesError(key, `must be a 64-bit number, decimal or 0x-hex (the bits required), got ${JSON.stringify(text)}`);
       out[name] = BigInt(text);
     } else if (name === 'min_api_version') {
       const m = /^(\d{1,3})\.(\d{1,3})$/.exec(single(value, key));
-      if (m === null || Number(m[1]) > 255 || Number(m[2]) > 255) throw new ReferenceValuesError(key, `must be MAJOR.MINOR, e.g. 1.55, got ${JSON.stringify(single(value, key))}`);
+      if (m === null || Number(m[1]) > 255 || Number(m[2]) > 255)
+        throw new ReferenceValuesError(key, `must be MAJOR.MINOR, e.g. 1.55, got ${JSON.stringify(single(value, key))}`);
       out.min_api_version = { major: Number(m[1]), minor: Number(m[2]) };
     } else if (name === 'vmpl') {
       out.vmpl = scalarList(value, key).map((v, i) => integer(v, Array.isArray(value) ? `${key}[${i}]` : key, 3));
@@ -277,7 +308,8 @@ function readSigil(node: Node): SigilReferenceValues {
   const map = mapAt(node, 'sigil', ['manifest_sha384', 'accept_loaded_keys']);
   const out: SigilReferenceValues = {};
   if (map.manifest_sha384 !== undefined) out.manifest_sha384 = hexList(map.manifest_sha384, 'sigil.manifest_sha384', 48);
-  if (map.accept_loaded_keys !== undefined) out.accept_loaded_keys = booleanValue(single(map.accept_loaded_keys, 'sigil.accept_loaded_keys'), 'sigil.accept_loaded_keys');
+  if (map.accept_loaded_keys !== undefined)
+    out.accept_loaded_keys = booleanValue(single(map.accept_loaded_keys, 'sigil.accept_loaded_keys'), 'sigil.accept_loaded_keys');
   return out;
 }
 
@@ -286,7 +318,8 @@ function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenc
   const out: GpuReferenceValues = {};
   if (map.rims !== undefined) out.rims = scalarList(map.rims, 'gpu.rims').map(resolvePath);
   if (map.ocsp !== undefined) out.ocsp = scalarList(map.ocsp, 'gpu.ocsp').map(resolvePath);
-  if (map.ocsp_allow_missing !== undefined) out.ocsp_allow_missing = booleanValue(single(map.ocsp_allow_missing, 'gpu.ocsp_allow_missing'), 'gpu.ocsp_allow_missing');
+  if (map.ocsp_allow_missing !== undefined)
+    out.ocsp_allow_missing = booleanValue(single(map.ocsp_allow_missing, 'gpu.ocsp_allow_missing'), 'gpu.ocsp_allow_missing');
   return out;
 }
 

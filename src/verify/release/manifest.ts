@@ -54,7 +54,10 @@ const MEASUREMENT_BYTES: Record<ReleasePlatform, Record<string, number>> = {
 
 /** A statement that is not a Sigil release manifest; `path` names the offending field. */
 export class ReleaseManifestError extends ReleaseError {
-  constructor(readonly path: string, message: string) {
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
     super('ERR_RELEASE_MANIFEST', `${path}: ${message}`);
   }
 }
@@ -89,13 +92,18 @@ function readTarget(value: unknown, path: string): ReleaseTarget {
     if (!['string', 'number', 'boolean'].includes(typeof v)) throw new ReleaseManifestError(`${path}.shape.${key}`, 'must be a string, number or boolean');
   }
   const fw = object(t.firmware, `${path}.firmware`);
-  const firmware = { name: text(fw.name, `${path}.firmware.name`), sha384: hex(fw.sha384, `${path}.firmware.sha384`, 48), source: text(fw.source, `${path}.firmware.source`) };
+  const firmware = {
+    name: text(fw.name, `${path}.firmware.name`),
+    sha384: hex(fw.sha384, `${path}.firmware.sha384`, 48),
+    source: text(fw.source, `${path}.firmware.source`),
+  };
   const m = object(t.measurements, `${path}.measurements`);
   const allowed = MEASUREMENT_BYTES[platform];
   const measurements: Record<string, string> = {};
   for (const [key, v] of Object.entries(m)) {
     const bytes = allowed[key];
-    if (bytes === undefined) throw new ReleaseManifestError(`${path}.measurements.${key}`, `is not a ${platform} measurement (allowed: ${Object.keys(allowed).join(', ')})`);
+    if (bytes === undefined)
+      throw new ReleaseManifestError(`${path}.measurements.${key}`, `is not a ${platform} measurement (allowed: ${Object.keys(allowed).join(', ')})`);
     measurements[key] = hex(v, `${path}.measurements.${key}`, bytes);
   }
   if (Object.keys(measurements).length === 0) throw new ReleaseManifestError(`${path}.measurements`, 'lists no measurement');
@@ -112,7 +120,8 @@ export function parseReleaseStatement(payload: Uint8Array): ReleaseStatement {
   }
   const s = object(doc, 'statement');
   if (s._type !== IN_TOTO_STATEMENT_TYPE) throw new ReleaseManifestError('_type', `must be ${IN_TOTO_STATEMENT_TYPE}`);
-  if (s.predicateType !== RELEASE_PREDICATE_TYPE) throw new ReleaseManifestError('predicateType', `must be ${RELEASE_PREDICATE_TYPE}, got ${JSON.stringify(s.predicateType)}`);
+  if (s.predicateType !== RELEASE_PREDICATE_TYPE)
+    throw new ReleaseManifestError('predicateType', `must be ${RELEASE_PREDICATE_TYPE}, got ${JSON.stringify(s.predicateType)}`);
   const subject = list(s.subject, 'subject').map((v, i) => {
     const o = object(v, `subject[${i}]`);
     const digest = object(o.digest, `subject[${i}].digest`);

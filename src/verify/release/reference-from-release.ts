@@ -43,7 +43,10 @@ export function withReleaseValues(own: ReferenceValues, release: ReferenceValues
   for (const key of RELEASE_KEYS) {
     const [section, name] = key.split('.') as [keyof ReferenceValues, string];
     if ((own[section] as Record<string, unknown> | undefined)?.[name] !== undefined) {
-      throw new ReferenceValuesError(key, 'is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)');
+      throw new ReferenceValuesError(
+        key,
+        'is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)',
+      );
     }
   }
   if (release === undefined) return own;

@@ -13,7 +13,10 @@ import { ReleaseError } from './errors.ts';
 export function signReleaseWithKey(statement: ReleaseStatement, privateKeyPem: string): string {
   const key = createPrivateKey(privateKeyPem);
   if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
-    throw new ReleaseError('ERR_RELEASE_SIGNING_KEY', 'the release signing key must be an EC P-256 private key (PEM), e.g. from `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt`');
+    throw new ReleaseError(
+      'ERR_RELEASE_SIGNING_KEY',
+      'the release signing key must be an EC P-256 private key (PEM), e.g. from `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt`',
+    );
   }
   const publicPem = createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString();
   const payload = Buffer.from(JSON.stringify(statement), 'utf8');

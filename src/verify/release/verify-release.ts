@@ -36,7 +36,13 @@ function notChecked(name: string, because: string): Check {
 }
 
 function emptyRoot(): TrustedRoot {
-  return TrustedRoot.fromJSON({ mediaType: 'application/vnd.dev.sigstore.trustedroot+json;version=0.1', tlogs: [], certificateAuthorities: [], ctlogs: [], timestampAuthorities: [] });
+  return TrustedRoot.fromJSON({
+    mediaType: 'application/vnd.dev.sigstore.trustedroot+json;version=0.1',
+    tlogs: [],
+    certificateAuthorities: [],
+    ctlogs: [],
+    timestampAuthorities: [],
+  });
 }
 
 function trustMaterial(trust: ReleaseTrust): TrustMaterial {
@@ -49,15 +55,18 @@ function trustMaterial(trust: ReleaseTrust): TrustMaterial {
 function readBundle(bytes: Uint8Array): BundleWithDsseEnvelope {
   const json = JSON.parse(Buffer.from(bytes).toString('utf8')) as unknown;
   const bundle: Bundle = bundleFromJSON(json);
-  if (!isBundleWithDsseEnvelope(bundle)) throw new ReleaseError('ERR_RELEASE_BUNDLE', 'it holds a bare message signature, not a DSSE envelope around an in-toto statement');
+  if (!isBundleWithDsseEnvelope(bundle))
+    throw new ReleaseError('ERR_RELEASE_BUNDLE', 'it holds a bare message signature, not a DSSE envelope around an in-toto statement');
   return bundle;
 }
 
 /** Which kind of signer the bundle names must match the trust: a pinned key never accepts a certificate, and the reverse. */
 function keyKindProblem(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): string | undefined {
   const material = bundle.verificationMaterial.content.$case;
-  if (trust.kind === 'key' && material !== 'publicKey') return 'the manifest is signed with a Sigstore certificate, but the verifier pins a key (--key): give --identity and --issuer instead';
-  if (trust.kind === 'sigstore' && material === 'publicKey') return 'the manifest is signed with a bare key, not a Sigstore certificate for the expected workflow: pin that key with --key if you trust its holder';
+  if (trust.kind === 'key' && material !== 'publicKey')
+    return 'the manifest is signed with a Sigstore certificate, but the verifier pins a key (--key): give --identity and --issuer instead';
+  if (trust.kind === 'sigstore' && material === 'publicKey')
+    return 'the manifest is signed with a bare key, not a Sigstore certificate for the expected workflow: pin that key with --key if you trust its holder';
   return undefined;
 }
 
@@ -73,9 +82,13 @@ function signerPass(trust: ReleaseTrust): string {
 function cryptoChecks(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): { checks: Check[]; signer: Signer | undefined } {
   const problem = keyKindProblem(bundle, trust);
   if (problem !== undefined) {
-    return { checks: [fail('release.signer', problem), notChecked('release.tlog', 'release.signer'), notChecked('release.signature', 'release.signer')], signer: undefined };
+    return {
+      checks: [fail('release.signer', problem), notChecked('release.tlog', 'release.signer'), notChecked('release.signature', 'release.signer')],
+      signer: undefined,
+    };
   }
-  const options = trust.kind === 'key' ? { tlogThreshold: 0, ctlogThreshold: 0, timestampThreshold: 0 } : { tlogThreshold: 1, ctlogThreshold: 1, timestampThreshold: 1 };
+  const options =
+    trust.kind === 'key' ? { tlogThreshold: 0, ctlogThreshold: 0, timestampThreshold: 0 } : { tlogThreshold: 1, ctlogThreshold: 1, timestampThreshold: 1 };
   let signer: Signer | undefined;
   let failedStep: CryptoStep | undefined;
   let reason = '';
@@ -107,16 +120,29 @@ function cryptoChecks(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): { ch
       continue;
     }
     if (step === 'release.signer') checks.push(pass(step, signerPass(trust)));
-    else if (step === 'release.signature') checks.push(pass(step, "the DSSE signature over the manifest verifies with the signer's key: the manifest is byte for byte what was signed"));
+    else if (step === 'release.signature')
+      checks.push(pass(step, "the DSSE signature over the manifest verifies with the signer's key: the manifest is byte for byte what was signed"));
     else if (trust.kind === 'key') {
       // Pinning a key (--key) is the auditor's choice to trust its holder without a log: an explicit waiver, never a pass.
-      const unlogged = notPinned(step, 'a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests');
+      const unlogged = notPinned(
+        step,
+        'a locally keyed manifest is not in a transparency log, so nobody can see whether its signer published other, conflicting manifests',
+      );
       checks.push(waive(unlogged, "the signer's key is pinned (--key): the auditor trusts its holder without a transparency log"));
-    }
-    else if (entries.length === 0 || entries.some((e) => e.inclusionProof === undefined)) {
-      checks.push(fail(step, 'the bundle carries only the log\'s signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees'));
+    } else if (entries.length === 0 || entries.some((e) => e.inclusionProof === undefined)) {
+      checks.push(
+        fail(
+          step,
+          "the bundle carries only the log's signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees",
+        ),
+      );
     } else {
-      checks.push(pass(step, `the signature is in the pinned Sigstore transparency log (entry ${tlogIndexes(bundle)}): its inclusion proof leads to a checkpoint signed by the log's pinned key, so the release was signed in public`));
+      checks.push(
+        pass(
+          step,
+          `the signature is in the pinned Sigstore transparency log (entry ${tlogIndexes(bundle)}): its inclusion proof leads to a checkpoint signed by the log's pinned key, so the release was signed in public`,
+        ),
+      );
     }
   }
   return { checks, signer: failedStep === undefined ? signer : undefined };
@@ -124,11 +150,18 @@ function cryptoChecks(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): { ch
 
 function identityCheck(trust: ReleaseTrust, signer: Signer | undefined, cryptoOk: boolean): Check {
   if (!cryptoOk || signer === undefined) return notChecked('release.identity', 'an earlier release check');
-  if (trust.kind === 'key') return pass('release.identity', `the signer holds the pinned key ${publicKeyHint(trust.publicKey)}: the release comes from whoever the auditor trusted with that key`);
+  if (trust.kind === 'key')
+    return pass(
+      'release.identity',
+      `the signer holds the pinned key ${publicKeyHint(trust.publicKey)}: the release comes from whoever the auditor trusted with that key`,
+    );
   const san = signer.identity?.subjectAlternativeName;
   const issuer = signer.identity?.extensions?.issuer;
   if (!identityMatches(trust.identity, san)) {
-    return fail('release.identity', `the manifest was signed by ${san ?? 'an unnamed identity'}, not by the expected ${trust.identity}: someone other than the release workflow signed it`);
+    return fail(
+      'release.identity',
+      `the manifest was signed by ${san ?? 'an unnamed identity'}, not by the expected ${trust.identity}: someone other than the release workflow signed it`,
+    );
   }
   if (issuer !== trust.issuer) {
     return fail('release.identity', `the signer's identity was vouched for by ${issuer ?? 'no named issuer'}, not by the expected ${trust.issuer}`);
@@ -139,12 +172,24 @@ function identityCheck(trust: ReleaseTrust, signer: Signer | undefined, cryptoOk
 function statementCheck(bundle: BundleWithDsseEnvelope): { check: Check; statement: ReleaseStatement | undefined } {
   const envelope = bundle.content.dsseEnvelope;
   if (envelope.payloadType !== IN_TOTO_PAYLOAD_TYPE) {
-    return { check: fail('release.statement', `the signed payload is of type ${envelope.payloadType}, not an in-toto statement (${IN_TOTO_PAYLOAD_TYPE}): it is not a release manifest`), statement: undefined };
+    return {
+      check: fail(
+        'release.statement',
+        `the signed payload is of type ${envelope.payloadType}, not an in-toto statement (${IN_TOTO_PAYLOAD_TYPE}): it is not a release manifest`,
+      ),
+      statement: undefined,
+    };
   }
   try {
     const statement = parseReleaseStatement(envelope.payload);
     const p = statement.predicate;
-    return { check: pass('release.statement', `a Sigil release manifest for version ${p.version}: image root hash ${p.image.root_hash}, ${p.targets.length} platform/VM shape target(s)`), statement };
+    return {
+      check: pass(
+        'release.statement',
+        `a Sigil release manifest for version ${p.version}: image root hash ${p.image.root_hash}, ${p.targets.length} platform/VM shape target(s)`,
+      ),
+      statement,
+    };
   } catch (err) {
     if (!(err instanceof ReleaseManifestError)) throw err;
     return { check: fail('release.statement', `the signed statement is not a Sigil release manifest: ${err.message}`), statement: undefined };
@@ -155,7 +200,10 @@ function expiryCheck(statement: ReleaseStatement | undefined, now: Date): Check 
   if (statement === undefined) return notChecked('release.expiry', 'release.statement');
   const expires = new Date(statement.predicate.expires);
   if (now.getTime() >= expires.getTime()) {
-    return fail('release.expiry', `the manifest expired at ${expires.toISOString()} (now ${now.toISOString()}): its values may describe firmware or code with known flaws; fetch the current release manifest`);
+    return fail(
+      'release.expiry',
+      `the manifest expired at ${expires.toISOString()} (now ${now.toISOString()}): its values may describe firmware or code with known flaws; fetch the current release manifest`,
+    );
   }
   return pass('release.expiry', `the manifest is valid until ${expires.toISOString()} (now ${now.toISOString()})`);
 }
@@ -171,7 +219,8 @@ export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now:
     bundle = readBundle(bundleBytes);
   } catch (err) {
     const checks = [fail('release.bundle', `the file is not a Sigstore bundle around a signed statement: ${(err as Error).message}`)];
-    for (const name of ['release.signer', 'release.tlog', 'release.signature', 'release.identity', 'release.statement', 'release.expiry']) checks.push(notChecked(name, 'release.bundle'));
+    for (const name of ['release.signer', 'release.tlog', 'release.signature', 'release.identity', 'release.statement', 'release.expiry'])
+      checks.push(notChecked(name, 'release.bundle'));
     return { ok: false, referenceValues: undefined, statement: undefined, checks };
   }
   const bundleCheck = pass('release.bundle', `a Sigstore bundle (${bundle.mediaType}) holding one DSSE envelope`);
@@ -180,7 +229,9 @@ export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now:
   const cryptoOk = crypto.checks.every((c) => c.ok || isWaived(c));
   const identity = identityCheck(trust, crypto.signer, cryptoOk);
   // An unauthenticated payload is not read: its fields would mean nothing.
-  const { check: statementResult, statement } = identity.ok ? statementCheck(bundle) : { check: notChecked('release.statement', 'the signature or signer check'), statement: undefined };
+  const { check: statementResult, statement } = identity.ok
+    ? statementCheck(bundle)
+    : { check: notChecked('release.statement', 'the signature or signer check'), statement: undefined };
   const checks = [bundleCheck, ...crypto.checks, identity, statementResult, expiryCheck(statement, now)];
   const ok = verdictOf(checks).outcome !== 'not-verified';
   return {

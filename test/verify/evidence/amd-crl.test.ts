@@ -52,7 +52,9 @@ describe("AMD's real CRLs, checked against the built-in ARKs", () => {
     crl[crl.length - 10]! ^= 0x01;
     const r = await runVerifyEvidence([...MILAN, '--collateral', bundle('milan-tampered', crl)], MILAN_AT);
     expect(r.marks).toMatchObject({ 'snp.vcek_chain': 'PASS', 'snp.root': 'PASS', 'snp.crl': 'FAIL' });
-    expect(r.stdout).toContain('FAIL snp.crl — the AMD CRL from the collateral bundle (amd-crl.der) (issuer OU=Engineering, C=US, L=Santa Clara, ST=CA, O=Advanced Micro Devices, CN=ARK-Milan) is not signed by ARK-Milan');
+    expect(r.stdout).toContain(
+      'FAIL snp.crl — the AMD CRL from the collateral bundle (amd-crl.der) (issuer OU=Engineering, C=US, L=Santa Clara, ST=CA, O=Advanced Micro Devices, CN=ARK-Milan) is not signed by ARK-Milan',
+    );
   });
 
   it("another product's CRL fails snp.crl", async () => {
@@ -64,7 +66,9 @@ describe("AMD's real CRLs, checked against the built-in ARKs", () => {
   it('a CRL past its next update fails snp.crl', async () => {
     const r = await runVerifyEvidence([...GENOA, '--collateral', bundle('genoa-stale', der('openpcc-amd-genoa-crl.pem'))], new Date('2025-12-01T00:00:00Z'));
     expect(r.marks['snp.crl']).toBe('FAIL');
-    expect(r.stdout).toContain('FAIL snp.crl — the AMD CRL is valid 2024-10-23T04:36:24.000Z to 2025-11-03T01:00:00.000Z, not at 2025-12-01T00:00:00.000Z: fetch a current one');
+    expect(r.stdout).toContain(
+      'FAIL snp.crl — the AMD CRL is valid 2024-10-23T04:36:24.000Z to 2025-11-03T01:00:00.000Z, not at 2025-12-01T00:00:00.000Z: fetch a current one',
+    );
   });
 
   it('no CRL fails snp.crl, and snp.allow_missing_crl makes it WAIVED', async () => {
@@ -87,7 +91,14 @@ describe('revocation, with a test ARK', () => {
     chain = await createAmdTestChain();
   });
   const check = (table: Uint8Array, crl?: Uint8Array) =>
-    verifySnpEvidence(buildSnpReport({ reportData: new Uint8Array(64), measurement }, chain.vcekKey), table, chain.roots, at, undefined, crl === undefined ? {} : { crl }).checks.find((c) => c.name === 'snp.crl');
+    verifySnpEvidence(
+      buildSnpReport({ reportData: new Uint8Array(64), measurement }, chain.vcekKey),
+      table,
+      chain.roots,
+      at,
+      undefined,
+      crl === undefined ? {} : { crl },
+    ).checks.find((c) => c.name === 'snp.crl');
 
   it("the certificate table's CRL entry is used when the bundle has none, and passes when it revokes nothing", () => {
     expect(check(amdCertTable(chain))).toMatchObject({ ok: true });
@@ -97,7 +108,11 @@ describe('revocation, with a test ARK', () => {
   it('an ASK the ARK revoked fails snp.crl, from the bundle or from the certificate table', async () => {
     const revoking = await amdTestCrl(chain, [chain.ask.serialNumber]);
     const fromBundle = check(amdCertTable({ ...chain, crl: undefined }), new Uint8Array(revoking.rawData));
-    expect(fromBundle).toEqual({ name: 'snp.crl', ok: false, detail: 'ARK-Test revoked SEV-Test (serial 02) on 2024-06-01T00:00:00.000Z: keys it certified cannot be trusted' });
+    expect(fromBundle).toEqual({
+      name: 'snp.crl',
+      ok: false,
+      detail: 'ARK-Test revoked SEV-Test (serial 02) on 2024-06-01T00:00:00.000Z: keys it certified cannot be trusted',
+    });
     expect(check(amdCertTable({ ...chain, crl: revoking }))?.ok).toBe(false);
   });
 

@@ -33,7 +33,10 @@ const ROUTES: Record<string, { body: Uint8Array | string; headers?: Record<strin
     body: `{"enclaveIdentity":${dcap.qe_identity},"signature":"${dcap.qe_identity_signature}"}`,
     headers: { 'SGX-Enclave-Identity-Issuer-Chain': encodeURIComponent(dcap.tcb_info_issuer_chain!) },
   },
-  '/sgx/certification/v4/pckcrl?ca=platform&encoding=der': { body: Buffer.from(dcap.pck_crl!, 'hex'), headers: { 'SGX-PCK-CRL-Issuer-Chain': encodeURIComponent(dcap.pck_crl_issuer_chain!) } },
+  '/sgx/certification/v4/pckcrl?ca=platform&encoding=der': {
+    body: Buffer.from(dcap.pck_crl!, 'hex'),
+    headers: { 'SGX-PCK-CRL-Issuer-Chain': encodeURIComponent(dcap.pck_crl_issuer_chain!) },
+  },
   '/IntelSGXRootCA.der': { body: Buffer.from(dcap.root_ca_crl!, 'hex') },
   [`/vcek/v1/Genoa/${AZURE_CHIP_ID}?blSPL=10&teeSPL=0&snpSPL=23&ucodeSPL=84`]: { body: vcekDer },
   '/vcek/v1/Genoa/cert_chain': { body: `${ASK_GENOA.trim()}\n${ARK_GENOA.trim()}\n` },
@@ -77,9 +80,23 @@ describe('sigil collateral fetch', () => {
     const r = await sigilCollateral(['fetch', '--tdx-quote', v('tdx/dcap-qvl-quote.bin'), '--out', out, ...sources()]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(requested).toEqual(['/tdx/certification/v4/tcb?fmspc=B0C06F000000', '/tdx/certification/v4/qe/identity', '/sgx/certification/v4/pckcrl?ca=platform&encoding=der', '/IntelSGXRootCA.der']);
-    expect(readdirSync(out).sort()).toEqual(['pck-crl-issuer-chain.pem', 'pck-crl.der', 'qeidentity.json', 'root-crl.der', 'tcb-signing-chain.pem', 'tcbinfo.json']);
-    expect(r.stdout).toContain(`tcbinfo.json (${Buffer.byteLength(ROUTES['/tdx/certification/v4/tcb?fmspc=B0C06F000000']!.body)} bytes) from ${base}/tdx/certification/v4/tcb?fmspc=B0C06F000000\n`);
+    expect(requested).toEqual([
+      '/tdx/certification/v4/tcb?fmspc=B0C06F000000',
+      '/tdx/certification/v4/qe/identity',
+      '/sgx/certification/v4/pckcrl?ca=platform&encoding=der',
+      '/IntelSGXRootCA.der',
+    ]);
+    expect(readdirSync(out).sort()).toEqual([
+      'pck-crl-issuer-chain.pem',
+      'pck-crl.der',
+      'qeidentity.json',
+      'root-crl.der',
+      'tcb-signing-chain.pem',
+      'tcbinfo.json',
+    ]);
+    expect(r.stdout).toContain(
+      `tcbinfo.json (${Buffer.byteLength(ROUTES['/tdx/certification/v4/tcb?fmspc=B0C06F000000']!.body)} bytes) from ${base}/tdx/certification/v4/tcb?fmspc=B0C06F000000\n`,
+    );
     const verified = await runVerifyEvidence(['--tdx-quote', v('tdx/dcap-qvl-quote.bin'), '--collateral', out], new Date('2025-06-25T00:00:00Z'));
     expect(verified.marks).toMatchObject({
       'collateral.root_crl': 'PASS',
@@ -92,7 +109,7 @@ describe('sigil collateral fetch', () => {
     });
   });
 
-  it("fetches the VCEK, cert_chain and CRL from AMD KDS for a real Genoa report, and the bundle verifies it", async () => {
+  it('fetches the VCEK, cert_chain and CRL from AMD KDS for a real Genoa report, and the bundle verifies it', async () => {
     const out = join(work, 'snp');
     requested.length = 0;
     const r = await sigilCollateral(['fetch', '--snp-report', v('snp/openpcc-azure-genoa-report.bin'), '--out', out, ...sources()]);
@@ -102,7 +119,15 @@ describe('sigil collateral fetch', () => {
     expect(readdirSync(out).sort()).toEqual(['amd-cert-chain.pem', 'amd-crl.der', 'amd-vcek.der']);
     // No --vcek or --ask: the report's signer and chain come from the bundle alone.
     const verified = await runVerifyEvidence(['--snp-report', v('snp/openpcc-azure-genoa-report.bin'), '--collateral', out], new Date('2025-07-01T00:00:00Z'));
-    expect(verified.marks).toMatchObject({ 'snp.cert_table': 'PASS', 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.root': 'PASS', 'snp.crl': 'PASS', 'snp.vcek_hwid': 'PASS', 'snp.vcek_tcb': 'PASS' });
+    expect(verified.marks).toMatchObject({
+      'snp.cert_table': 'PASS',
+      'snp.report_signature': 'PASS',
+      'snp.vcek_chain': 'PASS',
+      'snp.root': 'PASS',
+      'snp.crl': 'PASS',
+      'snp.vcek_hwid': 'PASS',
+      'snp.vcek_tcb': 'PASS',
+    });
     expect(verified.stdout).toContain('PASS snp.vcek_chain — SEV-VCEK <- SEV-Genoa (the certificate table) <- ARK-Genoa (the built-in AMD roots, self-signed)');
   });
 
@@ -118,9 +143,20 @@ describe('sigil collateral fetch', () => {
   });
 
   it('exits 3 naming the URL when a service answers with an error', async () => {
-    const r = await sigilCollateral(['fetch', '--snp-report', v('snp/go-sev-guest-debug-report.bin'), '--amd-product', 'Milan', '--out', join(work, 'missing'), ...sources()]);
+    const r = await sigilCollateral([
+      'fetch',
+      '--snp-report',
+      v('snp/go-sev-guest-debug-report.bin'),
+      '--amd-product',
+      'Milan',
+      '--out',
+      join(work, 'missing'),
+      ...sources(),
+    ]);
     expect(r.code).toBe(3);
-    expect(r.stderr).toMatch(new RegExp(`^sigil collateral fetch: GET ${base}/vcek/v1/Milan/[0-9a-f]{128}\\?blSPL=\\d+&teeSPL=\\d+&snpSPL=\\d+&ucodeSPL=\\d+: HTTP 404\\n$`));
+    expect(r.stderr).toMatch(
+      new RegExp(`^sigil collateral fetch: GET ${base}/vcek/v1/Milan/[0-9a-f]{128}\\?blSPL=\\d+&teeSPL=\\d+&snpSPL=\\d+&ucodeSPL=\\d+: HTTP 404\\n$`),
+    );
   });
 
   it('exits 2 on bad usage', async () => {

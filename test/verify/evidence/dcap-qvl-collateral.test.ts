@@ -18,10 +18,14 @@ describe("dcap-qvl's JSON collateral, given directly as --collateral FILE", () =
     const r = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', COLLATERAL], AT);
     expect(r.stderr).toBe('');
     expect(COLLATERAL_CHECKS.map((n) => [n, r.marks[n]])).toEqual(COLLATERAL_CHECKS.map((n) => [n, 'PASS']));
-    expect(r.stdout).toContain("\nPASS tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: status UpToDate (the platform has every security update Intel published), no advisories; accepted (the default accepts only UpToDate)\n");
+    expect(r.stdout).toContain(
+      "\nPASS tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: status UpToDate (the platform has every security update Intel published), no advisories; accepted (the default accepts only UpToDate)\n",
+    );
     // Every collateral check and the TCB status pass, but nothing pinned (no reference values, no REPORT_DATA, no log): fail closed, exit 1, no FAIL.
     expect(Object.values(r.marks)).not.toContain('FAIL');
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('NOT VERIFIED: 17 checks passed; 14 not pinned, so compared with nothing (tdx.qe, tdx.instance, tdx.td_attributes, tdx.xfam, tdx.mrseam, tdx.tee_tcb_svn, evidence.report_data, reference.values, reference.mrtd, reference.rtmr0, reference.rtmr1, reference.rtmr2, reference.rtmr3, eventlog.replay); the code was not compared with reference values');
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+      'NOT VERIFIED: 17 checks passed; 14 not pinned, so compared with nothing (tdx.qe, tdx.instance, tdx.td_attributes, tdx.xfam, tdx.mrseam, tdx.tee_tcb_svn, evidence.report_data, reference.values, reference.mrtd, reference.rtmr0, reference.rtmr1, reference.rtmr2, reference.rtmr3, eventlog.replay); the code was not compared with reference values',
+    );
     expect(r.code).toBe(1);
   });
 
@@ -43,7 +47,9 @@ describe("dcap-qvl's JSON collateral, given directly as --collateral FILE", () =
     const ok = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', COLLATERAL, '--reference', ref(17)], AT);
     expect(ok.stdout).toMatch(/\nPASS tdx\.tcb_status — .*; TCB evaluation 17 is at or above the minimum 17\n/);
     const newer = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', COLLATERAL, '--reference', ref(18)], AT);
-    expect(newer.stdout).toContain("\nFAIL tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: the collateral is of TCB evaluation 17, older than the minimum 18 (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires\n");
+    expect(newer.stdout).toContain(
+      "\nFAIL tdx.tcb_status — Intel's TCB info for FMSPC B0C06F000000, TCB level of 2024-03-13: the collateral is of TCB evaluation 17, older than the minimum 18 (tdx.min_tcb_evaluation_data_number): it predates TCB recoveries the auditor requires\n",
+    );
     const none = await runVerifyEvidence(['--tdx-quote', QUOTE, '--reference', ref(17)], AT);
     expect(none.marks['tdx.tcb_status']).toBe('FAIL');
   });
@@ -53,6 +59,8 @@ describe("dcap-qvl's JSON collateral, given directly as --collateral FILE", () =
     writeFileSync(path, '{"tcb_info": "{}"}');
     const r = await runVerifyEvidence(['--tdx-quote', QUOTE, '--collateral', path], AT);
     expect(r.code).toBe(3);
-    expect(r.stderr).toBe(`sigil verify-evidence: could not verify: cannot read the collateral bundle ${path}: dcap-qvl collateral lacks tcb_info_signature (a string)\n`);
+    expect(r.stderr).toBe(
+      `sigil verify-evidence: could not verify: cannot read the collateral bundle ${path}: dcap-qvl collateral lacks tcb_info_signature (a string)\n`,
+    );
   });
 });

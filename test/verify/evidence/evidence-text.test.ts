@@ -19,7 +19,13 @@ describe('evidence given as text', () => {
     expect(quoteHex.slice(0, 6)).toBe('0x0400');
     const r = await runVerifyEvidence(['--tdx-quote', v('tdx/dcap-qvl-quote-0x.hex')], AT);
     expect(r.stderr).toBe('');
-    expect(r.marks).toMatchObject({ 'tdx.quote': 'PASS', 'tdx.quote_signature': 'PASS', 'tdx.qe_binding': 'PASS', 'tdx.pck_chain': 'PASS', 'tdx.root': 'PASS' });
+    expect(r.marks).toMatchObject({
+      'tdx.quote': 'PASS',
+      'tdx.quote_signature': 'PASS',
+      'tdx.qe_binding': 'PASS',
+      'tdx.pck_chain': 'PASS',
+      'tdx.root': 'PASS',
+    });
   });
 
   it('reads 0X and a trailing newline too', async () => {
@@ -33,7 +39,9 @@ describe('evidence given as text', () => {
     expect(r.code).toBe(3);
     expect(r.stderr).toBe(`sigil verify-evidence: could not verify: ${path} is hex text with an odd number of digits (10011): a digit is missing or extra\n`);
     const bare = file('odd-bare.hex', quoteHex.slice(2, -1));
-    expect((await runVerifyEvidence(['--tdx-quote', bare], AT)).stderr).toBe(`sigil verify-evidence: could not verify: ${bare} is hex text with an odd number of digits (10011): a digit is missing or extra\n`);
+    expect((await runVerifyEvidence(['--tdx-quote', bare], AT)).stderr).toBe(
+      `sigil verify-evidence: could not verify: ${bare} is hex text with an odd number of digits (10011): a digit is missing or extra\n`,
+    );
   });
 
   it('refuses text that is neither hex nor base64, naming the first character that is not hex', async () => {
@@ -49,6 +57,8 @@ describe('evidence given as text', () => {
     const r = await runVerifyEvidence(['--gpu-report', path, '--gpu-certs', v('nvidia/hopper-cert-chain.pem'), '--json'], AT);
     expect(r.code).toBe(1);
     const out = JSON.parse(r.stdout) as { checks: Array<{ name: string; ok: boolean; detail: string }> };
-    expect(out.checks).toEqual([{ name: 'gpu[0].report', ok: false, detail: `${path} is hex text with an odd number of digits (${report.length - 1}): a digit is missing or extra` }]);
+    expect(out.checks).toEqual([
+      { name: 'gpu[0].report', ok: false, detail: `${path} is hex text with an odd number of digits (${report.length - 1}): a digit is missing or extra` },
+    ]);
   });
 });

@@ -18,8 +18,16 @@ describe('a real Milan report signed by a VLEK', () => {
   it('verifies against the built-in Milan ASVK and ARK', async () => {
     const r = await runVerifyEvidence(['--snp-report', REPORT, '--vcek', VLEK], AT);
     expect(r.stderr).toBe('');
-    expect(r.marks).toMatchObject({ 'snp.report': 'PASS', 'snp.cert_table': 'PASS', 'snp.report_signature': 'PASS', 'snp.vcek_chain': 'PASS', 'snp.root': 'PASS' });
-    expect(r.stdout).toContain('PASS snp.vcek_chain — SEV-VLEK <- SEV-VLEK-Milan (the built-in AMD signing keys) <- ARK-Milan (the built-in AMD roots, self-signed)');
+    expect(r.marks).toMatchObject({
+      'snp.report': 'PASS',
+      'snp.cert_table': 'PASS',
+      'snp.report_signature': 'PASS',
+      'snp.vcek_chain': 'PASS',
+      'snp.root': 'PASS',
+    });
+    expect(r.stdout).toContain(
+      'PASS snp.vcek_chain — SEV-VLEK <- SEV-VLEK-Milan (the built-in AMD signing keys) <- ARK-Milan (the built-in AMD roots, self-signed)',
+    );
   });
 
   it('fails snp.report_signature when one byte of the signed report changes', async () => {

@@ -22,9 +22,13 @@ describe('SEV-SNP mitigation vectors (report version 5)', () => {
       name: 'snp.mitigation_vector',
       ok: true,
       pinned: false,
-      detail: 'report version 3 carries no mitigation vectors (version 5 adds LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR); none is required (snp.min_launch_mit_vector, snp.min_current_mit_vector)',
+      detail:
+        'report version 3 carries no mitigation vectors (version 5 adds LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR); none is required (snp.min_launch_mit_vector, snp.min_current_mit_vector)',
     });
-    expect(check(azure({ min_current_mit_vector: 1n }), 'snp.mitigation_vector')).toMatchObject({ ok: false, detail: expect.stringContaining('not checked: report version 3 carries no mitigation vectors') as string });
+    expect(check(azure({ min_current_mit_vector: 1n }), 'snp.mitigation_vector')).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining('not checked: report version 3 carries no mitigation vectors') as string,
+    });
   });
 
   describe('on a version 5 report (test chain)', () => {
@@ -34,20 +38,38 @@ describe('SEV-SNP mitigation vectors (report version 5)', () => {
     });
     const v5 = (ref: SnpReferenceValues | undefined) =>
       check(
-        verifySnpEvidence(buildSnpReport({ reportData: new Uint8Array(64), measurement: new Uint8Array(48), mitigationVectors: { launch: 0b0101n, current: 0b0111n } }, chain.vcekKey), amdCertTable(chain), chain.roots, AT, ref).checks,
+        verifySnpEvidence(
+          buildSnpReport(
+            { reportData: new Uint8Array(64), measurement: new Uint8Array(48), mitigationVectors: { launch: 0b0101n, current: 0b0111n } },
+            chain.vcekKey,
+          ),
+          amdCertTable(chain),
+          chain.roots,
+          AT,
+          ref,
+        ).checks,
         'snp.mitigation_vector',
       );
 
     it('reads both vectors and leaves them NOT PINNED when nothing is required', () => {
-      expect(v5(undefined)).toMatchObject({ ok: true, pinned: false, detail: 'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7 were compared with nothing: no required mitigation bits (snp.min_launch_mit_vector, snp.min_current_mit_vector) were given' });
+      expect(v5(undefined)).toMatchObject({
+        ok: true,
+        pinned: false,
+        detail:
+          'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7 were compared with nothing: no required mitigation bits (snp.min_launch_mit_vector, snp.min_current_mit_vector) were given',
+      });
     });
 
     it('passes when every required bit is set and names the missing bits otherwise', () => {
-      expect(v5(parseReferenceValues('snp: {min_launch_mit_vector: "0x5", min_current_mit_vector: 6}').snp)).toMatchObject({ ok: true, detail: 'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7: every required mitigation bit is set' });
+      expect(v5(parseReferenceValues('snp: {min_launch_mit_vector: "0x5", min_current_mit_vector: 6}').snp)).toMatchObject({
+        ok: true,
+        detail: 'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7: every required mitigation bit is set',
+      });
       expect(v5({ min_launch_mit_vector: 0b0011n })).toEqual({
         name: 'snp.mitigation_vector',
         ok: false,
-        detail: 'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7: LAUNCH_MIT_VECTOR lacks bits 0x2 of the required 0x3: the firmware does not apply mitigations the auditor requires',
+        detail:
+          'LAUNCH_MIT_VECTOR 0x5, CURRENT_MIT_VECTOR 0x7: LAUNCH_MIT_VECTOR lacks bits 0x2 of the required 0x3: the firmware does not apply mitigations the auditor requires',
       });
     });
 
@@ -63,7 +85,11 @@ describe('REPORT_ID_MA (the migration agent)', () => {
   });
 
   it('pinned to all ones it passes; pinned to an agent it fails', () => {
-    expect(check(azure({ report_id_ma: ['ff'.repeat(32)] }), 'snp.instance')).toMatchObject({ ok: true, detail: 'REPORT_ID_MA as pinned (REPORT_ID_MA is all ones: no migration agent is bound to this guest): this is one of the machines and guests the auditor named' });
+    expect(check(azure({ report_id_ma: ['ff'.repeat(32)] }), 'snp.instance')).toMatchObject({
+      ok: true,
+      detail:
+        'REPORT_ID_MA as pinned (REPORT_ID_MA is all ones: no migration agent is bound to this guest): this is one of the machines and guests the auditor named',
+    });
     expect(check(azure({ report_id_ma: ['ab'.repeat(32)] }), 'snp.instance')).toEqual({
       name: 'snp.instance',
       ok: false,

@@ -14,10 +14,16 @@ const work = mkdtempSync(join(tmpdir(), 'sigil-tdx-instance-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 // The PCK certificates of two real quotes (both from Intel's PCK Platform CA), as Intel wrote them.
-const SPR = { quote: 'tdx/spr-e4-quote.bin', ppid: '089ddfdb9c0359c82a3bc7719239574e', instance: '8c314d17d205dfafcbecbb00fc87eff7', at: new Date('2023-06-20T00:00:00Z') };
+const SPR = {
+  quote: 'tdx/spr-e4-quote.bin',
+  ppid: '089ddfdb9c0359c82a3bc7719239574e',
+  instance: '8c314d17d205dfafcbecbb00fc87eff7',
+  at: new Date('2023-06-20T00:00:00Z'),
+};
 const DCAP_QVL = { ppid: '811dca2a26b952e85bb6448b097ba4fd', instance: '07828474603e7019dc930775ffe8cdd2' };
 
-const instanceOf = (yaml: string) => verifyTdxEvidence(quote(SPR.quote), DEFAULT_TRUST_ROOTS, SPR.at, parseReferenceValues(yaml).tdx).checks.find((c) => c.name === 'tdx.instance');
+const instanceOf = (yaml: string) =>
+  verifyTdxEvidence(quote(SPR.quote), DEFAULT_TRUST_ROOTS, SPR.at, parseReferenceValues(yaml).tdx).checks.find((c) => c.name === 'tdx.instance');
 
 describe('TDX machine allow-list (tdx.ppid, tdx.platform_instance_id): tdx.instance on real quotes', () => {
   it('is not pinned without a list, naming the PPID and platform instance id from the PCK certificate', () => {
@@ -52,8 +58,15 @@ describe('TDX machine allow-list (tdx.ppid, tdx.platform_instance_id): tdx.insta
   });
 
   it("fails dcap-qvl's quote, from another machine, against the Sapphire Rapids allow-list", () => {
-    const { checks } = verifyTdxEvidence(quote('tdx/dcap-qvl-quote.bin'), DEFAULT_TRUST_ROOTS, new Date('2025-01-01T00:00:00Z'), parseReferenceValues(`tdx:\n  ppid: ${SPR.ppid}\n`).tdx);
-    expect(checks.find((c) => c.name === 'tdx.instance')?.detail).toBe(`PPID ${DCAP_QVL.ppid} is not one of the 1 allowed machine(s): the quote comes from another machine`);
+    const { checks } = verifyTdxEvidence(
+      quote('tdx/dcap-qvl-quote.bin'),
+      DEFAULT_TRUST_ROOTS,
+      new Date('2025-01-01T00:00:00Z'),
+      parseReferenceValues(`tdx:\n  ppid: ${SPR.ppid}\n`).tdx,
+    );
+    expect(checks.find((c) => c.name === 'tdx.instance')?.detail).toBe(
+      `PPID ${DCAP_QVL.ppid} is not one of the 1 allowed machine(s): the quote comes from another machine`,
+    );
   });
 
   it('refuses an id of the wrong length, naming the key', () => {

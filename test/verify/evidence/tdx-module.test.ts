@@ -18,11 +18,17 @@ const MRSIGNERSEAM_AT = 48 + 16 + 48;
 
 describe("the TDX module's identity and TCB status from Intel's tdxModuleIdentities", () => {
   it("a real quote's module matches TDX_01 and Intel rates its ISVSVN 6 UpToDate", async () => {
-    const { checks, verdict } = await verifyIntelCollateral(readTdxQuote(new Uint8Array(quoteBytes)), readDcapQvlCollateral(collateralText), DEFAULT_TRUST_ROOTS, AT);
+    const { checks, verdict } = await verifyIntelCollateral(
+      readTdxQuote(new Uint8Array(quoteBytes)),
+      readDcapQvlCollateral(collateralText),
+      DEFAULT_TRUST_ROOTS,
+      AT,
+    );
     expect(checks.find((c) => c.name === 'tdx.module_identity')).toEqual({
       name: 'tdx.module_identity',
       ok: true,
-      detail: "MRSIGNERSEAM and SEAMATTRIBUTES match Intel's identity for TDX module TDX_01: the TDX module is Intel's; Intel rates its ISVSVN 6 UpToDate (level of 2024-03-13, no advisories), which tdx.tcb_status takes into account",
+      detail:
+        "MRSIGNERSEAM and SEAMATTRIBUTES match Intel's identity for TDX module TDX_01: the TDX module is Intel's; Intel rates its ISVSVN 6 UpToDate (level of 2024-03-13, no advisories), which tdx.tcb_status takes into account",
     });
     expect(verdict.status).toBe('UpToDate');
   });
@@ -33,7 +39,9 @@ describe("the TDX module's identity and TCB status from Intel's tdxModuleIdentit
     const { checks } = await verifyIntelCollateral(readTdxQuote(new Uint8Array(tampered)), readDcapQvlCollateral(collateralText), DEFAULT_TRUST_ROOTS, AT);
     const check = checks.find((c) => c.name === 'tdx.module_identity');
     expect(check?.ok).toBe(false);
-    expect(check?.detail).toBe(`MRSIGNERSEAM 01${'00'.repeat(47)} is not the signer Intel lists for TDX module TDX_01 (${'00'.repeat(48)}): the module isolating the TD is not one Intel signed`);
+    expect(check?.detail).toBe(
+      `MRSIGNERSEAM 01${'00'.repeat(47)} is not the signer Intel lists for TDX module TDX_01 (${'00'.repeat(48)}): the module isolating the TD is not one Intel signed`,
+    );
   });
 
   it('a module at ISVSVN 2 is OutOfDate by the same real TCB info, and the verdict takes the worse status with the advisories', () => {
@@ -47,7 +55,10 @@ describe("the TDX module's identity and TCB status from Intel's tdxModuleIdentit
 
   it('a module version Intel does not list, or an ISVSVN below every level, fails', () => {
     const unknown = tdxModuleCheck(tcbInfo, { ...body, teeTcbSvn: Uint8Array.from([6, 2, ...new Array<number>(14).fill(0)]) });
-    expect(unknown.check).toMatchObject({ ok: false, detail: "TEE_TCB_SVN names TDX module version 2, but Intel's TCB info lists no TDX_02 (only TDX_03, TDX_01): a module Intel does not know" });
+    expect(unknown.check).toMatchObject({
+      ok: false,
+      detail: "TEE_TCB_SVN names TDX module version 2, but Intel's TCB info lists no TDX_02 (only TDX_03, TDX_01): a module Intel does not know",
+    });
     const ancient = tdxModuleCheck(tcbInfo, { ...body, teeTcbSvn: Uint8Array.from([1, 1, ...new Array<number>(14).fill(0)]) });
     expect(ancient.check.ok).toBe(false);
     expect(ancient.check.detail).toContain('ISVSVN 1 is below every TCB level Intel lists for it (lowest 2)');

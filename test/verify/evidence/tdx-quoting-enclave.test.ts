@@ -21,14 +21,24 @@ const line = (stdout: string) => stdout.split('\n').find((l) => l.includes(' tdx
 describe("the quote's quoting enclave (QE vendor id, QE SVN, PCE SVN)", () => {
   it("names Intel's QE and its SVNs as not pinned when no floor is given", async () => {
     const r = await runVerifyEvidence(['--tdx-quote', QUOTE], AT);
-    expect(line(r.stdout)).toBe(`---- tdx.qe — NOT PINNED: Intel's quoting enclave (vendor 939a7233f79c4ca9940a0db3957f0607), QE SVN ${QE_SVN}, PCE SVN ${PCE_SVN}: no floor (tdx.min_qe_svn, tdx.min_pce_svn) was given, so an old quoting enclave would pass`);
+    expect(line(r.stdout)).toBe(
+      `---- tdx.qe — NOT PINNED: Intel's quoting enclave (vendor 939a7233f79c4ca9940a0db3957f0607), QE SVN ${QE_SVN}, PCE SVN ${PCE_SVN}: no floor (tdx.min_qe_svn, tdx.min_pce_svn) was given, so an old quoting enclave would pass`,
+    );
   });
 
   it('passes floors at the real values and fails floors one above them', async () => {
-    const ok = await runVerifyEvidence(['--tdx-quote', QUOTE, '--reference', file('ok.yaml', `tdx:\n  min_qe_svn: ${QE_SVN}\n  min_pce_svn: ${PCE_SVN}\n`)], AT);
+    const ok = await runVerifyEvidence(
+      ['--tdx-quote', QUOTE, '--reference', file('ok.yaml', `tdx:\n  min_qe_svn: ${QE_SVN}\n  min_pce_svn: ${PCE_SVN}\n`)],
+      AT,
+    );
     expect(ok.marks['tdx.qe']).toBe('PASS');
-    const high = await runVerifyEvidence(['--tdx-quote', QUOTE, '--reference', file('high.yaml', `tdx:\n  min_qe_svn: ${QE_SVN + 1}\n  min_pce_svn: ${PCE_SVN + 1}\n`)], AT);
-    expect(line(high.stdout)).toBe(`FAIL tdx.qe — QE SVN ${QE_SVN} < ${QE_SVN + 1}; PCE SVN ${PCE_SVN} < ${PCE_SVN + 1}: the quote was made by a quoting enclave older than the auditor accepts`);
+    const high = await runVerifyEvidence(
+      ['--tdx-quote', QUOTE, '--reference', file('high.yaml', `tdx:\n  min_qe_svn: ${QE_SVN + 1}\n  min_pce_svn: ${PCE_SVN + 1}\n`)],
+      AT,
+    );
+    expect(line(high.stdout)).toBe(
+      `FAIL tdx.qe — QE SVN ${QE_SVN} < ${QE_SVN + 1}; PCE SVN ${PCE_SVN} < ${PCE_SVN + 1}: the quote was made by a quoting enclave older than the auditor accepts`,
+    );
   });
 
   it('fails a quote whose QE vendor id was changed (and its signature)', async () => {
@@ -36,6 +46,8 @@ describe("the quote's quoting enclave (QE vendor id, QE SVN, PCE SVN)", () => {
     bytes[12]! ^= 0x01;
     const r = await runVerifyEvidence(['--tdx-quote', file('vendor.bin', bytes)], AT);
     expect(r.marks).toMatchObject({ 'tdx.qe': 'FAIL', 'tdx.quote_signature': 'FAIL' });
-    expect(line(r.stdout)).toBe("FAIL tdx.qe — QE vendor id 929a7233f79c4ca9940a0db3957f0607 is not Intel's (939a7233f79c4ca9940a0db3957f0607): the quote was made by a quoting enclave Sigil cannot vouch for");
+    expect(line(r.stdout)).toBe(
+      "FAIL tdx.qe — QE vendor id 929a7233f79c4ca9940a0db3957f0607 is not Intel's (939a7233f79c4ca9940a0db3957f0607): the quote was made by a quoting enclave Sigil cannot vouch for",
+    );
   });
 });

@@ -35,9 +35,22 @@ const ocspRequests: string[] = [];
 beforeAll(async () => {
   const common = { notBefore: new Date('2025-01-01T00:00:00Z'), notAfter: new Date('2040-01-01T00:00:00Z'), signingAlgorithm: SIGN };
   const rootKeys = (await webcrypto.subtle.generateKey(P384, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const root = await x509.X509CertificateGenerator.createSelfSigned({ ...common, serialNumber: '01', name: 'CN=Test Device Root', keys: rootKeys, extensions: [new x509.BasicConstraintsExtension(true, undefined, true)] });
+  const root = await x509.X509CertificateGenerator.createSelfSigned({
+    ...common,
+    serialNumber: '01',
+    name: 'CN=Test Device Root',
+    keys: rootKeys,
+    extensions: [new x509.BasicConstraintsExtension(true, undefined, true)],
+  });
   const leafKeys = (await webcrypto.subtle.generateKey(P384, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const leaf = await x509.X509CertificateGenerator.create({ ...common, serialNumber: '4242', subject: 'CN=Test GPU', issuer: root.subject, publicKey: leafKeys.publicKey, signingKey: rootKeys.privateKey });
+  const leaf = await x509.X509CertificateGenerator.create({
+    ...common,
+    serialNumber: '4242',
+    subject: 'CN=Test GPU',
+    issuer: root.subject,
+    publicKey: leafKeys.publicKey,
+    signingKey: rootKeys.privateKey,
+  });
   chain = [leaf, root].map((c) => new X509Certificate(Buffer.from(c.rawData)));
   const rootKey = KeyObject.from(rootKeys.privateKey);
   server = createServer((req, res) => {
@@ -46,7 +59,9 @@ beforeAll(async () => {
       const xml = RIMS[decodeURIComponent(rim[1]!)];
       if (xml === undefined) return void res.writeHead(404).end();
       const bytes = Buffer.from(xml, 'utf8');
-      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: decodeURIComponent(rim[1]!), rim: bytes.toString('base64'), sha256: createHash('sha256').update(bytes).digest('hex') }));
+      return void res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ id: decodeURIComponent(rim[1]!), rim: bytes.toString('base64'), sha256: createHash('sha256').update(bytes).digest('hex') }));
     }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -71,12 +86,16 @@ describe('fetchNvidiaCollateral', () => {
     expect(rimIdsForReport(readSpdmMeasurementReport(realReport()))).toEqual(['NV_GPU_DRIVER_GH100_550.90.07', 'NV_GPU_VBIOS_1010_0200_882_96009F0001']);
   });
 
-  it("fetches real RIMs by id and OCSP answers for a chain, from configurable URLs, in the form the verifier reads", async () => {
+  it('fetches real RIMs by id and OCSP answers for a chain, from configurable URLs, in the form the verifier reads', async () => {
     const collateral = await fetchNvidiaCollateral({ rimIds: Object.keys(RIMS), chains: [chain] }, { rimServiceUrl: `${base}/`, ocspUrl: `${base}/ocsp` });
     expect(collateral.rims.map((r) => r.id)).toEqual(Object.keys(RIMS));
     for (const { text } of collateral.rims) {
       const { checks } = verifyRim(text, { name: 'rim', roots: [NVIDIA_RIM_ROOT], at: VECTOR_TIME });
-      expect(checks.filter((c) => c.name !== 'rim.revocation').map((c) => [c.name, c.ok])).toEqual([['rim.signature', true], ['rim.schema', true], ['rim.chain', true]]);
+      expect(checks.filter((c) => c.name !== 'rim.revocation').map((c) => [c.name, c.ok])).toEqual([
+        ['rim.signature', true],
+        ['rim.schema', true],
+        ['rim.chain', true],
+      ]);
     }
     expect(ocspRequests).toEqual(['2.16.840.1.101.3.4.2.2']);
     expect(collateral.ocsp.map((o) => o.label)).toEqual(['CN=Test GPU serial 4242']);
@@ -86,7 +105,11 @@ describe('fetchNvidiaCollateral', () => {
   });
 
   it('rejects naming the RIM the service does not have, and an OCSP answer that is not one', async () => {
-    await expect(fetchNvidiaCollateral({ rimIds: ['NV_GPU_DRIVER_GH100_999.99'], chains: [] }, { rimServiceUrl: base })).rejects.toThrow(`RIM NV_GPU_DRIVER_GH100_999.99: ${base}/v1/rim/NV_GPU_DRIVER_GH100_999.99 answered 404`);
-    await expect(fetchNvidiaCollateral({ rimIds: [], chains: [chain] }, { ocspUrl: `${base}/v1/rim/NV_GPU_DRIVER_GH100_545_00` })).rejects.toThrow('answered 400');
+    await expect(fetchNvidiaCollateral({ rimIds: ['NV_GPU_DRIVER_GH100_999.99'], chains: [] }, { rimServiceUrl: base })).rejects.toThrow(
+      `RIM NV_GPU_DRIVER_GH100_999.99: ${base}/v1/rim/NV_GPU_DRIVER_GH100_999.99 answered 404`,
+    );
+    await expect(fetchNvidiaCollateral({ rimIds: [], chains: [chain] }, { ocspUrl: `${base}/v1/rim/NV_GPU_DRIVER_GH100_545_00` })).rejects.toThrow(
+      'answered 400',
+    );
   });
 });

@@ -2,8 +2,25 @@ import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { gpuEvidenceSha256 } from '../../../src/protocol/attestation.ts';
 import type { Check } from '../../../src/verify/check.ts';
-import { DEFAULT_GPU_TRUST_ROOTS, formatVbiosVersion, readSpdmMeasurementReport, verifyGpuEvidence, type GpuTrustRoots } from '../../../src/verify/gpu/index.ts';
-import { createRimTestChain, gpuEntry, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, VECTOR_TIME, type RimTestChain } from '../../support/gpu-fixtures.ts';
+import {
+  DEFAULT_GPU_TRUST_ROOTS,
+  formatVbiosVersion,
+  readSpdmMeasurementReport,
+  verifyGpuEvidence,
+  type GpuTrustRoots,
+} from '../../../src/verify/gpu/index.ts';
+import {
+  createRimTestChain,
+  gpuEntry,
+  realChainPem,
+  realReport,
+  rimMatchingReport,
+  rimText,
+  signRim,
+  VECTOR_NONCE,
+  VECTOR_TIME,
+  type RimTestChain,
+} from '../../support/gpu-fixtures.ts';
 
 const byName = (checks: Check[]): Record<string, boolean> => Object.fromEntries(checks.map((c) => [c.name, c.ok]));
 const detail = (checks: Check[], name: string): string => checks.find((c) => c.name === name)?.detail ?? `no check ${name}`;
@@ -28,9 +45,24 @@ describe('the SPDM report of a real H100 (nvtrust sample)', () => {
     expect(report.blocks.every((b) => b.value.length === 48 && b.valueType === 1)).toBe(true);
     expect(Buffer.from(report.blocks[1]!.value).toString('hex').slice(0, 16)).toBe('8048dfd18fe229bf');
     expect(report.firmware).toMatchObject({ driverVersion: '550.90.07', vbiosVersion: '96.00.9F.00.01', project: '1010', projectSku: '0200', chipSku: '882' });
-    expect(Buffer.from(report.firmware.fwid!).toString('hex')).toBe('f5c384aebb579217a2c66b17ed0f28e6a9b8d639041acd7b4721cec004f7275494ba94bb5cdfdb3055ee051762b1f75d');
+    expect(Buffer.from(report.firmware.fwid!).toString('hex')).toBe(
+      'f5c384aebb579217a2c66b17ed0f28e6a9b8d639041acd7b4721cec004f7275494ba94bb5cdfdb3055ee051762b1f75d',
+    );
     expect(report.opaque.map((f) => f.name)).toEqual([
-      'vbios_version', 'board_id', 'chip_sku', 'chip_sku_mod', 'project', 'project_sku', 'project_sku_mod', 'driver_version', 'gpu_info', 'msrscnt', 'cprinfo', 'nvdec0_status', 'fwid', 'protected_pcie_status',
+      'vbios_version',
+      'board_id',
+      'chip_sku',
+      'chip_sku_mod',
+      'project',
+      'project_sku',
+      'project_sku_mod',
+      'driver_version',
+      'gpu_info',
+      'msrscnt',
+      'cprinfo',
+      'nvdec0_status',
+      'fwid',
+      'protected_pcie_status',
     ]);
     expect(report.signedBytes.length).toBe(4117 - 96);
     expect(report.signature.length).toBe(96);
@@ -114,7 +146,9 @@ describe('verifyGpuEvidence on the real report and chain', () => {
     const other = 'aa'.repeat(32);
     let checks = verifyGpuEvidence([gpuEntry()], { nonce: other, at: VECTOR_TIME }).checks;
     expect(byName(checks)['gpu[0].nonce']).toBe(false);
-    expect(detail(checks, 'gpu[0].nonce')).toBe(`the signed request carries nonce ${VECTOR_NONCE}, not yours (${other}): the report is replayed or made for someone else`);
+    expect(detail(checks, 'gpu[0].nonce')).toBe(
+      `the signed request carries nonce ${VECTOR_NONCE}, not yours (${other}): the report is replayed or made for someone else`,
+    );
     checks = verifyGpuEvidence([gpuEntry()], { at: VECTOR_TIME }).checks;
     expect(byName(checks)['gpu[0].nonce']).toBe(false);
     expect(detail(checks, 'gpu[0].nonce')).toMatch(/^not checked: no expected nonce/);
@@ -131,7 +165,9 @@ describe('verifyGpuEvidence on the real report and chain', () => {
     const blocks = realChainPem().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!;
     checks = verifyGpuEvidence([gpuEntry(realReport(), [blocks[0], ...blocks.slice(2)].join('\n'))], { nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks;
     expect(byName(checks)['gpu[0].chain']).toBe(false);
-    expect(detail(checks, 'gpu[0].chain')).toBe('the device certificate chain is broken: GH100 A01 GSP FMC LF names a different issuer than NVIDIA GH100 Provisioner ICA 1');
+    expect(detail(checks, 'gpu[0].chain')).toBe(
+      'the device certificate chain is broken: GH100 A01 GSP FMC LF names a different issuer than NVIDIA GH100 Provisioner ICA 1',
+    );
     expect(byName(checks)['gpu[0].signature']).toBe(true);
   });
 
@@ -149,12 +185,16 @@ describe('verifyGpuEvidence on the real report and chain', () => {
   it('checks the binding list against each report and says when there is no GPU evidence', () => {
     const entry = gpuEntry();
     expect(gpuEvidenceSha256(entry)).toBe(createHash('sha256').update(realReport()).digest('hex'));
-    expect(byName(verifyGpuEvidence([entry], { boundSha256: [gpuEvidenceSha256(entry)], nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks)['gpu.binding']).toBe(true);
+    expect(byName(verifyGpuEvidence([entry], { boundSha256: [gpuEvidenceSha256(entry)], nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks)['gpu.binding']).toBe(
+      true,
+    );
     expect(byName(verifyGpuEvidence([entry], { boundSha256: ['00'.repeat(32)], nonce: VECTOR_NONCE, at: VECTOR_TIME }).checks)['gpu.binding']).toBe(false);
     expect(verifyGpuEvidence([{ index: 0, arch: 'hopper' } as never], {}).checks).toEqual([
       { name: 'gpu[0].report', ok: false, detail: 'the GPU evidence entry lacks an integer index or a string arch, report, certificates or nonce' },
     ]);
-    expect(verifyGpuEvidence([], {}).checks).toEqual([{ name: 'gpu.evidence', ok: true, detail: 'the evidence holds no GPU report: it says nothing about any GPU the model may run on' }]);
+    expect(verifyGpuEvidence([], {}).checks).toEqual([
+      { name: 'gpu.evidence', ok: true, detail: 'the evidence holds no GPU report: it says nothing about any GPU the model may run on' },
+    ]);
     expect(verifyGpuEvidence([], { rims: [rimText('driver-rim-test.swidtag')] }).checks.map((c) => [c.name, c.ok])).toEqual([['gpu.evidence', false]]);
   });
 });
@@ -176,14 +216,18 @@ describe('measurements against RIMs that describe the real report (signed by a t
     const { checks } = verifyGpuEvidence([gpuEntry()], { nonce: VECTOR_NONCE, rims: matching(), roots, at: VECTOR_TIME });
     expect(checks.filter((c) => !c.ok)).toEqual([]);
     expect(detail(checks, 'gpu[0].driver_rim')).toBe('the driver RIM 550.90.07 (GH100), signed by Test RIM Signer, describes the driver this GPU runs');
-    expect(detail(checks, 'gpu[0].measurements')).toBe('all 33 measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published');
+    expect(detail(checks, 'gpu[0].measurements')).toBe(
+      'all 33 measurements the RIMs pin equal one of their signed values: the GPU runs the driver and VBIOS NVIDIA published',
+    );
   });
 
   it('fails the measurements at the index a RIM pins differently', () => {
     const rims = matching((i, v) => (i === 33 ? `${v.slice(0, -2)}00` : v));
     const { checks } = verifyGpuEvidence([gpuEntry()], { nonce: VECTOR_NONCE, rims, roots, at: VECTOR_TIME });
     expect(checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['gpu[0].measurements']);
-    expect(detail(checks, 'gpu[0].measurements')).toMatch(/^1 of 33 measurements differ from every value the RIMs allow, at indexes 33; first: 33 \(driver RIM 550\.90\.07 \(GH100\): 198b81d9c0ce\.\.\.\)/);
+    expect(detail(checks, 'gpu[0].measurements')).toMatch(
+      /^1 of 33 measurements differ from every value the RIMs allow, at indexes 33; first: 33 \(driver RIM 550\.90\.07 \(GH100\): 198b81d9c0ce\.\.\.\)/,
+    );
   });
 
   it('fails the measurements when the two RIMs pin the same index', () => {

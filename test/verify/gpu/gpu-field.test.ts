@@ -3,7 +3,19 @@ import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { checkMark, type Check } from '../../../src/verify/check.ts';
 import { DEFAULT_GPU_TRUST_ROOTS, readSpdmMeasurementReport, verifyGpuEvidence, type GpuTrustRoots } from '../../../src/verify/gpu/index.ts';
-import { createRimTestChain, gpuEntry, nvidiaVector, realChainPem, realReport, rimMatchingReport, rimText, signRim, VECTOR_NONCE, VECTOR_TIME, type RimTestChain } from '../../support/gpu-fixtures.ts';
+import {
+  createRimTestChain,
+  gpuEntry,
+  nvidiaVector,
+  realChainPem,
+  realReport,
+  rimMatchingReport,
+  rimText,
+  signRim,
+  VECTOR_NONCE,
+  VECTOR_TIME,
+  type RimTestChain,
+} from '../../support/gpu-fixtures.ts';
 
 const marks = (checks: Check[]): Array<[string, boolean]> => checks.map((c) => [c.name, c.ok]);
 const detail = (checks: Check[], name: string): string => checks.find((c) => c.name === name)?.detail ?? `no check ${name}`;
@@ -17,7 +29,10 @@ describe('a real H100 report with a zero byte after its signature', () => {
   it('is read; the unsigned zero padding is named and ignored, and every device check passes', () => {
     const report = readSpdmMeasurementReport(ciReport());
     expect(report.trailingZeroBytes).toBe(1);
-    const { checks } = verifyGpuEvidence([{ ...gpuEntry(ciReport(), ciChain(), CI_NONCE), index: 0 }], { nonce: CI_NONCE, at: new Date('2026-07-01T00:00:00Z') });
+    const { checks } = verifyGpuEvidence([{ ...gpuEntry(ciReport(), ciChain(), CI_NONCE), index: 0 }], {
+      nonce: CI_NONCE,
+      at: new Date('2026-07-01T00:00:00Z'),
+    });
     expect(marks(checks).filter(([, ok]) => !ok)).toEqual([]);
     expect(detail(checks, 'gpu[0].report')).toMatch(/; 1 zero byte after the signature \(padding nobody signed\) ignored$/);
   });
@@ -37,7 +52,9 @@ describe('the shape of a GPU device certificate chain', () => {
       ['gpu[0].chain', false],
       ['gpu[0].root', false],
     ]);
-    expect(detail(checks, 'gpu[0].chain')).toBe('the chain holds 1 certificate (NVIDIA Device Identity CA), a CA and no device certificate: a GPU chain runs from the device certificate up to the root');
+    expect(detail(checks, 'gpu[0].chain')).toBe(
+      'the chain holds 1 certificate (NVIDIA Device Identity CA), a CA and no device certificate: a GPU chain runs from the device certificate up to the root',
+    );
     expect(detail(checks, 'gpu[0].root')).toBe('not checked: the chain has no device certificate');
   });
 
@@ -95,26 +112,40 @@ describe('the VBIOS RIM is chosen by board and SKU as well as version', () => {
   it("passes with the RIM service's VBIOS RIM for this board (project 1010, SKU 0200, chip 882)", () => {
     const checks = run(fromRimService('NV_GPU_VBIOS_1010_0200_882_96009F0001', vbiosXml()));
     expect(checks.filter((c) => !c.ok)).toEqual([]);
-    expect(detail(checks, 'gpu[0].vbios_board')).toBe('the VBIOS RIM NV_GPU_VBIOS_1010_0200_882_96009F0001 is for project 1010, project SKU 0200, chip SKU 882: this board');
+    expect(detail(checks, 'gpu[0].vbios_board')).toBe(
+      'the VBIOS RIM NV_GPU_VBIOS_1010_0200_882_96009F0001 is for project 1010, project SKU 0200, chip SKU 882: this board',
+    );
   });
 
   it('does not choose a RIM of the same VBIOS version made for another board SKU', () => {
     const checks = run(fromRimService('NV_GPU_VBIOS_1010_0201_882_96009F0001', vbiosXml()));
-    expect(marks(checks).filter(([, ok]) => !ok).map(([n]) => n)).toEqual(['gpu[0].vbios_rim', 'gpu[0].measurements']);
-    expect(detail(checks, 'gpu[0].vbios_rim')).toBe('no verified RIM describes VBIOS 96.00.9F.00.01 on project 1010, project SKU 0200, chip SKU 882 (RIMs of that version for other boards: NV_GPU_VBIOS_1010_0201_882_96009F0001)');
+    expect(
+      marks(checks)
+        .filter(([, ok]) => !ok)
+        .map(([n]) => n),
+    ).toEqual(['gpu[0].vbios_rim', 'gpu[0].measurements']);
+    expect(detail(checks, 'gpu[0].vbios_rim')).toBe(
+      'no verified RIM describes VBIOS 96.00.9F.00.01 on project 1010, project SKU 0200, chip SKU 882 (RIMs of that version for other boards: NV_GPU_VBIOS_1010_0201_882_96009F0001)',
+    );
   });
 
   it('says the board was not checked when the RIM is bare SWID XML, which names none', () => {
     const checks = run(vbiosXml());
     const board = checks.find((c) => c.name === 'gpu[0].vbios_board')!;
     expect(checkMark(board)).toBe('----');
-    expect(board.detail).toBe("the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)");
+    expect(board.detail).toBe(
+      "the VBIOS RIM was given as bare SWID XML, which names no board: the board and SKU it was made for were not compared (give the RIM service's answer, NV_GPU_VBIOS_<project>_<SKU>_<chip>_<version>)",
+    );
   });
 
   it("refuses a RIM service answer whose SHA-256 is not its RIM's, or whose id names another version", () => {
     const badHash = run(fromRimService('NV_GPU_VBIOS_1010_0200_882_96009F0001', vbiosXml(), '00'.repeat(32)));
-    expect(detail(badHash, 'gpu.rim[1].signature')).toBe("the RIM cannot be read: ERR_RIM_MALFORMED: the RIM service answer's sha256 0000000000000000... is not the SHA-256 of its RIM");
+    expect(detail(badHash, 'gpu.rim[1].signature')).toBe(
+      "the RIM cannot be read: ERR_RIM_MALFORMED: the RIM service answer's sha256 0000000000000000... is not the SHA-256 of its RIM",
+    );
     const otherVersion = run(fromRimService('NV_GPU_VBIOS_1010_0200_882_96005E0001', vbiosXml()));
-    expect(detail(otherVersion, 'gpu.rim[1].signature')).toBe('the signed RIM cannot be read: ERR_RIM_MALFORMED: the RIM service id NV_GPU_VBIOS_1010_0200_882_96005E0001 names VBIOS 96005E0001, but the RIM describes 96.00.9F.00.01');
+    expect(detail(otherVersion, 'gpu.rim[1].signature')).toBe(
+      'the signed RIM cannot be read: ERR_RIM_MALFORMED: the RIM service id NV_GPU_VBIOS_1010_0200_882_96005E0001 names VBIOS 96005E0001, but the RIM describes 96.00.9F.00.01',
+    );
   });
 });

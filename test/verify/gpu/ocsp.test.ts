@@ -25,11 +25,23 @@ interface Issued {
 
 async function issue(subject: string, serial: string, issuer: Issued | null, extensions: x509.Extension[] = []): Promise<Issued> {
   const keys = (await webcrypto.subtle.generateKey(P384, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const common = { serialNumber: serial, notBefore: new Date('2025-01-01T00:00:00Z'), notAfter: new Date('2040-01-01T00:00:00Z'), signingAlgorithm: SHA384_SIGN, extensions };
+  const common = {
+    serialNumber: serial,
+    notBefore: new Date('2025-01-01T00:00:00Z'),
+    notAfter: new Date('2040-01-01T00:00:00Z'),
+    signingAlgorithm: SHA384_SIGN,
+    extensions,
+  };
   const cert =
     issuer === null
       ? await x509.X509CertificateGenerator.createSelfSigned({ ...common, name: subject, keys })
-      : await x509.X509CertificateGenerator.create({ ...common, subject, issuer: issuer.cert.subject, publicKey: keys.publicKey, signingKey: (issuer as Issued & { cryptoKey: CryptoKey }).cryptoKey });
+      : await x509.X509CertificateGenerator.create({
+          ...common,
+          subject,
+          issuer: issuer.cert.subject,
+          publicKey: keys.publicKey,
+          signingKey: (issuer as Issued & { cryptoKey: CryptoKey }).cryptoKey,
+        });
   return Object.assign({ cert, key: KeyObject.from(keys.privateKey) }, { cryptoKey: keys.privateKey });
 }
 
@@ -51,17 +63,23 @@ beforeAll(async () => {
 describe('revocation of a certificate chain from recorded OCSP responses', () => {
   it('passes when every certificate below the root has a good, current answer signed by its issuer', () => {
     const check = revocationCheck('x.revocation', 'test chain', chain, {
-      bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key }), ocspResponse({ cert: der(ca), issuer: der(root), signer: root.key, hash: 'sha1' })),
+      bundle: bundle(
+        ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key }),
+        ocspResponse({ cert: der(ca), issuer: der(root), signer: root.key, hash: 'sha1' }),
+      ),
       at: AT,
     });
     expect(checkMark(check)).toBe('PASS');
     expect(check.detail).toBe(
-      'no certificate of the test chain is revoked, by NVIDIA\'s recorded OCSP responses: Test Device: good from 2029-12-31T23:00:00.000Z to 2030-01-02T00:00:00.000Z, signed by Test CA; Test CA: good from 2029-12-31T23:00:00.000Z to 2030-01-02T00:00:00.000Z, signed by Test Root',
+      "no certificate of the test chain is revoked, by NVIDIA's recorded OCSP responses: Test Device: good from 2029-12-31T23:00:00.000Z to 2030-01-02T00:00:00.000Z, signed by Test CA; Test CA: good from 2029-12-31T23:00:00.000Z to 2030-01-02T00:00:00.000Z, signed by Test Root",
     );
   });
 
   it('fails a revoked certificate, naming when', () => {
-    const check = revocationCheck('x.revocation', 'test chain', chain, { bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key, status: 'revoked' })), at: AT });
+    const check = revocationCheck('x.revocation', 'test chain', chain, {
+      bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key, status: 'revoked' })),
+      at: AT,
+    });
     expect(checkMark(check)).toBe('FAIL');
     expect(check.detail).toBe('the test chain cannot be trusted: Test Device was revoked at 2029-06-01T00:00:00.000Z, says Test CA (response 0)');
   });
@@ -74,7 +92,10 @@ describe('revocation of a certificate chain from recorded OCSP responses', () =>
       [{ status: 'unknown' }, 'does not know Test Device'],
     ];
     for (const [change, words] of cases) {
-      const check = revocationCheck('x.revocation', 'test chain', chain, { bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key, ...change })), at: AT });
+      const check = revocationCheck('x.revocation', 'test chain', chain, {
+        bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key, ...change })),
+        at: AT,
+      });
       expect(checkMark(check)).toBe('FAIL');
       expect(check.detail).toContain(words);
     }
@@ -82,15 +103,24 @@ describe('revocation of a certificate chain from recorded OCSP responses', () =>
 
   it('fails an answer signed by anyone but the issuer or a responder the issuer certified for OCSP signing', async () => {
     const stranger = await issue('CN=Stranger', '77', null);
-    const forged = revocationCheck('x.revocation', 'test chain', chain, { bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: stranger.key })), at: AT });
+    const forged = revocationCheck('x.revocation', 'test chain', chain, {
+      bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: stranger.key })),
+      at: AT,
+    });
     expect(checkMark(forged)).toBe('FAIL');
     expect(forged.detail).toContain('is not signed by its issuer Test CA nor by an OCSP signer it certified');
     const delegate = await issue('CN=Test OCSP Responder', '33', ca, [new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.ocspSigning])]);
-    const delegated = revocationCheck('x.revocation', 'test chain', chain.slice(0, 2), { bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: delegate.key, signerCert: der(delegate) })), at: AT });
+    const delegated = revocationCheck('x.revocation', 'test chain', chain.slice(0, 2), {
+      bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: delegate.key, signerCert: der(delegate) })),
+      at: AT,
+    });
     expect(checkMark(delegated)).toBe('PASS');
     expect(delegated.detail).toContain('signed by Test OCSP Responder (delegated by Test CA)');
     const notForOcsp = await issue('CN=Test Other Cert', '34', ca);
-    const refused = revocationCheck('x.revocation', 'test chain', chain.slice(0, 2), { bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: notForOcsp.key, signerCert: der(notForOcsp) })), at: AT });
+    const refused = revocationCheck('x.revocation', 'test chain', chain.slice(0, 2), {
+      bundle: bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: notForOcsp.key, signerCert: der(notForOcsp) })),
+      at: AT,
+    });
     expect(checkMark(refused)).toBe('FAIL');
   });
 
@@ -98,21 +128,39 @@ describe('revocation of a certificate chain from recorded OCSP responses', () =>
     const partial = bundle(ocspResponse({ cert: der(leaf), issuer: der(ca), signer: ca.key }), new Uint8Array([0x30, 0x03, 0x0a, 0x01, 0x01]));
     const missing = revocationCheck('x.revocation', 'test chain', chain, { bundle: partial, at: AT });
     expect(checkMark(missing)).toBe('FAIL');
-    expect(missing.detail).toBe('not checked: no recorded OCSP response covers Test CA (unreadable: response 1: the responder answered status malformedRequest, not successful)');
+    expect(missing.detail).toBe(
+      'not checked: no recorded OCSP response covers Test CA (unreadable: response 1: the responder answered status malformedRequest, not successful)',
+    );
     expect(checkMark(revocationCheck('x.revocation', 'test chain', chain, { bundle: partial, allowMissing: true, at: AT }))).toBe('WAIVED');
     expect(checkMark(revocationCheck('x.revocation', 'test chain', chain, { at: AT }))).toBe('----');
   });
 });
 
 describe("a real H100's evidence and NVIDIA's real RIMs with recorded OCSP responses", () => {
-  const nvidiaChain = () => realChainPem().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!.map((pem) => new X509Certificate(pem));
+  const nvidiaChain = () =>
+    realChainPem()
+      .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
+      .map((pem) => new X509Certificate(pem));
 
   it("refuses an answer about the real device certificate that NVIDIA's CA did not sign, and fails closed when nothing covers it", async () => {
     const [device, issuer] = nvidiaChain();
     const stranger = await issue('CN=Not NVIDIA', '99', null);
-    const forged = bundle(ocspResponse({ cert: new Uint8Array(device!.raw), issuer: new Uint8Array(issuer!.raw), signer: stranger.key, thisUpdate: new Date(VECTOR_TIME.getTime() - HOUR), nextUpdate: new Date(VECTOR_TIME.getTime() + HOUR) }));
+    const forged = bundle(
+      ocspResponse({
+        cert: new Uint8Array(device!.raw),
+        issuer: new Uint8Array(issuer!.raw),
+        signer: stranger.key,
+        thisUpdate: new Date(VECTOR_TIME.getTime() - HOUR),
+        nextUpdate: new Date(VECTOR_TIME.getTime() + HOUR),
+      }),
+    );
     const run = (ocsp: ReturnType<typeof bundle> | undefined, allow?: boolean) =>
-      verifyGpuEvidence([gpuEntry()], { nonce: VECTOR_NONCE, at: VECTOR_TIME, ...(ocsp === undefined ? {} : { ocsp }), ...(allow === undefined ? {} : { ocspAllowMissing: allow }) }).checks.find((c) => c.name === 'gpu[0].revocation')!;
+      verifyGpuEvidence([gpuEntry()], {
+        nonce: VECTOR_NONCE,
+        at: VECTOR_TIME,
+        ...(ocsp === undefined ? {} : { ocsp }),
+        ...(allow === undefined ? {} : { ocspAllowMissing: allow }),
+      }).checks.find((c) => c.name === 'gpu[0].revocation')!;
     const refused = run(forged);
     expect(checkMark(refused)).toBe('FAIL');
     expect(refused.detail).toContain(`is not signed by its issuer ${issuer!.subject.match(/CN=([^\n]+)/)![1]} nor by an OCSP signer it certified`);

@@ -25,7 +25,12 @@ describe('RIM schema validation', () => {
 
   it('passes the same RIM re-signed by the test chain, so the failures below are the tampering alone', () => {
     const { checks, rim } = verifyRim(signRim(unsigned('driver-rim-test.swidtag'), chain), { name: 'rim', roots: [chain.rootPem], at: VECTOR_TIME });
-    expect(checks.map((c) => [c.name, c.ok])).toEqual([['rim.signature', true], ['rim.schema', true], ['rim.chain', true], ['rim.revocation', true]]);
+    expect(checks.map((c) => [c.name, c.ok])).toEqual([
+      ['rim.signature', true],
+      ['rim.schema', true],
+      ['rim.chain', true],
+      ['rim.revocation', true],
+    ]);
     expect(rim?.version).toBe('545.00');
   });
 
@@ -36,7 +41,14 @@ describe('RIM schema validation', () => {
     ['no tagId', (x) => x.replace(/ tagId="[^"]*"/, ''), 'SoftwareIdentity has no tagId (required)'],
     ['an index that is not an integer', (x) => x.replace('index="1" ', 'index="one" '), 'Measurement one: index="one" is not a non-negative integer'],
     ['a boolean the schema does not know', (x) => x.replace('corpus="false"', 'corpus="no"'), 'SoftwareIdentity corpus="no" is not an xs:boolean'],
-    ['a measurement outside the Payload', (x) => x.replace(/(<ns0:Resource type="Measurement" index="0"[^>]*\/>)/, '').replace('<ns0:Meta ', '<ns0:Resource type="Measurement" index="0" active="False" alternatives="1" size="48" name="Measurement_0"/><ns0:Meta '), 'SoftwareIdentity holds a Resource element, which the SWID schema does not allow there'],
+    [
+      'a measurement outside the Payload',
+      (x) =>
+        x
+          .replace(/(<ns0:Resource type="Measurement" index="0"[^>]*\/>)/, '')
+          .replace('<ns0:Meta ', '<ns0:Resource type="Measurement" index="0" active="False" alternatives="1" size="48" name="Measurement_0"/><ns0:Meta '),
+      'SoftwareIdentity holds a Resource element, which the SWID schema does not allow there',
+    ],
   ];
 
   for (const [what, tamper, words] of tamperings) {

@@ -17,22 +17,29 @@ describe("NVIDIA's signed RIMs (nvtrust samples)", () => {
   it('verifies the driver and VBIOS RIMs: XML signature by the signer they name, chain to the CoRIM root', () => {
     const driver = verifyRim(rimText('driver-rim-test.swidtag'), options);
     expect(driver.checks).toEqual([
-      { name: 'rim.signature', ok: true, detail: 'the driver RIM 545.00 (GH100) is signed as a whole (ECDSA P-384, SHA-384) by HCC RIM L4 Signer, the key named in it' },
+      {
+        name: 'rim.signature',
+        ok: true,
+        detail: 'the driver RIM 545.00 (GH100) is signed as a whole (ECDSA P-384, SHA-384) by HCC RIM L4 Signer, the key named in it',
+      },
       {
         name: 'rim.schema',
         ok: true,
-        detail: 'the RIM has the SWID structure (ISO/IEC 19770-2:2015) NVIDIA uses: a named tag with a tag creator, one Meta, one Payload of Measurement resources, each attribute of its type',
+        detail:
+          'the RIM has the SWID structure (ISO/IEC 19770-2:2015) NVIDIA uses: a named tag with a tag creator, one Meta, one Payload of Measurement resources, each attribute of its type',
       },
       {
         name: 'rim.chain',
         ok: true,
-        detail: 'HCC RIM L4 Signer <- NVIDIA Reference Value L3 GH100 001 <- NVIDIA Reference Value GH100 CA <- NVIDIA CoRIM signing Root CA: each certificate signed by the next and valid at 2024-06-01T00:00:00.000Z, ending at a trusted RIM root',
+        detail:
+          'HCC RIM L4 Signer <- NVIDIA Reference Value L3 GH100 001 <- NVIDIA Reference Value GH100 CA <- NVIDIA CoRIM signing Root CA: each certificate signed by the next and valid at 2024-06-01T00:00:00.000Z, ending at a trusted RIM root',
       },
       {
         name: 'rim.revocation',
         ok: true,
         pinned: false,
-        detail: "not checked: no recorded OCSP responses were given for the driver RIM 545.00 (GH100)'s signing chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed",
+        detail:
+          "not checked: no recorded OCSP responses were given for the driver RIM 545.00 (GH100)'s signing chain (reference values gpu.ocsp), so a revoked certificate would go unnoticed",
       },
     ]);
     expect(driver.rim).toMatchObject({ kind: 'driver', version: '545.00', product: 'GH100', signer: 'HCC RIM L4 Signer' });
@@ -45,8 +52,14 @@ describe("NVIDIA's signed RIMs (nvtrust samples)", () => {
 
   it('fails a RIM whose signer certificate has expired (the samples expired in June 2025)', () => {
     const { checks, rim } = verifyRim(rimText('driver-rim-test.swidtag'), { ...options, at: new Date('2026-01-01T00:00:00Z') });
-    expect(checks.map((c) => [c.name, c.ok])).toEqual([['rim.signature', true], ['rim.schema', true], ['rim.chain', false]]);
-    expect(checks[2]!.detail).toContain('HCC RIM L4 Signer is not valid at 2026-01-01T00:00:00.000Z (valid 2023-06-27T06:10:12.000Z to 2025-06-26T06:10:12.000Z)');
+    expect(checks.map((c) => [c.name, c.ok])).toEqual([
+      ['rim.signature', true],
+      ['rim.schema', true],
+      ['rim.chain', false],
+    ]);
+    expect(checks[2]!.detail).toContain(
+      'HCC RIM L4 Signer is not valid at 2026-01-01T00:00:00.000Z (valid 2023-06-27T06:10:12.000Z to 2025-06-26T06:10:12.000Z)',
+    );
     expect(rim).toBeUndefined();
   });
 
@@ -55,8 +68,13 @@ describe("NVIDIA's signed RIMs (nvtrust samples)", () => {
     const changedHash = real.replace('ns2:Hash0="0e0ee161', 'ns2:Hash0="1e0ee161');
     expect(changedHash).not.toBe(real);
     let result = verifyRim(changedHash, options);
-    expect(result.checks.map((c) => [c.name, c.ok])).toEqual([['rim.signature', false], ['rim.chain', false]]);
-    expect(result.checks[0]!.detail).toBe('the RIM cannot be trusted: the document was changed after it was signed (its SHA-384 digest differs from the signed one)');
+    expect(result.checks.map((c) => [c.name, c.ok])).toEqual([
+      ['rim.signature', false],
+      ['rim.chain', false],
+    ]);
+    expect(result.checks[0]!.detail).toBe(
+      'the RIM cannot be trusted: the document was changed after it was signed (its SHA-384 digest differs from the signed one)',
+    );
     expect(result.rim).toBeUndefined();
     const changedSignature = real.replace('<ds:SignatureValue>/BgnH', '<ds:SignatureValue>/BgnI');
     expect(changedSignature).not.toBe(real);

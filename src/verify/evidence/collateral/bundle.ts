@@ -4,7 +4,16 @@ import { AMD_COLLATERAL_FILES, type AmdCollateral } from './amd-collateral.ts';
 import { COLLATERAL_FILES, type IntelCollateral } from './intel-collateral.ts';
 import { EvidenceError } from '../errors.ts';
 
-const DCAP_QVL_FIELDS = ['tcb_info', 'tcb_info_signature', 'tcb_info_issuer_chain', 'qe_identity', 'qe_identity_signature', 'pck_crl', 'pck_crl_issuer_chain', 'root_ca_crl'] as const;
+const DCAP_QVL_FIELDS = [
+  'tcb_info',
+  'tcb_info_signature',
+  'tcb_info_issuer_chain',
+  'qe_identity',
+  'qe_identity_signature',
+  'pck_crl',
+  'pck_crl_issuer_chain',
+  'root_ca_crl',
+] as const;
 
 /**
  * dcap-qvl's (and Intel QVL's) collateral JSON: the signed TCB info and QE identity bodies as Intel's exact bytes with
@@ -48,7 +57,11 @@ async function readIfPresent(dir: string, name: string): Promise<Buffer | undefi
 
 /** Reads the AMD files of a bundle directory (AMD_COLLATERAL_FILES); an absent file is left out. */
 export async function readAmdCollateralBundle(dir: string): Promise<AmdCollateral> {
-  const [vcek, certChain, crl] = await Promise.all([readIfPresent(dir, AMD_COLLATERAL_FILES.vcek), readIfPresent(dir, AMD_COLLATERAL_FILES.certChain), readIfPresent(dir, AMD_COLLATERAL_FILES.crl)]);
+  const [vcek, certChain, crl] = await Promise.all([
+    readIfPresent(dir, AMD_COLLATERAL_FILES.vcek),
+    readIfPresent(dir, AMD_COLLATERAL_FILES.certChain),
+    readIfPresent(dir, AMD_COLLATERAL_FILES.crl),
+  ]);
   const out: AmdCollateral = {};
   if (vcek !== undefined) out.vcek = new Uint8Array(vcek);
   if (certChain !== undefined) out.certChain = certChain.toString('utf8');

@@ -133,8 +133,10 @@ export const AMD_KDS_FETCHER: CollateralFetcher = {
     const report = readSnpReport(evidence.snpReport);
     const family = reportCpuFamily(evidence.snpReport, report.version);
     const product = evidence.amdProduct ?? (family === undefined ? null : snpProductLine(family, evidence.snpReport[0x189]!));
-    if (product === null || product === undefined) throw new CollateralFetchError(`report version ${report.version} names no AMD product line Sigil knows: give it (--amd-product Milan, Genoa or Turin)`);
-    if (report.signingKey !== 'vcek' && report.signingKey !== 'vlek') throw new CollateralFetchError(`the report is signed by no endorsement key (${report.signingKey})`);
+    if (product === null || product === undefined)
+      throw new CollateralFetchError(`report version ${report.version} names no AMD product line Sigil knows: give it (--amd-product Milan, Genoa or Turin)`);
+    if (report.signingKey !== 'vcek' && report.signingKey !== 'vlek')
+      throw new CollateralFetchError(`the report is signed by no endorsement key (${report.signingKey})`);
     const base = `${trimSlash(sources.amdKds)}/${report.signingKey}/v1/${product}`;
     const out: FetchedFile[] = [];
     if (report.signingKey === 'vcek') {

@@ -154,9 +154,11 @@ export function matchTdxTcbLevel(levels: readonly TcbLevel[], pck: Pick<PckExten
 
 /** Intel's convergence of the platform's and the Quoting Enclave's status: an out-of-date QE makes the platform out of date. */
 function converge(platform: TcbStatus, qe: TcbStatus | undefined): TcbStatus {
-  if (qe === undefined || qe === 'UpToDate' || qe === 'SWHardeningNeeded' || qe === 'ConfigurationNeeded' || qe === 'ConfigurationAndSWHardeningNeeded') return platform;
+  if (qe === undefined || qe === 'UpToDate' || qe === 'SWHardeningNeeded' || qe === 'ConfigurationNeeded' || qe === 'ConfigurationAndSWHardeningNeeded')
+    return platform;
   if (qe === 'Revoked' || platform === 'Revoked') return 'Revoked';
-  if (platform === 'ConfigurationNeeded' || platform === 'ConfigurationAndSWHardeningNeeded' || platform === 'OutOfDateConfigurationNeeded') return 'OutOfDateConfigurationNeeded';
+  if (platform === 'ConfigurationNeeded' || platform === 'ConfigurationAndSWHardeningNeeded' || platform === 'OutOfDateConfigurationNeeded')
+    return 'OutOfDateConfigurationNeeded';
   return 'OutOfDate';
 }
 
@@ -197,10 +199,21 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       const crl = readCrl(c.rootCrl, 'root-crl.der');
       const signed = (await Promise.all(intelRoots.map((r) => crlSignedBy(crl, r)))).some(Boolean);
       if (!signed) checks.push(fail('collateral.root_crl', `the root CRL (issuer ${crl.issuer}) is not signed by a built-in Intel SGX Root CA`));
-      else if (!within(at, crl.thisUpdate, crl.nextUpdate)) checks.push(fail('collateral.root_crl', `the root CRL is valid ${iso(crl.thisUpdate)} to ${iso(crl.nextUpdate)}, not at ${at.toISOString()}: fetch a current one`));
+      else if (!within(at, crl.thisUpdate, crl.nextUpdate))
+        checks.push(
+          fail(
+            'collateral.root_crl',
+            `the root CRL is valid ${iso(crl.thisUpdate)} to ${iso(crl.nextUpdate)}, not at ${at.toISOString()}: fetch a current one`,
+          ),
+        );
       else {
         rootCrl = crl;
-        checks.push(pass('collateral.root_crl', `the Intel SGX Root CA's CRL (${crl.entries.length} revoked, next update ${iso(crl.nextUpdate)}) is signed by the built-in root and current at ${at.toISOString()}`));
+        checks.push(
+          pass(
+            'collateral.root_crl',
+            `the Intel SGX Root CA's CRL (${crl.entries.length} revoked, next update ${iso(crl.nextUpdate)}) is signed by the built-in root and current at ${at.toISOString()}`,
+          ),
+        );
       }
     } catch (err) {
       checks.push(fail('collateral.root_crl', describeEvidenceError(err)));
@@ -217,16 +230,25 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       const leaf = chain[0];
       if (leaf === undefined) throw new EvidenceError('ERR_COLLATERAL', 'tcb-signing-chain.pem holds no certificate');
       const root = trustedRoot(leaf);
-      const problem = root === undefined ? issuanceProblem(leaf, intelRoots[0] ?? leaf, at) ?? `${commonName(leaf)} is not issued by a built-in Intel root` : null;
+      const problem =
+        root === undefined ? (issuanceProblem(leaf, intelRoots[0] ?? leaf, at) ?? `${commonName(leaf)} is not issued by a built-in Intel root`) : null;
       const revoked = revokedByRoot(leaf);
       const topOk = chain.length < 2 || intelRoots.some((r) => sameCertificate(r, chain[chain.length - 1]!));
-      if (commonName(leaf) !== 'Intel SGX TCB Signing') checks.push(fail('collateral.tcb_signing_chain', `the signing certificate is ${commonName(leaf)}, not Intel SGX TCB Signing`));
-      else if (problem !== null) checks.push(fail('collateral.tcb_signing_chain', `${problem}: Intel's TCB info and QE identity cannot be trusted at this time`));
+      if (commonName(leaf) !== 'Intel SGX TCB Signing')
+        checks.push(fail('collateral.tcb_signing_chain', `the signing certificate is ${commonName(leaf)}, not Intel SGX TCB Signing`));
+      else if (problem !== null)
+        checks.push(fail('collateral.tcb_signing_chain', `${problem}: Intel's TCB info and QE identity cannot be trusted at this time`));
       else if (!topOk) checks.push(fail('collateral.tcb_signing_chain', 'the chain ends at a root that is not the built-in Intel SGX Root CA'));
-      else if (revoked !== undefined) checks.push(fail('collateral.tcb_signing_chain', `the Intel SGX TCB Signing certificate was revoked on ${iso(revoked.revocationDate)}`));
+      else if (revoked !== undefined)
+        checks.push(fail('collateral.tcb_signing_chain', `the Intel SGX TCB Signing certificate was revoked on ${iso(revoked.revocationDate)}`));
       else {
         signing = leaf;
-        checks.push(pass('collateral.tcb_signing_chain', `Intel SGX TCB Signing <- Intel SGX Root CA (built in), valid at ${at.toISOString()} (until ${new Date(leaf.validTo).toISOString()})${rootCrl === undefined ? '' : ', not revoked'}`));
+        checks.push(
+          pass(
+            'collateral.tcb_signing_chain',
+            `Intel SGX TCB Signing <- Intel SGX Root CA (built in), valid at ${at.toISOString()} (until ${new Date(leaf.validTo).toISOString()})${rootCrl === undefined ? '' : ', not revoked'}`,
+          ),
+        );
       }
     } catch (err) {
       checks.push(fail('collateral.tcb_signing_chain', describeEvidenceError(err)));
@@ -243,15 +265,28 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       const { body, signed } = signedJson<TcbInfo>(c.tcbInfo, 'tcbInfo', signing);
       const from = new Date(body.issueDate);
       const to = new Date(body.nextUpdate);
-      if (!signed) checks.push(fail('collateral.tcb_info', 'the TCB info signature does not verify with the Intel SGX TCB Signing key: it was changed or forged'));
-      else if (body.id !== 'TDX' || body.version < 3) checks.push(fail('collateral.tcb_info', `the TCB info is ${body.id} version ${body.version}, not TDX version 3 or later`));
-      else if (!within(at, from, to)) checks.push(fail('collateral.tcb_info', `the TCB info is valid ${iso(from)} to ${iso(to)}, not at ${at.toISOString()}: fetch a current one`));
+      if (!signed)
+        checks.push(fail('collateral.tcb_info', 'the TCB info signature does not verify with the Intel SGX TCB Signing key: it was changed or forged'));
+      else if (body.id !== 'TDX' || body.version < 3)
+        checks.push(fail('collateral.tcb_info', `the TCB info is ${body.id} version ${body.version}, not TDX version 3 or later`));
+      else if (!within(at, from, to))
+        checks.push(fail('collateral.tcb_info', `the TCB info is valid ${iso(from)} to ${iso(to)}, not at ${at.toISOString()}: fetch a current one`));
       else if (pckExt === undefined) checks.push(fail('collateral.tcb_info', 'not checked: the PCK certificate carries no readable FMSPC'));
       else if (body.fmspc.toLowerCase() !== pckExt.fmspc || body.pceId.toLowerCase() !== pckExt.pceId) {
-        checks.push(fail('collateral.tcb_info', `the TCB info is for FMSPC ${body.fmspc} (PCE ${body.pceId}) but the PCK certificate says ${pckExt.fmspc} (PCE ${pckExt.pceId}): it describes another platform`));
+        checks.push(
+          fail(
+            'collateral.tcb_info',
+            `the TCB info is for FMSPC ${body.fmspc} (PCE ${body.pceId}) but the PCK certificate says ${pckExt.fmspc} (PCE ${pckExt.pceId}): it describes another platform`,
+          ),
+        );
       } else {
         tcbInfo = body;
-        checks.push(pass('collateral.tcb_info', `Intel's TDX TCB info for FMSPC ${body.fmspc} (evaluation ${String((body as unknown as { tcbEvaluationDataNumber?: number }).tcbEvaluationDataNumber ?? '?')}, ${body.tcbLevels.length} levels) is signed by Intel SGX TCB Signing and current at ${at.toISOString()} (next update ${body.nextUpdate})`));
+        checks.push(
+          pass(
+            'collateral.tcb_info',
+            `Intel's TDX TCB info for FMSPC ${body.fmspc} (evaluation ${String((body as unknown as { tcbEvaluationDataNumber?: number }).tcbEvaluationDataNumber ?? '?')}, ${body.tcbLevels.length} levels) is signed by Intel SGX TCB Signing and current at ${at.toISOString()} (next update ${body.nextUpdate})`,
+          ),
+        );
         const module = tdxModuleCheck(body, quote.body);
         checks.push(module.check);
         moduleStatus = module.status;
@@ -275,20 +310,37 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       const misc = Buffer.alloc(4);
       misc.writeUInt32LE(qe.miscSelect);
       const level = body.tcbLevels.find((l) => qe.isvSvn >= l.tcb.isvsvn);
-      if (!signed) checks.push(fail('collateral.qe_identity', 'the QE identity signature does not verify with the Intel SGX TCB Signing key: it was changed or forged'));
+      if (!signed)
+        checks.push(fail('collateral.qe_identity', 'the QE identity signature does not verify with the Intel SGX TCB Signing key: it was changed or forged'));
       else if (body.id !== 'TD_QE') checks.push(fail('collateral.qe_identity', `the QE identity is for ${body.id}, not TD_QE`));
-      else if (!within(at, from, to)) checks.push(fail('collateral.qe_identity', `the QE identity is valid ${iso(from)} to ${iso(to)}, not at ${at.toISOString()}: fetch a current one`));
+      else if (!within(at, from, to))
+        checks.push(fail('collateral.qe_identity', `the QE identity is valid ${iso(from)} to ${iso(to)}, not at ${at.toISOString()}: fetch a current one`));
       else if (toHex(qe.mrSigner) !== body.mrsigner.toLowerCase() || qe.isvProdId !== body.isvprodid) {
-        checks.push(fail('collateral.qe_identity', `the Quoting Enclave (MRSIGNER ${toHex(qe.mrSigner).slice(0, 16)}..., product ${qe.isvProdId}) is not Intel's TD QE (MRSIGNER ${body.mrsigner.slice(0, 16).toLowerCase()}..., product ${body.isvprodid})`));
-      } else if (!maskedEqual(new Uint8Array(misc.reverse()), body.miscselect, body.miscselectMask) || !maskedEqual(qe.attributes, body.attributes, body.attributesMask)) {
-        checks.push(fail('collateral.qe_identity', "the Quoting Enclave's MISCSELECT or ATTRIBUTES differ from Intel's QE identity (a debug QE, for instance)"));
+        checks.push(
+          fail(
+            'collateral.qe_identity',
+            `the Quoting Enclave (MRSIGNER ${toHex(qe.mrSigner).slice(0, 16)}..., product ${qe.isvProdId}) is not Intel's TD QE (MRSIGNER ${body.mrsigner.slice(0, 16).toLowerCase()}..., product ${body.isvprodid})`,
+          ),
+        );
+      } else if (
+        !maskedEqual(new Uint8Array(misc.reverse()), body.miscselect, body.miscselectMask) ||
+        !maskedEqual(qe.attributes, body.attributes, body.attributesMask)
+      ) {
+        checks.push(
+          fail('collateral.qe_identity', "the Quoting Enclave's MISCSELECT or ATTRIBUTES differ from Intel's QE identity (a debug QE, for instance)"),
+        );
       } else if (level === undefined || knownStatus(level.tcbStatus) === undefined) {
         checks.push(fail('collateral.qe_identity', `no TCB level of the QE identity covers the QE's ISV SVN ${qe.isvSvn}`));
       } else {
         qeStatus = knownStatus(level.tcbStatus);
         qeAdvisories = level.advisoryIDs ?? [];
         const ok = qeStatus !== 'Revoked';
-        checks.push((ok ? pass : fail)('collateral.qe_identity', `the Quoting Enclave is Intel's TD QE (ISV SVN ${qe.isvSvn}, status ${level.tcbStatus} since ${level.tcbDate}); the QE identity is signed by Intel SGX TCB Signing and current at ${at.toISOString()}`));
+        checks.push(
+          (ok ? pass : fail)(
+            'collateral.qe_identity',
+            `the Quoting Enclave is Intel's TD QE (ISV SVN ${qe.isvSvn}, status ${level.tcbStatus} since ${level.tcbDate}); the QE identity is signed by Intel SGX TCB Signing and current at ${at.toISOString()}`,
+          ),
+        );
       }
     } catch (err) {
       checks.push(fail('collateral.qe_identity', describeEvidenceError(err)));
@@ -296,7 +348,8 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
   }
 
   // PCK CRL: the PCK certificate in the quote must not be revoked.
-  if (c.pckCrl === undefined || c.pckCrlIssuerChain === undefined) checks.push(fail('collateral.pck_crl', missing(c.pckCrl === undefined ? 'pckCrl' : 'pckCrlIssuerChain')));
+  if (c.pckCrl === undefined || c.pckCrlIssuerChain === undefined)
+    checks.push(fail('collateral.pck_crl', missing(c.pckCrl === undefined ? 'pckCrl' : 'pckCrlIssuerChain')));
   else if (pck === undefined) checks.push(fail('collateral.pck_crl', 'not checked: the quote has no readable PCK certificate'));
   else {
     try {
@@ -307,13 +360,33 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
       const caRevoked = revokedByRoot(issuer);
       const entry = isRevoked(crl, pck);
       if (issuerProblem !== null) checks.push(fail('collateral.pck_crl', issuerProblem));
-      else if (caRevoked !== undefined) checks.push(fail('collateral.pck_crl', `${commonName(issuer)} was revoked by the root CA on ${iso(caRevoked.revocationDate)}`));
+      else if (caRevoked !== undefined)
+        checks.push(fail('collateral.pck_crl', `${commonName(issuer)} was revoked by the root CA on ${iso(caRevoked.revocationDate)}`));
       else if (!(await crlSignedBy(crl, issuer))) checks.push(fail('collateral.pck_crl', `the PCK CRL is not signed by ${commonName(issuer)}`));
-      else if (!within(at, crl.thisUpdate, crl.nextUpdate)) checks.push(fail('collateral.pck_crl', `the PCK CRL is valid ${iso(crl.thisUpdate)} to ${iso(crl.nextUpdate)}, not at ${at.toISOString()}: fetch a current one`));
-      else if (pck.issuer !== issuer.subject) checks.push(fail('collateral.pck_crl', `the PCK CRL is ${commonName(issuer)}'s, but the PCK certificate was issued by ${nameCn(pck.issuer)}: give that CA's CRL`));
-      else if (entry !== undefined) checks.push(fail('collateral.pck_crl', `the PCK certificate (serial ${pck.serialNumber.toLowerCase()}) was revoked on ${iso(entry.revocationDate)}: this platform's attestation key is not trusted`));
-      else checks.push(pass('collateral.pck_crl', `the PCK certificate (serial ${pck.serialNumber.toLowerCase().slice(0, 16)}...) is not among the ${crl.entries.length} certificates ${commonName(issuer)} revoked (CRL signed, current at ${at.toISOString()})`));
-      if (pckCa !== undefined && revokedByRoot(pckCa) !== undefined) checks.push(fail('collateral.pck_ca', `${commonName(pckCa)} of the quote's chain was revoked by the root CA`));
+      else if (!within(at, crl.thisUpdate, crl.nextUpdate))
+        checks.push(
+          fail('collateral.pck_crl', `the PCK CRL is valid ${iso(crl.thisUpdate)} to ${iso(crl.nextUpdate)}, not at ${at.toISOString()}: fetch a current one`),
+        );
+      else if (pck.issuer !== issuer.subject)
+        checks.push(
+          fail('collateral.pck_crl', `the PCK CRL is ${commonName(issuer)}'s, but the PCK certificate was issued by ${nameCn(pck.issuer)}: give that CA's CRL`),
+        );
+      else if (entry !== undefined)
+        checks.push(
+          fail(
+            'collateral.pck_crl',
+            `the PCK certificate (serial ${pck.serialNumber.toLowerCase()}) was revoked on ${iso(entry.revocationDate)}: this platform's attestation key is not trusted`,
+          ),
+        );
+      else
+        checks.push(
+          pass(
+            'collateral.pck_crl',
+            `the PCK certificate (serial ${pck.serialNumber.toLowerCase().slice(0, 16)}...) is not among the ${crl.entries.length} certificates ${commonName(issuer)} revoked (CRL signed, current at ${at.toISOString()})`,
+          ),
+        );
+      if (pckCa !== undefined && revokedByRoot(pckCa) !== undefined)
+        checks.push(fail('collateral.pck_ca', `${commonName(pckCa)} of the quote's chain was revoked by the root CA`));
     } catch (err) {
       checks.push(fail('collateral.pck_crl', describeEvidenceError(err)));
     }
@@ -349,5 +422,10 @@ export async function verifyIntelCollateral(quote: TdxQuote, c: IntelCollateral,
 }
 
 function nameCn(name: string): string {
-  return name.split('\n').find((line) => line.startsWith('CN='))?.slice(3) ?? name;
+  return (
+    name
+      .split('\n')
+      .find((line) => line.startsWith('CN='))
+      ?.slice(3) ?? name
+  );
 }

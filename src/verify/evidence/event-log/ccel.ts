@@ -34,7 +34,9 @@ export function readCcelTable(bytes: Uint8Array): CcelTable {
   return {
     length,
     revision: bytes[8]!,
-    oemId: Buffer.from(r.slice(10, 6)).toString('latin1').replace(/[\0 ]+$/, ''),
+    oemId: Buffer.from(r.slice(10, 6))
+      .toString('latin1')
+      .replace(/[\0 ]+$/, ''),
     ccType: bytes[36]!,
     ccSubtype: bytes[37]!,
     logAreaLength: r.u64(40),
@@ -61,7 +63,8 @@ function readSpecId(r: ByteReader): SpecIdEvent {
   const count = r.u32(32 + 24);
   const digestSizes = new Map<number, number>();
   for (let i = 0; i < count; i++) digestSizes.set(r.u16(32 + 28 + 4 * i), r.u16(32 + 30 + 4 * i));
-  if (digestSizes.get(TPM_ALG_SHA384) !== 48) throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', 'the event log has no SHA-384 digests, the bank TDX RTMRs use');
+  if (digestSizes.get(TPM_ALG_SHA384) !== 48)
+    throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', 'the event log has no SHA-384 digests, the bank TDX RTMRs use');
   return { digestSizes, end: 32 + size };
 }
 
@@ -86,7 +89,11 @@ export function readCcelEventLog(bytes: Uint8Array): MeasuredEvent[] {
     for (let i = 0; i < count; i++) {
       const alg = r.u16(o);
       const size = spec.digestSizes.get(alg);
-      if (size === undefined) throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', `event at byte ${at} has a digest of algorithm 0x${alg.toString(16)}, which the Spec ID event does not declare`);
+      if (size === undefined)
+        throw new EvidenceError(
+          'ERR_EVENT_LOG_MALFORMED',
+          `event at byte ${at} has a digest of algorithm 0x${alg.toString(16)}, which the Spec ID event does not declare`,
+        );
       if (alg === TPM_ALG_SHA384) digest = r.slice(o + 2, size);
       o += 2 + size;
     }
@@ -95,7 +102,8 @@ export function readCcelEventLog(bytes: Uint8Array): MeasuredEvent[] {
     o += 4 + dataSize;
     if (type !== EV_NO_ACTION) {
       if (digest === undefined) throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', `event at byte ${at} has no SHA-384 digest`);
-      if (mrIndex < 1 || mrIndex > 4) throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', `event at byte ${at} extends MR index ${mrIndex}; a TDX log extends only 1-4 (RTMR0-3)`);
+      if (mrIndex < 1 || mrIndex > 4)
+        throw new EvidenceError('ERR_EVENT_LOG_MALFORMED', `event at byte ${at} extends MR index ${mrIndex}; a TDX log extends only 1-4 (RTMR0-3)`);
     }
     events.push({ source: 'ccel', rtmr: mrIndex - 1, type, digest: digest ?? new Uint8Array(48), data });
     at = o;

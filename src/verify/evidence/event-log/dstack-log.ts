@@ -32,7 +32,8 @@ export function readDstackEventLog(value: unknown): MeasuredEvent[] {
     if (typeof item !== 'object' || item === null) throw malformed(`event ${i} is not an object`);
     const e = item as Record<string, unknown>;
     const { imr, event_type: type, digest, event, event_payload: payload } = e;
-    if (typeof imr !== 'number' || !Number.isInteger(imr) || imr < 0 || imr > 3) throw malformed(`event ${i}: imr ${JSON.stringify(imr)} is not an RTMR index 0-3`);
+    if (typeof imr !== 'number' || !Number.isInteger(imr) || imr < 0 || imr > 3)
+      throw malformed(`event ${i}: imr ${JSON.stringify(imr)} is not an RTMR index 0-3`);
     if (typeof type !== 'number' || !Number.isInteger(type) || type < 0 || type > 0xffffffff) throw malformed(`event ${i}: event_type is not a 32-bit number`);
     if (typeof digest !== 'string' || !HEX.test(digest)) throw malformed(`event ${i}: digest is not hex`);
     const name = typeof event === 'string' ? event : '';

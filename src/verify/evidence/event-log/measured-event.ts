@@ -125,7 +125,14 @@ export function listEvent(event: MeasuredEvent, index: number): EventListing {
 }
 
 export function formatEventListing(e: EventListing): string {
-  const what = e.data === undefined ? '' : e.data_state === 'measured' ? ` — measured data ${e.data}` : e.data_state === 'mismatch' ? ` — DATA DOES NOT HASH TO THE DIGEST: ${e.data}` : ` — describes ${e.data}`;
+  const what =
+    e.data === undefined
+      ? ''
+      : e.data_state === 'measured'
+        ? ` — measured data ${e.data}`
+        : e.data_state === 'mismatch'
+          ? ` — DATA DOES NOT HASH TO THE DIGEST: ${e.data}`
+          : ` — describes ${e.data}`;
   const name = e.name === undefined ? '' : ` ${JSON.stringify(e.name)}`;
   return `  #${e.index} RTMR${e.rtmr} ${e.type}${name} ${e.digest.slice(0, 16)}...${what}`;
 }

@@ -32,12 +32,22 @@ export function readSigilRuntimeEvents(events: readonly RuntimeEvent[]): { event
       problems.push(`event ${i} (${JSON.stringify(e.event)}) says digest ${e.digest} but its payload hashes to ${digest.toString('hex')}`);
     }
     if (!Number.isInteger(e.imr) || e.imr < 0 || e.imr > 3) problems.push(`event ${i} (${JSON.stringify(e.event)}) names RTMR ${e.imr}, not 0-3`);
-    out.push({ source: 'sigil', rtmr: Number.isInteger(e.imr) && e.imr >= 0 && e.imr <= 3 ? e.imr : 3, type: 0, digest: new Uint8Array(Buffer.from(e.digest, 'hex')), data: new Uint8Array(payload), name: e.event });
+    out.push({
+      source: 'sigil',
+      rtmr: Number.isInteger(e.imr) && e.imr >= 0 && e.imr <= 3 ? e.imr : 3,
+      type: 0,
+      digest: new Uint8Array(Buffer.from(e.digest, 'hex')),
+      data: new Uint8Array(payload),
+      name: e.event,
+    });
   });
   if (events.length === 0) return { events: out, checks: [] };
   const check =
     problems.length === 0
-      ? pass('eventlog.runtime_events', `each of Sigil's ${events.length} runtime event(s) has digest = SHA-384 of its published payload, so the payload is what was extended`)
+      ? pass(
+          'eventlog.runtime_events',
+          `each of Sigil's ${events.length} runtime event(s) has digest = SHA-384 of its published payload, so the payload is what was extended`,
+        )
       : fail('eventlog.runtime_events', `${problems.join('; ')}: the published payload is not what was measured`);
   return { events: out, checks: [check] };
 }
@@ -63,15 +73,27 @@ export function verifyEventLog(events: readonly MeasuredEvent[], quoteRtmrs: rea
     const want = toHex(quoteRtmrs[i]!);
     checks.push(
       got === want
-        ? pass(`eventlog.rtmr${i}`, `replaying the ${count} event(s) of ${what} for RTMR${i} gives ${got.slice(0, 16)}..., the quote's RTMR${i}: the log accounts for everything measured there`)
-        : fail(`eventlog.rtmr${i}`, `replaying the ${count} event(s) of ${what} for RTMR${i} gives ${got} but the quote's RTMR${i} is ${want}: the log does not describe what was measured`),
+        ? pass(
+            `eventlog.rtmr${i}`,
+            `replaying the ${count} event(s) of ${what} for RTMR${i} gives ${got.slice(0, 16)}..., the quote's RTMR${i}: the log accounts for everything measured there`,
+          )
+        : fail(
+            `eventlog.rtmr${i}`,
+            `replaying the ${count} event(s) of ${what} for RTMR${i} gives ${got} but the quote's RTMR${i} is ${want}: the log does not describe what was measured`,
+          ),
     );
   }
   const mismatched = events.map((e, i) => ({ e, i })).filter(({ e }) => dataState(e) === 'mismatch');
   checks.push(
     mismatched.length === 0
-      ? pass('eventlog.event_data', `every event whose data is itself measured (separators, EFI actions, Secure Boot variables, GRUB commands and kernel command lines, runtime events) carries data that hashes to its digest`)
-      : fail('eventlog.event_data', `event(s) ${mismatched.map(({ i }) => `#${i}`).join(', ')} carry data that does not hash to their digest: the log shows something other than what was measured`),
+      ? pass(
+          'eventlog.event_data',
+          `every event whose data is itself measured (separators, EFI actions, Secure Boot variables, GRUB commands and kernel command lines, runtime events) carries data that hashes to its digest`,
+        )
+      : fail(
+          'eventlog.event_data',
+          `event(s) ${mismatched.map(({ i }) => `#${i}`).join(', ')} carry data that does not hash to their digest: the log shows something other than what was measured`,
+        ),
   );
   return { checks, events: events.map(listEvent), replayed: replayed.map(toHex) as EventLogVerification['replayed'] };
 }
