@@ -297,18 +297,15 @@ async function attest(
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
   const counters = fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters();
-  const ctx: AppContext = {
+  const ctx = assembleContext({
     config,
     logger,
     metrics,
-    headers: brandHeaders(config.brand),
     keyRing: fleet?.keyRing ?? keyRing,
-    limits: new ChatLimits(config.limits, counters),
+    counters,
     catalogue,
     upstreams,
     signingKey,
-    signReceipt: countedSigner(signingKey, metrics),
-    signNonce: createNonceSigner(signingKey),
     receiptStore: fleet?.receiptStore ?? memoryReceiptStore(config),
     receiptContext,
     jwks: fleet?.jwks ?? jwks,
@@ -318,15 +315,18 @@ async function attest(
       startEvidence: JSON.stringify(startDocument),
     },
     attestation: { sources, ...bound, start: startDocument },
-    fleet: fleet?.status,
-    ...(measured === undefined ? {} : { measured: measured.state }),
-  };
-  const tracing = createRequestTracing(config.tracing);
-  if (tracing !== undefined) ctx.tracing = tracing;
-  if (ehbpKey !== undefined) {
-    const replays = fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries });
-    ctx.ehbp = { key: ehbpKey, keyConfig: keyConfig!, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes, replays };
-  }
+    ...(ehbpKey === undefined
+      ? {}
+      : {
+          ehbp: {
+            key: ehbpKey,
+            keyConfig: keyConfig!,
+            replays: fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
+          },
+        }),
+  });
+  if (fleet !== undefined) ctx.fleet = fleet.status;
+  if (measured !== undefined) ctx.measured = measured.state;
   const state = newAppState(ctx);
   now.state = state;
   fleet?.onJwks((view) => {
@@ -341,9 +341,51 @@ async function attest(
       await tls?.close();
       await fleet?.close();
       await builtin?.stop();
-      await tracing?.close();
+      await ctx.tracing?.close();
     },
   };
+}
+
+/** What a serving process brings to its context: made here, or handed over by the primary (src/workers). */
+export interface ContextParts {
+  config: LoadedConfig;
+  logger: Logger;
+  metrics: SigilMetrics;
+  keyRing: KeyRing;
+  /** The counters behind per-key limits: in memory, the fleet's in Redis, or the primary's over IPC. */
+  counters: LimitCounters;
+  catalogue: Catalogue;
+  upstreams: UpstreamSet;
+  signingKey: SigningKey;
+  receiptStore: AppContext['receiptStore'];
+  receiptContext: ReceiptContext;
+  jwks: Jwks;
+  documents: AppContext['documents'];
+  attestation: AppContext['attestation'];
+  ehbp?: Pick<NonNullable<AppContext['ehbp']>, 'key' | 'keyConfig' | 'replays'>;
+}
+
+/**
+ * The one place a serving context is put together, in a single process and in each worker alike: what is derived
+ * from the configuration and the keys (header names, limits, the receipt and nonce signers, tracing, EHBP settings)
+ * is derived here, so the two cannot drift apart.
+ */
+export function assembleContext(parts: ContextParts): AppContext {
+  const { config, metrics, signingKey, counters, ehbp, ...rest } = parts;
+  const ctx: AppContext = {
+    ...rest,
+    config,
+    metrics,
+    signingKey,
+    headers: brandHeaders(config.brand),
+    limits: new ChatLimits(config.limits, counters),
+    signReceipt: countedSigner(signingKey, metrics),
+    signNonce: createNonceSigner(signingKey),
+  };
+  const tracing = createRequestTracing(config.tracing);
+  if (tracing !== undefined) ctx.tracing = tracing;
+  if (ehbp !== undefined) ctx.ehbp = { ...ehbp, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
+  return ctx;
 }
 
 /** The receipt store of one process: in memory, bounded by `receipts.*`. */

@@ -11,18 +11,15 @@ import { selectAttestationProvider } from '../attestation/select.ts';
 import { KeyRing } from '../auth/bearer.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { ehbpServerKeyFrom } from '../ehbp/server-key.ts';
-import { brandHeaders, type AppContext } from '../http/context.ts';
-import { countedSigner, drain, listen, newAppState, type Listening, type Serving } from '../http/start.ts';
-import { ChatLimits } from '../limits/chat-limits.ts';
+import type { AppContext } from '../http/context.ts';
+import { assembleContext, drain, listen, newAppState, type Listening, type Serving } from '../http/start.ts';
 import { createLogger } from '../log/logger.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { closeUpstreams, createUpstreams } from '../proxy/upstream.ts';
-import { createNonceSigner } from '../receipts/signed-nonce.ts';
 import { signingKeyFromPkcs8 } from '../receipts/signing-key.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { ServedTls } from '../tls/provision.ts';
-import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
 import { PrimaryChannel, PrimaryLimitCounters, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
 
@@ -87,36 +84,30 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
     manifestSha384: handoff.manifestSha384,
     keyOrigin: handoff.keyOrigin,
   };
-  const ctx: AppContext = {
+  const ehbp =
+    handoff.ehbp === undefined
+      ? undefined
+      : {
+          key: await ehbpServerKeyFrom(handoff.ehbp.privateKey, handoff.ehbp.keyConfig),
+          keyConfig: Buffer.from(handoff.ehbp.keyConfig),
+          replays: new PrimaryReplayWindow(channel),
+        };
+  const ctx = assembleContext({
     config,
     logger,
     metrics,
-    headers: brandHeaders(config.brand),
     keyRing: new KeyRing(readKeysFile(config.auth.keys_file)),
-    limits: new ChatLimits(config.limits, new PrimaryLimitCounters(channel)),
+    counters: new PrimaryLimitCounters(channel),
     catalogue: handoff.catalogue,
     upstreams,
     signingKey,
-    signReceipt: countedSigner(signingKey, metrics),
-    signNonce: createNonceSigner(signingKey),
     receiptStore: new PrimaryReceiptStore(channel),
     receiptContext: handoff.receiptContext,
     jwks: handoff.jwks,
     documents: handoff.documents,
     attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
-  };
-  const tracing = createRequestTracing(config.tracing);
-  if (tracing !== undefined) ctx.tracing = tracing;
-  if (handoff.ehbp !== undefined) {
-    const key = await ehbpServerKeyFrom(handoff.ehbp.privateKey, handoff.ehbp.keyConfig);
-    ctx.ehbp = {
-      key,
-      keyConfig: Buffer.from(handoff.ehbp.keyConfig),
-      required: config.ehbp.required,
-      maxBodyBytes: config.limits.max_body_bytes,
-      replays: new PrimaryReplayWindow(channel),
-    };
-  }
+    ...(ehbp === undefined ? {} : { ehbp }),
+  });
   return { ctx, replacements };
 }
 
