@@ -400,7 +400,10 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   await addLocalEvidence(evidence, o, reference);
   const expect = expectationsOf(o, io, nonce, reference);
   if (o.attestation !== undefined)
-    expect.waive = { ...expect.waive, noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key' };
+    expect.waive = {
+      ...expect.waive,
+      noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key or HPKE key',
+    };
   const result = await verifyService(evidence, expect);
   return report('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
 }

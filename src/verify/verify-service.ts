@@ -59,7 +59,7 @@ export interface Waivers {
   unpinnedCode?: string;
   /** Accept a development service without hardware (tee "none"), over plain HTTP if it is reached so. */
   noHardwareEnclave?: string;
-  /** Accept a document read from a file: no connection was made now, so no TLS key can be compared. */
+  /** Accept a document read from a file: no connection was made now, so no TLS key or served HPKE key can be compared. */
   noConnection?: string;
 }
 
@@ -118,6 +118,16 @@ function tlsCheck(connection: ServiceEvidence['connection'], attestedKey: string
     'attestation.tls_key',
     `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${attestedKey}`,
   );
+}
+
+/** `attestation.hpke_key`; a document from a file came with no served key to compare, so, like its TLS key, it is not checked. */
+function hpkeCheck(evidence: ServiceEvidence, attestedHpke: string, waivers: Waivers): Check {
+  if (evidence.connection !== undefined || evidence.servedHpkeKeyConfig !== undefined) return hpkeBindingCheck(evidence.servedHpkeKeyConfig, attestedHpke);
+  const none = fail(
+    'attestation.hpke_key',
+    'not checked: the document was read from a file, not fetched from the service now, so no served HPKE key could be compared with the attested one',
+  );
+  return waivers.noConnection === undefined ? none : waive(none, waivers.noConnection);
 }
 
 /** `attestation.tls_key`, with the only two ways around it: sealed bodies over HTTPS, or a waived development service. */
@@ -231,7 +241,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   // With a signed nonce the document is the start evidence, made for the all-zero nonce; the signature answers ours.
   const documentNonce = evidence.signedNonce === undefined ? expect.nonce : START_NONCE;
 
-  const hpke = typeof attestedHpke === 'string' ? hpkeBindingCheck(evidence.servedHpkeKeyConfig, attestedHpke) : undefined;
+  const hpke = typeof attestedHpke === 'string' ? hpkeCheck(evidence, attestedHpke, waivers) : undefined;
   const channel = channelCheck(evidence, tee, typeof attestedKey === 'string' ? attestedKey : null, hpke, waivers);
   checks.push(channel);
   if (hpke !== undefined) checks.push(hpke);
