@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Agent, request } from 'undici';
 import { createConfigfsTsmProvider } from '../../src/attestation/configfs-tsm.ts';
 import { FakeConfigfs } from '../attestation/fake-configfs.ts';
 import { FakeSysfsRtmr } from '../attestation/fake-sysfs-rtmr.ts';
@@ -10,6 +11,19 @@ import { startTestSigil, type TestSigil } from './sigil.ts';
 export interface TeeSigil extends TestSigil {
   /** Every 64 bytes of report data Sigil asked the stand-in hardware to sign, oldest first. */
   reportData: Uint8Array[];
+  /** The manifest Sigil measured itself as (`binding.manifest_sha384` of its start evidence): what a release of this code states. */
+  manifest: string;
+}
+
+/** Its start evidence's manifest, fetched over its self-signed TLS (the key the evidence binds, trusted here as is). */
+async function manifestOf(url: string): Promise<string> {
+  const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+  try {
+    const answer = await request(`${url}/v1/verify/attestation`, { dispatcher: insecure });
+    return ((await answer.body.json()) as { binding: { manifest_sha384: string } }).binding.manifest_sha384;
+  } finally {
+    await insecure.close();
+  }
 }
 
 /**
@@ -24,6 +38,8 @@ export async function startSnpSigil(options: {
   /** Milan's CPUID in the report (family 0x19, model 0x01), as the product in `chain` names it; the test chain's otherwise. */
   milan?: boolean;
   report?: (reportData: Uint8Array, call: number) => Uint8Array;
+  /** The one model it serves, as the engine names it (default m1). */
+  model?: string;
 }): Promise<TeeSigil> {
   const cpuid = options.milan === true ? { cpuid: { family: 0x19, model: 0x01 } } : {};
   const report = options.report ?? ((reportData) => buildSnpReport({ reportData, measurement: options.measurement, ...cpuid }, options.chain.vcekKey));
@@ -37,13 +53,14 @@ export async function startSnpSigil(options: {
   });
   const sigil = await startTestSigil({
     upstreams: { e: { url: options.engineUrl } },
-    models: [{ id: 'm1' }],
+    models: [{ id: options.model ?? 'm1' }],
     config: { tls: { mode: 'self-signed', hostnames: ['localhost'] }, log: { level: 'silent' } },
     start: { attestationProvider: await createConfigfsTsmProvider({ tsmPath: machine.reportDir, fs: machine }), trustRoots: options.chain.roots },
   });
   return {
     ...sigil,
     reportData,
+    manifest: await manifestOf(sigil.url),
     close: async (graceMs?: number) => {
       await sigil.close(graceMs);
       await machine.dispose();
@@ -85,6 +102,7 @@ export async function startTdxSigil(options: { engineUrl: string; chain: IntelTe
   return {
     ...sigil,
     reportData,
+    manifest: await manifestOf(sigil.url),
     close: async (graceMs?: number) => {
       await sigil.close(graceMs);
       await machine.dispose();

@@ -22,10 +22,6 @@ const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----)
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 /** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
-/** The manifest Sigil measured itself as at start (its self-measurement), which a release of this code states. */
-const manifestOf = async (sigil: TeeSigil) =>
-  ((await (await request(`${sigil.url}/v1/verify/attestation`, { dispatcher: insecure })).body.json()) as { binding: { manifest_sha384: string } }).binding
-    .manifest_sha384;
 
 let engine: TestEngine;
 beforeAll(async () => {
@@ -66,7 +62,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
   beforeAll(async () => {
     chain = await createAmdTestChain();
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement });
-    manifest = await manifestOf(service);
+    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
@@ -204,7 +200,7 @@ describe('sigil verify --release with --reference for what a release does not st
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true });
-    manifest = await manifestOf(service);
+    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
