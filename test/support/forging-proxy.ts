@@ -83,7 +83,13 @@ export async function startForgingProxy(target: string, options: { tls?: boolean
         const chunks: Buffer[] = [];
         answer.on('data', (chunk: Buffer) => chunks.push(chunk));
         answer.on('end', () => {
-          const body = change(Buffer.concat(chunks));
+          let body: Buffer;
+          try {
+            body = change(Buffer.concat(chunks));
+          } catch (err) {
+            res.destroy(err as Error);
+            return;
+          }
           const headers = { ...answer.headers, 'content-length': String(body.length) };
           delete headers['transfer-encoding'];
           res.writeHead(answer.statusCode ?? 502, headers);
