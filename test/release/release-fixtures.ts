@@ -47,8 +47,8 @@ export function releaseStatement(): ReleaseStatement {
 
 /**
  * A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at
- * `expires`; its self-measurement is `selfMeasurement` (default: the manifest the stand-in service of
- * test/verify/cli-server.ts measures).
+ * `expires`; its self-measurement is `selfMeasurement` (default: releaseStatement's; a test against a running
+ * Sigil gives the manifest it measures, TeeSigil.manifest).
  */
 export function keyedSnpRelease(snpMeasurement: string, expires: Date, selfMeasurement = '5e'.repeat(48)): { bundle: string; publicKeyPem: string } {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
