@@ -6,7 +6,7 @@ import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
-import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import { ReferenceValuesError, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { field } from '../verify/binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type VerdictOutcome } from '../verify/check.ts';
@@ -19,8 +19,8 @@ import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../ver
 import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
-import { verifyRelease } from '../verify/release/verify-release.ts';
-import { withReleaseValues } from '../verify/release/reference-from-release.ts';
+import { ReleaseError } from '../verify/release/errors.ts';
+import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
@@ -289,18 +289,14 @@ async function loadRelease(o: Options, io: VerifyIo): Promise<ReleaseResult> {
     unreadable: (m) => new VerifyError('ERR_VERIFY_FETCH', m),
   });
   const bundle = await readBytes(o.release!, 'release manifest');
-  let result;
-  try {
-    result = verifyRelease(bundle, trust, io.now ?? new Date());
-  } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${(err as Error).message}`);
-  }
   const own = await loadReference(o.reference);
-  if (own === undefined) return { checks: result.checks, reference: result.referenceValues === undefined ? undefined : { values: result.referenceValues } };
   try {
-    return { checks: result.checks, reference: { ...own, values: withReleaseValues(own.values, result.referenceValues) } };
+    const release = verifyReleaseReference(bundle, trust, own?.values, io.now ?? new Date());
+    return { checks: release.checks, reference: release.values === undefined ? undefined : { ...own, values: release.values } };
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${o.reference!}: ${(err as Error).message}`);
+    if (err instanceof ReleaseError) throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${err.message}`);
+    if (err instanceof ReferenceValuesError) throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${o.reference!}: ${err.message}`);
+    throw err;
   }
 }
 
