@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
 import { createAmdTestChain, SNP_PLATFORM_VALUES_YAML, type AmdTestChain } from '../support/evidence-fixtures.ts';
-import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { keyedSnpRelease } from '../release/release-fixtures.ts';
 import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
@@ -28,24 +28,19 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   const measurement = randomBytes(48);
   let chain: AmdTestChain;
   let service: TeeSigil;
-  let manifest: string;
   beforeAll(async () => {
     chain = await createAmdTestChain();
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement });
-    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
-  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement = manifest) => {
-    const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return {
-      bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
-      trust: { kind: 'key' as const, publicKey: r.publicKeyPem },
-    };
+  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement = service.manifest) => {
+    const r = keyedSnpRelease(values, expires, { selfMeasurement, tamperedTo: tamper });
+    return { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
   };
 
   it('accepts the service whose measurement the release lists (bundle read from a file), and verifies its receipts', async () => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), manifest);
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest });
     const path = join(work, 'release.sigstore.json');
     writeFileSync(path, r.bundle);
     // The platform values a release does not list stay not pinned: waived here with allowUnpinnedCode.
@@ -119,7 +114,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
     const error = await createAttestedFetch({
       baseURL: service.url,
       roots: chain.roots,
-      reference: { sigil: { manifest_sha384: [manifest] } },
+      reference: { sigil: { manifest_sha384: [service.manifest] } },
       release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)),
     }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(TypeError);
@@ -149,16 +144,14 @@ describe('createAttestedFetch with a keyed release and reference values for the 
   const measurement = randomBytes(48);
   let chain: AmdTestChain;
   let service: TeeSigil;
-  let manifest: string;
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true });
-    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
   it('sends requests without allowUnpinnedCode: the release pins the code, the reference values the platform, and only release.tlog is waived', async () => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), manifest);
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest });
     const path = join(work, 'platform.yaml');
     writeFileSync(path, SNP_PLATFORM_VALUES_YAML);
     const attested = await createAttestedFetch({

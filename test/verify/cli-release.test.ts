@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import { createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain } from '../support/evidence-fixtures.ts';
-import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { keyedSnpRelease, releaseFlags } from '../release/release-fixtures.ts';
 import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
@@ -44,25 +44,16 @@ async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Pro
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
   let service: TeeSigil;
-  let manifest: string;
   const measurement = randomBytes(48);
 
   const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
-  function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement = manifest): string[] {
-    const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return [
-      '--release',
-      save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
-      '--key',
-      save(`${name}.pub.pem`, r.publicKeyPem),
-    ];
-  }
+  const release = (name: string, values: string, expires: Date, tamper?: string, selfMeasurement = service.manifest): string[] =>
+    releaseFlags(keyedSnpRelease(values, expires, { selfMeasurement, tamperedTo: tamper }), name, save);
 
   beforeAll(async () => {
     chain = await createAmdTestChain();
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement });
-    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
@@ -96,7 +87,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
     );
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
-    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${manifest} is one the reference values accept:`);
+    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${service.manifest} is one the reference values accept:`);
     expect(r.stdout).toMatch(/^verified with waivers: 47 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
     expect(r.code).toBe(0);
   });
@@ -149,7 +140,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
     ]);
     expect(failing(r.stdout)).toEqual(['attestation.manifest']);
     expect(r.stdout).toContain(
-      `FAIL attestation.manifest — manifest ${manifest} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`,
+      `FAIL attestation.manifest — manifest ${service.manifest} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`,
     );
     expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
     expect(r.code).toBe(1);
@@ -187,20 +178,16 @@ describe('sigil verify --release: a signed release manifest as the reference val
 describe('sigil verify --release with --reference for what a release does not state', () => {
   let chain: AmdTestChain;
   let service: TeeSigil;
-  let manifest: string;
   const measurement = randomBytes(48);
 
   const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
-  const release = (name: string) => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), manifest);
-    return ['--release', save(`${name}.sigstore.json`, r.bundle), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
-  };
+  const release = (name: string) =>
+    releaseFlags(keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest }), name, save);
 
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
     service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true });
-    manifest = service.manifest;
   });
   afterAll(async () => service.close(0));
 
