@@ -9,10 +9,20 @@ import { startTestSigil, type TestSigil } from './sigil.ts';
 
 /** Sigil on a stand-in TEE: what it serves is Sigil's own, only the hardware below it is fake. */
 export interface TeeSigil extends TestSigil {
-  /** Every 64 bytes of report data Sigil asked the stand-in hardware to sign, oldest first. */
-  reportData: Uint8Array[];
   /** The manifest Sigil measured itself as (`binding.manifest_sha384` of its start evidence): what a release of this code states. */
   manifest: string;
+}
+
+/** The running Sigil as a TeeSigil: its manifest read once, its stand-in hardware removed once it is closed. */
+async function onStandIn(sigil: TestSigil, hardware: Array<{ dispose(): Promise<void> }>): Promise<TeeSigil> {
+  return {
+    ...sigil,
+    manifest: await manifestOf(sigil.url),
+    close: async (graceMs?: number) => {
+      await sigil.close(graceMs);
+      for (const part of hardware) await part.dispose();
+    },
+  };
 }
 
 /** Its start evidence's manifest, fetched over its self-signed TLS (the key the evidence binds, trusted here as is). */
@@ -43,13 +53,10 @@ export async function startSnpSigil(options: {
 }): Promise<TeeSigil> {
   const cpuid = options.milan === true ? { cpuid: { family: 0x19, model: 0x01 } } : {};
   const report = options.report ?? ((reportData) => buildSnpReport({ reportData, measurement: options.measurement, ...cpuid }, options.chain.vcekKey));
-  const reportData: Uint8Array[] = [];
+  let calls = 0;
   const machine = await FakeConfigfs.create({
     provider: 'sev_guest',
-    makeEvidence: (inblob) => {
-      reportData.push(inblob);
-      return { outblob: report(inblob, reportData.length - 1), auxblob: amdCertTable(options.chain) };
-    },
+    makeEvidence: (inblob) => ({ outblob: report(inblob, calls++), auxblob: amdCertTable(options.chain) }),
   });
   const sigil = await startTestSigil({
     upstreams: { e: { url: options.engineUrl } },
@@ -57,28 +64,18 @@ export async function startSnpSigil(options: {
     config: { tls: { mode: 'self-signed', hostnames: ['localhost'] }, log: { level: 'silent' } },
     start: { attestationProvider: await createConfigfsTsmProvider({ tsmPath: machine.reportDir, fs: machine }), trustRoots: options.chain.roots },
   });
-  return {
-    ...sigil,
-    reportData,
-    manifest: await manifestOf(sigil.url),
-    close: async (graceMs?: number) => {
-      await sigil.close(graceMs);
-      await machine.dispose();
-    },
-  };
+  return onStandIn(sigil, [machine]);
 }
 
 /** Sigil on a fake TDX guest: configfs-tsm quotes `chain` signs, measuring `mrTd` and RTMR3 as Sigil extended it (a stand-in sysfs). */
 export async function startTdxSigil(options: { engineUrl: string; chain: IntelTestChain; mrTd: Uint8Array }): Promise<TeeSigil> {
   const rtmr = await FakeSysfsRtmr.create();
-  const reportData: Uint8Array[] = [];
   const zero = new Uint8Array(48);
   const machine = await FakeConfigfs.create({
     provider: 'tdx_guest',
-    makeEvidence: (inblob) => {
-      reportData.push(inblob);
-      return { outblob: buildTdxQuote({ reportData: inblob, mrTd: options.mrTd, rtmrs: [zero, zero, zero, readFileSync(rtmr.rtmrPath)] }, options.chain) };
-    },
+    makeEvidence: (inblob) => ({
+      outblob: buildTdxQuote({ reportData: inblob, mrTd: options.mrTd, rtmrs: [zero, zero, zero, readFileSync(rtmr.rtmrPath)] }, options.chain),
+    }),
   });
   const sigil = await startTestSigil({
     upstreams: { e: { url: options.engineUrl } },
@@ -99,14 +96,5 @@ export async function startTdxSigil(options: { engineUrl: string; chain: IntelTe
       trustRoots: options.chain.roots,
     },
   });
-  return {
-    ...sigil,
-    reportData,
-    manifest: await manifestOf(sigil.url),
-    close: async (graceMs?: number) => {
-      await sigil.close(graceMs);
-      await machine.dispose();
-      await rtmr.dispose();
-    },
-  };
+  return onStandIn(sigil, [machine, rtmr]);
 }
