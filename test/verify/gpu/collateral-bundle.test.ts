@@ -5,7 +5,7 @@
  * the RIM signing chains, every signature intact. Then `sigil verify-evidence` reads the bundle it wrote.
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -192,6 +192,40 @@ describe('sigil collateral fetch for a real H100 report, then sigil verify-evide
       'the response nvidia-ocsp-01.der about GH100 A01 GSP BROM expired at 2025-08-22T06:47:07.000Z (verification time 2025-10-24T12:00:00.000Z)',
     );
     expect(r.code).toBe(1);
+  });
+
+  it('refuses evidence whose driver version would name a file outside the bundle, and a report without its chain', async () => {
+    const report = Buffer.from(readFileSync(join(NVIDIA_VECTORS, 'hopper-attestation-report.hex'), 'utf8').trim(), 'hex');
+    const at = report.indexOf('550.90.07');
+    report.write('../../x.a', at, 'latin1');
+    const hostile = join(work, 'hostile-report.bin');
+    writeFileSync(hostile, report);
+    let stderr = '';
+    const io = { stdout: { write: () => true }, stderr: { write: (t: string) => (stderr += t) } };
+    const args = ['--gpu-certs', join(NVIDIA_VECTORS, 'hopper-cert-chain.pem'), '--out', join(work, 'hostile'), '--nvidia-rim-service', base];
+    expect(await collateralCommand(['fetch', '--gpu-report', hostile, ...args], io)).toBe(3);
+    expect(stderr).toBe(`sigil collateral fetch: the GPU report's firmware names the RIM "NV_GPU_DRIVER_GH100_../../x.a", which is not a RIM id\n`);
+    expect(readdirSync(join(work, 'hostile'))).toEqual([]);
+    stderr = '';
+    expect(await collateralCommand(['fetch', '--gpu-report', hostile, '--out', join(work, 'hostile')], io)).toBe(2);
+    expect(stderr).toMatch(/^sigil collateral: --gpu-report and --gpu-certs go together\n/);
+  });
+
+  it('does not read a bundle whose manifest names a path outside it, or a file it lacks', async () => {
+    const bad = join(work, 'bad-manifest');
+    mkdirSync(bad);
+    const manifest = (file: string) =>
+      writeFileSync(join(bad, 'nvidia-collateral.json'), JSON.stringify({ rims: [{ id: DRIVER_ID, file, url: base }], ocsp: [] }));
+    manifest('../bundle/nvidia-rim-NV_GPU_DRIVER_GH100_550.90.07.json');
+    const outside = await verifyAt(bad, RIM_ANSWERS_CURRENT);
+    expect(outside.code).toBe(3);
+    expect(outside.stderr).toBe(
+      `sigil verify-evidence: could not verify: cannot read the collateral bundle ${bad}: nvidia-collateral.json names "../bundle/nvidia-rim-NV_GPU_DRIVER_GH100_550.90.07.json", not a file name inside the bundle\n`,
+    );
+    manifest('nvidia-rim-absent.json');
+    const absent = await verifyAt(bad, RIM_ANSWERS_CURRENT);
+    expect(absent.code).toBe(3);
+    expect(absent.stderr).toContain('nvidia-collateral.json names nvidia-rim-absent.json, which cannot be read (ENOENT)');
   });
 
   it('fails a RIM a mirror changed under gpu.rim[0].signature, and then has no driver RIM to compare with', async () => {
