@@ -100,6 +100,27 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     expect(r.stdout).toMatch(/^FAIL snp\.root — the chain ends at ARK-Test \(SHA-256 [0-9A-F:]+\), which is not a trusted AMD root$/m);
   });
 
+  it("takes AMD's CRL from --collateral DIR when the certificate table carries none, as the attested client's collateral option does", async () => {
+    const service = await start({
+      ...snpHardware(chain, measurement),
+      evidence: (reportData) => ({
+        report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)),
+        certificates: b64(amdCertTable({ ...chain, crl: undefined })),
+      }),
+    });
+    const without = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code'], chain.roots);
+    expect(failing(without.stdout)).toEqual(['snp.crl']);
+    expect(without.code).toBe(1);
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-collateral-'));
+    writeFileSync(join(dir, 'amd-crl.der'), new Uint8Array(chain.crl.rawData));
+    const withBundle = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code', '--collateral', dir], chain.roots);
+    expect(failing(withBundle.stdout)).toEqual([]);
+    expect(withBundle.stdout).toMatch(
+      /^PASS snp\.crl — SEV-Test \(serial 02\) is not among the 0 certificate\(s\) ARK-Test revoked \(CRL from the collateral bundle \(amd-crl\.der\)/m,
+    );
+    expect(withBundle.code).toBe(0);
+  });
+
   it('fails attestation.measurement when the evidence measures other code than the receipts claim', async () => {
     const service = await start(snpHardware(chain, measurement, randomBytes(48)));
     const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], chain.roots);
