@@ -60,7 +60,8 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
   --collateral DIR      collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json,
                         tcb-signing-chain.pem, pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der (or one dcap-qvl
                         collateral JSON file). AMD: amd-crl.der, amd-vcek.der and amd-cert-chain.pem (used when
-                        --vcek and --ask are not given)
+                        --vcek and --ask are not given). NVIDIA: the RIMs and OCSP answers nvidia-collateral.json
+                        names (with --gpu-report, added to the reference file's gpu.rims and gpu.ocsp)
   --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
                         (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence
   --allow-unbound-evidence  accept REPORT_DATA compared with nothing: printed as WAIVED
@@ -166,8 +167,8 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined) && o.tdxQuote === undefined) {
     throw new UsageError('--ccel-table, --ccel-data and --event-log-json go with --tdx-quote');
   }
-  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined)
-    throw new UsageError('--collateral goes with --tdx-quote or --snp-report');
+  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined && wanted.length === 0)
+    throw new UsageError(`--collateral goes with --tdx-quote or --snp-report${extensions.some((e) => e.name === 'gpu') ? ' or --gpu-report' : ''}`);
   if (o.ccelTable !== undefined && o.ccelData === undefined) throw new UsageError('--ccel-table needs --ccel-data (the log it describes)');
   if (o.ccelData !== undefined && o.eventLogJson !== undefined) throw new UsageError('give --ccel-data or --event-log-json, not both');
   if ((o.vcek !== undefined || o.ask !== undefined) && o.snpReport === undefined) throw new UsageError('--vcek and --ask go with --snp-report');
@@ -363,6 +364,7 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
     report = await verifyFiles(o, reference, roots);
     report.checks.unshift(...releaseChecks);
     const ctx: EvidenceContext = { at: o.at, reference, read };
+    if (o.collateral !== undefined) ctx.collateral = o.collateral;
     for (const extension of extensions.filter((e) => e.wants(o.values))) {
       const extra = await extension.verify(o.values, ctx);
       report.checks.push(...extra.checks);

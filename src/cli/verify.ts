@@ -4,8 +4,7 @@ import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
-import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
-import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
+import { readCollateralDirectory, type CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import { ReferenceValuesError, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { field } from '../verify/binding.ts';
@@ -62,8 +61,10 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       Whom it must come from: --key PUB.pem (a pinned key; release.tlog prints WAIVED), or
                       --identity ID --issuer URL (a Sigstore certificate identity and OIDC issuer, checked
                       against the public-good trust root, or --trusted-root FILE), as sigil release verify
-  --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
-                      docs/auditing.md), verified offline: gives Intel's TCB status of the platform
+  --collateral DIR    a collateral bundle as "sigil collateral fetch" writes it (file names in docs/auditing.md),
+                      verified offline: Intel's TCB info, QE identity and CRLs for TDX evidence (Intel's TCB
+                      status of the platform); AMD's CRL for SEV-SNP evidence (snp.crl, instead of the
+                      certificate table's); NVIDIA's RIMs and OCSP answers for GPU evidence (nvidia-collateral.json)
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
   --allow-no-tee      accept tee "none" (a development server without hardware evidence): its checks
                       print as WAIVED, never PASS
@@ -306,9 +307,9 @@ async function referenceFor(o: Options, io: VerifyIo): Promise<ReleaseResult> {
   return { checks: [], reference: await loadReference(o.reference) };
 }
 
-async function loadCollateral(dir: string): Promise<IntelCollateral> {
+async function loadCollateral(dir: string): Promise<CollateralBundle> {
   try {
-    return await readCollateralBundle(dir);
+    return await readCollateralDirectory(dir);
   } catch (err) {
     throw new VerifyError(
       'ERR_VERIFY_FETCH',
@@ -343,11 +344,11 @@ function expectationsOf(o: Options, io: VerifyIo, nonce: Uint8Array, reference: 
   return expect;
 }
 
-/** The RIMs and Intel collateral the flags name, added to what was fetched. */
+/** The RIMs and the collateral bundle the flags name, added to what was fetched. */
 async function addLocalEvidence(evidence: ServiceEvidence, o: Options, reference: LoadedReference | undefined): Promise<void> {
   if (reference?.rims !== undefined) evidence.rims = reference.rims;
   if (reference?.ocsp !== undefined) evidence.ocsp = reference.ocsp;
-  if (o.collateral !== undefined) evidence.intelCollateral = await loadCollateral(o.collateral);
+  if (o.collateral !== undefined) evidence.collateral = await loadCollateral(o.collateral);
 }
 
 /** A kept receipt as one exchange: the message receipt apart from the bytes it covers (streams: cut after data: [DONE]). */

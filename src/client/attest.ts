@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
+import type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { fetchServiceEvidence } from '../verify/service.ts';
@@ -25,6 +26,12 @@ export interface AttestOptions {
    * attestation (it may expire); its `release.*` checks join the others and any failure refuses the service.
    */
   release?: { bundle: Uint8Array; trust: ReleaseTrust } | undefined;
+  /**
+   * A collateral bundle, read (`readCollateralDirectory`, as `sigil collateral fetch` writes it): AMD's CRL is checked
+   * as snp.crl instead of the certificate table's, Intel's collateral gives the TDX platform's TCB status, and
+   * NVIDIA's RIMs and OCSP answers join those the reference values name; the same use `sigil verify --collateral` makes.
+   */
+  collateral?: CollateralBundle | undefined;
   /** The nonce to send; default 32 fresh random bytes. A nonce the caller chose proves freshness only if nobody else knew it. */
   nonce?: Uint8Array | undefined;
   /**
@@ -98,6 +105,7 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.ocsp = rims.ocsp;
+    if (options.collateral !== undefined) evidence.collateral = options.collateral;
     const expect: ServiceExpectations = { nonce };
     if (reference !== undefined) expect.reference = reference;
     if (options.waive !== undefined) expect.waive = options.waive;

@@ -3,7 +3,7 @@ import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptio
 import { evidenceBytes, field, sameJson } from './binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } from './check.ts';
 import { canonicalPolicyHash, sha256Tagged } from './digest.ts';
-import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
+import type { CollateralBundle } from './evidence/collateral/bundle.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { readOcspBundle, verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
 import { hpkeBindingCheck } from './hpke-key.ts';
@@ -44,8 +44,12 @@ export interface ServiceEvidence {
   rims?: readonly string[];
   /** The recorded OCSP responses the reference values name (`reference.gpu.ocsp`), read by the caller. */
   ocsp?: ReadonlyArray<{ label: string; der: Uint8Array }>;
-  /** Intel's collateral for TDX evidence. */
-  intelCollateral?: IntelCollateral;
+  /**
+   * The auditor's collateral bundle (`sigil collateral fetch`, docs/auditing.md section 3): Intel's for TDX evidence,
+   * AMD's CRL for SEV-SNP evidence (checked as snp.crl instead of the certificate table's), NVIDIA's RIMs and OCSP
+   * answers for GPU evidence (added to those the reference values name).
+   */
+  collateral?: CollateralBundle;
   /** Requests made to the service and their answers, with the receipts they carried: each is checked against the verified service. */
   exchanges?: readonly ServiceExchange[];
 }
@@ -206,10 +210,12 @@ function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpec
   const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce: expect.nonce, at };
   if (entries.length > 0 || !Array.isArray(bound) || bound.length > 0) options.boundSha256 = Array.isArray(bound) ? bound.map(String) : [];
   const rimCount = expect.reference?.gpu?.rims?.length ?? 0;
-  if (rimCount > 0 || (evidence.rims?.length ?? 0) > 0) options.rims = [...(evidence.rims ?? [])];
+  const bundle = evidence.collateral?.nvidia;
+  const rims = [...(evidence.rims ?? []), ...(bundle?.rims ?? [])];
+  if (rimCount > 0 || rims.length > 0) options.rims = rims;
   if (expect.gpuRoots !== undefined) options.roots = expect.gpuRoots;
   // A file the reference names but the caller could not read leaves its certificates uncovered: they fail, unless waived.
-  if (expect.reference?.gpu?.ocsp !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? [])]);
+  if (expect.reference?.gpu?.ocsp !== undefined || bundle !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? []), ...(bundle?.ocsp ?? [])]);
   if (expect.reference?.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = expect.reference.gpu.ocsp_allow_missing;
   const result = verifyGpuEvidence(entries as GpuEvidence[], options);
   const unread =
@@ -275,7 +281,8 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
     if (expectedMeasurement !== undefined) options.expectedMeasurement = expectedMeasurement;
     if (expect.roots !== undefined) options.roots = expect.roots;
     if (expect.reference !== undefined) options.reference = expect.reference;
-    if (evidence.intelCollateral !== undefined) options.intelCollateral = evidence.intelCollateral;
+    if (evidence.collateral !== undefined) options.intelCollateral = evidence.collateral.intel;
+    if (evidence.collateral?.amd.crl !== undefined) options.snpCollateral = { crl: evidence.collateral.amd.crl };
     if (expect.onEvents !== undefined) options.onEvents = expect.onEvents;
     if (firstClaims !== undefined) options.receipt = firstClaims;
     checks.push(...(await verifyAttestationDocument(doc, options)));

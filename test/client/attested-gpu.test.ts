@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import koffi from 'koffi';
@@ -10,6 +10,7 @@ import { AttestationError, createAttestedFetch } from '../../src/client/index.ts
 import { gpuEvidenceSha256, reportDataV2, START_NONCE, type AttestationDocumentV2, type GpuEvidence } from '../../src/protocol/attestation.ts';
 import { checkMark, type Check } from '../../src/verify/check.ts';
 import { DEFAULT_GPU_TRUST_ROOTS, type GpuTrustRoots } from '../../src/verify/gpu/index.ts';
+import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { ocspResponse } from '../support/ocsp-fixtures.ts';
 import {
@@ -123,7 +124,8 @@ const matchingRims = (change?: (index: number, value: string) => string) => ({
 
 describe('attest() on a document carrying the real H100 report', () => {
   it('checks revocation against the recorded OCSP responses the reference values name: an unreadable file and an answer NVIDIA did not sign both fail', async () => {
-    const [device, issuer] = realChainPem()
+    // Not the first certificate, the GPU's own (issued by its firmware): revocation is asked about the certificates above it.
+    const [, device, issuer] = realChainPem()
       .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
       .map((pem) => new X509Certificate(pem));
     const now = Date.now();
@@ -204,6 +206,39 @@ describe('attest() on a document carrying the real H100 report', () => {
     });
     expect(result.verdict.outcome).toBe('not-verified');
     expect(failed(result.checks)).toEqual(['gpu.rim[0].chain', 'gpu.rim[1].chain', 'gpu[0].driver_rim', 'gpu[0].vbios_rim', 'gpu[0].measurements']);
+  });
+
+  it("takes the RIMs and OCSP answers of a collateral bundle's NVIDIA part as it takes those the reference values name", async () => {
+    const rims = matchingRims().gpu.rims.map((path) => readFileSync(path, 'utf8'));
+    const run = (reference?: ReferenceValues) =>
+      attest({
+        baseURL: gpuSigil.url,
+        freshReport: true,
+        waive: { noHardwareEnclave: 'a test service' },
+        nonce: vectorNonce,
+        gpuRoots,
+        collateral: { intel: {}, amd: {}, nvidia: { rims, ocsp: [] } },
+        ...(reference === undefined ? {} : { reference }),
+      });
+    // The bundle holds no answer about the RIM signers or the device CAs: revocation fails closed instead of staying unpinned, and unchecked RIMs are not used.
+    const strict = await run();
+    expect(failed(strict.checks)).toEqual([
+      'gpu.rim[0].revocation',
+      'gpu.rim[1].revocation',
+      'gpu[0].driver_rim',
+      'gpu[0].vbios_rim',
+      'gpu[0].measurements',
+      'gpu[0].revocation',
+    ]);
+    expect(detail(strict.checks, 'gpu[0].revocation')).toMatch(/^not checked: no recorded OCSP response covers GH100 A01 GSP BROM; /);
+    const waived = await run({ gpu: { ocsp_allow_missing: true } });
+    expect(failed(waived.checks)).toEqual([]);
+    expect(marks(waived.checks)).toMatchObject({
+      'gpu[0].driver_rim': 'PASS',
+      'gpu[0].vbios_rim': 'PASS',
+      'gpu[0].measurements': 'PASS',
+      'gpu[0].revocation': 'WAIVED',
+    });
   });
 
   it('fails a report with a measurement byte changed, and hashes the binding does not list', async () => {

@@ -50,13 +50,16 @@ export async function startSnpSigil(options: {
   report?: (reportData: Uint8Array, call: number) => Uint8Array;
   /** The one model it serves, as the engine names it (default m1). */
   model?: string;
+  /** A certificate table without AMD's CRL (the verifier must get it elsewhere). */
+  withoutCrl?: boolean;
 }): Promise<TeeSigil> {
   const cpuid = options.milan === true ? { cpuid: { family: 0x19, model: 0x01 } } : {};
   const report = options.report ?? ((reportData) => buildSnpReport({ reportData, measurement: options.measurement, ...cpuid }, options.chain.vcekKey));
+  const certificates = amdCertTable(options.withoutCrl === true ? { ...options.chain, crl: undefined } : options.chain);
   let calls = 0;
   const machine = await FakeConfigfs.create({
     provider: 'sev_guest',
-    makeEvidence: (inblob) => ({ outblob: report(inblob, calls++), auxblob: amdCertTable(options.chain) }),
+    makeEvidence: (inblob) => ({ outblob: report(inblob, calls++), auxblob: certificates }),
   });
   const sigil = await startTestSigil({
     upstreams: { e: { url: options.engineUrl } },

@@ -86,6 +86,21 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     expect(r.stdout).toMatch(/^FAIL snp\.root — the chain ends at ARK-Test \(SHA-256 [0-9A-F:]+\), which is not a trusted AMD root$/m);
   });
 
+  it("takes AMD's CRL from --collateral DIR when the certificate table carries none, as the attested client's collateral option does", async () => {
+    const bare = keep(await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, withoutCrl: true }));
+    const without = await sigilVerify(['--url', bare.url, '--api-key', bare.key, '--allow-unpinned-code'], chain.roots);
+    expect(failing(without.stdout)).toEqual(['snp.crl']);
+    expect(without.code).toBe(1);
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-collateral-'));
+    writeFileSync(join(dir, 'amd-crl.der'), new Uint8Array(chain.crl.rawData));
+    const withBundle = await sigilVerify(['--url', bare.url, '--api-key', bare.key, '--allow-unpinned-code', '--collateral', dir], chain.roots);
+    expect(failing(withBundle.stdout)).toEqual([]);
+    expect(withBundle.stdout).toMatch(
+      /^PASS snp\.crl — SEV-Test \(serial 02\) is not among the 0 certificate\(s\) ARK-Test revoked \(CRL from the collateral bundle \(amd-crl\.der\)/m,
+    );
+    expect(withBundle.code).toBe(0);
+  });
+
   it('fails receipt.measurement when the hardware measures other code now than the code the receipts name', async () => {
     const other = randomBytes(48);
     // The stand-in hardware measures `measurement` for the start evidence, whose measurement Sigil's receipts name, and other code in every fresh report.
