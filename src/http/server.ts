@@ -9,6 +9,7 @@ import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
 import type { MemoryBudget } from '../limits/memory-budget.ts';
+import type { InFlightRequests } from './in-flight.ts';
 import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
@@ -36,7 +37,7 @@ interface Route {
 export interface AppState {
   ctx: AppContext;
   /** Requests not yet finished, for a graceful shutdown. */
-  inFlight: number;
+  inFlight: InFlightRequests;
   /** Set on SIGTERM: /readyz answers 503 so load balancers move on, and responses close their connections. */
   draining: boolean;
   /** Request bodies and buffered answers held at once (limits.buffer_budget_bytes). */
@@ -128,9 +129,9 @@ export function createRequestHandler(state: AppState) {
     if (state.draining) res.setHeader('connection', 'close');
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
     if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ request_id: requestId, method: req.method }, 'request received');
-    state.inFlight++;
+    state.inFlight.enter();
     res.once('close', () => {
-      state.inFlight--;
+      state.inFlight.leave();
       bytesAfterLastRequest.set(req.socket, req.socket.bytesRead);
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
