@@ -17,8 +17,9 @@ import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
-import { createCors } from './cors.ts';
-import { acceptEhbp } from './ehbp.ts';
+import { applyCors, createCors } from './pipeline/cors.ts';
+import { acceptSealed } from './pipeline/ehbp.ts';
+import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
 import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
@@ -29,6 +30,8 @@ interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
   name: string;
   methods: Record<string, Handler>;
+  /** The methods it answers, as `Allow` and CORS preflights name them. */
+  allow: string;
   /** Public documents any page may read (docs/trust-page.md): served with `Access-Control-Allow-Origin: *`, never with credentials. */
   public?: true;
 }
@@ -53,29 +56,29 @@ function buildRoutes(state: AppState) {
     signed: { burst: limits.signed_nonce_burst, perS: limits.signed_nonces_per_s },
   };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
-  const exact = new Map<string, Route>([
-    ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
-    ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
-    ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
-    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true }],
-    ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
-    [KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true }],
-    ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
-  ]);
+  const exact = new Map<string, Route>();
+  const add = (path: string, route: Omit<Route, 'allow'>) => exact.set(path, { ...route, allow: Object.keys(route.methods).join(', ') });
+  add('/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true });
+  add('/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true });
+  add('/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true });
+  add('/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true });
+  add('/healthz', { name: '/healthz', methods: get(handleHealthz) });
+  add(KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true });
+  add('/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) });
   for (const endpoint of RELAYED_ENDPOINTS) {
     const handler = createExchangeHandler(endpoint, { buffers: state.buffers, streamsCut: state.streamsCut.signal });
-    exact.set(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
+    add(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
   }
   const trustPage = createTrustPageHandler(state.ctx.config.trust_page?.dir ?? defaultTrustPageDir());
-  for (const path of TRUST_PAGE_PATHS) exact.set(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
+  for (const path of TRUST_PAGE_PATHS) add(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;
   if (metrics.enabled) {
     const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
-    exact.set('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
+    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
   }
   const prefixed: Array<[string, Route]> = [
-    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true }],
-    ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
+    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel), allow: 'GET, HEAD', public: true }],
+    ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt), allow: 'GET, HEAD' }],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
 }
@@ -145,7 +148,7 @@ export function createRequestHandler(state: AppState) {
     });
 
     try {
-      refuseDuplicateHeaders(req, ctx);
+      refuseDuplicateHeaders(req.headersDistinct, ctx.headers);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) {
@@ -153,17 +156,16 @@ export function createRequestHandler(state: AppState) {
         throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       }
       log.route = matched.name;
-      if (matched.public === true) res.setHeader('access-control-allow-origin', '*');
-      if (cors?.apply(req, res, Object.keys(matched.methods).join(', '))) {
+      if (applyCors(req, res, cors, matched.public === true, matched.allow)) {
         log.status = 204;
         return;
       }
       const handler = matched.methods[req.method ?? ''];
       if (handler === undefined) {
-        const allow = Object.keys(matched.methods).join(', ');
+        const { allow } = matched;
         throw new HttpError('method_not_allowed', `Method ${req.method} is not allowed on ${matched.name}; use ${allow}.`, { headers: { allow } });
       }
-      if (req.method === 'POST' && ctx.ehbp !== undefined) acceptEhbp(req, res, ctx.ehbp);
+      acceptSealed(req, res, ctx.ehbp);
       await handler(req, res, ctx, url, log);
       if (log.status === undefined && res.headersSent) log.status = res.statusCode;
     } catch (err) {
@@ -178,17 +180,6 @@ export function createRequestHandler(state: AppState) {
       sendError(res, error, req.complete ? undefined : { connection: 'close' });
     }
   };
-}
-
-/**
- * Headers whose duplicates would let a front proxy and Sigil read different requests (docs/decisions.md#hostile-peers):
- * Node keeps the first copy of these, another hop may keep the last.
- */
-function refuseDuplicateHeaders(req: IncomingMessage, ctx: AppContext): void {
-  const names = ['authorization', 'host', 'content-type', ctx.headers.receipt, ctx.headers.nonce];
-  for (const name of names) {
-    if ((req.headersDistinct[name]?.length ?? 0) > 1) throw httpError('duplicate_header', `The ${name} header must be sent once.`, name);
-  }
 }
 
 /** What a connection had read when its last request ended: a header timeout with nothing since is an idle keep-alive, not a slow client. */
