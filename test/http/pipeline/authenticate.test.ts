@@ -1,20 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { firstBody, rawRequest } from '../../support/raw-http.ts';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
-});
+const served = engineAndSigil({ modelNames: ['m'], models: [{ id: 'm' }] });
 
 const head = (authorization: string | undefined) =>
   'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n' +
@@ -23,7 +11,7 @@ const head = (authorization: string | undefined) =>
 
 describe('the authenticate step', () => {
   it('answers 401 missing_api_key before a byte of the body has arrived, and closes the connection', async () => {
-    const exchange = await rawRequest(sigil.url, [head(undefined)], { waitMs: 3000 });
+    const exchange = await rawRequest(served.sigil.url, [head(undefined)], { waitMs: 3000 });
     expect(exchange.statuses).toEqual([401]);
     expect(exchange.closed).toBe(true);
     expect(JSON.parse(firstBody(exchange))).toEqual({
@@ -37,25 +25,25 @@ describe('the authenticate step', () => {
   });
 
   it('answers 401 invalid_api_key for a key not in the keys file, and for a header that is not Bearer', async () => {
-    const unknown = await rawRequest(sigil.url, [head('Bearer sk-not-a-key')], { waitMs: 3000 });
+    const unknown = await rawRequest(served.sigil.url, [head('Bearer sk-not-a-key')], { waitMs: 3000 });
     expect(unknown.statuses).toEqual([401]);
     expect(JSON.parse(firstBody(unknown))).toEqual({
       error: { message: 'Incorrect API key provided.', type: 'authentication_error', param: null, code: 'invalid_api_key' },
     });
-    const basic = await rawRequest(sigil.url, [head('Basic dXNlcjpwYXNz')], { waitMs: 3000 });
+    const basic = await rawRequest(served.sigil.url, [head('Basic dXNlcjpwYXNz')], { waitMs: 3000 });
     expect(JSON.parse(firstBody(basic))).toEqual({
       error: { message: "The Authorization header must be 'Bearer <key>'.", type: 'authentication_error', param: null, code: 'invalid_api_key' },
     });
-    expect(engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+    expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
   });
 
   it('lets a known key through to the engine', async () => {
-    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+    const res = await fetch(`${served.sigil.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${served.sigil.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(res.status).toBe(200);
-    expect(engine.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
+    expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 });

@@ -1,32 +1,20 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({
-    upstreams: { e: { url: engine.baseUrl } },
-    models: [{ id: 'm' }],
-    config: { limits: { max_concurrent_per_key: 1 } },
-  });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
+const served = engineAndSigil({
+  modelNames: ['m'],
+  models: [{ id: 'm' }],
+  config: { limits: { max_concurrent_per_key: 1 } },
 });
 
 afterEach(() => {
-  engine.behaviour = {};
+  served.engine.behaviour = {};
 });
 
 const chat = (headers: Record<string, string> = {}, stream = false, signal?: AbortSignal) =>
-  fetch(`${sigil.url}/v1/chat/completions`, {
+  fetch(`${served.sigil.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', ...headers },
+    headers: { authorization: `Bearer ${served.sigil.key}`, 'content-type': 'application/json', ...headers },
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream }),
     ...(signal === undefined ? {} : { signal }),
   });
@@ -55,16 +43,16 @@ describe('the begin step', () => {
   });
 
   it('cancels the engine request when the client leaves mid-stream, and frees the slot for the next request', async () => {
-    engine.reply = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
-    engine.behaviour = { chunkDelayMs: 100 };
+    served.engine.reply = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
+    served.engine.behaviour = { chunkDelayMs: 100 };
     const leaving = new AbortController();
     const res = await chat({}, true, leaving.signal);
     expect(res.status).toBe(200);
-    const aborted = engine.nextAbort();
+    const aborted = served.engine.nextAbort();
     leaving.abort();
     await aborted;
-    expect(engine.aborted).toBe(1);
-    engine.behaviour = {};
+    expect(served.engine.aborted).toBe(1);
+    served.engine.behaviour = {};
     // One slot per key: the next request gets it only if the left exchange gave it back.
     const next = await chat();
     expect(next.status).toBe(200);

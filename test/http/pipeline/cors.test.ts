@@ -1,23 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { describe, expect, it } from 'vitest';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
 const ORIGIN = 'https://app.example';
 
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { cors: { allowed_origins: [ORIGIN] } } });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
-});
+const served = engineAndSigil({ modelNames: ['m'], models: [{ id: 'm' }], config: { cors: { allowed_origins: [ORIGIN] } } });
 
 const preflight = (path: string, origin: string) =>
-  fetch(`${sigil.url}${path}`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+  fetch(`${served.sigil.url}${path}`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
 
 describe('the CORS step', () => {
   it("answers an allowed origin's preflight itself with 204, naming the route's methods", async () => {
@@ -33,7 +22,7 @@ describe('the CORS step', () => {
       vary: 'Origin',
     });
     expect((await preflight('/v1/models', ORIGIN)).headers.get('access-control-allow-methods')).toBe('GET, HEAD');
-    expect(engine.requests.filter((r) => r.method !== 'GET')).toHaveLength(0);
+    expect(served.engine.requests.filter((r) => r.method !== 'GET')).toHaveLength(0);
   });
 
   it('gives an origin not listed no CORS header on a private route, so its preflight falls through to 405', async () => {
@@ -44,9 +33,9 @@ describe('the CORS step', () => {
   });
 
   it('serves the public documents to any page with *, and the private ones without', async () => {
-    const models = await fetch(`${sigil.url}/v1/models`, { headers: { origin: 'https://elsewhere.example' } });
+    const models = await fetch(`${served.sigil.url}/v1/models`, { headers: { origin: 'https://elsewhere.example' } });
     expect(models.headers.get('access-control-allow-origin')).toBe('*');
-    const healthz = await fetch(`${sigil.url}/healthz`, { headers: { origin: 'https://elsewhere.example' } });
+    const healthz = await fetch(`${served.sigil.url}/healthz`, { headers: { origin: 'https://elsewhere.example' } });
     expect(healthz.headers.get('access-control-allow-origin')).toBeNull();
   });
 });

@@ -1,23 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { firstBody, rawRequest } from '../../support/raw-http.ts';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({
-    upstreams: { e: { url: engine.baseUrl } },
-    models: [{ id: 'm' }],
-    config: { limits: { max_body_bytes: 1024, body_timeout_ms: 300 } },
-  });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
+const served = engineAndSigil({
+  modelNames: ['m'],
+  models: [{ id: 'm' }],
+  config: { limits: { max_body_bytes: 1024, body_timeout_ms: 300 } },
 });
 
 const head = (key: string, length: number, type = 'application/json') =>
@@ -26,7 +14,7 @@ const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'h
 
 describe('the read step', () => {
   it('refuses a body that is not JSON with 415, unread', async () => {
-    const exchange = await rawRequest(sigil.url, [head(sigil.key, body.length, 'text/plain')], { waitMs: 3000 });
+    const exchange = await rawRequest(served.sigil.url, [head(served.sigil.key, body.length, 'text/plain')], { waitMs: 3000 });
     expect(exchange.statuses).toEqual([415]);
     expect(JSON.parse(firstBody(exchange))).toEqual({
       error: {
@@ -39,7 +27,7 @@ describe('the read step', () => {
   });
 
   it('refuses a body declared larger than limits.max_body_bytes with 413, before reading it', async () => {
-    const exchange = await rawRequest(sigil.url, [head(sigil.key, 1025)], { waitMs: 3000 });
+    const exchange = await rawRequest(served.sigil.url, [head(served.sigil.key, 1025)], { waitMs: 3000 });
     expect(exchange.statuses).toEqual([413]);
     expect(exchange.closed).toBe(true);
     expect(JSON.parse(firstBody(exchange)).error).toEqual({
@@ -52,7 +40,7 @@ describe('the read step', () => {
 
   it('refuses a body that does not arrive within limits.body_timeout_ms with 408, and closes the connection', async () => {
     const started = Date.now();
-    const exchange = await rawRequest(sigil.url, [head(sigil.key, body.length), body.slice(0, 10)], { waitMs: 5000 });
+    const exchange = await rawRequest(served.sigil.url, [head(served.sigil.key, body.length), body.slice(0, 10)], { waitMs: 5000 });
     expect(exchange.statuses).toEqual([408]);
     expect(exchange.closed).toBe(true);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
@@ -62,12 +50,12 @@ describe('the read step', () => {
       param: null,
       code: 'request_timeout',
     });
-    expect(engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+    expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
   });
 
   it('passes a body sent in pieces to the engine as one, byte for byte', async () => {
-    const exchange = await rawRequest(sigil.url, [head(sigil.key, body.length), body.slice(0, 20), body.slice(20)], { gapMs: 50, waitMs: 1500 });
+    const exchange = await rawRequest(served.sigil.url, [head(served.sigil.key, body.length), body.slice(0, 20), body.slice(20)], { gapMs: 50, waitMs: 1500 });
     expect(exchange.statuses).toEqual([200]);
-    expect(engine.requests.at(-1)!.body.toString('utf8')).toBe(body);
+    expect(served.engine.requests.at(-1)!.body.toString('utf8')).toBe(body);
   });
 });

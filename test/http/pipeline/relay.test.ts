@@ -1,31 +1,19 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['engine/renamed', 'm'] });
-  sigil = await startTestSigil({
-    upstreams: { e: { url: engine.baseUrl } },
-    models: [{ id: 'renamed', upstream_model: 'engine/renamed', upstream: 'e' }, { id: 'm' }],
-  });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
+const served = engineAndSigil({
+  modelNames: ['engine/renamed', 'm'],
+  models: [{ id: 'renamed', upstream_model: 'engine/renamed', upstream: 'e' }, { id: 'm' }],
 });
 
 afterEach(() => {
-  engine.behaviour = {};
+  served.engine.behaviour = {};
 });
 
 const post = (model: string, stream: boolean) =>
-  fetch(`${sigil.url}/v1/chat/completions`, {
+  fetch(`${served.sigil.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${served.sigil.key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], stream }),
   });
 
@@ -36,7 +24,7 @@ describe('the relay step', () => {
     expect(res.headers.get('content-type')).toBe('application/json');
     const text = await res.text();
     expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(text)));
-    const direct = await fetch(`${engine.baseUrl}/chat/completions`, {
+    const direct = await fetch(`${served.engine.baseUrl}/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'engine/renamed', messages: [{ role: 'user', content: 'hi' }], stream: false }),
@@ -47,7 +35,7 @@ describe('the relay step', () => {
   });
 
   it('relays a stream event by event, unbuffered, with the stream headers, ending with [DONE]', async () => {
-    engine.reply = 'one two three';
+    served.engine.reply = 'one two three';
     const res = await post('m', true);
     expect(res.status).toBe(200);
     expect([res.headers.get('content-type'), res.headers.get('cache-control'), res.headers.get('x-accel-buffering')]).toEqual([

@@ -1,29 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sha256 } from '../../../src/http/pipeline/sign.ts';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['engine/renamed', 'm'] });
-  sigil = await startTestSigil({
-    upstreams: { e: { url: engine.baseUrl } },
-    models: [{ id: 'renamed', upstream_model: 'engine/renamed', upstream: 'e' }, { id: 'm' }],
-  });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
+const served = engineAndSigil({
+  modelNames: ['engine/renamed', 'm'],
+  models: [{ id: 'renamed', upstream_model: 'engine/renamed', upstream: 'e' }, { id: 'm' }],
 });
 
 const claims = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
 const post = (body: string) =>
-  fetch(`${sigil.url}/v1/chat/completions`, {
+  fetch(`${served.sigil.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': 'nonce-1' },
+    headers: { authorization: `Bearer ${served.sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': 'nonce-1' },
     body,
   });
 
@@ -44,11 +32,11 @@ describe('the sign step', () => {
       nonce: 'nonce-1',
       selected_model: { model_id: 'renamed' },
       request_hash: sha256(Buffer.from(body)),
-      forwarded_request_hash: sha256(engine.requests.at(-1)!.body),
+      forwarded_request_hash: sha256(served.engine.requests.at(-1)!.body),
       response_hash: sha256(answer),
       completion_id: (JSON.parse(answer.toString('utf8')) as { id: string }).id,
     });
-    const stored = await fetch(`${sigil.url}/v1/receipts/${receipt.receipt_id as string}`, { headers: { authorization: `Bearer ${sigil.key}` } });
+    const stored = await fetch(`${served.sigil.url}/v1/receipts/${receipt.receipt_id as string}`, { headers: { authorization: `Bearer ${served.sigil.key}` } });
     expect(stored.status).toBe(200);
   });
 

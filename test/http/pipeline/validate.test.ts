@@ -1,25 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
+import { describe, expect, it } from 'vitest';
+import { engineAndSigil } from '../../support/engine-and-sigil.ts';
 
-let engine: TestEngine;
-let sigil: TestSigil;
-
-beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m', 'e'] });
-  sigil = await startTestSigil({
-    upstreams: { e: { url: engine.baseUrl } },
-    models: [{ id: 'm' }, { id: 'e', endpoints: ['embeddings'] }],
-  });
-});
-
-afterAll(async () => {
-  await sigil.close(0);
-  await engine.close();
+const served = engineAndSigil({
+  modelNames: ['m', 'e'],
+  models: [{ id: 'm' }, { id: 'e', endpoints: ['embeddings'] }],
 });
 
 const post = (body: string, path = '/v1/chat/completions') =>
-  fetch(`${sigil.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' }, body });
+  fetch(`${served.sigil.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${served.sigil.key}`, 'content-type': 'application/json' }, body });
 const error = async (res: Response) => ({ status: res.status, ...((await res.json()) as { error: unknown }) });
 
 describe('the validate step', () => {
@@ -51,13 +39,13 @@ describe('the validate step', () => {
       status: 400,
       error: { message: "'messages' must be a non-empty array.", type: 'invalid_request_error', param: 'messages', code: 'invalid_value' },
     });
-    expect(engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+    expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
   });
 
   it('passes a valid request on, its bytes untouched when the engine knows the model by the same name', async () => {
     const body = '{"model":"m",  "messages":[{"role":"user","content":"hi"}],"max_tokens":1e1}';
     const res = await post(body);
     expect(res.status).toBe(200);
-    expect(engine.requests.at(-1)!.body.toString('utf8')).toBe(body);
+    expect(served.engine.requests.at(-1)!.body.toString('utf8')).toBe(body);
   });
 });
