@@ -49,6 +49,11 @@ export interface AppState {
   streamsCut: AbortController;
 }
 
+/** A route with its `Allow` list made once, not on every request that needs it. */
+function withAllow(route: Omit<Route, 'allow'>): Route {
+  return { ...route, allow: Object.keys(route.methods).join(', ') };
+}
+
 function buildRoutes(state: AppState) {
   const { limits } = state.ctx.config;
   const attestationAllowances = {
@@ -57,7 +62,7 @@ function buildRoutes(state: AppState) {
   };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>();
-  const add = (path: string, route: Omit<Route, 'allow'>) => exact.set(path, { ...route, allow: Object.keys(route.methods).join(', ') });
+  const add = (path: string, route: Omit<Route, 'allow'>) => exact.set(path, withAllow(route));
   add('/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true });
   add('/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true });
   add('/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true });
@@ -77,8 +82,8 @@ function buildRoutes(state: AppState) {
     add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
   }
   const prefixed: Array<[string, Route]> = [
-    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel), allow: 'GET, HEAD', public: true }],
-    ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt), allow: 'GET, HEAD' }],
+    ['/v1/models/', withAllow({ name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true })],
+    ['/v1/receipts/', withAllow({ name: '/v1/receipts/{id}', methods: get(handleGetReceipt) })],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
 }
