@@ -27,10 +27,11 @@ export function begin(
   ctx: AppContext,
   log: RequestLog,
   caller: Caller,
+  started: number,
 ): Exchange {
   const x: Exchange = {
     endpoint,
-    started: performance.now(),
+    started,
     ctx,
     req,
     res,

@@ -21,7 +21,7 @@ export type Release = (tokensUsed: number) => void;
  */
 export interface Exchange {
   readonly endpoint: EndpointDescription;
-  /** `performance.now()` when the exchange began, for the time to the first token. */
+  /** `performance.now()` when the exchange began (before authentication), for the time to the first token. */
   readonly started: number;
   readonly ctx: AppContext;
   readonly req: IncomingMessage;

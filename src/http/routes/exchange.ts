@@ -24,8 +24,9 @@ export function createExchangeHandler(endpoint: EndpointDescription, shared: Exc
 }
 
 async function exchange(endpoint: EndpointDescription, shared: ExchangeShared, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) {
+  const started = performance.now();
   const caller = authenticate(req, ctx);
-  const begun = begin(endpoint, shared, req, res, ctx, log, caller);
+  const begun = begin(endpoint, shared, req, res, ctx, log, caller, started);
   const withBody = await read(begun);
   const admitted = await admit(withBody);
   if (admitted === undefined) return;
