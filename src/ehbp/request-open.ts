@@ -19,6 +19,18 @@ export function readEncapsulatedKey(values: readonly string[] | undefined): Uint
   return Buffer.from(values[0]!, 'hex');
 }
 
+/** Response nonces travel in the clear (`Ehbp-Response-Nonce`): cut from a 4 KiB random block, one randomBytes call per 128 requests. */
+let nonceBlock = Buffer.alloc(0);
+let nonceOffset = 0;
+function nextResponseNonce(): Buffer {
+  if (nonceOffset === nonceBlock.length) {
+    nonceBlock = randomBytes(128 * RESPONSE_NONCE_BYTES);
+    nonceOffset = 0;
+  }
+  nonceOffset += RESPONSE_NONCE_BYTES;
+  return nonceBlock.subarray(nonceOffset - RESPONSE_NONCE_BYTES, nonceOffset);
+}
+
 /**
  * One encrypted exchange (the EHBP specification §4, §5.2): the request's HPKE context, and the response's nonce and
  * sealer derived from it. Errors are sealed too once a frame has opened (the client holds the context).
@@ -51,7 +63,7 @@ export class EhbpExchange {
         param: 'Ehbp-Encapsulated-Key',
       });
     }
-    const nonce = randomBytes(RESPONSE_NONCE_BYTES);
+    const nonce = nextResponseNonce();
     return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)), receiptNonce, enc);
   }
 
