@@ -1,9 +1,9 @@
 /**
  * What encrypted bodies (EHBP) cost Sigil, measured as ratios in one run: the same Sigil
  * process serves plain and EHBP requests in interleaved rounds; its CPU time (from /proc) per JSON request
- * and per streamed event is compared. The client (npm `ehbp`, on the other core) seals each request and
- * opens each answer; its own cost is not counted. Every stream is checked event by event: each event must
- * arrive as its own frame (none held back to be merged with the next).
+ * and per streamed event is compared. The client (npm `ehbp`, on the other core) seals each phase's requests
+ * before the phase starts, so its sealing neither counts nor paces Sigil. Every stream is checked event by
+ * event: each event must arrive as its own frame (none held back to be merged with the next).
  *
  *   npm run build && npx tsx bench/ehbp.ts [--rounds 5] [--requests 400] [--streams 60] [--tokens 64]
  */
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import { fetchServerIdentity, sealRequest } from './ehbp-client.ts';
+import { fetchServerIdentity, sealRequest, type SealedRequest } from './ehbp-client.ts';
 import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
 import { cpuMicros, freePort, pin, spawnLogged, stopChild, waitForPort } from './processes.ts';
 
@@ -51,12 +51,14 @@ interface Tally {
   mergedReads: number;
 }
 
+/** A request ready to send: sealed ahead of the timed phase, so the client's sealing does not pace Sigil's sealed phase. */
+async function prepare(sealed: boolean, stream: boolean): Promise<SealedRequest> {
+  return sealed ? sealRequest(identity, `${base}/v1/chat/completions`, headers, body(stream)) : { headers, body: Buffer.from(body(stream)) };
+}
+
 /** One request, plain or sealed; counts the events (plain: `data:` lines) or frames (sealed) and reads carrying more than one. */
-async function once(sealed: boolean, stream: boolean, tally: Tally): Promise<void> {
-  let sendHeaders: Record<string, string> = headers;
-  let sendBody: Uint8Array = Buffer.from(body(stream));
-  if (sealed) ({ headers: sendHeaders, body: sendBody } = await sealRequest(identity, `${base}/v1/chat/completions`, headers, body(stream)));
-  const response = await request(`${base}/v1/chat/completions`, { method: 'POST', headers: sendHeaders, body: sendBody, dispatcher: agent });
+async function once(prepared: SealedRequest, sealed: boolean, stream: boolean, tally: Tally): Promise<void> {
+  const response = await request(`${base}/v1/chat/completions`, { method: 'POST', headers: prepared.headers, body: prepared.body, dispatcher: agent });
   if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}: ${await response.body.text()}`);
   let pending = Buffer.alloc(0);
   for await (const chunk of response.body) {
@@ -80,14 +82,14 @@ async function once(sealed: boolean, stream: boolean, tally: Tally): Promise<voi
 
 async function phase(sealed: boolean, stream: boolean, count: number): Promise<{ cpuUs: number; tally: Tally; seconds: number }> {
   const tally: Tally = { events: 0, frames: 0, mergedReads: 0 };
+  const prepared = await Promise.all(Array.from({ length: count }, () => prepare(sealed, stream)));
   let next = 0;
   const cpu0 = cpuMicros([sigil.pid]);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < count) {
-        next++;
-        await once(sealed, stream, tally);
+        await once(prepared[next++]!, sealed, stream, tally);
       }
     }),
   );

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { RecipientContext } from 'hpke';
+import type { RecipientContext } from '@hpke/core';
 import { HttpError } from '../protocol/errors.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { deriveResponseKeys, ResponseSealer } from './response-seal.ts';
@@ -17,6 +17,18 @@ export function readEncapsulatedKey(values: readonly string[] | undefined): Uint
     });
   }
   return Buffer.from(values[0]!, 'hex');
+}
+
+/** Response nonces travel in the clear (`Ehbp-Response-Nonce`): cut from a 4 KiB random block, one randomBytes call per 128 requests. */
+let nonceBlock = Buffer.alloc(0);
+let nonceOffset = 0;
+function nextResponseNonce(): Buffer {
+  if (nonceOffset === nonceBlock.length) {
+    nonceBlock = randomBytes(128 * RESPONSE_NONCE_BYTES);
+    nonceOffset = 0;
+  }
+  nonceOffset += RESPONSE_NONCE_BYTES;
+  return nonceBlock.subarray(nonceOffset - RESPONSE_NONCE_BYTES, nonceOffset);
 }
 
 /**
@@ -43,15 +55,15 @@ export class EhbpExchange {
     let secret: Uint8Array;
     let receiptNonce: string;
     try {
-      context = await serverKey.suite.SetupRecipient(serverKey.keyPair, enc, { info: REQUEST_INFO });
-      secret = await context.Export(RESPONSE_EXPORT_LABEL, 32);
-      receiptNonce = await exchangeReceiptNonce(context);
+      context = await serverKey.suite.createRecipientContext({ recipientKey: serverKey.keyPair, enc, info: REQUEST_INFO });
+      secret = new Uint8Array(await context.export(RESPONSE_EXPORT_LABEL, 32));
+      receiptNonce = await exchangeReceiptNonce({ Export: (label, length) => context.export(label, length) });
     } catch {
       throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', {
         param: 'Ehbp-Encapsulated-Key',
       });
     }
-    const nonce = randomBytes(RESPONSE_NONCE_BYTES);
+    const nonce = nextResponseNonce();
     return new EhbpExchange(context, nonce.toString('hex'), new ResponseSealer(deriveResponseKeys(secret, enc, nonce)), receiptNonce, enc);
   }
 
@@ -70,9 +82,9 @@ export class EhbpExchange {
       at += 4;
       if (length > body.length - at) throw new HttpError('ehbp_invalid_body', INVALID_BODY);
       if (length === 0) continue;
-      let plaintext: Uint8Array;
+      let plaintext: ArrayBuffer;
       try {
-        plaintext = await this.context.Open(body.subarray(at, at + length));
+        plaintext = await this.context.open(body.subarray(at, at + length));
       } catch {
         if (!this.authenticated) {
           throw new HttpError('ehbp_key_config_mismatch', "The request was not encrypted to this server's current key: fetch /.well-known/hpke-keys again.", {
@@ -83,9 +95,9 @@ export class EhbpExchange {
       }
       this.authenticated = true;
       at += length;
-      size += plaintext.length;
+      size += plaintext.byteLength;
       if (size > maxPlaintext) throw new HttpError('request_too_large', `The request body is larger than ${maxPlaintext} bytes.`);
-      parts.push(Buffer.from(plaintext.buffer, plaintext.byteOffset, plaintext.byteLength));
+      parts.push(Buffer.from(plaintext));
     }
     if (!this.authenticated) throw new HttpError('ehbp_invalid_body', 'An encrypted request must carry a body.');
     return Buffer.concat(parts, size);

@@ -1,4 +1,5 @@
-import { createCipheriv, hkdfSync } from 'node:crypto';
+import { createCipheriv } from 'node:crypto';
+import { hkdfExpand, hkdfExtract } from './node-crypto-hpke.ts';
 
 /** The AES-256-GCM key and nonce base of one response (the EHBP specification §4.4, as OHTTP RFC 9458 derives them). */
 export interface ResponseKeys {
@@ -6,42 +7,49 @@ export interface ResponseKeys {
   nonceBase: Buffer;
 }
 
-/**
- * salt = enc || response_nonce; prk = Extract(salt, secret); key = Expand(prk, "key", 32);
- * nonce = Expand(prk, "nonce", 12). HKDF-SHA256 from node:crypto does Extract then Expand.
- */
+const TAG_BYTES = 16;
+
+/** salt = enc || response_nonce; prk = Extract(salt, secret); key = Expand(prk, "key", 32); nonce = Expand(prk, "nonce", 12). */
 export function deriveResponseKeys(exportedSecret: Uint8Array, requestEnc: Uint8Array, responseNonce: Uint8Array): ResponseKeys {
-  const salt = Buffer.concat([requestEnc, responseNonce]);
-  return {
-    key: Buffer.from(hkdfSync('sha256', exportedSecret, salt, 'key', 32)),
-    nonceBase: Buffer.from(hkdfSync('sha256', exportedSecret, salt, 'nonce', 12)),
-  };
+  const prk = hkdfExtract(Buffer.concat([requestEnc, responseNonce]), exportedSecret);
+  const key = hkdfExpand(prk, 'key', 32);
+  const nonceBase = hkdfExpand(prk, 'nonce', 12);
+  return { key: Buffer.from(key.buffer, key.byteOffset, key.byteLength), nonceBase: Buffer.from(nonceBase.buffer, nonceBase.byteOffset, nonceBase.byteLength) };
 }
 
 /** Chunk `seq`'s nonce: the nonce base XOR the sequence number, big-endian in its last bytes. */
 export function chunkNonce(nonceBase: Buffer, seq: number): Buffer {
-  if (!Number.isSafeInteger(seq) || seq < 0 || seq >= 2 ** 32) throw new RangeError('EHBP response chunk sequence exhausted');
-  const nonce = Buffer.from(nonceBase);
-  nonce.writeUInt32BE((nonce.readUInt32BE(8) ^ seq) >>> 0, 8);
-  return nonce;
+  return writeChunkNonce(Buffer.from(nonceBase), nonceBase, seq);
 }
 
-/** Seals response chunks in order, each as LEN (4 bytes, big-endian) || AES-256-GCM ciphertext and tag. */
+function writeChunkNonce(into: Buffer, nonceBase: Buffer, seq: number): Buffer {
+  if (!Number.isSafeInteger(seq) || seq < 0 || seq >= 2 ** 32) throw new RangeError('EHBP response chunk sequence exhausted');
+  into.writeUInt32BE((nonceBase.readUInt32BE(8) ^ seq) >>> 0, 8);
+  return into;
+}
+
+/**
+ * Seals response chunks in order, each as LEN (4 bytes, big-endian) || AES-256-GCM ciphertext and tag: one
+ * cipher and one frame allocation per chunk (a string is encrypted as it is, not copied to a Buffer first).
+ */
 export class ResponseSealer {
   private seq = 0;
+  /** Rewritten for every chunk: createCipheriv copies the IV, so one buffer serves them all. */
+  private readonly nonce: Buffer;
 
-  constructor(private readonly keys: ResponseKeys) {}
+  constructor(private readonly keys: ResponseKeys) {
+    this.nonce = Buffer.from(keys.nonceBase);
+  }
 
-  seal(plaintext: Uint8Array): Buffer {
-    const cipher = createCipheriv('aes-256-gcm', this.keys.key, chunkNonce(this.keys.nonceBase, this.seq++));
-    const head = cipher.update(plaintext);
-    const tail = cipher.final();
-    const tag = cipher.getAuthTag();
-    const frame = Buffer.allocUnsafe(4 + head.length + tail.length + tag.length);
-    frame.writeUInt32BE(head.length + tail.length + tag.length, 0);
-    head.copy(frame, 4);
-    tail.copy(frame, 4 + head.length);
-    tag.copy(frame, 4 + head.length + tail.length);
+  seal(plaintext: Uint8Array | string, encoding: BufferEncoding = 'utf8'): Buffer {
+    const cipher = createCipheriv('aes-256-gcm', this.keys.key, writeChunkNonce(this.nonce, this.keys.nonceBase, this.seq++));
+    const body = typeof plaintext === 'string' ? cipher.update(plaintext, encoding) : cipher.update(plaintext);
+    // GCM is a stream mode: final() adds no bytes, it only computes the tag.
+    cipher.final();
+    const frame = Buffer.allocUnsafe(4 + body.length + TAG_BYTES);
+    frame.writeUInt32BE(body.length + TAG_BYTES, 0);
+    body.copy(frame, 4);
+    cipher.getAuthTag().copy(frame, 4 + body.length);
     return frame;
   }
 }

@@ -4,6 +4,8 @@ import { RESPONSE_NONCE_HEADER } from './suite.ts';
 
 type Headers = OutgoingHttpHeaders | Array<string | string[]> | undefined;
 
+const EMPTY = Buffer.alloc(0);
+
 function withoutLength(headers: Headers): Headers {
   if (headers === undefined || Array.isArray(headers)) return headers;
   const out: OutgoingHttpHeaders = {};
@@ -21,13 +23,11 @@ function withoutLength(headers: Headers): Headers {
 export function sealResponse(res: ServerResponse, exchange: EhbpExchange): void {
   res.setHeader(RESPONSE_NONCE_HEADER, exchange.responseNonce);
   const writeHead = res.writeHead.bind(res) as (status: number, ...rest: unknown[]) => ServerResponse;
-  const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
-  const end = res.end.bind(res) as (...rest: unknown[]) => ServerResponse;
+  const write = res.write.bind(res) as (chunk: unknown, callback?: unknown) => boolean;
+  const end = res.end.bind(res) as (chunk?: unknown, callback?: unknown) => ServerResponse;
   const setHeader = res.setHeader.bind(res);
-  const seal = (chunk: unknown, encoding?: unknown): Buffer =>
-    exchange.sealer.seal(
-      typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8') : (chunk as Uint8Array),
-    );
+  const seal = (chunk: unknown, encoding: unknown): Buffer =>
+    exchange.sealer.seal(chunk as Uint8Array | string, typeof encoding === 'string' ? (encoding as BufferEncoding) : undefined);
 
   res.setHeader = (name: string, value: number | string | readonly string[]) => (name.toLowerCase() === 'content-length' ? res : setHeader(name, value));
   res.writeHead = ((status: number, ...rest: unknown[]) => {
@@ -36,14 +36,16 @@ export function sealResponse(res: ServerResponse, exchange: EhbpExchange): void 
     res.removeHeader('content-length');
     return reason === undefined ? writeHead(status, withoutLength(headers)) : writeHead(status, reason, withoutLength(headers));
   }) as ServerResponse['writeHead'];
-  res.write = ((chunk: unknown, ...rest: unknown[]) => {
-    const callback = rest.find((r) => typeof r === 'function');
-    if (chunk === undefined || chunk === null || (chunk as { length: number }).length === 0) return write(Buffer.alloc(0), callback);
-    return write(seal(chunk, rest[0]), callback);
+  // Called once per chunk (every SSE event): plain parameters, no rest arrays.
+  res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    const done = typeof encoding === 'function' ? encoding : callback;
+    if (chunk === undefined || chunk === null || (chunk as { length: number }).length === 0) return write(EMPTY, done);
+    return write(seal(chunk, encoding), done);
   }) as ServerResponse['write'];
-  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
-    const callback = [chunk, ...rest].find((r) => typeof r === 'function');
-    if (chunk === undefined || typeof chunk === 'function' || (chunk as { length: number }).length === 0) return end(callback);
-    return end(seal(chunk, rest[0]), callback);
+  res.end = ((chunk?: unknown, encoding?: unknown, callback?: unknown) => {
+    if (typeof chunk === 'function') return end(chunk);
+    const done = typeof encoding === 'function' ? encoding : callback;
+    if (chunk === undefined || chunk === null || (chunk as { length: number }).length === 0) return end(done);
+    return end(seal(chunk, encoding), done);
   }) as ServerResponse['end'];
 }

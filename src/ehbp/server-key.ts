@@ -1,12 +1,14 @@
-import type { CipherSuite, Key, KeyPair } from 'hpke';
+import type { CipherSuite } from '@hpke/core';
 import { AEAD_ID, ehbpSuite, KDF_ID, KEM_ID } from './suite.ts';
 
-/** The enclave's HPKE key: made in this process, its private half not extractable, never logged. */
+/** The enclave's HPKE key: made in this process, held only in its memory, never written or logged. */
 export interface EhbpServerKey {
   suite: CipherSuite;
-  keyPair: KeyPair<Key>;
+  keyPair: CryptoKeyPair;
   /** The exact bytes served at /.well-known/hpke-keys (an RFC 9458 key_config): what the binding states. */
   keyConfig: Uint8Array;
+  /** Only a primary's key, handed to its workers in memory, may be exported (exportEhbpPrivateKey). */
+  exportable: boolean;
 }
 
 /** key_id 0, kem_id, the 32-byte public key, then one (kdf_id, aead_id) suite behind its 2-byte length. */
@@ -30,19 +32,23 @@ export function encodeKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
  */
 export async function makeEhbpServerKey(sealedIkm?: Uint8Array, exportable = false): Promise<EhbpServerKey> {
   const suite = ehbpSuite();
-  const keyPair = sealedIkm === undefined ? await suite.GenerateKeyPair(exportable) : await suite.DeriveKeyPair(sealedIkm, exportable);
-  const publicKey = await suite.SerializePublicKey(keyPair.publicKey);
-  return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey) };
+  const keyPair = sealedIkm === undefined ? await suite.kem.generateKeyPair() : await suite.kem.deriveKeyPair(sealedIkm);
+  const publicKey = new Uint8Array(await suite.kem.serializePublicKey(keyPair.publicKey));
+  return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey), exportable };
 }
 
 /** The key a primary made, rebuilt in a worker from its private half and key_config (received over IPC, never from disk). */
 export async function ehbpServerKeyFrom(privateKey: Uint8Array, keyConfig: Uint8Array): Promise<EhbpServerKey> {
   const suite = ehbpSuite();
-  const publicKey = await suite.DeserializePublicKey(keyConfig.subarray(3, 3 + 32));
-  return { suite, keyPair: { privateKey: await suite.DeserializePrivateKey(privateKey, false), publicKey }, keyConfig };
+  const keyPair = {
+    privateKey: await suite.kem.deserializePrivateKey(privateKey),
+    publicKey: await suite.kem.deserializePublicKey(keyConfig.subarray(3, 3 + 32)),
+  };
+  return { suite, keyPair, keyConfig, exportable: false };
 }
 
 /** The private half, for the primary's hand-off to its workers; the key must have been made exportable. */
-export function exportEhbpPrivateKey(key: EhbpServerKey): Promise<Uint8Array> {
-  return key.suite.SerializePrivateKey(key.keyPair.privateKey);
+export async function exportEhbpPrivateKey(key: EhbpServerKey): Promise<Uint8Array> {
+  if (!key.exportable) throw new TypeError('This HPKE key was not made exportable: only a primary hands its key to workers.');
+  return new Uint8Array(await key.suite.kem.serializePrivateKey(key.keyPair.privateKey));
 }

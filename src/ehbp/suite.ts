@@ -1,4 +1,5 @@
-import { AEAD_AES_256_GCM, CipherSuite, KDF_HKDF_SHA256, KEM_DHKEM_X25519_HKDF_SHA256 } from 'hpke';
+import { CipherSuite } from '@hpke/core';
+import { AesGcmNode, DhkemX25519HkdfSha256Node, HkdfSha256Node } from './node-crypto-hpke.ts';
 
 /** EHBP's one suite (its specification §3.2): X25519 HKDF-SHA256, HKDF-SHA256, AES-256-GCM. */
 export const KEM_ID = 0x0020;
@@ -17,6 +18,7 @@ export const RESPONSE_EXPORT_LABEL = new TextEncoder().encode('ehbp response');
 export const ENC_BYTES = 32;
 export const RESPONSE_NONCE_BYTES = 32;
 
+/** `@hpke/core` (RFC 9180) on node:crypto's X25519, HKDF and AES-GCM (src/ehbp/node-crypto-hpke.ts). */
 export function ehbpSuite(): CipherSuite {
-  return new CipherSuite(KEM_DHKEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, AEAD_AES_256_GCM);
+  return new CipherSuite({ kem: new DhkemX25519HkdfSha256Node(), kdf: new HkdfSha256Node(), aead: new AesGcmNode(32) });
 }

@@ -1,0 +1,179 @@
+/**
+ * HPKE's three primitives on node:crypto (OpenSSL), plugged into `@hpke/core` through the extension points it
+ * exposes: an X25519 curve for its `XCurveDhkemPrimitives`, an HKDF-SHA256 whose Extract and Expand replace
+ * WebCrypto's, and an AES-GCM AEAD. The DHKEM, its labelled derivations, DeriveKeyPair and the key schedule
+ * stay the library's. Each step runs synchronously in OpenSSL: WebCrypto in Node goes through a promise and
+ * the thread pool for every one of the dozen small steps of a request's set-up (docs/decisions.md).
+ */
+import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, diffieHellman, randomBytes, type KeyObject } from 'node:crypto';
+import {
+  AeadId,
+  Dhkem,
+  HkdfSha256Native,
+  KemId,
+  XCurveDhkemPrimitives,
+  type AeadEncryptionContext,
+  type AeadInterface,
+  type MontgomeryECDH,
+} from '@hpke/common';
+
+type Bytes = ArrayBufferLike | ArrayBufferView;
+
+const bytes = (input: Bytes): Uint8Array =>
+  ArrayBuffer.isView(input) ? new Uint8Array(input.buffer, input.byteOffset, input.byteLength) : new Uint8Array(input);
+
+/** The library reads `.buffer` of what it gets back, so every result owns exactly its ArrayBuffer. */
+function owned(b: Uint8Array): Uint8Array {
+  if (b.byteOffset === 0 && b.buffer.byteLength === b.byteLength && b.buffer instanceof ArrayBuffer) return b;
+  return new Uint8Array(b);
+}
+
+const X25519_PKCS8 = Buffer.from('302e020100300506032b656e04220420', 'hex');
+const X25519_BASE_POINT = Uint8Array.from({ length: 32 }, (_, i) => (i === 0 ? 9 : 0));
+
+/** A private scalar is imported once (OpenSSL's PKCS#8 decoder is slow); the server's key is used for every request. */
+const privateKeys = new WeakMap<Uint8Array, KeyObject>();
+
+function privateKeyOf(secretKey: Uint8Array): KeyObject {
+  let key = privateKeys.get(secretKey);
+  if (key === undefined) {
+    key = createPrivateKey({ key: Buffer.concat([X25519_PKCS8, secretKey]), format: 'der', type: 'pkcs8' });
+    privateKeys.set(secretKey, key);
+  }
+  return key;
+}
+
+// A JWK import goes straight to EVP_PKEY_new_raw_public_key; a DER one through OpenSSL's decoder, ten times slower.
+const publicKeyOf = (publicKey: Uint8Array): KeyObject =>
+  createPublicKey({
+    key: { kty: 'OKP', crv: 'X25519', x: Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('base64url') },
+    format: 'jwk',
+  });
+
+/** OpenSSL refuses an all-zero shared secret (a low-order point), as RFC 9180 §7.1.4 requires. */
+function sharedSecret(secretKey: Uint8Array, publicKey: Uint8Array): Uint8Array {
+  return owned(diffieHellman({ privateKey: privateKeyOf(secretKey), publicKey: publicKeyOf(publicKey) }));
+}
+
+function publicKeyFor(secretKey: Uint8Array): Uint8Array {
+  const { x } = createPublicKey(privateKeyOf(secretKey)).export({ format: 'jwk' });
+  return owned(Buffer.from(x!, 'base64url'));
+}
+
+function keygen(seed?: Uint8Array): { secretKey: Uint8Array; publicKey: Uint8Array } {
+  const secretKey = seed === undefined ? new Uint8Array(randomBytes(32)) : owned(seed);
+  return { secretKey, publicKey: publicKeyFor(secretKey) };
+}
+
+/** X25519 (RFC 7748) in the shape `XCurveDhkemPrimitives` takes, computed by OpenSSL. */
+export const x25519: MontgomeryECDH = {
+  scalarMult: sharedSecret,
+  scalarMultBase: publicKeyFor,
+  getSharedSecret: sharedSecret,
+  getPublicKey: publicKeyFor,
+  utils: { randomSecretKey: async (seed?: Uint8Array) => keygen(seed).secretKey },
+  GuBytes: X25519_BASE_POINT,
+  lengths: { secretKey: 32, publicKey: 32, seed: 32 },
+  keygen,
+};
+
+const SHA256_BYTES = 32;
+const NO_SALT = new Uint8Array(SHA256_BYTES);
+
+/** HKDF-SHA256 Extract (RFC 5869 §2.2) by node:crypto's HMAC: hkdfSync costs three HMACs' time for one step. */
+export function hkdfExtract(salt: Uint8Array, ikm: Uint8Array): Uint8Array {
+  return owned(
+    createHmac('sha256', salt.byteLength === 0 ? NO_SALT : salt)
+      .update(ikm)
+      .digest(),
+  );
+}
+
+/** HKDF-SHA256 Expand (RFC 5869 §2.3): T(i) = HMAC(PRK, T(i-1) || info || i), cut to `length` bytes. */
+export function hkdfExpand(prk: Uint8Array, info: Uint8Array | string, length: number): Uint8Array {
+  if (length > 255 * SHA256_BYTES) throw new RangeError('HKDF-Expand: at most 255 blocks');
+  const okm = new Uint8Array(length);
+  let block: Uint8Array = new Uint8Array(0);
+  for (let i = 1, at = 0; at < length; i++, at += SHA256_BYTES) {
+    block = createHmac('sha256', prk).update(block).update(info).update(Uint8Array.of(i)).digest();
+    okm.set(block.subarray(0, Math.min(SHA256_BYTES, length - at)), at);
+  }
+  return okm;
+}
+
+/** HKDF-SHA256 for `@hpke/core`: the library builds the labelled inputs, the functions above compute. */
+export class HkdfSha256Node extends HkdfSha256Native {
+  override async extract(salt: Bytes, ikm: Bytes): Promise<ArrayBuffer> {
+    return hkdfExtract(bytes(salt), bytes(ikm)).buffer as ArrayBuffer;
+  }
+
+  override async expand(prk: Bytes, info: Bytes, len: number): Promise<ArrayBuffer> {
+    return hkdfExpand(bytes(prk), bytes(info), len).buffer as ArrayBuffer;
+  }
+
+  override async extractAndExpand(salt: Bytes, ikm: Bytes, info: Bytes, len: number): Promise<ArrayBuffer> {
+    return hkdfExpand(hkdfExtract(bytes(salt), bytes(ikm)), bytes(info), len).buffer as ArrayBuffer;
+  }
+}
+
+/** DHKEM(X25519, HKDF-SHA256) of RFC 9180 §4.1, as `@hpke/core`'s own, on the node:crypto primitives above. */
+export class DhkemX25519HkdfSha256Node extends Dhkem {
+  override readonly secretSize = 32;
+  override readonly encSize = 32;
+  override readonly publicKeySize = 32;
+  override readonly privateKeySize = 32;
+
+  constructor() {
+    const kdf = new HkdfSha256Node();
+    super(KemId.DhkemX25519HkdfSha256, new XCurveDhkemPrimitives('X25519', 32, x25519, kdf), kdf);
+  }
+}
+
+const TAG_BYTES = 16;
+
+/** AES-GCM with a 16-byte tag appended to the ciphertext, one node:crypto cipher per message. */
+class AesGcmNodeContext implements AeadEncryptionContext {
+  constructor(
+    private readonly algorithm: 'aes-128-gcm' | 'aes-256-gcm',
+    private readonly key: Uint8Array,
+  ) {}
+
+  async seal(iv: Bytes, data: Bytes, aad: Bytes): Promise<ArrayBuffer> {
+    const plaintext = bytes(data);
+    const cipher = createCipheriv(this.algorithm, this.key, bytes(iv), { authTagLength: TAG_BYTES });
+    cipher.setAAD(bytes(aad));
+    const out = new Uint8Array(plaintext.byteLength + TAG_BYTES);
+    out.set(cipher.update(plaintext), 0);
+    cipher.final();
+    out.set(cipher.getAuthTag(), plaintext.byteLength);
+    return out.buffer;
+  }
+
+  async open(iv: Bytes, data: Bytes, aad: Bytes): Promise<ArrayBuffer> {
+    const sealed = bytes(data);
+    if (sealed.byteLength < TAG_BYTES) throw new RangeError('AES-GCM: ciphertext shorter than its tag');
+    const body = sealed.byteLength - TAG_BYTES;
+    const decipher = createDecipheriv(this.algorithm, this.key, bytes(iv), { authTagLength: TAG_BYTES });
+    decipher.setAAD(bytes(aad));
+    decipher.setAuthTag(sealed.subarray(body));
+    const out = new Uint8Array(body);
+    out.set(decipher.update(sealed.subarray(0, body)), 0);
+    decipher.final();
+    return out.buffer;
+  }
+}
+
+/** AES-128-GCM (AEAD id 1) or AES-256-GCM (id 2, EHBP's). */
+export class AesGcmNode implements AeadInterface {
+  readonly id: AeadId;
+  readonly nonceSize = 12;
+  readonly tagSize = TAG_BYTES;
+
+  constructor(readonly keySize: 16 | 32) {
+    this.id = keySize === 16 ? AeadId.Aes128Gcm : AeadId.Aes256Gcm;
+  }
+
+  createEncryptionContext(key: Bytes): AeadEncryptionContext {
+    return new AesGcmNodeContext(this.keySize === 16 ? 'aes-128-gcm' : 'aes-256-gcm', Uint8Array.from(bytes(key)));
+  }
+}
