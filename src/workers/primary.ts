@@ -87,7 +87,10 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     worker.once('exit', (code, signal) => {
       workers.delete(workerId);
       void slots.releaseAll();
-      if (draining) return;
+      if (draining) {
+        logger.info({ worker: workerId, pid: worker.process.pid, code, signal }, 'worker stopped');
+        return;
+      }
       replacements++;
       logger.warn({ worker: workerId, pid: worker.process.pid, code, signal, replacements }, 'worker died; starting a replacement');
       broadcast({ type: 'sigil:replacements', count: replacements });

@@ -152,6 +152,8 @@ export async function runWorker(): Promise<number> {
       await drain(serving, listening, graceMs, drainMs);
       await closeUpstreams(serving.state.ctx.upstreams);
       await serving.state.ctx.tracing?.close();
+      // The IPC channel keeps the process alive: closed, the worker exits on its own once drained (not killed by the primary's deadline).
+      if (process.connected) process.disconnect();
       resolve(0);
     };
     process.on('message', (m: unknown) => {

@@ -200,6 +200,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     }
     expect(await sigil.exited).toBe(0);
     expect(sigil.logs.at(-1)).toMatchObject({ msg: 'sigil stopped' });
+    // Each worker ended on its own once drained (not killed by the primary's deadline).
+    const stopped = sigil.logs.filter((l) => l.msg === 'worker stopped');
+    expect(stopped.map((l) => [l.worker, l.code, l.signal]).sort()).toEqual([
+      [1, 0, null],
+      [2, 0, null],
+    ]);
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
   });
 
