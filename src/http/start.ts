@@ -25,6 +25,7 @@ import { MemoryReplayWindow } from '../limits/replay-window.ts';
 import { startBuiltinEngine, type BuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
+import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { HttpError } from '../protocol/errors.ts';
@@ -302,7 +303,7 @@ async function attest(
     logger,
     metrics,
     keyRing: fleet?.keyRing ?? keyRing,
-    counters,
+    admission: new CountedAdmission(config.limits, counters),
     catalogue,
     upstreams,
     signingKey,
@@ -352,8 +353,8 @@ export interface ContextParts {
   logger: Logger;
   metrics: SigilMetrics;
   keyRing: KeyRing;
-  /** The counters behind per-key limits: in memory, the fleet's in Redis, or the primary's over IPC. */
-  counters: LimitCounters;
+  /** What chat limits count on: this process's counters (in memory, or the fleet's in Redis), or the primary's over IPC. */
+  admission: ChatAdmission;
   catalogue: Catalogue;
   upstreams: UpstreamSet;
   signingKey: SigningKey;
@@ -371,14 +372,14 @@ export interface ContextParts {
  * is derived here, so the two cannot drift apart.
  */
 export function assembleContext(parts: ContextParts): AppContext {
-  const { config, metrics, signingKey, counters, ehbp, ...rest } = parts;
+  const { config, metrics, signingKey, admission, ehbp, ...rest } = parts;
   const ctx: AppContext = {
     ...rest,
     config,
     metrics,
     signingKey,
     headers: brandHeaders(config.brand),
-    limits: new ChatLimits(config.limits, counters),
+    limits: new ChatLimits(config.limits, admission),
     signReceipt: countedSigner(signingKey, metrics),
     signNonce: createNonceSigner(signingKey),
   };

@@ -40,23 +40,26 @@ export interface Handoff extends ReloadedParts {
   replacements: number;
 }
 
-export type LimitCall =
-  | { op: 'limits.add'; name: string; amount: number; windowMs: number }
-  | { op: 'limits.peek'; name: string; windowMs: number }
-  | { op: 'limits.acquire'; name: string; max: number; ttlMs: number }
-  | { op: 'limits.release'; name: string };
-
 export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
 
-export type PrimaryCall = LimitCall | ReceiptCall | { op: 'replays.claim'; id: string };
+/** A call the worker awaits an answer to. */
+export type PrimaryCall = { op: 'limits.admit'; keyHash: string } | ReceiptCall | { op: 'replays.claim'; id: string };
+
+/** A message the worker does not wait on: an admitted request has finished. */
+export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number };
+
+/** One turn of the worker's event loop's calls and notices, in the order made: one IPC message, however many requests. */
+export type CallBatch = Array<{ id: number; call: PrimaryCall } | { notice: PrimaryNotice }>;
+
+export type Answer = { id: number; value?: unknown; error?: string };
 
 /** `sigil:waiting`: the worker listens for its hand-off (a message sent before that would be lost). */
-export type ToPrimary = { type: 'sigil:waiting' } | { type: 'sigil:call'; id: number; call: PrimaryCall } | { type: 'sigil:listening'; url: string };
+export type ToPrimary = { type: 'sigil:waiting' } | { type: 'sigil:calls'; calls: CallBatch } | { type: 'sigil:listening'; url: string };
 
 export type ToWorker =
   | Handoff
-  | { type: 'sigil:answer'; id: number; value?: unknown; error?: string }
+  | { type: 'sigil:answers'; answers: Answer[] }
   | ({ type: 'sigil:reload' } & ReloadedParts)
   | { type: 'sigil:tls'; credentials: TlsCredentials }
   | { type: 'sigil:replacements'; count: number }

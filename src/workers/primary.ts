@@ -14,7 +14,8 @@ import { reloadFiles, watchFiles } from '../http/reload.ts';
 import { buildContext, type SigilContext } from '../http/start.ts';
 import { createLogger } from '../log/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
-import { answerWorker } from './shared-state.ts';
+import { answerWorker, type SharedState } from './shared-state.ts';
+import { CountedAdmission } from '../limits/admission.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
 const QUICK_DEATH_MS = 1000;
@@ -58,7 +59,12 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
   const built = await buildContext(config, { logger, handOffKeys: true });
   const { state } = built;
   const parts = await handoffParts(built);
-  const shared = { counters: built.counters, receipts: state.ctx.receiptStore, replays: state.ctx.ehbp?.replays };
+  // Every worker's chat requests are admitted here, against the one set of counters (memory, or the fleet's Redis).
+  const shared: SharedState = {
+    admission: new CountedAdmission(config.limits, built.counters),
+    receipts: state.ctx.receiptStore,
+    replays: state.ctx.ehbp?.replays,
+  };
   cluster.setupPrimary({ serialization: 'advanced' });
 
   const workers = new Map<number, Worker>();
@@ -86,7 +92,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     });
     worker.once('exit', (code, signal) => {
       workers.delete(workerId);
-      void slots.releaseAll();
+      slots.releaseAll();
       if (draining) {
         logger.info({ worker: workerId, pid: worker.process.pid, code, signal }, 'worker stopped');
         return;

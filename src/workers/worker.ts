@@ -21,7 +21,7 @@ import { signingKeyFromPkcs8 } from '../receipts/signing-key.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
-import { PrimaryChannel, PrimaryLimitCounters, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
+import { PrimaryAdmission, PrimaryChannel, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
 
 function handoffReceived(): Promise<Handoff> {
   return new Promise((resolve) => {
@@ -97,7 +97,7 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
     logger,
     metrics,
     keyRing: new KeyRing(readKeysFile(config.auth.keys_file)),
-    counters: new PrimaryLimitCounters(channel),
+    admission: new PrimaryAdmission(channel),
     catalogue: handoff.catalogue,
     upstreams,
     signingKey,

@@ -135,6 +135,24 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     expect(engine.requests.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(3);
   });
 
+  it('counts max_concurrent once for all workers: a second request while one streams is refused, whichever worker takes it', async () => {
+    const { sigil, engine } = await serve({ limits: { max_concurrent: 1 } });
+    engine.behaviour.chunkDelayMs = 100;
+    const first = chat(sigil, {}, true);
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && engine.requests.filter((r) => r.path === '/v1/chat/completions').length === 0) await new Promise((r) => setTimeout(r, 20));
+    const refused = [];
+    // Each on a connection of its own: the cluster hands them to both workers in turn.
+    for (let i = 0; i < 2; i++) refused.push(await chat(sigil));
+    expect(refused.map((a) => [a.status, JSON.parse(a.body).error.message])).toEqual([
+      [429, 'This server is at its limit of concurrent requests; retry shortly.'],
+      [429, 'This server is at its limit of concurrent requests; retry shortly.'],
+    ]);
+    expect((await first).status).toBe(200);
+    engine.behaviour.chunkDelayMs = 0;
+    expect((await chat(sigil)).status).toBe(200);
+  });
+
   it('serves a receipt made by one worker through the other', async () => {
     const { sigil } = await serve();
     const made = await chat(sigil, { 'x-service-receipt': 'true' }, true);
