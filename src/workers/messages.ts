@@ -12,6 +12,7 @@ import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { EvidenceSources } from '../attestation/document.ts';
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 
 /** The parts of the context a reload changes, as the primary measured them. */
 export interface ReloadedParts {
@@ -37,14 +38,13 @@ export interface Handoff extends ReloadedParts {
   tlsSpkiSha256: string | null;
   hpkeKeyConfig: string | null;
   keyOrigin: KeyOrigins | undefined;
-  replacements: number;
 }
 
 export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
 
 /** A call the worker awaits an answer to. */
-export type PrimaryCall = { op: 'limits.admit'; keyHash: string } | ReceiptCall | { op: 'replays.claim'; id: string };
+export type PrimaryCall = { op: 'limits.admit'; keyHash: string } | ReceiptCall | { op: 'replays.claim'; id: string } | { op: 'metrics.scrape' };
 
 /** A message the worker does not wait on: an admitted request has finished. */
 export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number };
@@ -55,15 +55,20 @@ export type CallBatch = Array<{ id: number; call: PrimaryCall } | { notice: Prim
 export type Answer = { id: number; value?: unknown; error?: string };
 
 /** `sigil:waiting`: the worker listens for its hand-off (a message sent before that would be lost). */
-export type ToPrimary = { type: 'sigil:waiting' } | { type: 'sigil:calls'; calls: CallBatch } | { type: 'sigil:listening'; url: string };
+export type ToPrimary =
+  | { type: 'sigil:waiting' }
+  | { type: 'sigil:calls'; calls: CallBatch }
+  | { type: 'sigil:listening'; url: string }
+  /** The answer to `sigil:metrics-request`: this worker's registry, as prom-client's JSON. */
+  | { type: 'sigil:metrics'; id: number; metrics: Array<MetricObjectWithValues<MetricValue<string>>> };
 
 export type ToWorker =
   | Handoff
   | { type: 'sigil:answers'; answers: Answer[] }
   | ({ type: 'sigil:reload' } & ReloadedParts)
   | { type: 'sigil:tls'; credentials: TlsCredentials }
-  | { type: 'sigil:replacements'; count: number }
-  | { type: 'sigil:drain'; graceMs: number; drainMs: number };
+  | { type: 'sigil:drain'; graceMs: number; drainMs: number }
+  | { type: 'sigil:metrics-request'; id: number };
 
 export function isWorkerMessage(m: unknown): m is ToWorker {
   return typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('sigil:');

@@ -133,6 +133,8 @@ export interface SharedState {
   replays: ReplayWindow | undefined;
   /** Sees each message of calls a worker sent (the primary counts them in its metrics). */
   received?: (calls: CallBatch) => void;
+  /** The whole server's metrics, for the worker a scrape reached. */
+  scrape?: () => Promise<string>;
 }
 
 /**
@@ -140,7 +142,7 @@ export interface SharedState {
  * remembered, so a worker that dies does not keep their slots: `releaseAll` frees them when it exits.
  */
 export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(): void } {
-  const { admission, receipts, replays, received } = shared;
+  const { admission, receipts, replays, received, scrape } = shared;
   const admitted = new Map<string, number>();
   const run = async (call: PrimaryCall): Promise<unknown> => {
     switch (call.op) {
@@ -156,6 +158,9 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
       case 'replays.claim':
         if (replays === undefined) throw new Error('EHBP is off');
         return replays.claim(call.id);
+      case 'metrics.scrape':
+        if (scrape === undefined) throw new Error('no metrics');
+        return scrape();
     }
   };
   const finish = (notice: PrimaryNotice) => {

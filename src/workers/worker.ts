@@ -55,7 +55,7 @@ function servedTls(given: NonNullable<Handoff['tls']>): ServedTls & { renew(cred
   };
 }
 
-async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{ ctx: AppContext; replacements: Gauge }> {
+async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<AppContext> {
   const { config } = handoff;
   const logger = createLogger(config.log.level).child({ worker: handoff.workerId });
   const upstreams = createUpstreams(config.upstreams);
@@ -67,12 +67,8 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
     labelNames: ['worker'],
     registers: [metrics.registry],
   }).set({ worker: String(handoff.workerId) }, 1);
-  const replacements = new Gauge({
-    name: 'sigil_worker_replacements',
-    help: 'Worker processes that died and were replaced by the primary since it started.',
-    registers: [metrics.registry],
-  });
-  replacements.set(handoff.replacements);
+  // A scrape reaching this worker answers for the whole server: the primary gathers every worker's registry.
+  metrics.scrape = () => channel.call({ op: 'metrics.scrape' });
   const signingKey = await signingKeyFromPkcs8(handoff.signingKey.pkcs8, handoff.signingKey.origin, handoff.signingKey.file);
   // Fresh (nonce'd) evidence is collected here; the measured parts (event log, manifest) are the primary's.
   const { provider } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
@@ -108,7 +104,7 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
     attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
     ...(ehbp === undefined ? {} : { ehbp }),
   });
-  return { ctx, replacements };
+  return ctx;
 }
 
 /** Swaps in what the primary reloaded and measured; the keys file is re-read here. */
@@ -130,13 +126,19 @@ function applyReload(serving: Serving, parts: ReloadedParts): void {
   };
 }
 
+/** This worker's registry, for the primary's scrape of the whole server. */
+async function answerMetrics(ctx: AppContext, id: number): Promise<void> {
+  const answer: ToPrimary = { type: 'sigil:metrics', id, metrics: await ctx.metrics.registry.getMetricsAsJSON() };
+  if (process.connected) process.send!(answer);
+}
+
 export async function runWorker(): Promise<number> {
   // Ctrl-C and SIGHUP reach the whole process group: the primary alone decides what they do.
   process.on('SIGINT', () => undefined);
   process.on('SIGHUP', () => undefined);
   const channel = new PrimaryChannel();
   const handoff = await handoffReceived();
-  const { ctx, replacements } = await contextFrom(handoff, channel);
+  const ctx = await contextFrom(handoff, channel);
   const tls = handoff.tls === undefined ? undefined : servedTls(handoff.tls);
   const serving: Serving = { state: newAppState(ctx), tls };
   const listening: Listening = await listen(serving, false);
@@ -161,7 +163,7 @@ export async function runWorker(): Promise<number> {
       const message: ToWorker = m;
       if (message.type === 'sigil:reload') applyReload(serving, message);
       else if (message.type === 'sigil:tls') tls?.renew(message.credentials);
-      else if (message.type === 'sigil:replacements') replacements.set(message.count);
+      else if (message.type === 'sigil:metrics-request') void answerMetrics(ctx, message.id);
       else if (message.type === 'sigil:drain') void stop(message.graceMs, message.drainMs);
     });
     // The primary is gone (it crashed): finish what is in flight briefly, then go.
