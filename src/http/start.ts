@@ -29,7 +29,7 @@ import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { HttpError } from '../protocol/errors.ts';
-import { joinFleet } from '../fleet/join.ts';
+import { joinFleet, type Fleet } from '../fleet/join.ts';
 import { createMetrics, type SigilMetrics } from '../metrics/registry.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
@@ -83,6 +83,8 @@ export interface Serving {
 export interface SigilContext extends Serving {
   /** The counters behind per-key limits (in memory, or the fleet's in Redis): what workers share through the primary. */
   counters: LimitCounters;
+  /** In fleet mode, the fleet this process joined (a workers' primary passes its views on). */
+  fleet?: Fleet;
   /** Closes what the context opened: engine connections, TLS renewal, fleet, the built-in engine, tracing. */
   close(): Promise<void>;
 }
@@ -337,6 +339,7 @@ async function attest(
     state,
     tls,
     counters,
+    ...(fleet === undefined ? {} : { fleet }),
     close: async () => {
       await closeUpstreams(upstreams);
       await tls?.close();

@@ -12,6 +12,7 @@ import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { EvidenceSources } from '../attestation/document.ts';
+import type { FleetHealth } from '../fleet/connection.ts';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 
 /** The parts of the context a reload changes, as the primary measured them. */
@@ -38,6 +39,8 @@ export interface Handoff extends ReloadedParts {
   tlsSpkiSha256: string | null;
   hpkeKeyConfig: string | null;
   keyOrigin: KeyOrigins | undefined;
+  /** Fleet mode: the primary holds the fleet's connection; the worker gets its name and views, kept current by messages. */
+  fleet?: { replicaId: string; health: FleetHealth; revoked: string[] };
 }
 
 export type ReceiptCall =
@@ -68,7 +71,10 @@ export type ToWorker =
   | ({ type: 'sigil:reload' } & ReloadedParts)
   | { type: 'sigil:tls'; credentials: TlsCredentials }
   | { type: 'sigil:drain'; graceMs: number; drainMs: number }
-  | { type: 'sigil:metrics-request'; id: number };
+  | { type: 'sigil:metrics-request'; id: number }
+  | { type: 'sigil:jwks'; jwks: Jwks }
+  | { type: 'sigil:revoked'; keyHash: string }
+  | { type: 'sigil:fleet-health'; health: FleetHealth };
 
 export function isWorkerMessage(m: unknown): m is ToWorker {
   return typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('sigil:');

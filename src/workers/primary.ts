@@ -58,7 +58,7 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
 export async function runPrimary(config: LoadedConfig, count: number): Promise<number> {
   const logger = createLogger(config.log.level);
   const built = await buildContext(config, { logger, handOffKeys: true });
-  const { state } = built;
+  const { state, fleet } = built;
   const parts = await handoffParts(built);
   // Every worker's chat requests are admitted here, against the one set of counters (memory, or the fleet's Redis).
   const metrics = createPrimaryMetrics();
@@ -79,6 +79,10 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
   const broadcast = (message: ToWorker) => {
     for (const worker of workers.values()) if (worker.isConnected()) worker.send(message);
   };
+  // Fleet mode: heartbeats, peer admission and revocations run here, on the primary's Redis connection; the workers get the results.
+  fleet?.onJwks((jwks) => broadcast({ type: 'sigil:jwks', jwks }));
+  fleet?.onRevoked((keyHash) => broadcast({ type: 'sigil:revoked', keyHash }));
+  fleet?.onHealth((health) => broadcast({ type: 'sigil:fleet-health', health }));
 
   /** Forks one worker, hands it the keys, and resolves with its URL once it listens. */
   const fork = (): Promise<string> => {
@@ -88,10 +92,19 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     workers.set(workerId, worker);
     metrics.workers.set(workers.size);
     const slots = answerWorker(worker, shared);
-    const handoff: Handoff = { ...parts, ...reloadedParts(state.ctx), documents: state.ctx.documents, type: 'sigil:handoff', workerId };
+    // Made when the worker asks, so a replacement starts from the views in force now (reloads, the fleet's JWKS and revocations).
+    const handoff = (): Handoff => ({
+      ...parts,
+      ...reloadedParts(state.ctx),
+      jwks: state.ctx.jwks,
+      documents: state.ctx.documents,
+      ...(fleet === undefined ? {} : { fleet: { replicaId: fleet.status.replicaId, health: fleet.status.health(), revoked: [...fleet.revoked] } }),
+      type: 'sigil:handoff',
+      workerId,
+    });
     const listening = new Promise<string>((resolve, reject) => {
       worker.on('message', (m: ToPrimary) => {
-        if (m?.type === 'sigil:waiting') worker.send(handoff);
+        if (m?.type === 'sigil:waiting') worker.send(handoff());
         else if (m?.type === 'sigil:listening') resolve(m.url);
         else if (m?.type === 'sigil:metrics') scrape.answered(m.id, m.metrics);
       });
