@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, readFileSync } from 'node:fs';
-import { request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addKey, hashApiKey } from '../../src/auth/keys-file.ts';
 import { run as runKeysCli } from '../../src/cli/keys.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from '../fleet/redis-server.ts';
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
+import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 const installed = !redisTestsSkipped();
@@ -19,26 +19,6 @@ let a: SigilProcess;
 /** Replica B: `sigil serve` as one process, with the same configuration but for its name. */
 let b: SigilProcess;
 let revokedKey: string;
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** One request on a connection of its own, so the cluster hands each to the next worker in turn. */
-function once(url: string, path: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
-}
 
 const chat = (url: string, key: string, headers: Record<string, string> = {}) =>
   once(url, '/v1/chat/completions', {

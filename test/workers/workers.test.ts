@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
+import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
@@ -52,26 +52,6 @@ async function serve(config: Record<string, unknown> = {}): Promise<{ sigil: Sig
   const sigil = await startSigilProcess(engine.baseUrl, { workers: 2, ...config });
   running.push({ sigil, engine });
   return { sigil, engine };
-}
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** One request on a connection of its own, so the cluster hands each to the next worker in turn. */
-function once(url: string, path: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
 }
 
 const chat = (sigil: SigilProcess, extra: Record<string, string> = {}, stream = false) =>
