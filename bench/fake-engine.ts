@@ -4,9 +4,10 @@
  * cadence. `max_tokens` sets the number of content chunks; content chunk k carries the text `t<k> `,
  * so a client can check count and order.
  *
- * Run alone: `node --import tsx bench/fake-engine.ts [--port N] [--chunk-ms 5] [--json-ms 0]`; it prints
- * one JSON line `{"url": ...}` when it listens.
+ * Run alone: `node --import tsx bench/fake-engine.ts [--port N] [--chunk-ms 5] [--json-ms 0] [--processes N]`; it
+ * prints one JSON line `{"url": ...}` when it listens (every process, with --processes).
  */
+import cluster from 'node:cluster';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
@@ -147,10 +148,29 @@ export async function listenFakeEngine(options: FakeEngineOptions): Promise<{ se
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const { values } = parseArgs({
-    options: { port: { type: 'string', default: '0' }, 'chunk-ms': { type: 'string', default: '5' }, 'json-ms': { type: 'string', default: '0' } },
+    options: {
+      port: { type: 'string', default: '0' },
+      'chunk-ms': { type: 'string', default: '5' },
+      'json-ms': { type: 'string', default: '0' },
+      // More than one process (node:cluster, sharing the port, which must then be given): an engine that keeps up with Sigil on every core.
+      processes: { type: 'string', default: '1' },
+    },
   });
-  const { url } = await listenFakeEngine({ port: Number(values.port), chunkMs: Number(values['chunk-ms']), jsonMs: Number(values['json-ms']) });
-  process.stdout.write(JSON.stringify({ url }) + '\n');
+  const processes = Number(values.processes);
   process.on('SIGTERM', () => process.exit(0));
   process.on('SIGINT', () => process.exit(0));
+  if (processes > 1 && cluster.isPrimary) {
+    if (Number(values.port) === 0) throw new Error('--processes needs a --port all of them listen on');
+    for (let i = 0; i < processes; i++) cluster.fork();
+    let listening = 0;
+    cluster.on('listening', () => {
+      if (++listening === processes) process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${values.port}` }) + '\n');
+    });
+    process.on('exit', () => {
+      for (const worker of Object.values(cluster.workers ?? {})) worker?.kill();
+    });
+  } else {
+    const { url } = await listenFakeEngine({ port: Number(values.port), chunkMs: Number(values['chunk-ms']), jsonMs: Number(values['json-ms']) });
+    if (cluster.isPrimary) process.stdout.write(JSON.stringify({ url }) + '\n');
+  }
 }

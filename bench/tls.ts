@@ -28,6 +28,7 @@ import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb,
 import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
 import { saturate, wrkVersion } from './wrk.ts';
+import { makeCredentials, SERVERNAME, type Credentials } from './credentials.ts';
 
 type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts' | 'node-http' | 'sigil-plain';
 const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts', 'node-http', 'sigil-plain'];
@@ -47,7 +48,6 @@ const LABELS: Record<TlsPeerName, string> = {
 };
 const RESULTS = join(ROOT, 'bench', 'results');
 const CHAT_PATH = '/v1/chat/completions';
-const SERVERNAME = 'localhost';
 /** The issue's target: Sigil's CPU per request within this factor of the bare node:https floor. */
 const TARGET_RATIO = 1.25;
 
@@ -88,47 +88,6 @@ const body = (stream: boolean, tokens: number) =>
     max_tokens: tokens,
     ...(stream ? { stream: true } : {}),
   });
-
-// ---------------------------------------------------------------------------------------------------------------
-// Key and certificate: one P-256 key, one self-signed certificate, made with openssl, given to every peer.
-
-interface Credentials {
-  certFile: string;
-  keyFile: string;
-  certPem: string;
-  opensslVersion: string;
-}
-
-function makeCredentials(dir: string): Credentials {
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  const r = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-      '-days',
-      '2',
-      '-subj',
-      `/CN=${SERVERNAME}`,
-      '-addext',
-      `subjectAltName=DNS:${SERVERNAME},IP:127.0.0.1`,
-    ],
-    { encoding: 'utf8' },
-  );
-  if (r.status !== 0) throw new Error(`openssl could not make the bench key and certificate: ${r.stderr}`);
-  const opensslVersion = spawnSync('openssl', ['version'], { encoding: 'utf8' }).stdout.trim();
-  return { certFile, keyFile, certPem: readFileSync(certFile, 'utf8'), opensslVersion };
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Peers

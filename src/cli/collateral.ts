@@ -10,8 +10,10 @@ import {
 } from '../verify/evidence/collateral/fetch.ts';
 
 export const COLLATERAL_USAGE = `usage:
-  sigil collateral fetch (--tdx-quote FILE | --snp-report FILE [--amd-product NAME]) --out DIR
+  sigil collateral fetch [--tdx-quote FILE | --snp-report FILE [--amd-product NAME]]
+                         [--gpu-report FILE --gpu-certs FILE] --out DIR
                          [--intel-pcs URL] [--intel-root-crl URL] [--amd-kds URL]
+                         [--nvidia-rim-service URL] [--nvidia-ocsp URL]
 
 Fetches what the verifier needs to judge the evidence into DIR, the bundle "sigil verify-evidence --collateral DIR"
 reads (docs/auditing.md, section 3):
@@ -19,15 +21,23 @@ reads (docs/auditing.md, section 3):
                  PCK CRL of the CA that issued the PCK certificate and its issuer chain, the root CA's CRL
   SEV-SNP report AMD KDS: the VCEK for the report's CHIP_ID and REPORTED_TCB, the product's cert_chain and CRL
                  (for a VLEK-signed report: the VLEK cert_chain and CRL; the VLEK comes with the evidence)
+  GPU report     NVIDIA: the driver RIM for the report's driver version and the VBIOS RIM for its VBIOS version,
+                 project, project SKU and chip SKU (RIM service); an OCSP answer for every certificate of the
+                 device chain above the GPU's own and of each RIM's signing chain, below the roots; and
+                 nvidia-collateral.json, which names these files for the verifier
 Nothing fetched is trusted: the verifier checks every signature against its built-in roots.
 
   --tdx-quote FILE       a TDX quote: raw bytes, hex (0x optional) or base64 text
   --snp-report FILE      an SEV-SNP attestation report (1184 bytes, raw)
   --amd-product NAME     Milan, Genoa or Turin, for a report (version 2) that names no CPU
+  --gpu-report FILE      an NVIDIA GPU's SPDM report: hex text as nvtrust writes it, base64 text, or raw bytes
+  --gpu-certs FILE       that GPU's device certificate chain (PEM, the device's own certificate first)
   --out DIR              the bundle directory (created if needed; files of the same name are replaced)
   --intel-pcs URL        default ${DEFAULT_COLLATERAL_SOURCES.intelPcs}
   --intel-root-crl URL   default ${DEFAULT_COLLATERAL_SOURCES.intelRootCrl}
   --amd-kds URL          default ${DEFAULT_COLLATERAL_SOURCES.amdKds}
+  --nvidia-rim-service URL  default ${DEFAULT_COLLATERAL_SOURCES.nvidiaRimService}
+  --nvidia-ocsp URL      default ${DEFAULT_COLLATERAL_SOURCES.nvidiaOcsp}
 
 Exit status: 0 fetched, 2 bad usage, 3 the evidence could not be read or a service did not answer.
 `;
@@ -49,6 +59,10 @@ const OPTIONS = {
   'intel-pcs': { type: 'string' },
   'intel-root-crl': { type: 'string' },
   'amd-kds': { type: 'string' },
+  'gpu-report': { type: 'string' },
+  'gpu-certs': { type: 'string' },
+  'nvidia-rim-service': { type: 'string' },
+  'nvidia-ocsp': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -77,7 +91,11 @@ export async function collateralCommand(argv: string[], io: CollateralIo): Promi
   }
   const quote = values['tdx-quote'];
   const report = values['snp-report'];
-  if ((quote === undefined) === (report === undefined)) return usage('give --tdx-quote FILE or --snp-report FILE (one of them)');
+  const gpuReport = values['gpu-report'];
+  const gpuCerts = values['gpu-certs'];
+  if (quote !== undefined && report !== undefined) return usage('give --tdx-quote FILE or --snp-report FILE, not both');
+  if ((gpuReport === undefined) !== (gpuCerts === undefined)) return usage('--gpu-report and --gpu-certs go together');
+  if (quote === undefined && report === undefined && gpuReport === undefined) return usage('give --tdx-quote FILE, --snp-report FILE or --gpu-report FILE');
   if (values.out === undefined) return usage('give --out DIR');
   if (values['amd-product'] !== undefined && !['Milan', 'Genoa', 'Turin'].includes(values['amd-product']))
     return usage('--amd-product is Milan, Genoa or Turin');
@@ -85,14 +103,20 @@ export async function collateralCommand(argv: string[], io: CollateralIo): Promi
     intelPcs: values['intel-pcs'] ?? DEFAULT_COLLATERAL_SOURCES.intelPcs,
     intelRootCrl: values['intel-root-crl'] ?? DEFAULT_COLLATERAL_SOURCES.intelRootCrl,
     amdKds: values['amd-kds'] ?? DEFAULT_COLLATERAL_SOURCES.amdKds,
+    nvidiaRimService: values['nvidia-rim-service'] ?? DEFAULT_COLLATERAL_SOURCES.nvidiaRimService,
+    nvidiaOcsp: values['nvidia-ocsp'] ?? DEFAULT_COLLATERAL_SOURCES.nvidiaOcsp,
   };
   try {
     const evidence: CollateralEvidence = {};
     if (quote !== undefined) evidence.tdxQuote = decodeEvidenceText(new Uint8Array(await readFile(quote)), quote);
     if (report !== undefined) evidence.snpReport = new Uint8Array(await readFile(report));
     if (values['amd-product'] !== undefined) evidence.amdProduct = values['amd-product'];
+    if (gpuReport !== undefined) {
+      evidence.gpuReport = decodeEvidenceText(new Uint8Array(await readFile(gpuReport)), gpuReport);
+      evidence.gpuCertificates = await readFile(gpuCerts!, 'latin1');
+    }
     const fetched = await fetchCollateral(evidence, values.out, sources, undefined, io.get);
-    for (const f of fetched) io.stdout.write(`${f.file} (${f.bytes} bytes) from ${f.url}\n`);
+    for (const f of fetched) io.stdout.write(`${f.file} (${f.bytes} bytes) ${f.url === undefined ? 'written here' : `from ${f.url}`}\n`);
     return COLLATERAL_EXIT.ok;
   } catch (err) {
     io.stderr.write(`sigil collateral fetch: ${(err as Error).message}\n`);

@@ -7,6 +7,8 @@ export interface EvidenceContext {
   reference: ReferenceValues | undefined;
   /** Reads a file; a file that cannot be read ends the command with exit status 3. */
   read: (path: string, what: string) => Promise<Buffer>;
+  /** The collateral bundle directory (--collateral DIR), when given. */
+  collateral?: string;
 }
 
 /**

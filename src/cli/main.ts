@@ -43,7 +43,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   measure: { summary: 'compute the launch measurements a VM must report (sigil measure self|snp|tdx --help)', load: () => import('./measure.ts') },
   release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
   collateral: {
-    summary: 'fetch Intel PCS and AMD KDS collateral for evidence into a bundle (sigil collateral fetch --help)',
+    summary: 'fetch Intel PCS, AMD KDS and NVIDIA (RIM, OCSP) collateral for evidence into a bundle (sigil collateral fetch --help)',
     load: () => import('./collateral.ts'),
   },
   'verify-evidence': {

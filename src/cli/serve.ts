@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import { startSigil } from '../http/start.ts';
+import { startSigil, type RunningSigil } from '../http/start.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { runPrimary } from '../workers/primary.ts';
 import { runWorker } from '../workers/worker.ts';
@@ -85,7 +85,7 @@ export async function run(argv: string[]): Promise<number> {
   }
 
   // SIGHUP is handled from the start: one sent as Sigil says it listens reloads, and one sent earlier is not fatal.
-  let sigil: Awaited<ReturnType<typeof startSigil>> | undefined;
+  let sigil: RunningSigil | undefined;
   const reload = () => void sigil?.reload();
   process.on('SIGHUP', reload);
   try {

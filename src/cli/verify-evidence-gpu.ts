@@ -5,6 +5,9 @@ import { readOcspBundle } from '../verify/gpu/ocsp.ts';
 import { readSpdmMeasurementReport, verifyGpuEvidence, type GpuTrustRoots, type SpdmMeasurementReport } from '../verify/gpu/index.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
 import type { EvidenceExtension } from './evidence-extension.ts';
+import { readNvidiaCollateralBundle, type NvidiaCollateralFiles } from '../verify/evidence/collateral/nvidia-collateral.ts';
+import { UnreadableError } from './cli-errors.ts';
+import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** An SPDM report as nvtrust writes it (hex text, 0x optional), as base64 text, or as raw bytes. */
 export function gpuReportBytes(file: Buffer, path = 'GPU report'): Uint8Array {
@@ -30,6 +33,18 @@ function measuredValues(report: SpdmMeasurementReport): Record<string, unknown> 
   };
 }
 
+/** The NVIDIA part of the --collateral bundle (nvidia-collateral.json and the files it names), if any. */
+async function nvidiaBundle(dir: string | undefined): Promise<NvidiaCollateralFiles | undefined> {
+  if (dir === undefined) return undefined;
+  try {
+    return await readNvidiaCollateralBundle(dir);
+  } catch (err) {
+    throw new UnreadableError(
+      `cannot read the collateral bundle ${dir}: ${isSigilError(err) ? err.message : ((err as NodeJS.ErrnoException).code ?? (err as Error).message)}`,
+    );
+  }
+}
+
 /**
  * `sigil verify-evidence --gpu-report FILE --gpu-certs FILE [--nonce HEX]`: one NVIDIA GPU's SPDM report checked as
  * `sigil verify` checks a document's GPU evidence, with the RIMs of `--reference` (gpu.rims). `roots` replaces
@@ -40,7 +55,8 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
     name: 'gpu',
     options: { 'gpu-report': { type: 'string' }, 'gpu-certs': { type: 'string' }, nonce: { type: 'string' } },
     usage: `
-  sigil verify-evidence --gpu-report FILE --gpu-certs FILE [--nonce HEX] [--reference FILE] [--at RFC3339] [--json]
+  sigil verify-evidence --gpu-report FILE --gpu-certs FILE [--nonce HEX] [--reference FILE] [--collateral DIR]
+                        [--at RFC3339] [--json]
   (also together with --tdx-quote or --snp-report)
 
   --gpu-report FILE     an NVIDIA GPU's SPDM GET_MEASUREMENTS request and signed response: hex text as
@@ -48,8 +64,9 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
   --gpu-certs FILE      the GPU's device certificate chain (PEM, the device's own certificate first)
   --nonce HEX           the 32-byte nonce the GPU report must answer (64 hex digits); without it, FAIL:
                         nothing shows the report is fresh
-  RIMs: the reference file's gpu.rims (NVIDIA's signed driver and VBIOS RIMs); without them the
-  measurements are shown but not compared (----).
+  RIMs: the reference file's gpu.rims (NVIDIA's signed driver and VBIOS RIMs) and those of --collateral DIR;
+  without any the measurements are shown but not compared (----). OCSP answers: the reference file's
+  gpu.ocsp and those of --collateral DIR; without any, revocation is not checked (----).
 `,
     wants: (values) => values['gpu-report'] !== undefined || values['gpu-certs'] !== undefined || values.nonce !== undefined,
     usageProblem(values) {
@@ -69,13 +86,12 @@ export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
         return { checks: [fail('gpu[0].report', (err as Error).message)] };
       }
       const chain = (await ctx.read(values['gpu-certs'] as string, 'GPU certificate chain')).toString('latin1');
+      const bundle = await nvidiaBundle(ctx.collateral);
       const rimPaths = ctx.reference?.gpu?.rims ?? [];
-      const rims = await Promise.all(rimPaths.map(async (path) => (await ctx.read(path, 'RIM')).toString('utf8')));
+      const rims = [...(await Promise.all(rimPaths.map(async (path) => (await ctx.read(path, 'RIM')).toString('utf8')))), ...(bundle?.rims ?? [])];
       const ocspPaths = ctx.reference?.gpu?.ocsp;
-      const ocsp =
-        ocspPaths === undefined
-          ? undefined
-          : readOcspBundle(await Promise.all(ocspPaths.map(async (path) => ({ label: path, der: new Uint8Array(await ctx.read(path, 'OCSP response')) }))));
+      const named = await Promise.all((ocspPaths ?? []).map(async (path) => ({ label: path, der: new Uint8Array(await ctx.read(path, 'OCSP response')) })));
+      const ocsp = ocspPaths === undefined && bundle === undefined ? undefined : readOcspBundle([...named, ...(bundle?.ocsp ?? [])]);
       let report: SpdmMeasurementReport;
       try {
         report = readSpdmMeasurementReport(bytes);

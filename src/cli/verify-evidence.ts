@@ -11,10 +11,10 @@ import type { TdxEventLogInput } from '../verify/evidence/event-log/tdx-event-lo
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from '../verify/evidence/trust-roots.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { verifyRawEvidence, type RawEvidence, type RawEvidenceExpectations } from '../verify/raw-evidence.ts';
-import { verifyRelease } from '../verify/release/verify-release.ts';
-import { withReleaseValues } from '../verify/release/reference-from-release.ts';
+import { ReleaseError } from '../verify/release/errors.ts';
+import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
-import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import { ReferenceValuesError, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import { formatChecks } from './check-report.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
@@ -60,7 +60,8 @@ values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a v
   --collateral DIR      collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json,
                         tcb-signing-chain.pem, pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der (or one dcap-qvl
                         collateral JSON file). AMD: amd-crl.der, amd-vcek.der and amd-cert-chain.pem (used when
-                        --vcek and --ask are not given)
+                        --vcek and --ask are not given). NVIDIA: the RIMs and OCSP answers nvidia-collateral.json
+                        names (with --gpu-report, added to the reference file's gpu.rims and gpu.ocsp)
   --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
                         (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence
   --allow-unbound-evidence  accept REPORT_DATA compared with nothing: printed as WAIVED
@@ -166,8 +167,8 @@ function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], 
   if ((o.ccelTable !== undefined || o.ccelData !== undefined || o.eventLogJson !== undefined) && o.tdxQuote === undefined) {
     throw new UsageError('--ccel-table, --ccel-data and --event-log-json go with --tdx-quote');
   }
-  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined)
-    throw new UsageError('--collateral goes with --tdx-quote or --snp-report');
+  if (o.collateral !== undefined && o.tdxQuote === undefined && o.snpReport === undefined && wanted.length === 0)
+    throw new UsageError(`--collateral goes with --tdx-quote or --snp-report${extensions.some((e) => e.name === 'gpu') ? ' or --gpu-report' : ''}`);
   if (o.ccelTable !== undefined && o.ccelData === undefined) throw new UsageError('--ccel-table needs --ccel-data (the log it describes)');
   if (o.ccelData !== undefined && o.eventLogJson !== undefined) throw new UsageError('give --ccel-data or --event-log-json, not both');
   if ((o.vcek !== undefined || o.ask !== undefined) && o.snpReport === undefined) throw new UsageError('--vcek and --ask go with --snp-report');
@@ -318,6 +319,16 @@ export interface EvidenceIo {
   extensions?: readonly EvidenceExtension[];
 }
 
+/** The auditor's own reference values file; one that cannot be read or parsed is an input that could not be read. */
+async function ownReference(path: string): Promise<ReferenceValues> {
+  await read(path, 'reference values');
+  try {
+    return await readReferenceValues(path);
+  } catch (err) {
+    throw new UnreadableError(`reference values ${path}: ${(err as Error).message}`);
+  }
+}
+
 /** `sigil verify-evidence` with its output given, so tests run it in-process. */
 export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Promise<number> {
   const extensions = io.extensions ?? EVIDENCE_EXTENSIONS;
@@ -334,33 +345,26 @@ export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Pro
   }
   let report: EvidenceReport;
   try {
-    let reference: ReferenceValues | undefined;
+    let reference = o.reference === undefined ? undefined : await ownReference(o.reference);
     let releaseChecks: Check[] = [];
     if (o.release !== undefined) {
       const trust = await releaseTrustFrom(o.values, { read, usage: (m) => new UsageError(m), unreadable: (m) => new UnreadableError(m) });
       const bundle = await read(o.release, 'release manifest');
-      let release;
       try {
-        release = verifyRelease(bundle, trust, o.at);
+        const release = verifyReleaseReference(bundle, trust, reference, o.at);
+        releaseChecks = release.checks;
+        reference = release.values;
       } catch (err) {
-        throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);
-      }
-      releaseChecks = release.checks;
-      reference = release.referenceValues;
-    }
-    if (o.reference !== undefined) {
-      await read(o.reference, 'reference values');
-      try {
-        const own = await readReferenceValues(o.reference);
-        reference = o.release === undefined ? own : withReleaseValues(own, reference);
-      } catch (err) {
-        throw new UnreadableError(`reference values ${o.reference}: ${(err as Error).message}`);
+        if (err instanceof ReleaseError) throw new UnreadableError(`the trust root or key could not be used: ${err.message}`);
+        if (err instanceof ReferenceValuesError) throw new UnreadableError(`reference values ${o.reference!}: ${err.message}`);
+        throw err;
       }
     }
     const roots = io.roots ?? DEFAULT_TRUST_ROOTS;
     report = await verifyFiles(o, reference, roots);
     report.checks.unshift(...releaseChecks);
     const ctx: EvidenceContext = { at: o.at, reference, read };
+    if (o.collateral !== undefined) ctx.collateral = o.collateral;
     for (const extension of extensions.filter((e) => e.wants(o.values))) {
       const extra = await extension.verify(o.values, ctx);
       report.checks.push(...extra.checks);

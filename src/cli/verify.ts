@@ -4,9 +4,8 @@ import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
-import { readCollateralBundle } from '../verify/evidence/collateral/bundle.ts';
-import type { IntelCollateral } from '../verify/evidence/collateral/intel-collateral.ts';
-import type { ReferenceValues } from '../verify/reference/reference-values.ts';
+import { readCollateralDirectory, type CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+import { ReferenceValuesError, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { field } from '../verify/binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type VerdictOutcome } from '../verify/check.ts';
@@ -19,8 +18,8 @@ import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../ver
 import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
-import { verifyRelease } from '../verify/release/verify-release.ts';
-import { withReleaseValues } from '../verify/release/reference-from-release.ts';
+import { ReleaseError } from '../verify/release/errors.ts';
+import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
@@ -62,8 +61,10 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       Whom it must come from: --key PUB.pem (a pinned key; release.tlog prints WAIVED), or
                       --identity ID --issuer URL (a Sigstore certificate identity and OIDC issuer, checked
                       against the public-good trust root, or --trusted-root FILE), as sigil release verify
-  --collateral DIR    Intel collateral for TDX evidence (TCB info, QE identity, CRLs; file names in
-                      docs/auditing.md), verified offline: gives Intel's TCB status of the platform
+  --collateral DIR    a collateral bundle as "sigil collateral fetch" writes it (file names in docs/auditing.md),
+                      verified offline: Intel's TCB info, QE identity and CRLs for TDX evidence (Intel's TCB
+                      status of the platform); AMD's CRL for SEV-SNP evidence (snp.crl, instead of the
+                      certificate table's); NVIDIA's RIMs and OCSP answers for GPU evidence (nvidia-collateral.json)
   --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
   --allow-no-tee      accept tee "none" (a development server without hardware evidence): its checks
                       print as WAIVED, never PASS
@@ -289,18 +290,14 @@ async function loadRelease(o: Options, io: VerifyIo): Promise<ReleaseResult> {
     unreadable: (m) => new VerifyError('ERR_VERIFY_FETCH', m),
   });
   const bundle = await readBytes(o.release!, 'release manifest');
-  let result;
-  try {
-    result = verifyRelease(bundle, trust, io.now ?? new Date());
-  } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${(err as Error).message}`);
-  }
   const own = await loadReference(o.reference);
-  if (own === undefined) return { checks: result.checks, reference: result.referenceValues === undefined ? undefined : { values: result.referenceValues } };
   try {
-    return { checks: result.checks, reference: { ...own, values: withReleaseValues(own.values, result.referenceValues) } };
+    const release = verifyReleaseReference(bundle, trust, own?.values, io.now ?? new Date());
+    return { checks: release.checks, reference: release.values === undefined ? undefined : { ...own, values: release.values } };
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${o.reference!}: ${(err as Error).message}`);
+    if (err instanceof ReleaseError) throw new VerifyError('ERR_VERIFY_FETCH', `the trust root or key could not be used: ${err.message}`);
+    if (err instanceof ReferenceValuesError) throw new VerifyError('ERR_VERIFY_FETCH', `reference values ${o.reference!}: ${err.message}`);
+    throw err;
   }
 }
 
@@ -310,9 +307,9 @@ async function referenceFor(o: Options, io: VerifyIo): Promise<ReleaseResult> {
   return { checks: [], reference: await loadReference(o.reference) };
 }
 
-async function loadCollateral(dir: string): Promise<IntelCollateral> {
+async function loadCollateral(dir: string): Promise<CollateralBundle> {
   try {
-    return await readCollateralBundle(dir);
+    return await readCollateralDirectory(dir);
   } catch (err) {
     throw new VerifyError(
       'ERR_VERIFY_FETCH',
@@ -347,11 +344,11 @@ function expectationsOf(o: Options, io: VerifyIo, nonce: Uint8Array, reference: 
   return expect;
 }
 
-/** The RIMs and Intel collateral the flags name, added to what was fetched. */
+/** The RIMs and the collateral bundle the flags name, added to what was fetched. */
 async function addLocalEvidence(evidence: ServiceEvidence, o: Options, reference: LoadedReference | undefined): Promise<void> {
   if (reference?.rims !== undefined) evidence.rims = reference.rims;
   if (reference?.ocsp !== undefined) evidence.ocsp = reference.ocsp;
-  if (o.collateral !== undefined) evidence.intelCollateral = await loadCollateral(o.collateral);
+  if (o.collateral !== undefined) evidence.collateral = await loadCollateral(o.collateral);
 }
 
 /** A kept receipt as one exchange: the message receipt apart from the bytes it covers (streams: cut after data: [DONE]). */
@@ -400,7 +397,10 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   await addLocalEvidence(evidence, o, reference);
   const expect = expectationsOf(o, io, nonce, reference);
   if (o.attestation !== undefined)
-    expect.waive = { ...expect.waive, noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key' };
+    expect.waive = {
+      ...expect.waive,
+      noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key or HPKE key',
+    };
   const result = await verifyService(evidence, expect);
   return report('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
 }

@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
+import type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
-import { verifyRelease, type ReleaseVerification } from '../verify/release/verify-release.ts';
-import { withReleaseValues } from '../verify/release/reference-from-release.ts';
+import { ReleaseError } from '../verify/release/errors.ts';
+import { verifyReleaseReference, type ReleaseReference } from '../verify/release/release-reference.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
 import { verifyService, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
@@ -25,6 +26,12 @@ export interface AttestOptions {
    * attestation (it may expire); its `release.*` checks join the others and any failure refuses the service.
    */
   release?: { bundle: Uint8Array; trust: ReleaseTrust } | undefined;
+  /**
+   * A collateral bundle, read (`readCollateralDirectory`, as `sigil collateral fetch` writes it): AMD's CRL is checked
+   * as snp.crl instead of the certificate table's, Intel's collateral gives the TDX platform's TCB status, and
+   * NVIDIA's RIMs and OCSP answers join those the reference values name; the same use `sigil verify --collateral` makes.
+   */
+  collateral?: CollateralBundle | undefined;
   /** The nonce to send; default 32 fresh random bytes. A nonce the caller chose proves freshness only if nobody else knew it. */
   nonce?: Uint8Array | undefined;
   /**
@@ -73,12 +80,13 @@ async function readRims(reference: ReferenceValues | undefined): Promise<{ rims:
   return { rims, ocsp, checks };
 }
 
-/** The release checked now: a key or trust root that cannot be used at all is an error, not a verdict. */
-function verifiedRelease(release: NonNullable<AttestOptions['release']>): ReleaseVerification {
+/** The release checked now, its values with the caller's added: a key or trust root that cannot be used at all is an error, not a verdict. */
+function releaseReference(release: NonNullable<AttestOptions['release']>, own: AttestOptions['reference']): ReleaseReference {
   try {
-    return verifyRelease(release.bundle, release.trust, new Date());
+    return verifyReleaseReference(release.bundle, release.trust, own, new Date());
   } catch (err) {
-    throw new VerifyError('ERR_VERIFY_ATTESTATION', `the release manifest's trust (key or Sigstore trusted root) could not be used: ${(err as Error).message}`);
+    if (!(err instanceof ReleaseError)) throw err;
+    throw new VerifyError('ERR_VERIFY_ATTESTATION', `the release manifest's trust (key or Sigstore trusted root) could not be used: ${err.message}`);
   }
 }
 
@@ -87,11 +95,8 @@ function verifiedRelease(release: NonNullable<AttestOptions['release']>): Releas
  * it with the one core (`verifyService`). The caller goes on only when `verdict.outcome` is not not-verified.
  */
 export async function attest(options: AttestOptions): Promise<Attested> {
-  const release = options.release === undefined ? undefined : verifiedRelease(options.release);
-  const reference =
-    release === undefined || options.reference === undefined
-      ? (release?.referenceValues ?? options.reference)
-      : withReleaseValues(options.reference, release.referenceValues);
+  const release = options.release === undefined ? undefined : releaseReference(options.release, options.reference);
+  const reference = release === undefined ? options.reference : release.values;
   const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
@@ -100,6 +105,7 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.ocsp = rims.ocsp;
+    if (options.collateral !== undefined) evidence.collateral = options.collateral;
     const expect: ServiceExpectations = { nonce };
     if (reference !== undefined) expect.reference = reference;
     if (options.waive !== undefined) expect.waive = options.waive;

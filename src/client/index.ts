@@ -9,6 +9,7 @@ import { VerifyError } from '../verify/errors.ts';
 import { pinnedAgent, SpkiPin, tlsPinErrorOf } from '../verify/tls-pin.ts';
 import { attest, type Attested } from './attest.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
+import { readCollateralDirectory, type CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
@@ -21,6 +22,7 @@ export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
 export type { ReceiptResult } from './receipts.ts';
 export type { ReleaseTrust } from '../verify/release/trust.ts';
+export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
@@ -52,6 +54,12 @@ export interface AttestedFetchOptions {
   onReceipt?: (result: ReceiptResult) => void;
   /** `throw` (default): a response whose receipt fails is an error (for a stream, at its end). `report`: only recorded. */
   onInvalidReceipt?: 'throw' | 'report';
+  /**
+   * A collateral bundle: the directory `sigil collateral fetch` wrote (read once, here), or its contents already read
+   * (`readCollateralDirectory`). It is used as `sigil verify --collateral` uses it (docs/auditing.md, section 3): on a
+   * real SEV-SNP host whose certificate table carries no CRL, AMD's CRL from the bundle is what lets snp.crl pass.
+   */
+  collateral?: string | CollateralBundle;
   /** AMD and Intel roots; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
   /** NVIDIA's device identity and RIM roots for GPU evidence; the built-in ones unless a test brings its own. */
@@ -137,6 +145,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const releaseBundle =
     options.release === undefined ? undefined : typeof options.release.bundle === 'string' ? await readFile(options.release.bundle) : options.release.bundle;
   const release = releaseBundle === undefined ? undefined : { bundle: releaseBundle, trust: options.release!.trust };
+  const collateral = typeof options.collateral === 'string' ? await readCollateralDirectory(options.collateral) : options.collateral;
   const allowNoTee = options.allowNoTee ?? false;
   const base = new URL(options.baseURL);
   const brand = options.brand ?? 'Service';
@@ -155,6 +164,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       roots: options.roots,
       gpuRoots: options.gpuRoots,
       freshReport: options.freshReport,
+      collateral,
     });
     if (result.verdict.outcome === 'not-verified')
       throw new AttestationError(

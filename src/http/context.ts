@@ -14,7 +14,7 @@ import type { Jwks } from '../protocol/attestation.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
-import type { EhbpSettings } from './ehbp.ts';
+import type { EhbpSettings } from './pipeline/ehbp.ts';
 import type { RequestTracing } from '../tracing/request-tracing.ts';
 import type { BrandHeaders } from '../protocol/brand-headers.ts';
 

@@ -9,6 +9,7 @@ import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
 import type { MemoryBudget } from '../limits/memory-budget.ts';
+import type { InFlightRequests } from './in-flight.ts';
 import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
@@ -16,8 +17,9 @@ import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
-import { createCors } from './cors.ts';
-import { acceptEhbp } from './ehbp.ts';
+import { applyCors, createCors } from './pipeline/cors.ts';
+import { acceptSealed } from './pipeline/ehbp.ts';
+import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
 import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
@@ -28,6 +30,8 @@ interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
   name: string;
   methods: Record<string, Handler>;
+  /** The methods it answers, as `Allow` and CORS preflights name them. */
+  allow: string;
   /** Public documents any page may read (docs/trust-page.md): served with `Access-Control-Allow-Origin: *`, never with credentials. */
   public?: true;
 }
@@ -36,13 +40,18 @@ interface Route {
 export interface AppState {
   ctx: AppContext;
   /** Requests not yet finished, for a graceful shutdown. */
-  inFlight: number;
+  inFlight: InFlightRequests;
   /** Set on SIGTERM: /readyz answers 503 so load balancers move on, and responses close their connections. */
   draining: boolean;
   /** Request bodies and buffered answers held at once (limits.buffer_budget_bytes). */
   buffers: MemoryBudget;
   /** Aborted when the shutdown grace is over: streams still running end with one error event. */
   streamsCut: AbortController;
+}
+
+/** A route with its `Allow` list made once, not on every request that needs it. */
+function withAllow(route: Omit<Route, 'allow'>): Route {
+  return { ...route, allow: Object.keys(route.methods).join(', ') };
 }
 
 function buildRoutes(state: AppState) {
@@ -52,29 +61,29 @@ function buildRoutes(state: AppState) {
     signed: { burst: limits.signed_nonce_burst, perS: limits.signed_nonces_per_s },
   };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
-  const exact = new Map<string, Route>([
-    ['/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true }],
-    ['/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true }],
-    ['/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true }],
-    ['/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true }],
-    ['/healthz', { name: '/healthz', methods: get(handleHealthz) }],
-    [KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true }],
-    ['/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) }],
-  ]);
+  const exact = new Map<string, Route>();
+  const add = (path: string, route: Omit<Route, 'allow'>) => exact.set(path, withAllow(route));
+  add('/v1/models', { name: '/v1/models', methods: get(handleListModels), public: true });
+  add('/v1/verify/jwks.json', { name: '/v1/verify/jwks.json', methods: get(handleJwks), public: true });
+  add('/v1/verify/policy', { name: '/v1/verify/policy', methods: get(handlePolicy), public: true });
+  add('/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true });
+  add('/healthz', { name: '/healthz', methods: get(handleHealthz) });
+  add(KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true });
+  add('/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) });
   for (const endpoint of RELAYED_ENDPOINTS) {
     const handler = createExchangeHandler(endpoint, { buffers: state.buffers, streamsCut: state.streamsCut.signal });
-    exact.set(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
+    add(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
   }
   const trustPage = createTrustPageHandler(state.ctx.config.trust_page?.dir ?? defaultTrustPageDir());
-  for (const path of TRUST_PAGE_PATHS) exact.set(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
+  for (const path of TRUST_PAGE_PATHS) add(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;
   if (metrics.enabled) {
     const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
-    exact.set('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
+    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
   }
   const prefixed: Array<[string, Route]> = [
-    ['/v1/models/', { name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true }],
-    ['/v1/receipts/', { name: '/v1/receipts/{id}', methods: get(handleGetReceipt) }],
+    ['/v1/models/', withAllow({ name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true })],
+    ['/v1/receipts/', withAllow({ name: '/v1/receipts/{id}', methods: get(handleGetReceipt) })],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
 }
@@ -128,9 +137,9 @@ export function createRequestHandler(state: AppState) {
     if (state.draining) res.setHeader('connection', 'close');
     const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
     if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ request_id: requestId, method: req.method }, 'request received');
-    state.inFlight++;
+    state.inFlight.enter();
     res.once('close', () => {
-      state.inFlight--;
+      state.inFlight.leave();
       bytesAfterLastRequest.set(req.socket, req.socket.bytesRead);
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       if (log.status === undefined) log.status = res.headersSent ? res.statusCode : 499;
@@ -144,7 +153,7 @@ export function createRequestHandler(state: AppState) {
     });
 
     try {
-      refuseDuplicateHeaders(req, ctx);
+      refuseDuplicateHeaders(req.headersDistinct, ctx.headers);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) {
@@ -152,17 +161,16 @@ export function createRequestHandler(state: AppState) {
         throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
       }
       log.route = matched.name;
-      if (matched.public === true) res.setHeader('access-control-allow-origin', '*');
-      if (cors?.apply(req, res, Object.keys(matched.methods).join(', '))) {
+      if (applyCors(req, res, cors, matched.public === true, matched.allow)) {
         log.status = 204;
         return;
       }
       const handler = matched.methods[req.method ?? ''];
       if (handler === undefined) {
-        const allow = Object.keys(matched.methods).join(', ');
+        const { allow } = matched;
         throw new HttpError('method_not_allowed', `Method ${req.method} is not allowed on ${matched.name}; use ${allow}.`, { headers: { allow } });
       }
-      if (req.method === 'POST' && ctx.ehbp !== undefined) acceptEhbp(req, res, ctx.ehbp);
+      acceptSealed(req, res, ctx.ehbp);
       await handler(req, res, ctx, url, log);
       if (log.status === undefined && res.headersSent) log.status = res.statusCode;
     } catch (err) {
@@ -177,17 +185,6 @@ export function createRequestHandler(state: AppState) {
       sendError(res, error, req.complete ? undefined : { connection: 'close' });
     }
   };
-}
-
-/**
- * Headers whose duplicates would let a front proxy and Sigil read different requests (docs/decisions.md#hostile-peers):
- * Node keeps the first copy of these, another hop may keep the last.
- */
-function refuseDuplicateHeaders(req: IncomingMessage, ctx: AppContext): void {
-  const names = ['authorization', 'host', 'content-type', ctx.headers.receipt, ctx.headers.nonce];
-  for (const name of names) {
-    if ((req.headersDistinct[name]?.length ?? 0) > 1) throw httpError('duplicate_header', `The ${name} header must be sent once.`, name);
-  }
 }
 
 /** What a connection had read when its last request ended: a header timeout with nothing since is an idle keep-alive, not a slow client. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
 import type { RtmrFs } from '../attestation/self-measurement.ts';
-import { measureStart, refuseUnmeasuredRuntime } from '../attestation/measured-state.ts';
+import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
 import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
 import { START_NONCE, type Jwks, type KeyOrigins } from '../protocol/attestation.ts';
@@ -28,9 +28,11 @@ import { ChatLimits } from '../limits/chat-limits.ts';
 import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
+import { InFlightRequests } from './in-flight.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { joinFleet, type Fleet } from '../fleet/join.ts';
 import { createMetrics, type SigilMetrics } from '../metrics/registry.ts';
+import type { FleetStatus } from '../fleet/connection.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
@@ -327,9 +329,9 @@ async function attest(
             replays: fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
           },
         }),
+    ...(fleet === undefined ? {} : { fleet: fleet.status }),
+    ...(measured === undefined ? {} : { measured: measured.state }),
   });
-  if (fleet !== undefined) ctx.fleet = fleet.status;
-  if (measured !== undefined) ctx.measured = measured.state;
   const state = newAppState(ctx);
   now.state = state;
   fleet?.onJwks((view) => {
@@ -367,6 +369,10 @@ export interface ContextParts {
   documents: AppContext['documents'];
   attestation: AppContext['attestation'];
   ehbp?: Pick<NonNullable<AppContext['ehbp']>, 'key' | 'keyConfig' | 'replays'>;
+  /** In fleet mode: whether the shared state in Redis is reachable. */
+  fleet?: FleetStatus;
+  /** On a TEE: the runtime events and what a reload measures (the primary's; a worker has none). */
+  measured?: MeasuredState;
 }
 
 /**
@@ -376,7 +382,8 @@ export interface ContextParts {
  */
 export function assembleContext(parts: ContextParts): AppContext {
   const { config, metrics, signingKey, admission, ehbp, ...rest } = parts;
-  const ctx: AppContext = {
+  const tracing = createRequestTracing(config.tracing);
+  return {
     ...rest,
     config,
     metrics,
@@ -385,11 +392,9 @@ export function assembleContext(parts: ContextParts): AppContext {
     limits: new ChatLimits(config.limits, admission),
     signReceipt: countedSigner(signingKey, metrics),
     signNonce: createNonceSigner(signingKey),
+    ...(tracing === undefined ? {} : { tracing }),
+    ...(ehbp === undefined ? {} : { ehbp: { ...ehbp, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes } }),
   };
-  const tracing = createRequestTracing(config.tracing);
-  if (tracing !== undefined) ctx.tracing = tracing;
-  if (ehbp !== undefined) ctx.ehbp = { ...ehbp, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes };
-  return ctx;
 }
 
 /** The receipt store of one process: in memory, bounded by `receipts.*`. */
@@ -411,7 +416,13 @@ export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics): Si
 }
 
 export function newAppState(ctx: AppContext): AppState {
-  return { ctx, inFlight: 0, draining: false, buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes), streamsCut: new AbortController() };
+  return {
+    ctx,
+    inFlight: new InFlightRequests(),
+    draining: false,
+    buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes),
+    streamsCut: new AbortController(),
+  };
 }
 
 /** Opens the server on `listen.host`/`listen.port` (in a cluster worker: the primary's shared socket); `announce` logs the URL. */
@@ -443,6 +454,9 @@ export async function listen(serving: Serving, announce = true): Promise<Listeni
   return { server, url };
 }
 
+/** How long streams cut at the end of the grace get to send their error event before every connection is closed. */
+const CUT_STREAMS_MS = 500;
+
 /**
  * Stops a listener gracefully: /readyz answers 503 for `drainMs`, the server stops accepting, requests in
  * flight get `graceMs` to finish, then what is left is cut (a stream ends with one error event).
@@ -458,14 +472,11 @@ export async function drain(serving: Serving, listening: Listening, graceMs: num
   }
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  const deadline = Date.now() + graceMs;
-  while (state.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-  if (state.inFlight > 0) {
-    logger.warn({ in_flight: state.inFlight }, 'shutdown grace period over: cutting the remaining requests');
+  if (!(await state.inFlight.settled(graceMs))) {
+    logger.warn({ in_flight: state.inFlight.count }, 'shutdown grace period over: cutting the remaining requests');
     state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));
     // The cut streams' error events leave before their connections close (briefly: other requests may still hang on an engine).
-    const cutDeadline = Date.now() + 500;
-    while (state.inFlight > 0 && Date.now() < cutDeadline) await new Promise((r) => setTimeout(r, 10));
+    await state.inFlight.settled(CUT_STREAMS_MS);
   }
   server.closeAllConnections();
   await closed;

@@ -4,7 +4,7 @@ import { toHex } from './evidence/byte-reader.ts';
 import { ATTESTATION_DOCUMENT_VERSION, splitSnpEvidence, type AttestationBinding } from '../protocol/attestation.ts';
 import { canonicalJson } from '../protocol/jcs.ts';
 import { expectedReportData, readBinding } from './binding.ts';
-import { verifySnpEvidence } from './evidence/snp-verify.ts';
+import { verifySnpEvidence, type SnpEvidenceCollateral } from './evidence/snp-verify.ts';
 import { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from './evidence/tdx-verify.ts';
 import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
 import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts';
@@ -36,6 +36,8 @@ export interface VerifyAttestationOptions {
   reference?: ReferenceValues;
   /** Intel's collateral for TDX evidence (TCB info, QE identity, CRLs), verified at `now`; absent: TCB status not checked. */
   intelCollateral?: IntelCollateral;
+  /** AMD's collateral for SEV-SNP evidence: its CRL is used instead of the certificate table's (`snp.crl`). */
+  snpCollateral?: SnpEvidenceCollateral;
   /** The receipt being checked, if any: tied to the runtime event in force when it was signed (`receipt.event`). */
   receipt?: { policy_hash: string; iat: number };
   /** Receives the replayed event log's events (TDX), for a report that lists them. */
@@ -178,7 +180,7 @@ export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttest
 
   if (fields.tee === 'sev-snp') {
     const { report, certificates } = splitSnpEvidence(fields.evidence);
-    const result = verifySnpEvidence(report, certificates, roots, now, opts.reference?.snp);
+    const result = verifySnpEvidence(report, certificates, roots, now, opts.reference?.snp, opts.snpCollateral);
     if (result.report === undefined) return result.checks;
     return [
       ...result.checks,

@@ -35,7 +35,8 @@ export { verifyTdxEvidence, verifyTdxEvidenceWithCollateral } from './evidence/t
 export { readCcelEventLog, readCcelTable } from './evidence/event-log/ccel.ts';
 export { verifyTdxEventLog } from './evidence/event-log/tdx-event-log.ts';
 export type { TdxEventLogInput, TdxEventLogResult } from './evidence/event-log/tdx-event-log.ts';
-export { readCollateralBundle } from './evidence/collateral/bundle.ts';
+export { readCollateralBundle, readCollateralDirectory } from './evidence/collateral/bundle.ts';
+export type { CollateralBundle } from './evidence/collateral/bundle.ts';
 export { verifyIntelCollateral } from './evidence/collateral/intel-collateral.ts';
 export type { CollateralResult, IntelCollateral } from './evidence/collateral/intel-collateral.ts';
 export { DEFAULT_GPU_TRUST_ROOTS, verifyGpuEvidence } from './gpu/index.ts';

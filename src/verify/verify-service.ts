@@ -3,7 +3,7 @@ import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptio
 import { evidenceBytes, field, sameJson } from './binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } from './check.ts';
 import { canonicalPolicyHash, sha256Tagged } from './digest.ts';
-import type { IntelCollateral } from './evidence/collateral/intel-collateral.ts';
+import type { CollateralBundle } from './evidence/collateral/bundle.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { readOcspBundle, verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
 import { hpkeBindingCheck } from './hpke-key.ts';
@@ -44,8 +44,12 @@ export interface ServiceEvidence {
   rims?: readonly string[];
   /** The recorded OCSP responses the reference values name (`reference.gpu.ocsp`), read by the caller. */
   ocsp?: ReadonlyArray<{ label: string; der: Uint8Array }>;
-  /** Intel's collateral for TDX evidence. */
-  intelCollateral?: IntelCollateral;
+  /**
+   * The auditor's collateral bundle (`sigil collateral fetch`, docs/auditing.md section 3): Intel's for TDX evidence,
+   * AMD's CRL for SEV-SNP evidence (checked as snp.crl instead of the certificate table's), NVIDIA's RIMs and OCSP
+   * answers for GPU evidence (added to those the reference values name).
+   */
+  collateral?: CollateralBundle;
   /** Requests made to the service and their answers, with the receipts they carried: each is checked against the verified service. */
   exchanges?: readonly ServiceExchange[];
 }
@@ -59,7 +63,7 @@ export interface Waivers {
   unpinnedCode?: string;
   /** Accept a development service without hardware (tee "none"), over plain HTTP if it is reached so. */
   noHardwareEnclave?: string;
-  /** Accept a document read from a file: no connection was made now, so no TLS key can be compared. */
+  /** Accept a document read from a file: no connection was made now, so no TLS key or served HPKE key can be compared. */
   noConnection?: string;
 }
 
@@ -118,6 +122,16 @@ function tlsCheck(connection: ServiceEvidence['connection'], attestedKey: string
     'attestation.tls_key',
     `not checked: this client cannot see which TLS key its connection used (a browser does not show it to a page), so nothing ties the connection to the attested key sha256:${attestedKey}`,
   );
+}
+
+/** `attestation.hpke_key`; a document from a file came with no served key to compare, so, like its TLS key, it is not checked. */
+function hpkeCheck(evidence: ServiceEvidence, attestedHpke: string, waivers: Waivers): Check {
+  if (evidence.connection !== undefined || evidence.servedHpkeKeyConfig !== undefined) return hpkeBindingCheck(evidence.servedHpkeKeyConfig, attestedHpke);
+  const none = fail(
+    'attestation.hpke_key',
+    'not checked: the document was read from a file, not fetched from the service now, so no served HPKE key could be compared with the attested one',
+  );
+  return waivers.noConnection === undefined ? none : waive(none, waivers.noConnection);
 }
 
 /** `attestation.tls_key`, with the only two ways around it: sealed bodies over HTTPS, or a waived development service. */
@@ -196,10 +210,12 @@ function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpec
   const options: Parameters<typeof verifyGpuEvidence>[1] = { nonce: expect.nonce, at };
   if (entries.length > 0 || !Array.isArray(bound) || bound.length > 0) options.boundSha256 = Array.isArray(bound) ? bound.map(String) : [];
   const rimCount = expect.reference?.gpu?.rims?.length ?? 0;
-  if (rimCount > 0 || (evidence.rims?.length ?? 0) > 0) options.rims = [...(evidence.rims ?? [])];
+  const bundle = evidence.collateral?.nvidia;
+  const rims = [...(evidence.rims ?? []), ...(bundle?.rims ?? [])];
+  if (rimCount > 0 || rims.length > 0) options.rims = rims;
   if (expect.gpuRoots !== undefined) options.roots = expect.gpuRoots;
   // A file the reference names but the caller could not read leaves its certificates uncovered: they fail, unless waived.
-  if (expect.reference?.gpu?.ocsp !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? [])]);
+  if (expect.reference?.gpu?.ocsp !== undefined || bundle !== undefined) options.ocsp = readOcspBundle([...(evidence.ocsp ?? []), ...(bundle?.ocsp ?? [])]);
   if (expect.reference?.gpu?.ocsp_allow_missing !== undefined) options.ocspAllowMissing = expect.reference.gpu.ocsp_allow_missing;
   const result = verifyGpuEvidence(entries as GpuEvidence[], options);
   const unread =
@@ -231,7 +247,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   // With a signed nonce the document is the start evidence, made for the all-zero nonce; the signature answers ours.
   const documentNonce = evidence.signedNonce === undefined ? expect.nonce : START_NONCE;
 
-  const hpke = typeof attestedHpke === 'string' ? hpkeBindingCheck(evidence.servedHpkeKeyConfig, attestedHpke) : undefined;
+  const hpke = typeof attestedHpke === 'string' ? hpkeCheck(evidence, attestedHpke, waivers) : undefined;
   const channel = channelCheck(evidence, tee, typeof attestedKey === 'string' ? attestedKey : null, hpke, waivers);
   checks.push(channel);
   if (hpke !== undefined) checks.push(hpke);
@@ -265,7 +281,8 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
     if (expectedMeasurement !== undefined) options.expectedMeasurement = expectedMeasurement;
     if (expect.roots !== undefined) options.roots = expect.roots;
     if (expect.reference !== undefined) options.reference = expect.reference;
-    if (evidence.intelCollateral !== undefined) options.intelCollateral = evidence.intelCollateral;
+    if (evidence.collateral !== undefined) options.intelCollateral = evidence.collateral.intel;
+    if (evidence.collateral?.amd.crl !== undefined) options.snpCollateral = { crl: evidence.collateral.amd.crl };
     if (expect.onEvents !== undefined) options.onEvents = expect.onEvents;
     if (firstClaims !== undefined) options.receipt = firstClaims;
     checks.push(...(await verifyAttestationDocument(doc, options)));

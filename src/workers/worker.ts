@@ -91,7 +91,7 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel, views: Fle
           keyConfig: Buffer.from(handoff.ehbp.keyConfig),
           replays: new PrimaryReplayWindow(channel),
         };
-  const ctx = assembleContext({
+  return assembleContext({
     config,
     logger,
     metrics,
@@ -108,9 +108,8 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel, views: Fle
     documents: { ...handoff.documents, jwks: JSON.stringify(views.jwks) },
     attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
     ...(ehbp === undefined ? {} : { ehbp }),
+    ...(handoff.fleet === undefined ? {} : { fleet: { replicaId: handoff.fleet.replicaId, health: () => views.health } }),
   });
-  if (handoff.fleet !== undefined) ctx.fleet = { replicaId: handoff.fleet.replicaId, health: () => views.health };
-  return ctx;
 }
 
 /** What the primary's fleet connection sees, kept current here by its messages (they may arrive before this worker serves). */

@@ -8,11 +8,8 @@ import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.t
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTlsMitm, type TlsMitm } from '../support/tls-mitm.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
-import { startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
-import { makeSigner } from '../verify/receipt-fixtures.ts';
-
-const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+import { createAmdTestChain, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
 
 /** The attested client (docs/tls.md, "The attested client"), with the official openai package, and a man in the middle it refuses. */
 let engine: TestEngine;
@@ -230,21 +227,14 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
 describe('createAttestedFetch against hardware evidence (a test AMD chain)', () => {
   const measurement = randomBytes(48);
   let chain: AmdTestChain;
-  let service: FakeService;
+  let service: TeeSigil;
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
-    service = await startFakeService(await makeSigner(), {
-      tee: 'sev-snp',
-      measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({
-        report: b64(buildSnpReport({ reportData, measurement, cpuid: { family: 0x19, model: 0x01 } }, chain.vcekKey)),
-        certificates: b64(amdCertTable(chain)),
-      }),
-    });
+    service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true, model: 'm' });
   });
-  afterAll(async () => service.close());
-  /** Every value the stand-in's evidence shows, pinned: its manifest (cli-server.ts SERVICE_MANIFEST), report fields and machine. */
-  const pinned = (): ReferenceValues => pinnedSnpReference(measurement, '5e'.repeat(48));
+  afterAll(async () => service.close(0));
+  /** Every value Sigil's evidence shows, pinned: the manifest it measured itself as, the report's fields and the machine. */
+  const pinned = (): ReferenceValues => pinnedSnpReference(measurement, service.manifest);
 
   it('accepts the service when the measurement is one of the reference values, and verifies its receipts', async () => {
     const attested = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: pinned() });
@@ -259,8 +249,8 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
       expect(attested.attestation.checks.find((c) => c.name === 'attestation.report_data')?.detail).toContain(
         'the all-zero nonce (the start evidence, not fresh)',
       );
-      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
-      await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: service.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
     } finally {
       await attested.close();
@@ -268,12 +258,12 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
   });
 
   it('refuses a genuine enclave without reference values, sending nothing, and names what was not pinned', async () => {
-    const lastExchange = service.last;
+    const before = chatRequests();
     const refused = (await refusalOf(createAttestedFetch({ baseURL: service.url, roots: chain.roots }))) as Refusal & { code?: string };
     expect(refused?.code).toBe('ERR_VERIFY_ATTESTATION');
     expect(refused?.message).toContain('NOT VERIFIED: ');
     expect(refused?.message).toContain('reference.values: NOT PINNED: no reference values given');
-    expect(service.last).toBe(lastExchange);
+    expect(chatRequests()).toBe(before);
   });
 
   it('accepts it with allowUnpinnedCode, and lists every unpinned value as waived', async () => {
@@ -305,13 +295,13 @@ describe('createAttestedFetch against hardware evidence (a test AMD chain)', () 
 
   it('refuses the service, sending nothing, when the measurement is not a reference value', async () => {
     const other = randomBytes(48).toString('hex');
-    const lastExchange = service.last;
+    const before = chatRequests();
     const error = await createAttestedFetch({ baseURL: service.url, roots: chain.roots, reference: { snp: { measurement: [other] } } }).catch(
       (e: unknown) => e as Error,
     );
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(/^the service's attestation did not verify, so nothing was sent: .*measurement/);
-    expect(service.last).toBe(lastExchange);
+    expect(chatRequests()).toBe(before);
   });
 });
 

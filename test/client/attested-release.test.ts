@@ -6,40 +6,41 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML, type AmdTestChain } from '../support/evidence-fixtures.ts';
-import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { milanSnpHardware, startFakeService, TEST_API_KEY, type FakeService } from '../verify/cli-server.ts';
-import { makeSigner } from '../verify/receipt-fixtures.ts';
+import { createAmdTestChain, SNP_PLATFORM_VALUES_YAML, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { keyedSnpRelease } from '../release/release-fixtures.ts';
+import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
-const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 const DAY = 86_400_000;
 const work = mkdtempSync(join(tmpdir(), 'sigil-client-release-'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+let engine: TestEngine;
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m1'] });
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(work, { recursive: true, force: true });
+});
+/** Prompts that reached the engine: a refused service must have been sent none. */
+const chatRequests = () => engine.requests.filter((r) => r.path === '/v1/chat/completions').length;
 
 describe('createAttestedFetch with a release manifest as its reference values (a test AMD chain)', () => {
   const measurement = randomBytes(48);
   let chain: AmdTestChain;
-  let service: FakeService;
+  let service: TeeSigil;
   beforeAll(async () => {
     chain = await createAmdTestChain();
-    service = await startFakeService(await makeSigner(), {
-      tee: 'sev-snp',
-      measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
-    });
+    service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement });
   });
-  afterAll(async () => service.close());
+  afterAll(async () => service.close(0));
 
-  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement?: string) => {
-    const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return {
-      bundle: new TextEncoder().encode(tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
-      trust: { kind: 'key' as const, publicKey: r.publicKeyPem },
-    };
+  const keyed = (values: string, expires: Date, tamper?: string, selfMeasurement = service.manifest) => {
+    const r = keyedSnpRelease(values, expires, { selfMeasurement, tamperedTo: tamper });
+    return { bundle: new TextEncoder().encode(r.bundle), trust: { kind: 'key' as const, publicKey: r.publicKeyPem } };
   };
 
   it('accepts the service whose measurement the release lists (bundle read from a file), and verifies its receipts', async () => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest });
     const path = join(work, 'release.sigstore.json');
     writeFileSync(path, r.bundle);
     // The platform values a release does not list stay not pinned: waived here with allowUnpinnedCode.
@@ -65,7 +66,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
       });
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.failed).toEqual([]);
-      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: service.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
       await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
     } finally {
@@ -74,11 +75,11 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   });
 
   const refusal = async (release: ReturnType<typeof keyed>) => {
-    const lastExchange = service.last;
+    const sent = chatRequests();
     const error = (await createAttestedFetch({ baseURL: service.url, roots: chain.roots, allowUnpinnedCode: true, release }).catch(
       (e: unknown) => e,
     )) as Error & { code?: string };
-    expect(service.last).toBe(lastExchange);
+    expect(chatRequests()).toBe(sent);
     expect(error?.code).toBe('ERR_VERIFY_ATTESTATION');
     return error.message;
   };
@@ -105,7 +106,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   it("refuses it when its code is not the release's self-measurement: attestation.manifest", async () => {
     const message = await refusal(keyed(measurement.toString('hex'), new Date(Date.now() + DAY), undefined, 'ab'.repeat(48)));
     expect(message).toMatch(
-      /: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest (5e){48} is not among the reference values' (ab){48}: something that decides behaviour differs/,
+      /: NOT VERIFIED: 1 of \d+ checks failed; .*: attestation\.manifest: manifest [0-9a-f]{96} is not among the reference values' (ab){48}: something that decides behaviour differs/,
     );
   });
 
@@ -113,7 +114,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
     const error = await createAttestedFetch({
       baseURL: service.url,
       roots: chain.roots,
-      reference: { sigil: { manifest_sha384: ['5e'.repeat(48)] } },
+      reference: { sigil: { manifest_sha384: [service.manifest] } },
       release: keyed('ab'.repeat(48), new Date(Date.now() + DAY)),
     }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(TypeError);
@@ -123,7 +124,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
   });
 
   it('takes reference values next to the release for what it does not state: a machine not on their allow-list is refused (snp.instance)', async () => {
-    const lastExchange = service.last;
+    const sent = chatRequests();
     const release = keyed(measurement.toString('hex'), new Date(Date.now() + DAY));
     const error = (await createAttestedFetch({
       baseURL: service.url,
@@ -132,7 +133,7 @@ describe('createAttestedFetch with a release manifest as its reference values (a
       release,
       reference: { snp: { chip_id: ['c2'.repeat(64)] } },
     }).catch((e: unknown) => e)) as Error;
-    expect(service.last).toBe(lastExchange);
+    expect(chatRequests()).toBe(sent);
     expect(error.message).toMatch(
       /: NOT VERIFIED: 1 of \d+ checks failed; .*: snp\.instance: CHIP_ID c1c1c1c1c1c1c1c1\.\.\. is not one of the 1 allowed machine\(s\)/,
     );
@@ -142,15 +143,15 @@ describe('createAttestedFetch with a release manifest as its reference values (a
 describe('createAttestedFetch with a keyed release and reference values for the platform (a test Milan chain)', () => {
   const measurement = randomBytes(48);
   let chain: AmdTestChain;
-  let service: FakeService;
+  let service: TeeSigil;
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
-    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
+    service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true });
   });
-  afterAll(async () => service.close());
+  afterAll(async () => service.close(0));
 
   it('sends requests without allowUnpinnedCode: the release pins the code, the reference values the platform, and only release.tlog is waived', async () => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
+    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest });
     const path = join(work, 'platform.yaml');
     writeFileSync(path, SNP_PLATFORM_VALUES_YAML);
     const attested = await createAttestedFetch({
@@ -163,7 +164,7 @@ describe('createAttestedFetch with a keyed release and reference values for the 
       expect(attested.attestation.verdict.outcome).toBe('verified-with-waivers');
       expect(attested.attestation.verdict.waived.map((c) => c.name)).toEqual(['release.tlog']);
       expect(attested.attestation.verdict.notPinned).toEqual([]);
-      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0, fetch: attested as unknown as typeof fetch });
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: service.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
       await client.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }] });
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: false });
     } finally {

@@ -47,19 +47,30 @@ export function releaseStatement(): ReleaseStatement {
 
 /**
  * A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at
- * `expires`; its self-measurement is `selfMeasurement` (default: the manifest the stand-in service of
- * test/verify/cli-server.ts measures).
+ * `expires`; its self-measurement is `selfMeasurement` (default: releaseStatement's; a test against a running
+ * Sigil gives the manifest it measures, TeeSigil.manifest). With `tamperedTo`, the bundle is changed after
+ * signing to list that measurement instead (tamperedRelease).
  */
-export function keyedSnpRelease(snpMeasurement: string, expires: Date, selfMeasurement = '5e'.repeat(48)): { bundle: string; publicKeyPem: string } {
+export function keyedSnpRelease(
+  snpMeasurement: string,
+  expires: Date,
+  options: { selfMeasurement?: string; tamperedTo?: string } = {},
+): { bundle: string; publicKeyPem: string } {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const statement = releaseStatement();
   statement.predicate.expires = expires.toISOString().replace(/\.\d+Z$/, 'Z');
-  statement.predicate.sigil_self_measurement = selfMeasurement;
+  statement.predicate.sigil_self_measurement = options.selfMeasurement ?? '5e'.repeat(48);
   statement.predicate.targets = [{ ...statement.predicate.targets[0]!, measurements: { measurement: snpMeasurement } }];
+  const bundle = signReleaseWithKey(statement, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
   return {
-    bundle: signReleaseWithKey(statement, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()),
+    bundle: options.tamperedTo === undefined ? bundle : tamperedRelease(bundle, options.tamperedTo),
     publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
   };
+}
+
+/** The command-line flags naming a keyed release (`--release FILE --key FILE`), its files written by `save` under `name`. */
+export function releaseFlags(release: { bundle: string; publicKeyPem: string }, name: string, save: (file: string, text: string) => string): string[] {
+  return ['--release', save(`${name}.sigstore.json`, release.bundle), '--key', save(`${name}.pub.pem`, release.publicKeyPem)];
 }
 
 /** The bundle with its signed payload changed after signing: the measurement replaced by `measurement`. */

@@ -20,17 +20,42 @@ export interface ForgingProxy {
   certificate: string | undefined;
   /** Returns a forgery for a request it should answer itself; undefined to relay it. */
   forge: (method: string, path: string) => Forgery | undefined;
+  /** The path (query included) it asks the service for instead of the one the client asked. */
+  redirect: (method: string, path: string) => string;
+  /** Returns how to change the body of the service's answer (read whole) before relaying it; undefined to relay it as it comes. */
+  rewrite: (method: string, path: string) => ((body: Buffer) => Buffer) | undefined;
   /** How many requests it answered with a forgery. */
   forged: number;
+  /** Every request it received, as `METHOD path`, oldest first. */
+  requests: string[];
+  /** Relays everything again, unchanged. */
+  reset(): void;
   close(): Promise<void>;
 }
 
 export async function startForgingProxy(target: string, options: { tls?: boolean } = {}): Promise<ForgingProxy> {
   const upstream = new URL(target);
   const sockets = new Set<Socket>();
-  const proxy: ForgingProxy = { url: '', certificate: undefined, forge: () => undefined, forged: 0, close: async () => {} };
+  const proxy: ForgingProxy = {
+    url: '',
+    certificate: undefined,
+    forge: () => undefined,
+    redirect: (_method, path) => path,
+    rewrite: () => undefined,
+    forged: 0,
+    requests: [],
+    reset: () => {
+      proxy.forge = () => undefined;
+      proxy.redirect = (_method, path) => path;
+      proxy.rewrite = () => undefined;
+    },
+    close: async () => {},
+  };
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    const forgery = proxy.forge(req.method ?? 'GET', req.url ?? '/');
+    const method = req.method ?? 'GET';
+    const path = req.url ?? '/';
+    proxy.requests.push(`${method} ${path}`);
+    const forgery = proxy.forge(method, path);
     if (forgery !== undefined) {
       proxy.forged++;
       req.resume();
@@ -38,19 +63,38 @@ export async function startForgingProxy(target: string, options: { tls?: boolean
       res.end(forgery.body);
       return;
     }
+    const change = proxy.rewrite(method, path);
     const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
     const out = send(
       {
         host: upstream.hostname,
         port: upstream.port,
-        method: req.method,
-        path: req.url,
+        method,
+        path: proxy.redirect(method, path),
         headers: { ...req.headers, host: upstream.host },
         rejectUnauthorized: false,
       },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
+        if (change === undefined) {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          return;
+        }
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          let body: Buffer;
+          try {
+            body = change(Buffer.concat(chunks));
+          } catch (err) {
+            res.destroy(err as Error);
+            return;
+          }
+          const headers = { ...answer.headers, 'content-length': String(body.length) };
+          delete headers['transfer-encoding'];
+          res.writeHead(answer.statusCode ?? 502, headers);
+          res.end(body);
+        });
       },
     );
     out.on('error', () => res.destroy());

@@ -7,11 +7,10 @@ import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import type { TrustRoots } from '../../src/verify/attestation.ts';
-import { amdCertTable, buildSnpReport, buildTdxQuote, createAmdTestChain, createIntelTestChain } from '../support/evidence-fixtures.ts';
+import { buildSnpReport, createAmdTestChain, createIntelTestChain } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain, IntelTestChain } from '../support/evidence-fixtures.ts';
-import { TEST_API_KEY, startFakeService, SERVICE_RTMRS } from './cli-server.ts';
-import type { FakeHardware, FakeService } from './cli-server.ts';
-import { makeSigner } from './receipt-fixtures.ts';
+import { startSnpSigil, startTdxSigil, type TeeSigil } from '../support/tee-sigil.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 async function sigilVerify(argv: string[], roots?: TrustRoots): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
@@ -27,46 +26,34 @@ const text = async (url: string) => (await request(url, { dispatcher: insecure }
 
 const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
-const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 
-/** A fake SEV-SNP guest: reports signed by the test VCEK, `evidenceMeasurement` in them whatever the service claims. */
-function snpHardware(chain: AmdTestChain, measurement: Buffer, evidenceMeasurement: Buffer = measurement): FakeHardware {
-  return {
-    tee: 'sev-snp',
-    measurement: measurement.toString('hex'),
-    evidence: (reportData) => ({
-      report: b64(buildSnpReport({ reportData, measurement: evidenceMeasurement }, chain.vcekKey)),
-      certificates: b64(amdCertTable(chain)),
-    }),
-  };
-}
-
-function tdxHardware(chain: IntelTestChain, mrTd: Buffer): FakeHardware {
-  return {
-    tee: 'tdx',
-    measurement: mrTd.toString('hex'),
-    evidence: (reportData) => ({ quote: b64(buildTdxQuote({ reportData, mrTd, rtmrs: SERVICE_RTMRS }, chain)) }),
-  };
-}
+let engine: TestEngine;
+const started: TeeSigil[] = [];
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m1'] });
+});
+afterAll(async () => {
+  await Promise.all(started.map((s) => s.close(0)));
+  await engine.close();
+  await insecure.close();
+});
+const keep = (sigil: TeeSigil) => {
+  started.push(sigil);
+  return sigil;
+};
 
 describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)', () => {
   let chain: AmdTestChain;
+  let sigil: TeeSigil;
   const measurement = randomBytes(48);
-  const services: FakeService[] = [];
-  const start = async (hardware: FakeHardware) => {
-    const service = await startFakeService(await makeSigner(), hardware);
-    services.push(service);
-    return service;
-  };
 
   beforeAll(async () => {
     chain = await createAmdTestChain();
+    sigil = keep(await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement }));
   });
-  afterAll(async () => Promise.all(services.map((s) => s.close())));
 
   it('passes every check, the hardware ones included, for a JSON and a streamed completion', async () => {
-    const service = await start(snpHardware(chain, measurement));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code'], chain.roots);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     expect(r.code).toBe(0);
     const lines = status(r.stdout);
@@ -85,7 +72,7 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     expect(lines).toContain('WAIVED attestation.measurement');
     expect(r.stdout).toContain('PASS receipt.tee — tee is "sev-snp"; the hardware evidence is checked separately\n');
     const streamed = await sigilVerify(
-      ['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'],
+      ['--url', sigil.url, '--api-key', sigil.key, '--stream', '--measurement', measurement.toString('hex'), '--allow-unpinned-code'],
       chain.roots,
     );
     expect(failing(streamed.stdout)).toEqual([]);
@@ -93,50 +80,80 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
   });
 
   it('fails the chain against the real AMD roots: a test chain proves nothing', async () => {
-    const service = await start(snpHardware(chain, measurement));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key]);
     expect(r.code).toBe(1);
     expect(failing(r.stdout)).toEqual(['snp.root', 'snp.crl']);
     expect(r.stdout).toMatch(/^FAIL snp\.root — the chain ends at ARK-Test \(SHA-256 [0-9A-F:]+\), which is not a trusted AMD root$/m);
   });
 
-  it('fails attestation.measurement when the evidence measures other code than the receipts claim', async () => {
-    const service = await start(snpHardware(chain, measurement, randomBytes(48)));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], chain.roots);
+  it("takes AMD's CRL from --collateral DIR when the certificate table carries none, as the attested client's collateral option does", async () => {
+    const bare = keep(await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, withoutCrl: true }));
+    const without = await sigilVerify(['--url', bare.url, '--api-key', bare.key, '--allow-unpinned-code'], chain.roots);
+    expect(failing(without.stdout)).toEqual(['snp.crl']);
+    expect(without.code).toBe(1);
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-collateral-'));
+    writeFileSync(join(dir, 'amd-crl.der'), new Uint8Array(chain.crl.rawData));
+    const withBundle = await sigilVerify(['--url', bare.url, '--api-key', bare.key, '--allow-unpinned-code', '--collateral', dir], chain.roots);
+    expect(failing(withBundle.stdout)).toEqual([]);
+    expect(withBundle.stdout).toMatch(
+      /^PASS snp\.crl — SEV-Test \(serial 02\) is not among the 0 certificate\(s\) ARK-Test revoked \(CRL from the collateral bundle \(amd-crl\.der\)/m,
+    );
+    expect(withBundle.code).toBe(0);
+  });
+
+  it('fails receipt.measurement when the hardware measures other code now than the code the receipts name', async () => {
+    const other = randomBytes(48);
+    // The stand-in hardware measures `measurement` for the start evidence, whose measurement Sigil's receipts name, and other code in every fresh report.
+    const changed = keep(
+      await startSnpSigil({
+        engineUrl: engine.baseUrl,
+        chain,
+        measurement,
+        report: (reportData, call) => buildSnpReport({ reportData, measurement: call === 0 ? measurement : other }, chain.vcekKey),
+      }),
+    );
+    const r = await sigilVerify(['--url', changed.url, '--api-key', changed.key], chain.roots);
     expect(r.code).toBe(1);
-    expect(failing(r.stdout)).toEqual(['attestation.measurement']);
+    expect(failing(r.stdout)).toEqual(['receipt.measurement']);
+    expect(r.stdout).toContain(`FAIL receipt.measurement — enclave_measurement is ${measurement.toString('hex')}; expected ${other.toString('hex')}\n`);
   });
 
   it('fails measurement checks when the user expects other code', async () => {
-    const service = await start(snpHardware(chain, measurement));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--measurement', 'ab'.repeat(48)], chain.roots);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--measurement', 'ab'.repeat(48)], chain.roots);
     expect(r.code).toBe(1);
     expect(failing(r.stdout)).toEqual(['attestation.measurement', 'receipt.measurement']);
   });
 
   it('verifies a kept receipt offline against the saved start evidence', async () => {
-    const service = await start(snpHardware(chain, measurement));
-    const live = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json', '--allow-unpinned-code'], chain.roots);
-    expect(JSON.parse(live.stdout).ok).toBe(true);
+    const nonce = 'kept-nonce-7';
+    const requestBytes = '{"model":"m1","messages":[{"role":"user","content":"hi"}]}';
+    const answer = await request(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      dispatcher: insecure,
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': nonce },
+      body: requestBytes,
+    });
+    expect(answer.statusCode).toBe(200);
+    const responseBytes = Buffer.from(await answer.body.arrayBuffer());
     const dir = mkdtempSync(join(tmpdir(), 'sigil-hw-'));
     const save = (name: string, data: string | Uint8Array) => {
       writeFileSync(join(dir, name), data);
       return join(dir, name);
     };
     const args = [
-      save('receipt.jws', service.last!.receipt),
+      save('receipt.jws', String(answer.headers['x-service-receipt'])),
       '--jwks',
-      save('jwks.json', await text(`${service.url}/v1/verify/jwks.json`)),
+      save('jwks.json', await text(`${sigil.url}/v1/verify/jwks.json`)),
       '--attestation',
-      save('start.json', await text(`${service.url}/v1/verify/attestation`)),
+      save('start.json', await text(`${sigil.url}/v1/verify/attestation`)),
       '--policy',
-      save('policy.json', await text(`${service.url}/v1/verify/policy`)),
+      save('policy.json', await text(`${sigil.url}/v1/verify/policy`)),
       '--nonce',
-      JSON.parse(Buffer.from(service.last!.receipt.split('.')[1]!, 'base64url').toString()).nonce,
+      nonce,
       '--request',
-      save('req', service.last!.requestBytes),
+      save('req', requestBytes),
       '--response',
-      save('res', service.last!.responseBytes),
+      save('res', responseBytes),
       '--measurement',
       measurement.toString('hex'),
       '--allow-unpinned-code',
@@ -144,23 +161,26 @@ describe('sigil verify against a service with SEV-SNP evidence (test AMD chain)'
     const r = await sigilVerify(args, chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     expect(status(r.stdout)).toContain('PASS receipt.attestation_hash');
+    // Sigil seals bodies by default: a saved document's HPKE key, like its TLS key, was served over no connection this run made.
+    expect(r.stdout).toContain(
+      'WAIVED attestation.hpke_key — not checked: the document was read from a file, not fetched from the service now, so no served HPKE key could be compared with the attested one (waived: offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key or HPKE key)\n',
+    );
     expect(r.code).toBe(0);
   });
 });
 
 describe('sigil verify against a service with a TDX quote (test Intel chain)', () => {
   let chain: IntelTestChain;
-  let service: FakeService;
+  let sigil: TeeSigil;
   const mrTd = randomBytes(48);
 
   beforeAll(async () => {
     chain = await createIntelTestChain();
-    service = await startFakeService(await makeSigner(), tdxHardware(chain, mrTd));
+    sigil = keep(await startTdxSigil({ engineUrl: engine.baseUrl, chain, mrTd }));
   });
-  afterAll(async () => service.close());
 
   it('passes every check, the quote ones included', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-unpinned-code'], chain.roots);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--stream', '--allow-unpinned-code'], chain.roots);
     expect(failing(r.stdout)).toEqual([]);
     const lines = status(r.stdout);
     for (const name of [
@@ -180,7 +200,7 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
 
   it('fails when the quote chains to another Intel root', async () => {
     const foreign = await createIntelTestChain();
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY], foreign.roots);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key], foreign.roots);
     expect(r.code).toBe(1);
     expect(failing(r.stdout)).toEqual(['tdx.root']);
   });
@@ -190,7 +210,7 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
     const reference = join(dir, 'reference.yaml');
     writeFileSync(reference, `tdx:\n  mrtd: ${mrTd.toString('hex')}\n  tcb_status: UpToDate\n`);
     const r = await sigilVerify(
-      ['--url', service.url, '--api-key', TEST_API_KEY, '--reference', reference, '--collateral', new URL('../vectors/tdx/', import.meta.url).pathname],
+      ['--url', sigil.url, '--api-key', sigil.key, '--reference', reference, '--collateral', new URL('../vectors/tdx/', import.meta.url).pathname],
       chain.roots,
     );
     expect(r.code).toBe(1);
@@ -206,7 +226,7 @@ describe('sigil verify against a service with a TDX quote (test Intel chain)', (
       'collateral.qe_identity',
       'collateral.pck_crl',
     ]);
-    const missing = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--collateral', join(dir, 'absent')], chain.roots);
+    const missing = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--collateral', join(dir, 'absent')], chain.roots);
     expect(missing.code).toBe(3);
     expect(missing.stderr).toBe(`sigil verify: could not verify: cannot read the collateral bundle ${join(dir, 'absent')}: ENOENT\n`);
   });

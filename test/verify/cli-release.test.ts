@@ -6,12 +6,11 @@ import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
-import { amdCertTable, buildSnpReport, createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
+import { createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain } from '../support/evidence-fixtures.ts';
-import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
-import { milanSnpHardware, TEST_API_KEY, startFakeService } from './cli-server.ts';
-import type { FakeService } from './cli-server.ts';
-import { makeSigner } from './receipt-fixtures.ts';
+import { keyedSnpRelease, releaseFlags } from '../release/release-fixtures.ts';
+import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 const DAY = 86_400_000;
 const dir = mkdtempSync(join(tmpdir(), 'sigil-verify-release-'));
@@ -21,9 +20,17 @@ const save = (name: string, data: string) => {
 };
 const status = (stdout: string) => [...stdout.matchAll(/^(PASS|FAIL|WAIVED|----) (\S+) — /gm)].map((m) => `${m[1]} ${m[2]}`);
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
-const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 /** The service's self-signed TLS key is what the evidence binds; an auditor saving its JWKS fetches it as is. */
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+
+let engine: TestEngine;
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m1'] });
+});
+afterAll(async () => {
+  await engine.close();
+  await insecure.close();
+});
 
 /** `sigil verify` in-process with the test AMD roots, its output captured. */
 async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -36,30 +43,19 @@ async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Pro
 
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
-  let service: FakeService;
+  let service: TeeSigil;
   const measurement = randomBytes(48);
 
   const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
-  function release(name: string, values: string, expires: Date, tamper?: string, selfMeasurement?: string): string[] {
-    const r = keyedSnpRelease(values, expires, selfMeasurement);
-    return [
-      '--release',
-      save(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
-      '--key',
-      save(`${name}.pub.pem`, r.publicKeyPem),
-    ];
-  }
+  const release = (name: string, values: string, expires: Date, tamper?: string, selfMeasurement = service.manifest): string[] =>
+    releaseFlags(keyedSnpRelease(values, expires, { selfMeasurement, tamperedTo: tamper }), name, save);
 
   beforeAll(async () => {
     chain = await createAmdTestChain();
-    service = await startFakeService(await makeSigner(), {
-      tee: 'sev-snp',
-      measurement: measurement.toString('hex'),
-      evidence: (reportData) => ({ report: b64(buildSnpReport({ reportData, measurement }, chain.vcekKey)), certificates: b64(amdCertTable(chain)) }),
-    });
+    service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement });
   });
-  afterAll(async () => service.close());
+  afterAll(async () => service.close(0));
 
   it('verifies a service whose measurement the release lists, printing the release checks with the others', async () => {
     // The platform values a release does not list (TCB minimums, policy bits...) stay not pinned: waived here.
@@ -67,7 +63,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       '--allow-unpinned-code',
       ...release('good', measurement.toString('hex'), new Date(Date.now() + DAY)),
     ]);
@@ -91,8 +87,8 @@ describe('sigil verify --release: a signed release manifest as the reference val
     );
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
-    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${'5e'.repeat(48)} is one the reference values accept:`);
-    expect(r.stdout).toMatch(/^verified with waivers: 46 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
+    expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${service.manifest} is one the reference values accept:`);
+    expect(r.stdout).toMatch(/^verified with waivers: 47 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
     expect(r.code).toBe(0);
   });
 
@@ -101,7 +97,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       ...release('expired', measurement.toString('hex'), new Date(Date.now() - DAY)),
     ]);
     expect(failing(r.stdout)).toEqual(['release.expiry']);
@@ -116,7 +112,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       ...release('tampered', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex')),
     ]);
     expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry']);
@@ -126,7 +122,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
   it('fails reference.measurement when the release lists other code than the service runs', async () => {
     const other = 'ab'.repeat(48);
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('other', other, new Date(Date.now() + DAY))]);
+    const r = await sigilVerify(['--url', service.url, '--api-key', service.key, ...release('other', other, new Date(Date.now() + DAY))]);
     expect(failing(r.stdout)).toEqual(['reference.measurement']);
     expect(r.stdout).toContain(`is none of the 1 accepted reference value(s)`);
     expect(r.code).toBe(1);
@@ -138,22 +134,28 @@ describe('sigil verify --release: a signed release manifest as the reference val
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       '--allow-unpinned-code',
       ...release('other-code', measurement.toString('hex'), new Date(Date.now() + DAY), undefined, released),
     ]);
     expect(failing(r.stdout)).toEqual(['attestation.manifest']);
     expect(r.stdout).toContain(
-      `FAIL attestation.manifest — manifest ${'5e'.repeat(48)} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`,
+      `FAIL attestation.manifest — manifest ${service.manifest} is not among the reference values' ${released}: something that decides behaviour differs from the audited build or configuration`,
     );
     expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed/m);
     expect(r.code).toBe(1);
   });
 
   it('checks the release of a kept receipt verified without evidence: a tampered one still fails the verdict', async () => {
-    await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-unpinned-code']);
+    const answer = await request(`${service.url}/v1/chat/completions`, {
+      method: 'POST',
+      dispatcher: insecure,
+      headers: { authorization: `Bearer ${service.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+      body: '{"model":"m1","messages":[{"role":"user","content":"hi"}]}',
+    });
+    await answer.body.arrayBuffer();
     const jwks = await (await request(`${service.url}/v1/verify/jwks.json`, { dispatcher: insecure })).body.text();
-    const args = [save('kept.jws', service.last!.receipt), '--jwks', save('kept-jwks.json', jwks)];
+    const args = [save('kept.jws', String(answer.headers['x-service-receipt'])), '--jwks', save('kept-jwks.json', jwks)];
     const r = await sigilVerify([...args, ...release('kept', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex'))]);
     expect(failing(r.stdout)).toEqual(expect.arrayContaining(['attestation.document', 'release.signature']));
     expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest/m);
@@ -162,12 +164,12 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
   it('refuses --release without a signer, and a signer without --release, as bad usage', async () => {
     const [, bundle] = release('usage', measurement.toString('hex'), new Date(Date.now() + DAY));
-    const unnamed = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--release', bundle!]);
+    const unnamed = await sigilVerify(['--url', service.url, '--api-key', service.key, '--release', bundle!]);
     expect(unnamed.code).toBe(2);
     expect(unnamed.stderr).toContain(
       'sigil verify: --release needs --key PUB.pem, or both --identity and --issuer: a manifest from an unnamed signer proves nothing',
     );
-    const orphan = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--key', bundle!]);
+    const orphan = await sigilVerify(['--url', service.url, '--api-key', service.key, '--key', bundle!]);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toContain('--key name the signer of a release manifest: give --release FILE too');
   });
@@ -175,28 +177,26 @@ describe('sigil verify --release: a signed release manifest as the reference val
 
 describe('sigil verify --release with --reference for what a release does not state', () => {
   let chain: AmdTestChain;
-  let service: FakeService;
+  let service: TeeSigil;
   const measurement = randomBytes(48);
 
   const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
 
-  const release = (name: string) => {
-    const r = keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY));
-    return ['--release', save(`${name}.sigstore.json`, r.bundle), '--key', save(`${name}.pub.pem`, r.publicKeyPem)];
-  };
+  const release = (name: string) =>
+    releaseFlags(keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest }), name, save);
 
   beforeAll(async () => {
     chain = await createAmdTestChain('Milan');
-    service = await startFakeService(await makeSigner(), milanSnpHardware(chain, measurement));
+    service = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true });
   });
-  afterAll(async () => service.close());
+  afterAll(async () => service.close(0));
 
   it('verifies a keyed release on SEV-SNP without --allow-unpinned-code: the release pins the code, the file the platform', async () => {
     const r = await sigilVerify([
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       ...release('pinned'),
       '--reference',
       save('platform.yaml', SNP_PLATFORM_VALUES_YAML),
@@ -211,7 +211,7 @@ describe('sigil verify --release with --reference for what a release does not st
 
   it('fails snp.instance when the machine is not on the allow-list the file adds', async () => {
     const other = SNP_PLATFORM_VALUES_YAML.replace('c1'.repeat(64), 'c2'.repeat(64));
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, ...release('machines'), '--reference', save('machines.yaml', other)]);
+    const r = await sigilVerify(['--url', service.url, '--api-key', service.key, ...release('machines'), '--reference', save('machines.yaml', other)]);
     expect(failing(r.stdout)).toEqual(['snp.instance']);
     expect(r.code).toBe(1);
   });
@@ -221,7 +221,7 @@ describe('sigil verify --release with --reference for what a release does not st
       '--url',
       service.url,
       '--api-key',
-      TEST_API_KEY,
+      service.key,
       ...release('overlap'),
       '--reference',
       save('overlap.yaml', `snp:\n  measurement: ${'ab'.repeat(48)}\n`),

@@ -7,14 +7,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import { describeCheck } from '../../src/verify/check-registry.ts';
 import type { VerifyReport } from '../../src/cli/verify.ts';
-import { NONE_MEASUREMENT, POLICY, TEST_API_KEY, startFakeService } from './cli-server.ts';
-import type { FakeService } from './cli-server.ts';
 import { MEASUREMENT, makeSigner, messageClaims } from './receipt-fixtures.ts';
-import type { TestSigner } from './receipt-fixtures.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { gpuEntry, rimText, VECTOR_NONCE, VECTOR_TIME } from '../support/gpu-fixtures.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { gpuEvidenceSha256, reportDataV2, type AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 
+/** The measurement a service without a TEE states: all zero. */
+const NONE_MEASUREMENT = '0'.repeat(96);
 const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
 
 interface Run {
@@ -77,21 +79,44 @@ const NO_TEE_WAIVED = ['attestation.tls_key', 'attestation.tee', 'receipt.tee'];
 const ALLOW_NO_TEE = '--allow-no-tee: a development service without hardware';
 const NO_TEE_DOCUMENT = 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for';
 
+/** Sigil itself, tee none over plain HTTP (bodies unsealed, as a development service serves them), and a proxy in front of it for the faults Sigil never makes. */
+let engine: TestEngine;
+let sigil: TestSigil;
+let proxy: ForgingProxy;
+
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m1'] });
+  sigil = await startTestSigil({
+    upstreams: { e: { url: engine.baseUrl } },
+    models: [{ id: 'm1' }],
+    config: { attestation: { provider: 'none' }, ehbp: { enabled: false }, log: { level: 'silent' } },
+  });
+  proxy = await startForgingProxy(sigil.url);
+});
+afterAll(async () => {
+  await proxy.close();
+  await sigil.close(0);
+  await engine.close();
+});
+beforeEach(() => proxy.reset());
+
+const CHAT = '/v1/chat/completions';
+/** Changes the first byte of the first word of the answer (JSON or stream) on its way to the client, after Sigil hashed it. */
+const tamperAnswer = () => {
+  proxy.rewrite = (method, path) =>
+    method === 'POST' && path === CHAT
+      ? (body) => {
+          const copy = Buffer.from(body);
+          const at = copy.indexOf('"content":"') + '"content":"'.length;
+          copy[at] = copy[at] === 0x4a ? 0x4b : 0x4a;
+          return copy;
+        }
+      : undefined;
+};
+
 describe('sigil verify against a live service (tee none)', () => {
-  let signer: TestSigner;
-  let service: FakeService;
-
-  beforeAll(async () => {
-    signer = await makeSigner();
-    service = await startFakeService(signer);
-  });
-  afterAll(async () => service.close());
-  beforeEach(() => {
-    service.faults = {};
-  });
-
   it('passes every check of a JSON completion with --allow-no-tee, and still says there is no TEE', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--allow-no-tee']);
     expect(r.stderr).toBe('');
     // What --allow-no-tee accepts is printed as WAIVED with the reason, never as PASS, and never counted as passed.
     expect(r.lines).toEqual(LIVE_JSON_CHECKS.map((name) => [NO_TEE_WAIVED.includes(name) ? 'WAIVED' : 'PASS', name]));
@@ -104,7 +129,7 @@ describe('sigil verify against a live service (tee none)', () => {
   });
 
   it("prints each run of checks under the check registry's title and plain words, as the trust page shows them", async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--allow-no-tee']);
     const receipt = describeCheck('receipt.signature')!;
     expect(r.stdout).toContain(`\n# ${receipt.title}: ${receipt.explains} (${receipt.doc})\nPASS receipt.jwks — `);
     const headings = r.stdout.split('\n').filter((l) => l.startsWith('# '));
@@ -114,7 +139,7 @@ describe('sigil verify against a live service (tee none)', () => {
   });
 
   it('fails without --allow-no-tee, exactly on the three no-TEE checks', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY]);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key]);
     expect(r.code).toBe(1);
     // Plain HTTP and no TEE: the TLS key, the receipt and the evidence all say there is nothing attested.
     expect(failed(r)).toEqual(NO_TEE_WAIVED);
@@ -124,25 +149,34 @@ describe('sigil verify against a live service (tee none)', () => {
   });
 
   it('fails response_hash when one response byte is changed in transit', async () => {
-    service.faults.tamperResponse = true;
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    tamperAnswer();
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--allow-no-tee']);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['receipt.response_hash']);
   });
 
   it('prints the verdict as an EAR with --format ear: waivers warn, never affirm', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--format', 'ear']);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--allow-no-tee', '--format', 'ear']);
     expect(r.code).toBe(0);
     const ear = JSON.parse(r.stdout) as {
       eat_profile: string;
       submods: Record<string, { ear_status: string; ear_trustworthiness_vector: Record<string, number> }>;
     };
     expect(ear.eat_profile).toBe('tag:ietf.org,2026:rats/ear#04');
-    expect(ear.submods[service.url]).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { 'instance-identity': 32, hardware: 32 } });
+    expect(ear.submods[sigil.url]).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { 'instance-identity': 32, hardware: 32 } });
   });
 
   it('checks a stream: the model receipt in the header, the message receipt after data: [DONE]', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--model', 'm1', '--allow-no-tee']);
+    // Through the proxy, unchanged, to see the bytes on the wire.
+    let sent: Buffer = Buffer.alloc(0);
+    proxy.rewrite = (method, path) =>
+      method === 'POST' && path === CHAT
+        ? (body) => {
+            sent = body;
+            return body;
+          }
+        : undefined;
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--stream', '--model', 'm1', '--allow-no-tee']);
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
     const names = r.lines.map(([, n]) => n);
@@ -162,27 +196,40 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(names).toContain('live.receipt_id');
     expect(r.stdout).toContain('message receipt from the stream comment');
     // The hashed bytes stop at data: [DONE]\n\n, exactly as the server hashed them.
-    expect(r.stdout).toContain(`${service.last!.responseBytes.length} response bytes`);
+    const done = sent.indexOf('data: [DONE]\n\n') + 'data: [DONE]\n\n'.length;
+    expect(done).toBeGreaterThan(100);
+    expect(sent.subarray(done).toString()).toMatch(/^: receipt [\w-]+\.[\w-]+\.[\w-]+\n\n$/);
+    expect(r.stdout).toContain(`${done} response bytes`);
   });
 
   it('fails a stream whose bytes were changed', async () => {
-    service.faults.tamperResponse = true;
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    tamperAnswer();
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--stream', '--allow-no-tee']);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['receipt.response_hash']);
   });
 
+  /** A proxy that drops the receipt comment off the end of the stream: the client must use GET /v1/receipts/{id}. */
+  const dropStreamReceipt = () => {
+    proxy.rewrite = (method, path) =>
+      method === 'POST' && path === CHAT ? (body) => Buffer.from(body.toString().replace(/: receipt \S+\n\n$/, '')) : undefined;
+  };
+
   it('falls back to GET /v1/receipts/{id} when the stream carries no receipt comment', async () => {
-    service.faults.omitStreamReceipt = true;
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    dropStreamReceipt();
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--stream', '--allow-no-tee']);
     expect(failed(r)).toEqual([]);
     expect(r.stdout).toContain('message receipt from the receipts endpoint');
+    expect(proxy.requests.filter((line) => line.startsWith('GET /v1/receipts/'))).toHaveLength(1);
   });
 
   it('cannot verify (exit 3) a stream that ends without a receipt when the service kept none', async () => {
-    service.faults.omitStreamReceipt = true;
-    service.faults.forgetReceipts = true;
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--stream', '--allow-no-tee']);
+    dropStreamReceipt();
+    proxy.forge = (method, path) =>
+      method === 'GET' && path.startsWith('/v1/receipts/')
+        ? { status: 404, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message: 'no such receipt' } }) }
+        : undefined;
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--stream', '--allow-no-tee']);
     expect(r.code).toBe(3);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(
@@ -191,59 +238,60 @@ describe('sigil verify against a live service (tee none)', () => {
   });
 
   it('fails attestation.nonce when the attestation answers another nonce', async () => {
-    service.faults.staleAttestation = true;
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee']);
+    // The proxy asks Sigil for a document for another nonce than the client's: a genuine document, but not fresh for this client.
+    proxy.redirect = (method, path) => (path.startsWith('/v1/verify/attestation?') ? path.replace(/nonce=[0-9a-f]+/, `nonce=${'ee'.repeat(32)}`) : path);
+    const r = await sigilVerify(['--url', proxy.url, '--api-key', sigil.key, '--allow-no-tee']);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['attestation.nonce', 'attestation.report_data']);
   });
 
   it('fails measurement checks when the user expects a real measurement', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--allow-no-tee', '--measurement', 'AB'.repeat(48)]);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--allow-no-tee', '--measurement', 'AB'.repeat(48)]);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['attestation.measurement', 'receipt.measurement']);
   });
 
   it('prints a JSON report with --json', async () => {
-    const r = await sigilVerify(['--url', service.url, '--api-key', TEST_API_KEY, '--json']);
+    const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--json']);
     expect(r.code).toBe(1);
     const report = JSON.parse(r.stdout) as VerifyReport;
+    const jwks = (await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> };
     expect(report.ok).toBe(false);
     expect(report.mode).toBe('live');
-    expect(report.kid).toBe(signer.kid);
+    expect(report.kid).toBe(jwks.keys[0]!.kid);
     expect(report.claims?.tee).toBe('none');
     expect(report.checks.map((c) => c.name)).toEqual(LIVE_JSON_CHECKS);
     expect(report.checks.find((c) => c.name === 'attestation.tee')).toEqual({ name: 'attestation.tee', ok: false, detail: NO_TEE_DOCUMENT });
   });
 
   it('takes the API key from SIGIL_API_KEY and never prints it, even when it is refused', async () => {
-    const ok = await sigilVerify(['--url', service.url, '--allow-no-tee'], { env: { SIGIL_API_KEY: TEST_API_KEY } });
+    const ok = await sigilVerify(['--url', sigil.url, '--allow-no-tee'], { env: { SIGIL_API_KEY: sigil.key } });
     expect(ok.code).toBe(0);
-    expect(ok.stdout + ok.stderr).not.toContain(TEST_API_KEY);
-    const wrong = await sigilVerify(['--url', service.url, '--api-key', 'sk-wrong-key-do-not-print']);
+    expect(ok.stdout + ok.stderr).not.toContain(sigil.key);
+    const wrong = await sigilVerify(['--url', sigil.url, '--api-key', 'sk-wrong-key-do-not-print']);
     expect(wrong.code).toBe(3);
-    expect(wrong.stderr).toBe(`sigil verify: could not verify: POST ${service.url}/v1/chat/completions: HTTP 401: Invalid API key.\n`);
+    expect(wrong.stderr).toBe(`sigil verify: could not verify: POST ${sigil.url}/v1/chat/completions: HTTP 401: Incorrect API key provided.\n`);
     expect(wrong.stdout + wrong.stderr).not.toContain('sk-wrong-key-do-not-print');
   });
 });
 
 describe('sigil verify RECEIPT_FILE', () => {
-  let signer: TestSigner;
-  let service: FakeService;
   let dir: string;
   let files: { receipt: string; request: string; response: string; jwks: string; policy: string };
-  let nonce: string;
+  /** One exchange with Sigil as a client keeps it: the receipt, and the exact bytes sent and received. */
+  let exchange: { receipt: string; requestBytes: Buffer; responseBytes: Buffer };
+  const nonce = 'client-nonce-42';
 
   beforeAll(async () => {
-    signer = await makeSigner();
-    service = await startFakeService(signer);
     dir = mkdtempSync(join(tmpdir(), 'sigil-verify-'));
-    nonce = 'client-nonce-42';
-    const res = await fetch(`${service.url}/v1/chat/completions`, {
+    const requestBytes = Buffer.from('{"model":"m1","messages":[{"role":"user","content":"hi"}]}');
+    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': nonce },
-      body: '{"model":"m1","messages":[{"role":"user","content":"hi"}]}',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': nonce },
+      body: requestBytes,
     });
-    await res.arrayBuffer();
+    expect(res.status).toBe(200);
+    exchange = { receipt: res.headers.get('x-service-receipt')!, requestBytes, responseBytes: Buffer.from(await res.arrayBuffer()) };
     files = {
       receipt: join(dir, 'receipt.jws'),
       request: join(dir, 'req.json'),
@@ -251,19 +299,18 @@ describe('sigil verify RECEIPT_FILE', () => {
       jwks: join(dir, 'jwks.json'),
       policy: join(dir, 'policy.json'),
     };
-    writeFileSync(files.receipt, service.last!.receipt + '\n');
-    writeFileSync(files.request, service.last!.requestBytes);
-    writeFileSync(files.response, service.last!.responseBytes);
-    writeFileSync(files.jwks, JSON.stringify({ keys: [signer.publicJwk] }));
-    writeFileSync(files.policy, JSON.stringify(POLICY));
+    writeFileSync(files.receipt, exchange.receipt + '\n');
+    writeFileSync(files.request, exchange.requestBytes);
+    writeFileSync(files.response, exchange.responseBytes);
+    writeFileSync(files.jwks, await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).text());
+    writeFileSync(files.policy, await (await fetch(`${sigil.url}/v1/verify/policy`)).text());
   });
-  afterAll(async () => service.close());
 
   it('passes with --url, the nonce sent and the exact bytes', async () => {
     const r = await sigilVerify([
       files.receipt,
       '--url',
-      service.url,
+      sigil.url,
       '--nonce',
       nonce,
       '--request',
@@ -278,13 +325,13 @@ describe('sigil verify RECEIPT_FILE', () => {
   });
 
   it('fails on a response file with one byte changed', async () => {
-    const tampered = Buffer.from(service.last!.responseBytes);
+    const tampered = Buffer.from(exchange.responseBytes);
     tampered[tampered.length - 2] = 0x30;
     writeFileSync(join(dir, 'tampered.json'), tampered);
     const r = await sigilVerify([
       files.receipt,
       '--url',
-      service.url,
+      sigil.url,
       '--nonce',
       nonce,
       '--request',
@@ -298,12 +345,12 @@ describe('sigil verify RECEIPT_FILE', () => {
   });
 
   it('fails the nonce when --nonce is left out (the receipt must then carry "")', async () => {
-    const r = await sigilVerify([files.receipt, '--url', service.url, '--request', files.request, '--response', files.response, '--allow-no-tee']);
+    const r = await sigilVerify([files.receipt, '--url', sigil.url, '--request', files.request, '--response', files.response, '--allow-no-tee']);
     expect(failed(r)).toEqual(['receipt.nonce']);
   });
 
   it('reads the receipt from stdin and, offline, reports what it could not check as failures', async () => {
-    const r = await sigilVerify(['-', '--jwks', files.jwks, '--nonce', nonce, '--allow-no-tee'], { stdin: service.last!.receipt });
+    const r = await sigilVerify(['-', '--jwks', files.jwks, '--nonce', nonce, '--allow-no-tee'], { stdin: exchange.receipt });
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['receipt.measurement', 'receipt.policy_hash', 'receipt.request_hash', 'receipt.response_hash']);
     expect(r.stdout).toContain('FAIL receipt.measurement — not checked: give --measurement HEX or --url BASE\n');
@@ -327,14 +374,14 @@ describe('sigil verify RECEIPT_FILE', () => {
         files.response,
         '--allow-no-tee',
       ],
-      { stdin: service.last!.receipt },
+      { stdin: exchange.receipt },
     );
     expect(failed(r)).toEqual([]);
     expect(r.code).toBe(0);
   });
 
   it('checks a saved start-evidence document offline with --attestation', async () => {
-    const doc = await (await fetch(`${service.url}/v1/verify/attestation`)).text();
+    const doc = await (await fetch(`${sigil.url}/v1/verify/attestation`)).text();
     writeFileSync(join(dir, 'start.json'), doc);
     const base = [
       '-',
@@ -351,7 +398,7 @@ describe('sigil verify RECEIPT_FILE', () => {
       '--attestation',
       join(dir, 'start.json'),
     ];
-    const r = await sigilVerify(base, { stdin: service.last!.receipt });
+    const r = await sigilVerify(base, { stdin: exchange.receipt });
     expect(failed(r)).toEqual(['attestation.tee', 'receipt.tee']);
     // A saved document came over no connection this run made: its TLS key is waived as offline, never passed.
     expect(r.lines.slice(0, 5)).toEqual([
@@ -362,12 +409,12 @@ describe('sigil verify RECEIPT_FILE', () => {
       ['PASS', 'attestation.jwks'],
     ]);
     expect(r.stdout).toContain('PASS attestation.nonce — the document is the start evidence (all-zero nonce): not fresh\n');
-    expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: service.last!.receipt })).code).toBe(0);
-    expect((await sigilVerify([files.receipt, '--url', service.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
+    expect((await sigilVerify([...base, '--allow-no-tee'], { stdin: exchange.receipt })).code).toBe(0);
+    expect((await sigilVerify([files.receipt, '--url', sigil.url, '--attestation', join(dir, 'start.json')])).code).toBe(2);
   });
 
   it("verifies a document's GPU evidence against the RIMs of --reference", async () => {
-    const doc = JSON.parse(await (await fetch(`${service.url}/v1/verify/attestation`)).text()) as AttestationDocumentV2;
+    const doc = JSON.parse(await (await fetch(`${sigil.url}/v1/verify/attestation`)).text()) as AttestationDocumentV2;
     const entry = gpuEntry();
     doc.nonce = VECTOR_NONCE;
     doc.gpu_evidence = [entry];
@@ -400,7 +447,7 @@ describe('sigil verify RECEIPT_FILE', () => {
       {
         stdout: { write: (t: string) => (stdout += t) },
         stderr: { write: () => true },
-        stdin: Readable.from([Buffer.from(service.last!.receipt)]),
+        stdin: Readable.from([Buffer.from(exchange.receipt)]),
         env: {},
         now: VECTOR_TIME,
       },
@@ -436,10 +483,23 @@ describe('sigil verify RECEIPT_FILE', () => {
   });
 
   it('reports hardware evidence as not checked for a TEE receipt verified offline without --attestation', async () => {
+    // A receipt a TEE service signed (receipt-fixtures' claims), verified with its signer's JWKS.
+    const signer = await makeSigner();
     const teeReceipt = join(dir, 'tee.jws');
     writeFileSync(teeReceipt, signer.sign(messageClaims()));
+    writeFileSync(join(dir, 'tee-jwks.json'), JSON.stringify({ keys: [signer.publicJwk] }));
     writeFileSync(join(dir, 'policy1.json'), '{"policy":1}');
-    const r = await sigilVerify([teeReceipt, '--jwks', files.jwks, '--nonce', 'n-123', '--measurement', MEASUREMENT, '--policy', join(dir, 'policy1.json')]);
+    const r = await sigilVerify([
+      teeReceipt,
+      '--jwks',
+      join(dir, 'tee-jwks.json'),
+      '--nonce',
+      'n-123',
+      '--measurement',
+      MEASUREMENT,
+      '--policy',
+      join(dir, 'policy1.json'),
+    ]);
     expect(r.code).toBe(1);
     expect(failed(r)).toEqual(['receipt.request_hash', 'receipt.response_hash', 'policy.model', 'attestation.document']);
     expect(r.stdout).toContain('FAIL attestation.document — not checked: give --attestation FILE or --url BASE\n');
@@ -459,7 +519,7 @@ describe('sigil verify RECEIPT_FILE', () => {
   it('exits 2 on bad usage and 3 when the service cannot be reached', async () => {
     expect((await sigilVerify([])).code).toBe(2);
     expect((await sigilVerify([files.receipt])).code).toBe(2);
-    expect((await sigilVerify(['--url', service.url])).code).toBe(2);
+    expect((await sigilVerify(['--url', sigil.url])).code).toBe(2);
     expect((await sigilVerify([files.receipt, '--jwks', files.jwks, '--stream'])).code).toBe(2);
     expect((await sigilVerify(['--help'])).code).toBe(0);
     const down = await sigilVerify([files.receipt, '--url', 'http://127.0.0.1:9', '--json']);

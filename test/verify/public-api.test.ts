@@ -28,6 +28,7 @@ const PUBLIC_API = [
   'readCcelEventLog',
   'readCcelTable',
   'readCollateralBundle',
+  'readCollateralDirectory',
   'readReferenceValues',
   'readSnpReport',
   'readSpdmMeasurementReport',

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { keyedSnpRelease, tamperedRelease } from '../release/release-fixtures.ts';
+import { keyedSnpRelease, releaseFlags } from '../release/release-fixtures.ts';
 import { runVerifyEvidence } from '../support/cli.ts';
 
 const vectors = new URL('../vectors/', import.meta.url).pathname;
@@ -30,15 +30,8 @@ const evidence = [
   '--allow-unpinned-code',
 ];
 
-function release(name: string, measurement: string, expires: Date, tamper?: string): string[] {
-  const r = keyedSnpRelease(measurement, expires);
-  return [
-    '--release',
-    file(`${name}.sigstore.json`, tamper === undefined ? r.bundle : tamperedRelease(r.bundle, tamper)),
-    '--key',
-    file(`${name}.pub.pem`, r.publicKeyPem),
-  ];
-}
+const release = (name: string, measurement: string, expires: Date, tamper?: string): string[] =>
+  releaseFlags(keyedSnpRelease(measurement, expires, { tamperedTo: tamper }), name, file);
 
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 

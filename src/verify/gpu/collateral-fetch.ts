@@ -7,7 +7,10 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import { AlgorithmIdentifier, Certificate } from '@peculiar/asn1-x509';
 import { CertID, OCSPRequest, Request, TBSRequest } from '@peculiar/asn1-ocsp';
+import { CollateralFetchError } from '../evidence/collateral/fetch-error.ts';
 import type { SpdmMeasurementReport } from './spdm-measurements.ts';
+
+export { CollateralFetchError };
 
 export const NVIDIA_RIM_SERVICE = 'https://rim.attestation.nvidia.com';
 export const NVIDIA_OCSP_SERVICE = 'https://ocsp.ndis.nvidia.com';
@@ -26,7 +29,11 @@ export interface NvidiaCollateralOptions {
 export interface NvidiaCollateralRequest {
   /** RIM ids, e.g. from `rimIdsForReport`. */
   rimIds: string[];
-  /** Certificate chains (leaf first, root last) whose certificates below the root need an OCSP answer. */
+  /**
+   * Certificate chains (leaf first, root last) whose certificates below the root need an OCSP answer; a certificate
+   * two chains share is asked about once. A GPU's device chain is given without its first certificate, which the
+   * GPU's firmware issues itself and NVIDIA's responder does not know (docs/auditing.md, section 3).
+   */
   chains: X509Certificate[][];
 }
 
@@ -35,11 +42,6 @@ export interface NvidiaCollateral {
   rims: Array<{ id: string; text: string }>;
   /** One DER OCSP response per certificate asked about, labelled with its subject and serial. */
   ocsp: Array<{ label: string; der: Uint8Array }>;
-}
-
-/** Why a fetch failed: the service, the URL and what came back, never a body. */
-export class CollateralFetchError extends Error {
-  readonly code = 'ERR_COLLATERAL_FETCH';
 }
 
 /** The ids NVIDIA's RIM service gives the driver and VBIOS RIMs of this report's firmware (as NVIDIA's verifier names them). */
@@ -105,7 +107,15 @@ export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, op
       return { id, text };
     }),
   );
-  const asked = request.chains.flatMap((chain) => chain.slice(0, -1).map((cert, i) => ({ cert, issuer: chain[i + 1]! })));
+  const seen = new Set<string>();
+  const asked = request.chains
+    .flatMap((chain) => chain.slice(0, -1).map((cert, i) => ({ cert, issuer: chain[i + 1]! })))
+    .filter(({ cert, issuer }) => {
+      const key = `${cert.fingerprint256}/${issuer.fingerprint256}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
   const ocsp = await Promise.all(
     asked.map(async ({ cert, issuer }) => {
       const label = `${cert.subject.replace(/\n/g, ', ')} serial ${cert.serialNumber}`;

@@ -153,7 +153,7 @@ export interface OcspCheckOptions {
 
 /**
  * Whether any certificate of `chain` (leaf first, each issued by the next; the root itself is never asked about) is
- * revoked, by the recorded responses. Fails closed: a revoked, expired, unsigned or unknown answer fails, and so does
+ * revoked, by the recorded responses. A GPU's device chain is given without the GPU's own certificate. Fails closed: a revoked, expired, unsigned or unknown answer fails, and so does
  * a certificate no response covers, unless the auditor waived missing responses.
  */
 export function revocationCheck(name: string, what: string, chain: X509Certificate[], options: OcspCheckOptions): Check {
@@ -162,6 +162,12 @@ export function revocationCheck(name: string, what: string, chain: X509Certifica
       name,
       `not checked: no recorded OCSP responses were given for the ${what} (reference values gpu.ocsp), so a revoked certificate would go unnoticed`,
     );
+  if (chain.length < 2) {
+    const none = fail(name, `not checked: the ${what} has no certificate below its root that NVIDIA's OCSP responder answers for`);
+    return options.allowMissing === true
+      ? waive(none, 'the reference values allow certificates without a recorded OCSP response (gpu.ocsp_allow_missing)')
+      : none;
+  }
   const statuses = chain.slice(0, -1).map((cert, i) => certificateStatus(cert, chain[i + 1]!, options.bundle!, options.at));
   const bad = statuses.filter((s) => s.state === 'bad');
   if (bad.length > 0) return fail(name, `the ${what} cannot be trusted: ${bad.map((s) => s.detail).join('; ')}`);

@@ -144,6 +144,17 @@ function keyInfoCertificates(signature: Element): X509Certificate[] {
   });
 }
 
+/**
+ * The certificates a RIM's signature carries (signer first, as NVIDIA's KeyInfo lists them), read without verifying
+ * anything: what `sigil collateral fetch` asks NVIDIA's OCSP responder about. `verifyRim` judges them later.
+ */
+export function rimSigningChain(text: string): X509Certificate[] {
+  const root = parse(readRimInput(text).xml, 'the RIM');
+  const signatures = Array.from(root.getElementsByTagNameNS(XMLDSIG_NS, 'Signature'));
+  if (signatures.length !== 1) throw new GpuEvidenceError('ERR_RIM_MALFORMED', `the RIM must hold exactly one Signature (found ${signatures.length})`);
+  return keyInfoCertificates(signatures[0]!);
+}
+
 /** Why the RIM's certificates (signer first) do not lead to a trusted root at `at`, or null when they do. */
 function chainProblem(certs: X509Certificate[], roots: X509Certificate[], at: Date): string | null {
   for (let i = 0; i + 1 < certs.length; i++) {

@@ -133,6 +133,10 @@ describe('revocation of a certificate chain from recorded OCSP responses', () =>
     );
     expect(checkMark(revocationCheck('x.revocation', 'test chain', chain, { bundle: partial, allowMissing: true, at: AT }))).toBe('WAIVED');
     expect(checkMark(revocationCheck('x.revocation', 'test chain', chain, { at: AT }))).toBe('----');
+    const rootOnly = revocationCheck('x.revocation', 'test chain', chain.slice(2), { bundle: partial, at: AT });
+    expect(checkMark(rootOnly)).toBe('FAIL');
+    expect(rootOnly.detail).toBe("not checked: the test chain has no certificate below its root that NVIDIA's OCSP responder answers for");
+    expect(checkMark(revocationCheck('x.revocation', 'test chain', chain.slice(2), { bundle: partial, allowMissing: true, at: AT }))).toBe('WAIVED');
   });
 });
 
@@ -142,8 +146,9 @@ describe("a real H100's evidence and NVIDIA's real RIMs with recorded OCSP respo
       .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
       .map((pem) => new X509Certificate(pem));
 
-  it("refuses an answer about the real device certificate that NVIDIA's CA did not sign, and fails closed when nothing covers it", async () => {
-    const [device, issuer] = nvidiaChain();
+  it("refuses an answer about the real GPU's identity certificate that NVIDIA's CA did not sign, and fails closed when nothing covers it", async () => {
+    // The chain's first certificate is the GPU's own, issued by its firmware: like NVIDIA's verifier, Sigil asks about those above it.
+    const [, device, issuer] = nvidiaChain();
     const stranger = await issue('CN=Not NVIDIA', '99', null);
     const forged = bundle(
       ocspResponse({

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { AMD_COLLATERAL_FILES, type AmdCollateral } from './amd-collateral.ts';
 import { COLLATERAL_FILES, type IntelCollateral } from './intel-collateral.ts';
 import { EvidenceError } from '../errors.ts';
+import { readNvidiaCollateralBundle, type NvidiaCollateralFiles } from './nvidia-collateral.ts';
 
 const DCAP_QVL_FIELDS = [
   'tcb_info',
@@ -88,4 +89,23 @@ export async function readCollateralBundle(dir: string): Promise<IntelCollateral
   if (pckCrlIssuerChain !== undefined) out.pckCrlIssuerChain = pckCrlIssuerChain.toString('utf8');
   if (rootCrl !== undefined) out.rootCrl = new Uint8Array(rootCrl);
   return out;
+}
+
+/**
+ * Everything a collateral bundle holds, for whichever evidence it meets (docs/auditing.md, section 3): Intel's for a
+ * TDX quote, AMD's CRL for an SEV-SNP report, NVIDIA's RIMs and OCSP answers for GPU reports. `sigil verify
+ * --collateral`, `sigil verify-evidence --collateral` and the attested client's `collateral` all read this.
+ */
+export interface CollateralBundle {
+  intel: IntelCollateral;
+  amd: AmdCollateral;
+  /** Absent when the bundle has no nvidia-collateral.json. */
+  nvidia?: NvidiaCollateralFiles;
+}
+
+/** Reads a bundle directory (or one dcap-qvl collateral JSON file, which holds Intel's part only). */
+export async function readCollateralDirectory(path: string): Promise<CollateralBundle> {
+  if (!(await stat(path)).isDirectory()) return { intel: readDcapQvlCollateral(await readFile(path, 'utf8')), amd: {} };
+  const [intel, amd, nvidia] = await Promise.all([readCollateralBundle(path), readAmdCollateralBundle(path), readNvidiaCollateralBundle(path)]);
+  return nvidia === undefined ? { intel, amd } : { intel, amd, nvidia };
 }

@@ -1,3 +1,4 @@
+import type { X509Certificate } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { toHex } from '../byte-reader.ts';
@@ -9,6 +10,15 @@ import { readTdxQuote } from '../tdx-quote.ts';
 import { AMD_COLLATERAL_FILES } from './amd-collateral.ts';
 import { COLLATERAL_FILES } from './intel-collateral.ts';
 import { readPckExtension } from './pck-extension.ts';
+import { CollateralFetchError } from './fetch-error.ts';
+import { NVIDIA_COLLATERAL_MANIFEST, nvidiaOcspFile, nvidiaRimFile, RIM_ID, type NvidiaCollateralManifest } from './nvidia-collateral.ts';
+import { fetchNvidiaCollateral, NVIDIA_OCSP_SERVICE, NVIDIA_RIM_SERVICE, rimIdsForReport } from '../../gpu/collateral-fetch.ts';
+import { readDeviceCertificates } from '../../gpu/device-certificates.ts';
+import { describeGpuEvidenceError } from '../../gpu/errors.ts';
+import { rimSigningChain } from '../../gpu/rim.ts';
+import { readSpdmMeasurementReport, type SpdmMeasurementReport } from '../../gpu/spdm-measurements.ts';
+
+export { CollateralFetchError };
 
 /** Where collateral comes from. The defaults are the vendors' real services; tests and mirrors give their own. */
 export interface CollateralSources {
@@ -18,32 +28,42 @@ export interface CollateralSources {
   intelRootCrl: string;
   /** AMD KDS, e.g. https://kdsintf.amd.com (…/vcek/v1/{product}/…, …/vlek/v1/{product}/…). */
   amdKds: string;
+  /** NVIDIA's RIM service; RIMs are read from <base>/v1/rim/<id>. */
+  nvidiaRimService: string;
+  /** NVIDIA's OCSP responder (RFC 6960, POST). */
+  nvidiaOcsp: string;
 }
 
 export const DEFAULT_COLLATERAL_SOURCES: CollateralSources = {
   intelPcs: 'https://api.trustedservices.intel.com',
   intelRootCrl: 'https://certificates.trustedservices.intel.com/IntelSGXRootCA.der',
   amdKds: 'https://kdsintf.amd.com',
+  nvidiaRimService: NVIDIA_RIM_SERVICE,
+  nvidiaOcsp: NVIDIA_OCSP_SERVICE,
 };
 
-/** The evidence collateral is fetched for: a TDX quote or an SEV-SNP report (raw bytes), and for SNP the product line when the report names none. */
+/**
+ * The evidence collateral is fetched for: a TDX quote or an SEV-SNP report (raw bytes), and for SNP the product line
+ * when the report names none; an NVIDIA GPU's SPDM report (raw bytes) with its device certificate chain (PEM).
+ */
 export interface CollateralEvidence {
   tdxQuote?: Uint8Array;
   snpReport?: Uint8Array;
   amdProduct?: string;
+  gpuReport?: Uint8Array;
+  gpuCertificates?: string;
 }
 
-/** One file a fetcher wrote into the bundle, with the URL it came from. */
+/** One file a fetcher wrote into the bundle, with the URL it came from (none for a manifest the fetcher wrote itself). */
 export interface FetchedFile {
   file: string;
-  url: string;
+  url?: string;
   bytes: number;
 }
 
 /**
  * A collateral fetcher: looks at the evidence and, when it applies, fetches what the verifier needs into `dir`.
- * Returns null when the evidence is not its kind. COLLATERAL_FETCHERS lists them; NVIDIA RIMs and OCSP answers for
- * GPU evidence (src/verify/gpu) plug in as one more entry.
+ * Returns null when the evidence is not its kind. COLLATERAL_FETCHERS lists them.
  */
 export interface CollateralFetcher {
   name: string;
@@ -55,11 +75,6 @@ export interface HttpResponse {
   header(name: string): string | undefined;
 }
 export type HttpGet = (url: string) => Promise<HttpResponse>;
-
-/** Thrown when a service answers with an error or not at all; the message names the URL and status. */
-export class CollateralFetchError extends Error {
-  readonly code = 'ERR_COLLATERAL_FETCH';
-}
 
 /** GET with Node's fetch; a non-2xx answer throws, naming the URL and status. */
 export const httpGet: HttpGet = async (url) => {
@@ -76,10 +91,10 @@ export const httpGet: HttpGet = async (url) => {
 
 const trimSlash = (url: string) => url.replace(/\/+$/, '');
 
-async function save(dir: string, file: string, url: string, content: Uint8Array | string): Promise<FetchedFile> {
+async function save(dir: string, file: string, url: string | undefined, content: Uint8Array | string): Promise<FetchedFile> {
   const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   await writeFile(join(dir, file), bytes);
-  return { file, url, bytes: bytes.length };
+  return { file, ...(url === undefined ? {} : { url }), bytes: bytes.length };
 }
 
 /** Intel PCS's issuer-chain headers are URL-encoded PEM. */
@@ -153,8 +168,66 @@ export const AMD_KDS_FETCHER: CollateralFetcher = {
   },
 };
 
-/** The fetchers `sigil collateral fetch` runs, in order. NVIDIA's (RIMs, OCSP) is added here when it exists. */
-export const COLLATERAL_FETCHERS: CollateralFetcher[] = [INTEL_PCS_FETCHER, AMD_KDS_FETCHER];
+/** The GPU report and device chain, read; what cannot be read is the fetch's error, not a verdict. */
+function gpuEvidence(evidence: CollateralEvidence): { report: SpdmMeasurementReport; device: X509Certificate[] } {
+  try {
+    return { report: readSpdmMeasurementReport(evidence.gpuReport!), device: readDeviceCertificates(evidence.gpuCertificates ?? '') };
+  } catch (err) {
+    throw new CollateralFetchError(`the GPU evidence cannot be read: ${describeGpuEvidenceError(err)}`);
+  }
+}
+
+/**
+ * NVIDIA: the driver and VBIOS RIMs the report's firmware names (driver by version; VBIOS by project, project SKU,
+ * chip SKU and version, as NVIDIA's verifier chooses them), then an OCSP answer for every certificate of the device
+ * chain above the GPU's own (which its firmware issues, so NVIDIA's responder does not know it) and of each RIM's
+ * signing chain, below the roots. The manifest names what this fetch wrote.
+ */
+export const NVIDIA_FETCHER: CollateralFetcher = {
+  name: 'nvidia',
+  async fetch(evidence, dir, sources) {
+    if (evidence.gpuReport === undefined) return null;
+    const { report, device } = gpuEvidence(evidence);
+    const ids = rimIdsForReport(report);
+    const f = report.firmware;
+    if (f.driverVersion === null) throw new CollateralFetchError('the GPU report states no driver version, so no driver RIM can be chosen for it');
+    if (ids.length < 2)
+      throw new CollateralFetchError(
+        `the GPU report does not state its VBIOS version, project, project SKU and chip SKU (VBIOS ${f.vbiosVersion ?? '?'}, project ${f.project ?? '?'}, project SKU ${f.projectSku ?? '?'}, chip SKU ${f.chipSku ?? '?'}), so no VBIOS RIM can be chosen for it`,
+      );
+    const bad = ids.find((id) => !RIM_ID.test(id));
+    if (bad !== undefined) throw new CollateralFetchError(`the GPU report's firmware names the RIM ${JSON.stringify(bad)}, which is not a RIM id`);
+    const options = { rimServiceUrl: sources.nvidiaRimService, ocspUrl: sources.nvidiaOcsp };
+    const { rims } = await fetchNvidiaCollateral({ rimIds: ids, chains: [] }, options);
+    const rimChains = rims.map(({ id, text }) => {
+      try {
+        return rimSigningChain(text);
+      } catch (err) {
+        throw new CollateralFetchError(
+          `RIM ${id}: its signature carries no readable certificate chain to ask NVIDIA's OCSP responder about: ${describeGpuEvidenceError(err)}`,
+        );
+      }
+    });
+    const { ocsp } = await fetchNvidiaCollateral({ rimIds: [], chains: [device.slice(1), ...rimChains] }, options);
+    const rimBase = trimSlash(sources.nvidiaRimService);
+    const manifest: NvidiaCollateralManifest = { rims: [], ocsp: [] };
+    const out: FetchedFile[] = [];
+    for (const { id, text } of rims) {
+      const url = `${rimBase}/v1/rim/${encodeURIComponent(id)}`;
+      out.push(await save(dir, nvidiaRimFile(id), url, text));
+      manifest.rims.push({ id, file: nvidiaRimFile(id), url });
+    }
+    for (const [n, { label, der }] of ocsp.entries()) {
+      out.push(await save(dir, nvidiaOcspFile(n + 1), sources.nvidiaOcsp, der));
+      manifest.ocsp.push({ about: label, file: nvidiaOcspFile(n + 1), url: sources.nvidiaOcsp });
+    }
+    out.push(await save(dir, NVIDIA_COLLATERAL_MANIFEST, undefined, `${JSON.stringify(manifest, null, 2)}\n`));
+    return out;
+  },
+};
+
+/** The fetchers `sigil collateral fetch` runs, in order. */
+export const COLLATERAL_FETCHERS: CollateralFetcher[] = [INTEL_PCS_FETCHER, AMD_KDS_FETCHER, NVIDIA_FETCHER];
 
 /** Runs every fetcher that applies to the evidence, writing into `dir` (created if needed). */
 export async function fetchCollateral(

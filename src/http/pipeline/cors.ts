@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { BrandHeaders } from './context.ts';
+import type { BrandHeaders } from '../context.ts';
 
 /**
  * CORS is off unless origins are configured. When on, an allowed origin gets its own origin back (never
@@ -33,4 +33,14 @@ export function createCors(allowedOrigins: readonly string[], brand: BrandHeader
       return true;
     },
   };
+}
+
+/**
+ * CORS, a step of every routed request: public documents (docs/trust-page.md) any page may read, with `*` and
+ * never credentials; the configured origins their own origin back. True when the request was a preflight,
+ * answered here (204): nothing else runs.
+ */
+export function applyCors(req: IncomingMessage, res: ServerResponse, cors: Cors | undefined, publicDocument: boolean, allowedMethods: string): boolean {
+  if (publicDocument) res.setHeader('access-control-allow-origin', '*');
+  return cors !== undefined && cors.apply(req, res, allowedMethods);
 }

@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { EhbpExchange, readEncapsulatedKey } from '../ehbp/request-open.ts';
-import { sealResponse } from '../ehbp/sealed-response.ts';
-import type { EhbpServerKey } from '../ehbp/server-key.ts';
-import { ENCAPSULATED_KEY_HEADER } from '../ehbp/suite.ts';
+import { EhbpExchange, readEncapsulatedKey } from '../../ehbp/request-open.ts';
+import { sealResponse } from '../../ehbp/sealed-response.ts';
+import type { EhbpServerKey } from '../../ehbp/server-key.ts';
+import { ENCAPSULATED_KEY_HEADER } from '../../ehbp/suite.ts';
 import { createHash } from 'node:crypto';
-import { HttpError, httpError } from '../protocol/errors.ts';
-import type { ReplayWindow } from '../limits/replay-window.ts';
-import { sealedBody } from './read-body.ts';
+import { HttpError, httpError } from '../../protocol/errors.ts';
+import type { ReplayWindow } from '../../limits/replay-window.ts';
+import { sealedBody } from '../read-body.ts';
 
 const opened = new WeakMap<IncomingMessage, EhbpExchange>();
 
@@ -21,6 +21,14 @@ export interface EhbpSettings {
   maxBodyBytes: number;
   /** Encapsulated keys already used: a sealed request seen before is refused before the engine runs. */
   replays: ReplayWindow;
+}
+
+/**
+ * EHBP, a step of every request (docs/ehbp.md#on-the-server): with EHBP on, a POST is accepted sealed (its body opened
+ * when the route reads it, the response sealed from then on) or, unless `ehbp.required`, in the clear.
+ */
+export function acceptSealed(req: IncomingMessage, res: ServerResponse, settings: EhbpSettings | undefined): void {
+  if (req.method === 'POST' && settings !== undefined) acceptEhbp(req, res, settings);
 }
 
 /**

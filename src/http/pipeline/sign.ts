@@ -1,0 +1,43 @@
+import { createHash } from 'node:crypto';
+import { messageReceiptClaims, modelReceiptClaims } from '../../receipts/claims.ts';
+import type { ValidExchange } from './exchange.ts';
+
+/** A digest as receipts write it. */
+export const sha256 = (bytes: Buffer): string => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * Sign, the model receipt: signed once per exchange, before generation when a stream was asked for
+ * (docs/receipts.md#the-two-receipts-and-where-they-travel), else only if the engine streams anyway.
+ */
+export function modelReceipt(x: ValidExchange): string {
+  return (x.modelReceipt ??= x.ctx.signReceipt(
+    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
+  ));
+}
+
+/** Whether the model receipt is signed before the engine is asked: a clear stream with receipts (sealed, no clear header may carry it). */
+export function modelReceiptFirst(x: ValidExchange): boolean {
+  return x.receipt.wanted && x.chat.stream && !x.sealed;
+}
+
+/**
+ * Sign, the message receipt: over the request as the client sent it, as the engine got it (when they
+ * differ) and the response as the client got it (docs/receipts.md#what-each-hash-covers); stored for
+ * GET /v1/receipts/{id} before it is sent.
+ */
+export async function messageReceipt(x: ValidExchange, completionId: string, responseHash: string): Promise<string> {
+  const jws = x.ctx.signReceipt(
+    messageReceiptClaims(x.ctx.receiptContext, {
+      receiptId: x.receiptId,
+      model: x.selected,
+      nonce: x.receipt.nonce,
+      now: new Date(),
+      completionId,
+      requestHash: sha256(x.raw),
+      ...(x.forwarded === x.raw ? {} : { forwardedRequestHash: sha256(x.forwarded) }),
+      responseHash,
+    }),
+  );
+  await x.ctx.receiptStore.put(x.receiptId, x.caller, jws);
+  return jws;
+}
