@@ -47,12 +47,12 @@ async function portProblem(config: LoadedConfig): Promise<string | undefined> {
 }
 
 /**
- * `workers`, or by default one process per core this process may run on; one with the built-in engine
- * (its decoding threads want those cores) and in fleet mode (docs/decisions.md, "workers").
+ * `workers`, or by default one process per core this process may run on, fleet mode included; one with the
+ * built-in engine (its decoding threads want those cores) (docs/decisions.md, "workers").
  */
 function workerCount(config: LoadedConfig): number {
   if (config.workers !== undefined) return config.workers;
-  if (Object.keys(config.upstreams).length === 0 || config.fleet !== undefined) return 1;
+  if (Object.keys(config.upstreams).length === 0) return 1;
   return availableParallelism();
 }
 
@@ -75,10 +75,6 @@ export async function run(argv: string[]): Promise<number> {
   }
   ensureDevelopmentKey(config);
   const workers = workerCount(config);
-  if (workers > 1 && config.fleet !== undefined) {
-    process.stderr.write(`sigil: workers: ${workers} with fleet mode is not supported yet; set workers: 1 (${config.source})\n`);
-    return 1;
-  }
   if (workers > 1) {
     try {
       return await runPrimary(config, workers);

@@ -7,7 +7,7 @@ import type { SigilConfig } from '../config/schema.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
-import { FleetConnection, type FleetStatus } from './connection.ts';
+import { FleetConnection, type FleetHealth, type FleetStatus } from './connection.ts';
 import { KeyRegistry } from './key-registry.ts';
 import type { MeasuredSide } from './measured-state.ts';
 import type { FreshEvidence } from './peer-admission.ts';
@@ -30,6 +30,12 @@ export interface Fleet {
   readonly jwks: Jwks;
   /** Called with the new JWKS whenever the fleet's view changes. */
   onJwks(listener: (jwks: Jwks) => void): void;
+  /** The API-key hashes the fleet revoked, as known now. */
+  readonly revoked: ReadonlySet<string>;
+  /** Called with each key hash newly revoked. */
+  onRevoked(listener: (keyHash: string) => void): void;
+  /** Called when Redis becomes reachable or unreachable. */
+  onHealth(listener: (health: FleetHealth) => void): void;
   /** Retires this replica's signing key and closes the connections. */
   close(): Promise<void>;
 }
@@ -129,6 +135,9 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
       return registry.jwks;
     },
     onJwks: (listener) => registry.onChange(listener),
+    revoked: watcher.revoked,
+    onRevoked: (listener) => watcher.onRevoked(listener),
+    onHealth: (listener) => void connection.onHealth(listener),
     async close() {
       watcher.stop();
       await registry.stop();

@@ -42,6 +42,7 @@ export async function recordRevocation(connection: FleetConnection, keys: FleetK
  */
 export class RevocationWatcher {
   readonly revoked = new Set<string>();
+  readonly #listeners = new Set<(keyHash: string) => void>();
   readonly #connection: FleetConnection;
   readonly #subscriber: FleetConnection;
   readonly #keys: FleetKeys;
@@ -85,11 +86,18 @@ export class RevocationWatcher {
 
   stop(): void {
     clearInterval(this.#timer);
+    this.#listeners.clear();
+  }
+
+  /** Called with each key hash newly revoked (a workers' primary passes them on). */
+  onRevoked(listener: (keyHash: string) => void): void {
+    this.#listeners.add(listener);
   }
 
   #add(hash: string): void {
     if (!KEY_HASH.test(hash) || this.revoked.has(hash)) return;
     this.revoked.add(hash);
     this.#logger.info({ key_id: hash.slice(0, 12) }, 'fleet: API key revoked');
+    for (const listener of this.#listeners) listener(hash);
   }
 }

@@ -25,11 +25,12 @@ import { MemoryReplayWindow } from '../limits/replay-window.ts';
 import { startBuiltinEngine, type BuiltinEngine } from './builtin-engine.ts';
 import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
+import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { InFlightRequests } from './in-flight.ts';
 import { HttpError } from '../protocol/errors.ts';
-import { joinFleet } from '../fleet/join.ts';
+import { joinFleet, type Fleet } from '../fleet/join.ts';
 import { createMetrics, type SigilMetrics } from '../metrics/registry.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
@@ -84,6 +85,8 @@ export interface Serving {
 export interface SigilContext extends Serving {
   /** The counters behind per-key limits (in memory, or the fleet's in Redis): what workers share through the primary. */
   counters: LimitCounters;
+  /** In fleet mode, the fleet this process joined (a workers' primary passes its views on). */
+  fleet?: Fleet;
   /** Closes what the context opened: engine connections, TLS renewal, fleet, the built-in engine, tracing. */
   close(): Promise<void>;
 }
@@ -304,7 +307,7 @@ async function attest(
     logger,
     metrics,
     keyRing: fleet?.keyRing ?? keyRing,
-    counters,
+    admission: new CountedAdmission(config.limits, counters),
     catalogue,
     upstreams,
     signingKey,
@@ -338,6 +341,7 @@ async function attest(
     state,
     tls,
     counters,
+    ...(fleet === undefined ? {} : { fleet }),
     close: async () => {
       await closeUpstreams(upstreams);
       await tls?.close();
@@ -354,8 +358,8 @@ export interface ContextParts {
   logger: Logger;
   metrics: SigilMetrics;
   keyRing: KeyRing;
-  /** The counters behind per-key limits: in memory, the fleet's in Redis, or the primary's over IPC. */
-  counters: LimitCounters;
+  /** What chat limits count on: this process's counters (in memory, or the fleet's in Redis), or the primary's over IPC. */
+  admission: ChatAdmission;
   catalogue: Catalogue;
   upstreams: UpstreamSet;
   signingKey: SigningKey;
@@ -377,7 +381,7 @@ export interface ContextParts {
  * is derived here, so the two cannot drift apart.
  */
 export function assembleContext(parts: ContextParts): AppContext {
-  const { config, metrics, signingKey, counters, ehbp, ...rest } = parts;
+  const { config, metrics, signingKey, admission, ehbp, ...rest } = parts;
   const tracing = createRequestTracing(config.tracing);
   return {
     ...rest,
@@ -385,7 +389,7 @@ export function assembleContext(parts: ContextParts): AppContext {
     metrics,
     signingKey,
     headers: brandHeaders(config.brand),
-    limits: new ChatLimits(config.limits, counters),
+    limits: new ChatLimits(config.limits, admission),
     signReceipt: countedSigner(signingKey, metrics),
     signNonce: createNonceSigner(signingKey),
     ...(tracing === undefined ? {} : { tracing }),

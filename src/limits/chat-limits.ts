@@ -1,19 +1,8 @@
 import type { Caller } from '../auth/bearer.ts';
 import { HttpError } from '../protocol/errors.ts';
-import type { LimitCounters } from './counters.ts';
+import type { AdmissionLimits, ChatAdmission, Verdict } from './admission.ts';
 
-export interface ChatLimitsConfig {
-  max_concurrent: number;
-  max_concurrent_per_key: number;
-  /** Per key and minute; 0 = no limit. */
-  requests_per_minute: number;
-  /** Prompt plus completion tokens per key and minute, as the engine reports them; 0 = no limit. */
-  tokens_per_minute: number;
-}
-
-const MINUTE = 60_000;
-/** A concurrency slot whose holder vanished (a crashed replica) is freed after this long. */
-const SLOT_TTL_MS = 15 * MINUTE;
+export type ChatLimitsConfig = AdmissionLimits;
 
 function tooMany(message: string, retryAfterS: number, headers: Record<string, string> = {}): HttpError {
   return new HttpError('rate_limit_exceeded', message, { headers: { ...headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfterS))) } });
@@ -22,67 +11,59 @@ function tooMany(message: string, retryAfterS: number, headers: Record<string, s
 /**
  * docs/configuration.md#sigilyaml (`limits`): concurrency overall (this replica) and per key, request and token rates per key.
  * `admit` runs before the request is forwarded and returns the function that releases its slots and
- * charges the tokens it used.
+ * charges the tokens it used. The counting is `ChatAdmission`'s (this process's, or the workers' primary's);
+ * what a client sees (headers, refusals) is made here.
  */
 export class ChatLimits {
   readonly #config: ChatLimitsConfig;
-  /** Counters shared by every replica (per-key quotas). */
-  readonly #shared: LimitCounters;
-  #inFlight = 0;
+  readonly #admission: ChatAdmission;
 
-  constructor(config: ChatLimitsConfig, shared: LimitCounters) {
+  constructor(config: ChatLimitsConfig, admission: ChatAdmission) {
     this.#config = config;
-    this.#shared = shared;
+    this.#admission = admission;
   }
 
-  get inFlight(): number {
-    return this.#inFlight;
-  }
-
-  /**
-   * Takes this request's slots (increment, then check: two requests racing past a slow shared counter
-   * cannot both get the last slot) and returns what the response should carry. Every refusal gives
-   * back what it took.
-   */
+  /** Takes this request's slots and returns what the response should carry; a refusal is thrown as a 429. */
   async admit(caller: Caller): Promise<Admission> {
-    const c = this.#config;
-    this.#inFlight++;
-    let slotTaken = false;
-    const slot = `conc:${caller.keyHash}`;
-    const giveBack = () => {
-      this.#inFlight--;
-      if (slotTaken) void this.#shared.release(slot).catch(() => undefined);
-    };
-    try {
-      if (this.#inFlight > c.max_concurrent) throw tooMany('This server is at its limit of concurrent requests; retry shortly.', 1);
-      const headers: Record<string, string> = {};
-      if (c.requests_per_minute > 0) {
-        const { total, resetAt } = await this.#shared.add(`rpm:${caller.keyHash}`, 1, MINUTE);
-        const resetS = Math.ceil((resetAt - Date.now()) / 1000);
-        headers['x-ratelimit-limit'] = String(c.requests_per_minute);
-        headers['x-ratelimit-remaining'] = String(Math.max(0, c.requests_per_minute - total));
-        headers['x-ratelimit-reset'] = String(resetS);
-        if (total > c.requests_per_minute) throw tooMany(`Rate limit reached: ${c.requests_per_minute} requests per minute for this API key.`, resetS, headers);
-      }
-      if (c.tokens_per_minute > 0) {
-        const { total, resetAt } = await this.#shared.peek(`tpm:${caller.keyHash}`, MINUTE);
-        if (total >= c.tokens_per_minute) {
-          throw tooMany(`Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`, (resetAt - Date.now()) / 1000, headers);
-        }
-      }
-      slotTaken = await this.#shared.acquire(slot, c.max_concurrent_per_key, SLOT_TTL_MS);
-      if (!slotTaken) throw tooMany(`Too many concurrent requests for this API key (limit ${c.max_concurrent_per_key}).`, 1, headers);
-      let released = false;
-      const release = (tokensUsed: number) => {
+    const verdict = await this.#admission.admit(caller.keyHash);
+    const headers = this.#rateHeaders(verdict);
+    if (!verdict.admitted) throw this.#refusal(verdict, headers);
+    let released = false;
+    return {
+      headers,
+      release: (tokensUsed: number) => {
         if (released) return;
         released = true;
-        giveBack();
-        if (c.tokens_per_minute > 0 && tokensUsed > 0) void this.#shared.add(`tpm:${caller.keyHash}`, tokensUsed, MINUTE).catch(() => undefined);
-      };
-      return { headers, release };
-    } catch (err) {
-      giveBack();
-      throw err;
+        this.#admission.finish(caller.keyHash, tokensUsed);
+      },
+    };
+  }
+
+  #rateHeaders(verdict: Verdict): Record<string, string> {
+    if (verdict.rate === undefined) return {};
+    const limit = this.#config.requests_per_minute;
+    return {
+      'x-ratelimit-limit': String(limit),
+      'x-ratelimit-remaining': String(Math.max(0, limit - verdict.rate.total)),
+      'x-ratelimit-reset': String(Math.ceil((verdict.rate.resetAt - Date.now()) / 1000)),
+    };
+  }
+
+  #refusal(verdict: Verdict & { admitted: false }, headers: Record<string, string>): HttpError {
+    const c = this.#config;
+    switch (verdict.refusal) {
+      case 'concurrent':
+        return tooMany('This server is at its limit of concurrent requests; retry shortly.', 1);
+      case 'requests_per_minute':
+        return tooMany(`Rate limit reached: ${c.requests_per_minute} requests per minute for this API key.`, Number(headers['x-ratelimit-reset']), headers);
+      case 'tokens_per_minute':
+        return tooMany(
+          `Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`,
+          ((verdict.resetAt ?? Date.now()) - Date.now()) / 1000,
+          headers,
+        );
+      case 'concurrent_per_key':
+        return tooMany(`Too many concurrent requests for this API key (limit ${c.max_concurrent_per_key}).`, 1, headers);
     }
   }
 }

@@ -4,6 +4,8 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 /** Prometheus metrics of one Sigil instance (its own registry, so several can live in one process). */
 export interface SigilMetrics {
   registry: Registry;
+  /** The text a scrape of /metrics answers: this registry's, or a worker's view of the whole server (src/workers/metrics.ts). */
+  scrape(): Promise<string>;
   requests: Counter<'route' | 'model' | 'status'>;
   duration: Histogram<'route'>;
   timeToFirstToken: Histogram<'model'>;
@@ -40,10 +42,13 @@ export function createMetrics(): SigilMetrics {
     name: 'sigil_build_info',
     help: 'Always 1; the labels say which Sigil and Node run.',
     labelNames: ['version', 'node_version'],
+    // Summed over workers it would count processes; every process runs the same build.
+    aggregator: 'first',
     registers: [registry],
   }).set({ version: VERSION, node_version: process.version }, 1);
   return {
     registry,
+    scrape: () => registry.metrics(),
     requests: new Counter({
       name: 'sigil_requests_total',
       help: 'Requests by route, model and status.',
@@ -118,6 +123,8 @@ export function createMetrics(): SigilMetrics {
       name: 'sigil_upstream_up',
       help: '1 while an upstream is taken as reachable, 0 while it is skipped until a health check answers.',
       labelNames: ['upstream'],
+      // With workers: 1 only while every worker takes it as reachable.
+      aggregator: 'min',
       registers: [registry],
     }),
   };

@@ -12,6 +12,8 @@ import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { EvidenceSources } from '../attestation/document.ts';
+import type { FleetHealth } from '../fleet/connection.ts';
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 
 /** The parts of the context a reload changes, as the primary measured them. */
 export interface ReloadedParts {
@@ -37,30 +39,42 @@ export interface Handoff extends ReloadedParts {
   tlsSpkiSha256: string | null;
   hpkeKeyConfig: string | null;
   keyOrigin: KeyOrigins | undefined;
-  replacements: number;
+  /** Fleet mode: the primary holds the fleet's connection; the worker gets its name and views, kept current by messages. */
+  fleet?: { replicaId: string; health: FleetHealth; revoked: string[] };
 }
-
-export type LimitCall =
-  | { op: 'limits.add'; name: string; amount: number; windowMs: number }
-  | { op: 'limits.peek'; name: string; windowMs: number }
-  | { op: 'limits.acquire'; name: string; max: number; ttlMs: number }
-  | { op: 'limits.release'; name: string };
 
 export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
 
-export type PrimaryCall = LimitCall | ReceiptCall | { op: 'replays.claim'; id: string };
+/** A call the worker awaits an answer to. */
+export type PrimaryCall = { op: 'limits.admit'; keyHash: string } | ReceiptCall | { op: 'replays.claim'; id: string } | { op: 'metrics.scrape' };
+
+/** A message the worker does not wait on: an admitted request has finished. */
+export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number };
+
+/** One turn of the worker's event loop's calls and notices, in the order made: one IPC message, however many requests. */
+export type CallBatch = Array<{ id: number; call: PrimaryCall } | { notice: PrimaryNotice }>;
+
+export type Answer = { id: number; value?: unknown; error?: string };
 
 /** `sigil:waiting`: the worker listens for its hand-off (a message sent before that would be lost). */
-export type ToPrimary = { type: 'sigil:waiting' } | { type: 'sigil:call'; id: number; call: PrimaryCall } | { type: 'sigil:listening'; url: string };
+export type ToPrimary =
+  | { type: 'sigil:waiting' }
+  | { type: 'sigil:calls'; calls: CallBatch }
+  | { type: 'sigil:listening'; url: string }
+  /** The answer to `sigil:metrics-request`: this worker's registry, as prom-client's JSON. */
+  | { type: 'sigil:metrics'; id: number; metrics: Array<MetricObjectWithValues<MetricValue<string>>> };
 
 export type ToWorker =
   | Handoff
-  | { type: 'sigil:answer'; id: number; value?: unknown; error?: string }
+  | { type: 'sigil:answers'; answers: Answer[] }
   | ({ type: 'sigil:reload' } & ReloadedParts)
   | { type: 'sigil:tls'; credentials: TlsCredentials }
-  | { type: 'sigil:replacements'; count: number }
-  | { type: 'sigil:drain'; graceMs: number; drainMs: number };
+  | { type: 'sigil:drain'; graceMs: number; drainMs: number }
+  | { type: 'sigil:metrics-request'; id: number }
+  | { type: 'sigil:jwks'; jwks: Jwks }
+  | { type: 'sigil:revoked'; keyHash: string }
+  | { type: 'sigil:fleet-health'; health: FleetHealth };
 
 export function isWorkerMessage(m: unknown): m is ToWorker {
   return typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('sigil:');

@@ -14,7 +14,9 @@ import { reloadFiles, watchFiles } from '../http/reload.ts';
 import { buildContext, type SigilContext } from '../http/start.ts';
 import { createLogger } from '../log/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
-import { answerWorker } from './shared-state.ts';
+import { answerWorker, type SharedState } from './shared-state.ts';
+import { CountedAdmission } from '../limits/admission.ts';
+import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
 const QUICK_DEATH_MS = 1000;
@@ -31,7 +33,7 @@ function reloadedParts(ctx: AppContext): ReloadedParts {
   };
 }
 
-async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' | 'workerId' | 'replacements'>> {
+async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' | 'workerId'>> {
   const ctx = built.state.ctx;
   const { signingKey } = ctx;
   return {
@@ -56,18 +58,31 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
 export async function runPrimary(config: LoadedConfig, count: number): Promise<number> {
   const logger = createLogger(config.log.level);
   const built = await buildContext(config, { logger, handOffKeys: true });
-  const { state } = built;
+  const { state, fleet } = built;
   const parts = await handoffParts(built);
-  const shared = { counters: built.counters, receipts: state.ctx.receiptStore, replays: state.ctx.ehbp?.replays };
+  // Every worker's chat requests are admitted here, against the one set of counters (memory, or the fleet's Redis).
+  const metrics = createPrimaryMetrics();
+  const scrape = new ClusterScrape(metrics);
+  const workers = new Map<number, Worker>();
+  const shared: SharedState = {
+    admission: new CountedAdmission(config.limits, built.counters),
+    receipts: state.ctx.receiptStore,
+    replays: state.ctx.ehbp?.replays,
+    received: metrics.received,
+    scrape: () => scrape.text(workers.values()),
+  };
   cluster.setupPrimary({ serialization: 'advanced' });
 
-  const workers = new Map<number, Worker>();
   let replacements = 0;
   let draining = false;
   let nextId = 1;
   const broadcast = (message: ToWorker) => {
     for (const worker of workers.values()) if (worker.isConnected()) worker.send(message);
   };
+  // Fleet mode: heartbeats, peer admission and revocations run here, on the primary's Redis connection; the workers get the results.
+  fleet?.onJwks((jwks) => broadcast({ type: 'sigil:jwks', jwks }));
+  fleet?.onRevoked((keyHash) => broadcast({ type: 'sigil:revoked', keyHash }));
+  fleet?.onHealth((health) => broadcast({ type: 'sigil:fleet-health', health }));
 
   /** Forks one worker, hands it the keys, and resolves with its URL once it listens. */
   const fork = (): Promise<string> => {
@@ -75,22 +90,37 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     const forkedAt = Date.now();
     const worker = cluster.fork();
     workers.set(workerId, worker);
+    metrics.workers.set(workers.size);
     const slots = answerWorker(worker, shared);
-    const handoff: Handoff = { ...parts, ...reloadedParts(state.ctx), documents: state.ctx.documents, type: 'sigil:handoff', workerId, replacements };
+    // Made when the worker asks, so a replacement starts from the views in force now (reloads, the fleet's JWKS and revocations).
+    const handoff = (): Handoff => ({
+      ...parts,
+      ...reloadedParts(state.ctx),
+      jwks: state.ctx.jwks,
+      documents: state.ctx.documents,
+      ...(fleet === undefined ? {} : { fleet: { replicaId: fleet.status.replicaId, health: fleet.status.health(), revoked: [...fleet.revoked] } }),
+      type: 'sigil:handoff',
+      workerId,
+    });
     const listening = new Promise<string>((resolve, reject) => {
       worker.on('message', (m: ToPrimary) => {
-        if (m?.type === 'sigil:waiting') worker.send(handoff);
+        if (m?.type === 'sigil:waiting') worker.send(handoff());
         else if (m?.type === 'sigil:listening') resolve(m.url);
+        else if (m?.type === 'sigil:metrics') scrape.answered(m.id, m.metrics);
       });
       worker.once('exit', () => reject(new Error(`worker ${workerId} exited before it listened`)));
     });
     worker.once('exit', (code, signal) => {
       workers.delete(workerId);
-      void slots.releaseAll();
-      if (draining) return;
+      metrics.workers.set(workers.size);
+      slots.releaseAll();
+      if (draining) {
+        logger.info({ worker: workerId, pid: worker.process.pid, code, signal }, 'worker stopped');
+        return;
+      }
       replacements++;
+      metrics.replacements.inc();
       logger.warn({ worker: workerId, pid: worker.process.pid, code, signal, replacements }, 'worker died; starting a replacement');
-      broadcast({ type: 'sigil:replacements', count: replacements });
       const delay = Date.now() - forkedAt < QUICK_DEATH_MS ? QUICK_DEATH_MS : 0;
       setTimeout(() => {
         // A start that failed, or a SIGTERM, may have come in the meantime.

@@ -1,28 +1,64 @@
 /**
- * Limits and receipts held once, in the primary, for every worker: a worker's LimitCounters and
+ * Limits and receipts held once, in the primary, for every worker: a worker's chat admission and
  * ReceiptStore are calls over IPC, answered by the primary's own (in memory, or the fleet's Redis).
- * So a per-key quota is exact across workers, a receipt made by one worker is fetched through any, and
- * an EHBP request replayed to another worker is still refused.
+ * So a quota is exact across workers, a receipt made by one worker is fetched through any, and an EHBP
+ * request replayed to another worker is still refused.
+ *
+ * Cost: a chat request makes one round trip (admit) and one message nobody waits for (finish); calls made
+ * in one turn of a worker's event loop leave as one IPC message, and the primary's answers to them too.
  */
 import type { Worker } from 'node:cluster';
-import type { LimitCounters, WindowCount } from '../limits/counters.ts';
+import type { ChatAdmission, CountedAdmission, Verdict } from '../limits/admission.ts';
 import type { ReceiptOwner, ReceiptStore } from '../receipts/store.ts';
 import type { ReplayVerdict, ReplayWindow } from '../limits/replay-window.ts';
-import { isWorkerMessage, type PrimaryCall, type ToPrimary } from './messages.ts';
+import { isWorkerMessage, type Answer, type CallBatch, type PrimaryCall, type PrimaryNotice, type ToPrimary, type ToWorker } from './messages.ts';
 
-/** The worker's end: numbered calls to the primary, each resolved by its answer. */
+/** Collects what is sent in one turn of the event loop and sends it as one message when the turn ends. */
+class Outbox<T> {
+  #items: T[] = [];
+  readonly #send: (items: T[]) => void;
+
+  constructor(send: (items: T[]) => void) {
+    this.#send = send;
+  }
+
+  push(item: T): void {
+    if (this.#items.push(item) === 1) setImmediate(this.#flush);
+  }
+
+  readonly #flush = () => {
+    const items = this.#items;
+    this.#items = [];
+    this.#send(items);
+  };
+}
+
+/** The worker's end: numbered calls to the primary, each resolved by its answer, and notices. */
 export class PrimaryChannel {
   #next = 0;
   readonly #pending = new Map<number, { resolve(value: unknown): void; reject(err: Error): void }>();
+  readonly #outbox = new Outbox<CallBatch[number]>((calls) => {
+    const message: ToPrimary = { type: 'sigil:calls', calls };
+    process.send!(message, undefined, {}, (err) => {
+      if (err === null) return;
+      for (const item of calls) {
+        if (!('id' in item)) continue;
+        this.#pending.get(item.id)?.reject(err);
+        this.#pending.delete(item.id);
+      }
+    });
+  });
 
   constructor() {
     process.on('message', (m: unknown) => {
-      if (!isWorkerMessage(m) || m.type !== 'sigil:answer') return;
-      const waiting = this.#pending.get(m.id);
-      if (waiting === undefined) return;
-      this.#pending.delete(m.id);
-      if (m.error !== undefined) waiting.reject(new Error(m.error));
-      else waiting.resolve(m.value);
+      if (!isWorkerMessage(m) || m.type !== 'sigil:answers') return;
+      for (const answer of m.answers) {
+        const waiting = this.#pending.get(answer.id);
+        if (waiting === undefined) continue;
+        this.#pending.delete(answer.id);
+        if (answer.error !== undefined) waiting.reject(new Error(answer.error));
+        else waiting.resolve(answer.value);
+      }
     });
   }
 
@@ -30,37 +66,29 @@ export class PrimaryChannel {
     const id = this.#next++;
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      const message: ToPrimary = { type: 'sigil:call', id, call };
-      process.send!(message, undefined, {}, (err) => {
-        if (err === null) return;
-        this.#pending.delete(id);
-        reject(err);
-      });
+      this.#outbox.push({ id, call });
     });
+  }
+
+  notify(notice: PrimaryNotice): void {
+    this.#outbox.push({ notice });
   }
 }
 
-export class PrimaryLimitCounters implements LimitCounters {
+/** A worker's chat admission: decided by the primary, for all workers at once. */
+export class PrimaryAdmission implements ChatAdmission {
   readonly #channel: PrimaryChannel;
 
   constructor(channel: PrimaryChannel) {
     this.#channel = channel;
   }
 
-  add(name: string, amount: number, windowMs: number): Promise<WindowCount> {
-    return this.#channel.call({ op: 'limits.add', name, amount, windowMs });
+  admit(keyHash: string): Promise<Verdict> {
+    return this.#channel.call({ op: 'limits.admit', keyHash });
   }
 
-  peek(name: string, windowMs: number): Promise<WindowCount> {
-    return this.#channel.call({ op: 'limits.peek', name, windowMs });
-  }
-
-  acquire(name: string, max: number, ttlMs: number): Promise<boolean> {
-    return this.#channel.call({ op: 'limits.acquire', name, max, ttlMs });
-  }
-
-  release(name: string): Promise<void> {
-    return this.#channel.call({ op: 'limits.release', name });
+  finish(keyHash: string, tokensUsed: number): void {
+    this.#channel.notify({ op: 'limits.finish', keyHash, tokensUsed });
   }
 }
 
@@ -98,33 +126,30 @@ export class PrimaryReplayWindow implements ReplayWindow {
   }
 }
 
+/** What the primary holds for every worker. */
+export interface SharedState {
+  admission: CountedAdmission;
+  receipts: ReceiptStore;
+  replays: ReplayWindow | undefined;
+  /** Sees each message of calls a worker sent (the primary counts them in its metrics). */
+  received?: (calls: CallBatch) => void;
+  /** The whole server's metrics, for the worker a scrape reached. */
+  scrape?: () => Promise<string>;
+}
+
 /**
- * The primary's end for one worker. Concurrency slots the worker holds are remembered, so a worker
- * that dies does not keep them: `releaseAll` frees them when it exits.
+ * The primary's end for one worker. Requests the worker was admitted for and has not finished are
+ * remembered, so a worker that dies does not keep their slots: `releaseAll` frees them when it exits.
  */
-export function answerWorker(
-  worker: Worker,
-  shared: { counters: LimitCounters; receipts: ReceiptStore; replays: ReplayWindow | undefined },
-): { releaseAll(): Promise<void> } {
-  const { counters, receipts, replays } = shared;
-  const held = new Map<string, number>();
+export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(): void } {
+  const { admission, receipts, replays, received, scrape } = shared;
+  const admitted = new Map<string, number>();
   const run = async (call: PrimaryCall): Promise<unknown> => {
     switch (call.op) {
-      case 'limits.add':
-        return counters.add(call.name, call.amount, call.windowMs);
-      case 'limits.peek':
-        return counters.peek(call.name, call.windowMs);
-      case 'limits.acquire': {
-        const granted = await counters.acquire(call.name, call.max, call.ttlMs);
-        if (granted) held.set(call.name, (held.get(call.name) ?? 0) + 1);
-        return granted;
-      }
-      case 'limits.release': {
-        const count = held.get(call.name) ?? 0;
-        if (count === 0) return undefined;
-        if (count === 1) held.delete(call.name);
-        else held.set(call.name, count - 1);
-        return counters.release(call.name);
+      case 'limits.admit': {
+        const verdict = await admission.admit(call.keyHash);
+        if (verdict.admitted) admitted.set(call.keyHash, (admitted.get(call.keyHash) ?? 0) + 1);
+        return verdict;
       }
       case 'receipts.put':
         return receipts.put(call.receiptId, ownerFrom(call.owner), call.jws);
@@ -133,19 +158,42 @@ export function answerWorker(
       case 'replays.claim':
         if (replays === undefined) throw new Error('EHBP is off');
         return replays.claim(call.id);
+      case 'metrics.scrape':
+        if (scrape === undefined) throw new Error('no metrics');
+        return scrape();
     }
   };
+  const finish = (notice: PrimaryNotice) => {
+    const count = admitted.get(notice.keyHash) ?? 0;
+    if (count === 0) return;
+    if (count === 1) admitted.delete(notice.keyHash);
+    else admitted.set(notice.keyHash, count - 1);
+    admission.finish(notice.keyHash, notice.tokensUsed);
+  };
+  const answers = new Outbox<Answer>((batch) => {
+    if (!worker.isConnected()) return;
+    const message: ToWorker = { type: 'sigil:answers', answers: batch };
+    worker.send(message);
+  });
   worker.on('message', (m: ToPrimary) => {
-    if (m?.type !== 'sigil:call') return;
-    run(m.call).then(
-      (value) => worker.isConnected() && worker.send({ type: 'sigil:answer', id: m.id, value }),
-      (err: Error) => worker.isConnected() && worker.send({ type: 'sigil:answer', id: m.id, error: err.message }),
-    );
+    if (m?.type !== 'sigil:calls') return;
+    received?.(m.calls);
+    for (const item of m.calls) {
+      if ('notice' in item) {
+        finish(item.notice);
+        continue;
+      }
+      const { id, call } = item;
+      run(call).then(
+        (value) => answers.push({ id, value }),
+        (err: Error) => answers.push({ id, error: err.message }),
+      );
+    }
   });
   return {
-    releaseAll: async () => {
-      for (const [name, count] of held) for (let i = 0; i < count; i++) await counters.release(name);
-      held.clear();
+    releaseAll: () => {
+      for (const [keyHash, count] of admitted) for (let i = 0; i < count; i++) admission.finish(keyHash, 0);
+      admitted.clear();
     },
   };
 }

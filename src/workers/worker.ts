@@ -20,8 +20,11 @@ import { closeUpstreams, createUpstreams } from '../proxy/upstream.ts';
 import { signingKeyFromPkcs8 } from '../receipts/signing-key.ts';
 import type { TlsCredentials } from '../tls/credentials.ts';
 import type { ServedTls } from '../tls/provision.ts';
+import type { FleetHealth } from '../fleet/connection.ts';
+import { FleetKeyRing } from '../fleet/revocations.ts';
+import type { Jwks } from '../protocol/attestation.ts';
 import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
-import { PrimaryChannel, PrimaryLimitCounters, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
+import { PrimaryAdmission, PrimaryChannel, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
 
 function handoffReceived(): Promise<Handoff> {
   return new Promise((resolve) => {
@@ -55,7 +58,7 @@ function servedTls(given: NonNullable<Handoff['tls']>): ServedTls & { renew(cred
   };
 }
 
-async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{ ctx: AppContext; replacements: Gauge }> {
+async function contextFrom(handoff: Handoff, channel: PrimaryChannel, views: FleetViews): Promise<AppContext> {
   const { config } = handoff;
   const logger = createLogger(config.log.level).child({ worker: handoff.workerId });
   const upstreams = createUpstreams(config.upstreams);
@@ -67,12 +70,8 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
     labelNames: ['worker'],
     registers: [metrics.registry],
   }).set({ worker: String(handoff.workerId) }, 1);
-  const replacements = new Gauge({
-    name: 'sigil_worker_replacements',
-    help: 'Worker processes that died and were replaced by the primary since it started.',
-    registers: [metrics.registry],
-  });
-  replacements.set(handoff.replacements);
+  // A scrape reaching this worker answers for the whole server: the primary gathers every worker's registry.
+  metrics.scrape = () => channel.call({ op: 'metrics.scrape' });
   const signingKey = await signingKeyFromPkcs8(handoff.signingKey.pkcs8, handoff.signingKey.origin, handoff.signingKey.file);
   // Fresh (nonce'd) evidence is collected here; the measured parts (event log, manifest) are the primary's.
   const { provider } = await selectAttestationProvider({ provider: config.attestation.provider, tsmPath: config.attestation.tsm_path });
@@ -92,23 +91,44 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel): Promise<{
           keyConfig: Buffer.from(handoff.ehbp.keyConfig),
           replays: new PrimaryReplayWindow(channel),
         };
-  const ctx = assembleContext({
+  return assembleContext({
     config,
     logger,
     metrics,
-    keyRing: new KeyRing(readKeysFile(config.auth.keys_file)),
-    counters: new PrimaryLimitCounters(channel),
+    // In fleet mode a key the fleet revoked is refused here too: the primary passes each revocation on.
+    keyRing:
+      handoff.fleet === undefined ? new KeyRing(readKeysFile(config.auth.keys_file)) : new FleetKeyRing(readKeysFile(config.auth.keys_file), views.revoked),
+    admission: new PrimaryAdmission(channel),
     catalogue: handoff.catalogue,
     upstreams,
     signingKey,
     receiptStore: new PrimaryReceiptStore(channel),
     receiptContext: handoff.receiptContext,
-    jwks: handoff.jwks,
-    documents: handoff.documents,
+    jwks: views.jwks,
+    documents: { ...handoff.documents, jwks: JSON.stringify(views.jwks) },
     attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
     ...(ehbp === undefined ? {} : { ehbp }),
+    ...(handoff.fleet === undefined ? {} : { fleet: { replicaId: handoff.fleet.replicaId, health: () => views.health } }),
   });
-  return { ctx, replacements };
+}
+
+/** What the primary's fleet connection sees, kept current here by its messages (they may arrive before this worker serves). */
+interface FleetViews {
+  revoked: Set<string>;
+  health: FleetHealth;
+  jwks: Jwks;
+}
+
+function applyFleetMessage(views: FleetViews, message: ToWorker, serving: Serving | undefined): void {
+  if (message.type === 'sigil:revoked') views.revoked.add(message.keyHash);
+  else if (message.type === 'sigil:fleet-health') views.health = message.health;
+  else if (message.type === 'sigil:jwks') {
+    views.jwks = message.jwks;
+    if (serving !== undefined) {
+      const now = serving.state.ctx;
+      serving.state.ctx = { ...now, jwks: message.jwks, documents: { ...now.documents, jwks: JSON.stringify(message.jwks) } };
+    }
+  }
 }
 
 /** Swaps in what the primary reloaded and measured; the keys file is re-read here. */
@@ -130,36 +150,51 @@ function applyReload(serving: Serving, parts: ReloadedParts): void {
   };
 }
 
+/** This worker's registry, for the primary's scrape of the whole server. */
+async function answerMetrics(ctx: AppContext, id: number): Promise<void> {
+  const answer: ToPrimary = { type: 'sigil:metrics', id, metrics: await ctx.metrics.registry.getMetricsAsJSON() };
+  if (process.connected) process.send!(answer);
+}
+
 export async function runWorker(): Promise<number> {
   // Ctrl-C and SIGHUP reach the whole process group: the primary alone decides what they do.
   process.on('SIGINT', () => undefined);
   process.on('SIGHUP', () => undefined);
   const channel = new PrimaryChannel();
   const handoff = await handoffReceived();
-  const { ctx, replacements } = await contextFrom(handoff, channel);
+  const views: FleetViews = { revoked: new Set(handoff.fleet?.revoked), health: handoff.fleet?.health ?? 'up', jwks: handoff.jwks };
+  let serving: Serving | undefined;
+  const onFleet = (m: unknown) => {
+    if (isWorkerMessage(m)) applyFleetMessage(views, m, serving);
+  };
+  process.on('message', onFleet);
+  const ctx = await contextFrom(handoff, channel, views);
   const tls = handoff.tls === undefined ? undefined : servedTls(handoff.tls);
-  const serving: Serving = { state: newAppState(ctx), tls };
+  serving = { state: newAppState(ctx), tls };
   const listening: Listening = await listen(serving, false);
   ctx.logger.info({ url: listening.url, pid: process.pid }, 'worker listening');
   const ready: ToPrimary = { type: 'sigil:listening', url: listening.url };
   process.send!(ready);
 
+  const served = serving;
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = async (graceMs: number, drainMs: number) => {
       if (stopping) return;
       stopping = true;
-      await drain(serving, listening, graceMs, drainMs);
-      await closeUpstreams(serving.state.ctx.upstreams);
-      await serving.state.ctx.tracing?.close();
+      await drain(served, listening, graceMs, drainMs);
+      await closeUpstreams(served.state.ctx.upstreams);
+      await served.state.ctx.tracing?.close();
+      // The IPC channel keeps the process alive: closed, the worker exits on its own once drained (not killed by the primary's deadline).
+      if (process.connected) process.disconnect();
       resolve(0);
     };
     process.on('message', (m: unknown) => {
       if (!isWorkerMessage(m)) return;
       const message: ToWorker = m;
-      if (message.type === 'sigil:reload') applyReload(serving, message);
+      if (message.type === 'sigil:reload') applyReload(served, message);
       else if (message.type === 'sigil:tls') tls?.renew(message.credentials);
-      else if (message.type === 'sigil:replacements') replacements.set(message.count);
+      else if (message.type === 'sigil:metrics-request') void answerMetrics(ctx, message.id);
       else if (message.type === 'sigil:drain') void stop(message.graceMs, message.drainMs);
     });
     // The primary is gone (it crashed): finish what is in flight briefly, then go.

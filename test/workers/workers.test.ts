@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
+import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
@@ -54,26 +54,6 @@ async function serve(config: Record<string, unknown> = {}): Promise<{ sigil: Sig
   return { sigil, engine };
 }
 
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** One request on a connection of its own, so the cluster hands each to the next worker in turn. */
-function once(url: string, path: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
-}
-
 const chat = (sigil: SigilProcess, extra: Record<string, string> = {}, stream = false) =>
   once(sigil.url, '/v1/chat/completions', {
     method: 'POST',
@@ -83,25 +63,26 @@ const chat = (sigil: SigilProcess, extra: Record<string, string> = {}, stream = 
 
 const chatWith = (sigil: SigilProcess, key: string) => chat({ ...sigil, key });
 
-/** Scrapes /metrics on fresh connections until `count` different workers answered; their texts by worker id. */
-async function scrapeEachWorker(url: string, count = 2): Promise<Map<string, string>> {
-  const byWorker = new Map<string, string>();
-  for (let i = 0; i < 20 && byWorker.size < count; i++) {
-    const { body } = await once(url, '/metrics');
-    const worker = /^sigil_worker_info\{worker="(\d+)"\} 1$/m.exec(body)?.[1];
-    if (worker !== undefined) byWorker.set(worker, body);
-  }
-  return byWorker;
+/** One scrape of /metrics: the whole server's, whichever worker answers. */
+async function scrape(url: string): Promise<string> {
+  const { status, body } = await once(url, '/metrics');
+  expect(status).toBe(200);
+  return body;
 }
 
 const metric = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? 0);
+/** The workers a scrape names, by their `sigil_worker_info` lines. */
+const workersIn = (text: string) => [...text.matchAll(/^sigil_worker_info\{worker="(\d+)"\} 1$/gm)].map((m) => m[1]).sort();
 
 describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
   it('answers from two worker processes behind one port, each named in /metrics, and logs listening once', async () => {
     const { sigil } = await serve();
     expect(childPids(sigil.child.pid!)).toHaveLength(2);
-    const workers = await scrapeEachWorker(sigil.url);
-    expect([...workers.keys()].sort()).toEqual(['1', '2']);
+    for (let i = 0; i < 2; i++) {
+      const text = await scrape(sigil.url);
+      expect(workersIn(text)).toEqual(['1', '2']);
+      expect(metric(text, /^sigil_workers (\d+)$/m)).toBe(2);
+    }
     expect(sigil.logs.filter((l) => l.msg === 'sigil listening')).toHaveLength(1);
     expect(sigil.logs.find((l) => l.msg === 'sigil listening')).toMatchObject({ workers: 2, url: sigil.url });
     expect(
@@ -111,6 +92,26 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
         .sort(),
     ).toEqual([1, 2]);
     for (let i = 0; i < 4; i++) expect((await chat(sigil)).status).toBe(200);
+  });
+
+  it('scrapes the whole server from any worker: counters summed over both workers, one admit call and one finish notice per chat request', async () => {
+    const { sigil } = await serve();
+    const sent = 6;
+    for (let i = 0; i < sent; i++) expect((await chat(sigil, {}, i % 2 === 0)).status).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const text = await scrape(sigil.url);
+      expect(metric(text, /^sigil_requests_total\{route="\/v1\/chat\/completions",model="m",status="200"\} (\d+)$/m)).toBe(sent);
+      expect(metric(text, /^sigil_request_duration_seconds_count\{route="\/v1\/chat\/completions"\} (\d+)$/m)).toBe(sent);
+      expect(metric(text, /^sigil_worker_calls_total\{op="limits.admit"\} (\d+)$/m)).toBe(sent);
+      expect(metric(text, /^sigil_worker_calls_total\{op="limits.finish"\} (\d+)$/m)).toBe(sent);
+      expect(metric(text, /^sigil_build_info\{.*\} (\d+)$/m)).toBe(1);
+      expect(metric(text, /^sigil_upstream_up\{upstream="e"\} (\d+)$/m)).toBe(1);
+    }
+    // Both workers served (connections go to each in turn): each counted its own, and only the sum is the number sent.
+    const served = () => sigil.logs.filter((l) => l.msg === 'request' && l.route === '/v1/chat/completions').map((l) => l.worker);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && served().length < sent) await new Promise((r) => setTimeout(r, 50));
+    expect(served().sort()).toEqual([1, 1, 1, 2, 2, 2]);
   });
 
   it('serves one JWKS, one start attestation and one HPKE key from every worker', async () => {
@@ -135,6 +136,28 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     expect(engine.requests.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(3);
   });
 
+  it('counts max_concurrent once for all workers: a second request while one streams is refused, whichever worker takes it', async () => {
+    const { sigil, engine } = await serve({ limits: { max_concurrent: 1 } });
+    engine.behaviour.chunkDelayMs = 100;
+    const first = chat(sigil, {}, true);
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && engine.requests.filter((r) => r.path === '/v1/chat/completions').length === 0) await new Promise((r) => setTimeout(r, 20));
+    const refused = [];
+    // Each on a connection of its own: the cluster hands them to both workers in turn.
+    for (let i = 0; i < 2; i++) refused.push(await chat(sigil));
+    expect(refused.map((a) => [a.status, JSON.parse(a.body).error.message])).toEqual([
+      [429, 'This server is at its limit of concurrent requests; retry shortly.'],
+      [429, 'This server is at its limit of concurrent requests; retry shortly.'],
+    ]);
+    expect((await first).status).toBe(200);
+    // The slot is freed once the primary has the worker's finish notice (sent after the stream's last byte).
+    const freed = Date.now() + 10_000;
+    while (Date.now() < freed && metric(await scrape(sigil.url), /^sigil_worker_calls_total\{op="limits.finish"\} (\d+)$/m) < 1)
+      await new Promise((r) => setTimeout(r, 50));
+    engine.behaviour.chunkDelayMs = 0;
+    expect((await chat(sigil)).status).toBe(200);
+  });
+
   it('serves a receipt made by one worker through the other', async () => {
     const { sigil } = await serve();
     const made = await chat(sigil, { 'x-service-receipt': 'true' }, true);
@@ -147,9 +170,8 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
       expect(fetched.status).toBe(200);
       expect(JSON.parse(fetched.body)).toEqual({ id, receipt });
     }
-    const workers = await scrapeEachWorker(sigil.url);
-    for (const text of workers.values())
-      expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBeGreaterThanOrEqual(1);
+    const text = await scrape(sigil.url);
+    expect(metric(text, /^sigil_requests_total\{route="\/v1\/receipts\/\{id\}".*status="200"\} (\d+)$/m)).toBe(4);
   });
 
   it('passes a reload on SIGHUP to every worker: a key added to the keys file works whichever worker answers', async () => {
@@ -181,9 +203,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     const pids = childPids(sigil.child.pid!);
     expect(pids).toHaveLength(2);
     expect(pids).not.toContain(victim);
-    const workers = await scrapeEachWorker(sigil.url);
-    expect(workers.size).toBe(2);
-    for (const text of workers.values()) expect(metric(text, /^sigil_worker_replacements (\d+)$/m)).toBe(1);
+    const text = await scrape(sigil.url);
+    expect(metric(text, /^sigil_worker_replacements_total (\d+)$/m)).toBe(1);
+    expect(metric(text, /^sigil_workers (\d+)$/m)).toBe(2);
+    // The dead worker is gone from the scrape; its replacement is the third worker forked.
+    expect(workersIn(text)).toHaveLength(2);
+    expect(workersIn(text)).toContain('3');
     for (let i = 0; i < 4; i++) expect((await chat(sigil)).status).toBe(200);
   });
 
@@ -200,6 +225,12 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     }
     expect(await sigil.exited).toBe(0);
     expect(sigil.logs.at(-1)).toMatchObject({ msg: 'sigil stopped' });
+    // Each worker ended on its own once drained (not killed by the primary's deadline).
+    const stopped = sigil.logs.filter((l) => l.msg === 'worker stopped');
+    expect(stopped.map((l) => [l.worker, l.code, l.signal]).sort()).toEqual([
+      [1, 0, null],
+      [2, 0, null],
+    ]);
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
   });
 

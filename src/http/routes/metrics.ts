@@ -12,7 +12,7 @@ export function createMetricsHandler(token: string | undefined) {
     if (expected !== undefined && !timingSafeEqual(digest(req.headers.authorization ?? ''), expected)) {
       throw httpError('invalid_api_key', 'The metrics endpoint needs its bearer token.');
     }
-    const body = await ctx.metrics.registry.metrics();
+    const body = await ctx.metrics.scrape();
     res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType, 'content-length': Buffer.byteLength(body) });
     res.end(body);
   };
