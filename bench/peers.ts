@@ -185,7 +185,8 @@ export function writeSigilConfig(
     catalogue: 'models.yaml',
     auth: { keys_file: 'api-keys' },
     // One bench key opens the 1,000 streams of the memory test (defaults: 1,024 in all, 64 per key).
-    limits: { max_concurrent: 4096, max_concurrent_per_key: 4096 },
+    // No drain on stop: the load has ended by then, and a 5 s drain would outlast stopChild's grace, whose SIGKILL loses --cpu-prof's file.
+    limits: { max_concurrent: 4096, max_concurrent_per_key: 4096, shutdown_drain_ms: 0 },
     log: { level: logLevel },
     // One process, pinned by the caller to the proxy core (`sigil serve` would otherwise fork one worker per core).
     workers: 1,
