@@ -128,7 +128,7 @@ async function handleExchange(
   };
   // The model receipt is signed once: before generation when a stream was asked for (docs/receipts.md#the-two-receipts-and-where-they-travel), else
   // only if the engine streams anyway.
-  let modelReceipt: string | undefined;
+  let modelReceipt: Promise<string> | undefined;
   const modelReceiptOnce = () => (modelReceipt ??= signModelReceipt(exchange));
   // Sealed, the model receipt is not sent (no clear header may carry it); the message receipt ends the stream.
   if (receipt.wanted && chat.stream && !exchange.sealed) modelReceiptOnce();
@@ -152,12 +152,17 @@ async function handleExchange(
   else await relayJson(exchange, engine);
 }
 
-function signModelReceipt(x: Exchange): string {
-  return x.ctx.signReceipt(modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }));
+function signModelReceipt(x: Exchange): Promise<string> {
+  const jws = x.ctx.signReceipt(
+    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
+  );
+  // Signed while the engine starts: a failure surfaces where it is awaited, and is not left unhandled when the engine fails first.
+  jws.catch(() => undefined);
+  return jws;
 }
 
 async function signMessageReceipt(x: Exchange, completionId: string, responseHash: string): Promise<string> {
-  const jws = x.ctx.signReceipt(
+  const jws = await x.ctx.signReceipt(
     messageReceiptClaims(x.ctx.receiptContext, {
       receiptId: x.receiptId,
       model: x.selected,
@@ -173,7 +178,7 @@ async function signMessageReceipt(x: Exchange, completionId: string, responseHas
   return jws;
 }
 
-async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: string | undefined): Promise<void> {
+async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: Promise<string> | undefined): Promise<void> {
   const { res, ctx } = x;
   const headers: Record<string, string> = {
     'content-type': String(engine.headers['content-type']),
@@ -181,7 +186,7 @@ async function relayStream(x: Exchange, engine: EngineResponse, modelReceipt: st
     'x-accel-buffering': 'no',
   };
   if (modelReceipt !== undefined) {
-    headers[ctx.headers.receipt] = modelReceipt;
+    headers[ctx.headers.receipt] = await modelReceipt;
     headers[ctx.headers.receiptId] = x.receiptId;
   }
   res.writeHead(200, headers);
