@@ -14,7 +14,7 @@ import { EngineAbort, engineErrorToHttp, postToEngines, readEngineBody, type Eng
 import { selectUpstreams } from '../../proxy/select-upstream.ts';
 import type { Upstream } from '../../proxy/upstream.ts';
 import { teeSseStream } from '../../proxy/sse-relay.ts';
-import { cacheSaltFor, withCacheSalt } from '../../proxy/cache-salt.ts';
+import { cacheSaltOf, withCacheSalt } from '../../proxy/cache-salt.ts';
 import { messageReceiptClaims, modelReceiptClaims, type SelectedModel } from '../../receipts/claims.ts';
 import { readReceiptRequest, type ReceiptRequest } from '../../receipts/request.ts';
 import { budgetExhausted, type BudgetHold, type MemoryBudget } from '../../limits/memory-budget.ts';
@@ -137,7 +137,9 @@ async function handleExchange(
   const unsalted = exchange.forwarded;
   let salted: Buffer | undefined;
   const bodyFor = (u: Upstream) =>
-    u.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind) ? (salted ??= withCacheSalt(unsalted, cacheSaltFor(caller.secret))) : unsalted;
+    u.cacheSalt && SALTED_ENDPOINTS.has(endpoint.kind)
+      ? (salted ??= withCacheSalt(unsalted, cacheSaltOf(caller), unsalted === raw ? chat.scan : undefined))
+      : unsalted;
   const { response: engine, upstream, body: sent } = await postToEngines(candidates, endpoint.enginePath, bodyFor, req.headers, abort);
   exchange.forwarded = sent;
   log.upstream = upstream.name;
