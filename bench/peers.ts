@@ -176,6 +176,7 @@ export function writeSigilConfig(
   logLevel = 'warn',
   extra: Record<string, unknown> = {},
 ): { config: string; key: string } {
+  const { limits, ...rest } = extra as { limits?: Record<string, unknown> };
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: [BENCH_MODEL] }));
   const config = {
@@ -185,11 +186,11 @@ export function writeSigilConfig(
     catalogue: 'models.yaml',
     auth: { keys_file: 'api-keys' },
     // One bench key opens the 1,000 streams of the memory test (defaults: 1,024 in all, 64 per key).
-    limits: { max_concurrent: 4096, max_concurrent_per_key: 4096 },
+    limits: { max_concurrent: 4096, max_concurrent_per_key: 4096, ...limits },
     log: { level: logLevel },
     // One process, pinned by the caller to the proxy core (`sigil serve` would otherwise fork one worker per core).
     workers: 1,
-    ...extra,
+    ...rest,
   };
   writeFileSync(join(dir, 'sigil.yaml'), stringify(config));
   const { key } = addKey(join(dir, 'api-keys'), 'bench');
@@ -199,7 +200,8 @@ export function writeSigilConfig(
 export async function startSigil(dir: string, engine: Engine, options: SigilOptions): Promise<Peer> {
   const name: PeerName = options.receipts ? 'sigil-receipts' : 'sigil';
   const port = await freePort();
-  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, options.logLevel);
+  // No drain on stop: the load has ended by then, and a 5 s drain would outlast stopChild's grace, whose SIGKILL loses --cpu-prof's file.
+  const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, options.logLevel, { limits: { shutdown_drain_ms: 0 } });
   const spawned = spawnLogged(
     process.execPath,
     [...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config],

@@ -17,6 +17,27 @@ export interface Caller {
 const CALLER_SECRET_SALT = 'sigil caller secret';
 
 /**
+ * An authenticated caller. Its secret is derived on first use: most requests never need it (only a
+ * salted engine or a receipt sealed at rest does), and HKDF was the largest item of the JSON profile.
+ */
+class AuthenticatedCaller implements Caller {
+  readonly keyHash: string;
+  readonly keyId: string;
+  #key: string;
+  #secret: Buffer | undefined;
+
+  constructor(keyHash: string, key: string) {
+    this.keyHash = keyHash;
+    this.keyId = keyHash.slice(0, 12);
+    this.#key = key;
+  }
+
+  get secret(): Buffer {
+    return (this.#secret ??= Buffer.from(hkdfSync('sha256', this.#key, CALLER_SECRET_SALT, '', 32)));
+  }
+}
+
+/**
  * The set of accepted keys, looked up by the SHA-256 of the presented key. The lookup is on a
  * digest the caller cannot steer, and the final comparison is constant-time.
  */
@@ -49,6 +70,6 @@ export class KeyRing {
     if (stored === undefined || !timingSafeEqual(stored, digest)) {
       throw httpError('invalid_api_key', 'Incorrect API key provided.');
     }
-    return { keyHash: hex, keyId: hex.slice(0, 12), secret: Buffer.from(hkdfSync('sha256', match[1]!, CALLER_SECRET_SALT, '', 32)) };
+    return new AuthenticatedCaller(hex, match[1]!);
   }
 }

@@ -36,30 +36,88 @@ function isSpace(b: number): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 }
 
-/** One past the closing quote of the string whose opening quote is at `start`. */
+/**
+ * One past the closing quote of the string whose opening quote is at `start`. The quote is found by
+ * the native `indexOf` (most of a request's bytes are inside strings); it is escaped when an odd run
+ * of backslashes precedes it.
+ */
 function stringEnd(text: Buffer, start: number): number {
-  let i = start + 1;
-  for (;;) {
-    const b = text[i]!;
-    if (b === QUOTE) return i + 1;
-    i += b === BACKSLASH ? 2 : 1;
+  let at = text.indexOf(QUOTE, start + 1);
+  while (at !== -1) {
+    let before = at - 1;
+    while (text[before] === BACKSLASH) before--;
+    if ((at - 1 - before) % 2 === 0) return at + 1;
+    at = text.indexOf(QUOTE, at + 1);
   }
+  return text.length;
 }
 
 /** The key's value as JSON means it ("\u0061" and "a" are the same key). */
 function decodeKey(text: Buffer, start: number, end: number): string {
-  const raw = text.subarray(start, end);
-  return raw.includes(BACKSLASH) ? (JSON.parse(raw.toString('utf8')) as string) : raw.toString('utf8', 1, raw.length - 1);
+  for (let i = start + 1; i < end - 1; i++) {
+    if (text[i] === BACKSLASH) return JSON.parse(text.toString('utf8', start, end)) as string;
+  }
+  return text.toString('utf8', start + 1, end - 1);
 }
 
+/** Objects with more keys than this look them up in a Set; smaller ones in their array. */
+const LINEAR_KEYS = 16;
+
+/**
+ * One open object or array. Frames are kept per depth and reused by every container at that depth,
+ * so a scan allocates per level of nesting, not per container; paths are only built for a duplicate.
+ */
 interface Frame {
-  keys: Set<string> | undefined;
-  path: string;
+  isObject: boolean;
+  /** The keys seen so far in this object. */
+  keys: string[];
+  /** The same keys once there are more than LINEAR_KEYS of them. */
+  keySet: Set<string> | undefined;
   /** For an object: the next string is a key. */
   expectKey: boolean;
   /** The key whose value is being read, for paths. */
   key: string;
   index: number;
+}
+
+function enter(frames: Frame[], depth: number, isObject: boolean): Frame {
+  let frame = frames[depth];
+  if (frame === undefined) {
+    frame = { isObject, keys: [], keySet: undefined, expectKey: true, key: '', index: 0 };
+    frames[depth] = frame;
+    return frame;
+  }
+  frame.isObject = isObject;
+  frame.keys.length = 0;
+  frame.keySet = undefined;
+  frame.expectKey = true;
+  frame.key = '';
+  frame.index = 0;
+  return frame;
+}
+
+/** Adds `key` to the object's keys; false when it was there already. */
+function addKey(frame: Frame, key: string): boolean {
+  const { keys } = frame;
+  if (frame.keySet !== undefined) {
+    if (frame.keySet.has(key)) return false;
+    frame.keySet.add(key);
+  } else {
+    for (let k = 0; k < keys.length; k++) if (keys[k] === key) return false;
+    if (keys.length === LINEAR_KEYS) frame.keySet = new Set(keys).add(key);
+  }
+  keys.push(key);
+  return true;
+}
+
+/** The JSON path of `key` in the object open at `depth`: `a.b[2].key`, or `key` at the top. */
+function pathOf(frames: Frame[], depth: number, key: string): string {
+  let path = '';
+  for (let d = 0; d < depth; d++) {
+    const parent = frames[d]!;
+    path = parent.isObject ? (path === '' ? parent.key : `${path}.${parent.key}`) : `${path}[${parent.index}]`;
+  }
+  return path === '' ? key : `${path}.${key}`;
 }
 
 /**
@@ -68,7 +126,10 @@ interface Frame {
  */
 export function scanJsonObject(text: Buffer): ObjectScan {
   const members: MemberSpan[] = [];
-  const stack: Frame[] = [];
+  const frames: Frame[] = [];
+  /** How many containers are open; the innermost is frames[depth - 1]. */
+  let depth = 0;
+  let top: Frame | undefined;
   let pendingKeyStart = -1;
   let pendingKey = '';
   let valueStart = -1;
@@ -79,23 +140,21 @@ export function scanJsonObject(text: Buffer): ObjectScan {
       i++;
       continue;
     }
-    const top = stack[stack.length - 1];
     if (b === COMMA) {
       if (top !== undefined) {
-        if (top.keys !== undefined) top.expectKey = true;
+        if (top.isObject) top.expectKey = true;
         else top.index++;
       }
       i++;
       continue;
     }
-    if (top?.keys !== undefined && top.expectKey && b === QUOTE) {
+    if (b === QUOTE && top !== undefined && top.isObject && top.expectKey) {
       const end = stringEnd(text, i);
       const key = decodeKey(text, i, end);
-      if (top.keys.has(key)) return { members, duplicate: { key, path: top.path === '' ? key : `${top.path}.${key}` } };
-      top.keys.add(key);
+      if (!addKey(top, key)) return { members, duplicate: { key, path: pathOf(frames, depth - 1, key) } };
       top.key = key;
       top.expectKey = false;
-      if (stack.length === 1) {
+      if (depth === 1) {
         pendingKeyStart = i;
         pendingKey = key;
       }
@@ -103,23 +162,24 @@ export function scanJsonObject(text: Buffer): ObjectScan {
       continue;
     }
     // A value starts here.
-    if (stack.length === 1 && valueStart === -1) valueStart = i;
+    if (depth === 1 && valueStart === -1) valueStart = i;
     if (b === OPEN_OBJECT || b === OPEN_ARRAY) {
-      const path = top === undefined ? '' : top.keys !== undefined ? (top.path === '' ? top.key : `${top.path}.${top.key}`) : `${top.path}[${top.index}]`;
-      stack.push({ keys: b === OPEN_OBJECT ? new Set() : undefined, path, expectKey: true, key: '', index: 0 });
+      top = enter(frames, depth, b === OPEN_OBJECT);
+      depth++;
       i++;
       continue;
     }
     if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
-      stack.pop();
+      depth--;
+      top = depth === 0 ? undefined : frames[depth - 1];
       i++;
     } else if (b === QUOTE) {
       i = stringEnd(text, i);
     } else {
       // A number, true, false or null: runs to the next delimiter.
-      while (i < n && !isSpace(text[i]!) && text[i] !== COMMA && text[i] !== CLOSE_OBJECT && text[i] !== CLOSE_ARRAY) i++;
+      for (let c = text[i]!; i < n && !isSpace(c) && c !== COMMA && c !== CLOSE_OBJECT && c !== CLOSE_ARRAY; c = text[++i]!);
     }
-    if (stack.length === 1 && valueStart !== -1) {
+    if (depth === 1 && valueStart !== -1) {
       members.push({ key: pendingKey, keyStart: pendingKeyStart, valueStart, valueEnd: i });
       valueStart = -1;
     }
@@ -133,18 +193,20 @@ export function scanJsonObject(text: Buffer): ObjectScan {
  * followed it; the last kept one is followed by the object's own closing bytes.
  */
 export function editJsonObject(text: Buffer, scan: ObjectScan, edits: { set?: Record<string, string>; remove?: readonly string[] }): Buffer {
-  const set = edits.set ?? {};
-  const remove = new Set(edits.remove ?? []);
   const { members } = scan;
   if (members.length === 0) return text;
-  const last = members[members.length - 1]!;
-  const kept = members.map((m, i) => ({ m, next: members[i + 1] })).filter(({ m }) => !remove.has(m.key));
+  const { set, remove } = edits;
   const parts: Buffer[] = [text.subarray(0, members[0]!.keyStart)];
-  kept.forEach(({ m, next }, i) => {
-    const value = Object.hasOwn(set, m.key) ? Buffer.from(set[m.key]!, 'utf8') : text.subarray(m.valueStart, m.valueEnd);
-    parts.push(text.subarray(m.keyStart, m.valueStart), value);
-    if (i < kept.length - 1) parts.push(text.subarray(m.valueEnd, next!.keyStart));
-  });
-  parts.push(text.subarray(last.valueEnd));
+  /** The last member kept so far, -1 before the first. */
+  let kept = -1;
+  for (let k = 0; k < members.length; k++) {
+    const m = members[k]!;
+    if (remove !== undefined && remove.includes(m.key)) continue;
+    if (kept !== -1) parts.push(text.subarray(members[kept]!.valueEnd, members[kept + 1]!.keyStart));
+    if (set !== undefined && Object.hasOwn(set, m.key)) parts.push(text.subarray(m.keyStart, m.valueStart), Buffer.from(set[m.key]!, 'utf8'));
+    else parts.push(text.subarray(m.keyStart, m.valueEnd));
+    kept = k;
+  }
+  parts.push(text.subarray(members[members.length - 1]!.valueEnd));
   return Buffer.concat(parts);
 }

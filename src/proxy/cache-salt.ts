@@ -1,5 +1,5 @@
 import { hkdfSync } from 'node:crypto';
-import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
+import { editJsonObject, scanJsonObject, type ObjectScan } from '../protocol/json-edit.ts';
 
 /** The request field vLLM reads to keep one tenant's prefix-cache entries from another's (docs/configuration.md). */
 export const CACHE_SALT_FIELD = 'cache_salt';
@@ -13,12 +13,27 @@ export function cacheSaltFor(callerSecret: Buffer): string {
   return Buffer.from(hkdfSync('sha256', callerSecret, '', 'sigil prefix cache salt', 32)).toString('base64url');
 }
 
+/** Salts already derived, by the SHA-256 of their key: one caller's salt is the same on every request (two HKDFs each otherwise). */
+const derived = new Map<string, string>();
+/** Only keys that authenticated are here; past this many (a keys file rewritten often), the map starts again. */
+const MAX_DERIVED = 4096;
+
+/** The caller's prefix-cache salt, derived on its key's first request. */
+export function cacheSaltOf(caller: { keyHash: string; secret: Buffer }): string {
+  let salt = derived.get(caller.keyHash);
+  if (salt === undefined) {
+    if (derived.size >= MAX_DERIVED) derived.clear();
+    salt = cacheSaltFor(caller.secret);
+    derived.set(caller.keyHash, salt);
+  }
+  return salt;
+}
+
 /**
  * The engine's body with `cache_salt` set to `salt`: a client's own value is replaced (a salt it could
- * choose is a salt it could share with another key), every other byte is kept.
+ * choose is a salt it could share with another key), every other byte is kept. `scan` is the body's, when already made.
  */
-export function withCacheSalt(body: Buffer, salt: string): Buffer {
-  const scan = scanJsonObject(body);
+export function withCacheSalt(body: Buffer, salt: string, scan: ObjectScan = scanJsonObject(body)): Buffer {
   const value = JSON.stringify(salt);
   if (scan.members.some((m) => m.key === CACHE_SALT_FIELD)) return editJsonObject(body, scan, { set: { [CACHE_SALT_FIELD]: value } });
   const last = scan.members.at(-1);

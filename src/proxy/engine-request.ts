@@ -68,7 +68,10 @@ function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHea
     const tracestate = validTracestate(client.tracestate);
     if (tracestate !== undefined) headers.tracestate = tracestate;
   }
-  return { ...headers, ...upstream.headers, 'content-type': 'application/json', 'content-length': String(body.length) };
+  Object.assign(headers, upstream.headers);
+  headers['content-type'] = 'application/json';
+  headers['content-length'] = String(body.length);
+  return headers;
 }
 
 /** Failures where the engine never got the request, so the next engine can be tried without running it twice. */

@@ -49,10 +49,23 @@ export interface SseRelayResult {
 const LF = 0x0a;
 const CR = 0x0d;
 const COLON = 0x3a;
-const DATA = Buffer.from('data:');
+const SPACE = 0x20;
 const RECEIPT_COMMENT = /^: ?receipt(?:[ \t]|$)/;
 const DONE_PAYLOAD = '[DONE]';
+const USAGE = Buffer.from('"usage"');
+const COMPLETED = Buffer.from('response.completed');
 const ignore = () => undefined;
+
+/** What became of one line. */
+const PASS = 0; // sent as it came, with its terminator
+const DROP = 1; // not sent
+const EDIT = 2; // `replacement` sent instead: the line edited, with its terminator
+const SUBSTITUTE = 3; // `replacement` sent instead of the line and its terminator
+
+/** Whether the line at `start` is a `data:` line. */
+function isDataLine(buf: Buffer, start: number, end: number): boolean {
+  return end - start >= 5 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === COLON;
+}
 
 /** Chat's and completions' usage object. */
 export function chatUsage(event: Record<string, unknown>): TokenUsage | undefined {
@@ -61,12 +74,6 @@ export function chatUsage(event: Record<string, unknown>): TokenUsage | undefine
   const { prompt_tokens, completion_tokens } = value as Record<string, unknown>;
   if (typeof prompt_tokens !== 'number' || typeof completion_tokens !== 'number') return undefined;
   return { prompt_tokens, completion_tokens };
-}
-
-/** The payload of a `data:` line (one optional space after the colon, as SSE says), or undefined. */
-function dataPayload(line: Buffer): Buffer | undefined {
-  if (line.length < 5 || line.compare(DATA, 0, 5, 0, 5) !== 0) return undefined;
-  return line.subarray(line[5] === 0x20 ? 6 : 5);
 }
 
 /**
@@ -102,22 +109,34 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   let usage: TokenUsage | undefined;
   let dropped = 0;
 
-  /** Reads what Sigil needs of one data payload; returns the bytes to send (edited when renaming). */
-  const onData = (line: Buffer, payload: Buffer): Buffer => {
-    if (payload.length === DONE_PAYLOAD.length && payload.toString('latin1') === DONE_PAYLOAD) {
+  /** The bytes handleLine sends instead of a line, when it returns EDIT or SUBSTITUTE. */
+  let replacement: Buffer = Buffer.alloc(0);
+  /**
+   * False while relaying lines of a chunk that holds neither `"usage"` nor (for the event rule) `response.completed`:
+   * none of its lines can carry what an unparsed event may hold.
+   */
+  let mayMatter = true;
+
+  /** Reads what Sigil needs of one data line (its payload from `payloadStart`); EDIT when renaming changed it. */
+  const onData = (buf: Buffer, start: number, payloadStart: number, end: number, eolEnd: number): number => {
+    if (end - payloadStart === DONE_PAYLOAD.length && buf.toString('latin1', payloadStart, end) === DONE_PAYLOAD) {
       if (completion === 'done') state = 'closing';
-      return line;
+      return PASS;
     }
     const wantId = forReceipt && completionId === undefined;
     // Only events that can matter are parsed: the first (its id), those with usage, or all when renaming.
-    if (modelJson === undefined && !wantId && !payload.includes('"usage"') && !(completion === 'event' && payload.includes('response.completed'))) return line;
+    if (modelJson === undefined && !wantId) {
+      if (!mayMatter) return PASS;
+      const payload = buf.subarray(payloadStart, end);
+      if (!payload.includes(USAGE) && !(completion === 'event' && payload.includes(COMPLETED))) return PASS;
+    }
     let event: unknown;
     try {
-      event = JSON.parse(payload.toString('utf8'));
+      event = JSON.parse(buf.toString('utf8', payloadStart, end));
     } catch {
-      return line;
+      return PASS;
     }
-    if (event === null || typeof event !== 'object' || Array.isArray(event)) return line;
+    if (event === null || typeof event !== 'object' || Array.isArray(event)) return PASS;
     const record = event as Record<string, unknown>;
     const nested =
       completion === 'event' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
@@ -126,10 +145,42 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     const u = readUsage(record) ?? (nested === undefined ? undefined : readUsage(nested));
     if (u !== undefined) usage = u;
     if (completion === 'event' && (record.type === 'response.completed' || lastEventType === 'response.completed')) state = 'closing';
-    if (modelJson === undefined || !('model' in record)) return line;
+    if (modelJson === undefined || !('model' in record)) return PASS;
+    const payload = buf.subarray(payloadStart, end);
     const scan = scanJsonObject(payload);
-    if (scan.duplicate !== undefined) return line;
-    return Buffer.concat([line.subarray(0, line.length - payload.length), editJsonObject(payload, scan, { set: { model: modelJson } })]);
+    if (scan.duplicate !== undefined) return PASS;
+    replacement = Buffer.concat([buf.subarray(start, payloadStart), editJsonObject(payload, scan, { set: { model: modelJson } }), buf.subarray(end, eolEnd)]);
+    return EDIT;
+  };
+
+  /** Handles one complete line, `buf` from `start` to `end`, its terminator to `eolEnd` (none at the very end of a stream). */
+  const handleLine = (buf: Buffer, start: number, end: number, eolEnd: number): number => {
+    if (state === 'closed') return DROP;
+    if (state === 'closing') {
+      // The blank line after the completing line; anything else is the engine going on past the end.
+      state = 'closed';
+      if (end === start) return PASS;
+      replacement = closingEol;
+      return SUBSTITUTE;
+    }
+    if (end === start) {
+      eventBytes = 0;
+      return PASS;
+    }
+    if (buf[start] === COLON && RECEIPT_COMMENT.test(buf.toString('latin1', start, Math.min(end, start + 16)))) {
+      dropped++;
+      return DROP;
+    }
+    if (isDataLine(buf, start, end)) {
+      const action = onData(buf, start, start + 5 < end && buf[start + 5] === SPACE ? start + 6 : start + 5, end, eolEnd);
+      // onData may have moved the state on (TypeScript cannot see that through the call).
+      if ((state as string) === 'closing') closingEol = eolEnd === end ? Buffer.from('\n\n') : buf.subarray(end, eolEnd);
+      return action;
+    }
+    if (completion === 'event' && buf.toString('latin1', start, Math.min(end, start + 6)) === 'event:') {
+      lastEventType = buf.toString('utf8', start + 6 < end && buf[start + 6] === SPACE ? start + 7 : start + 6, end).trim();
+    }
+    return PASS;
   };
 
   return new Promise((resolve) => {
@@ -163,58 +214,60 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     const tooLarge = () =>
       fail(new HttpError('upstream_bad_response', `The engine sent a stream event larger than ${maxEventBytes} bytes (limits.max_sse_event_bytes).`));
 
-    /** Handles one complete line with its terminator, adding what to send to `out`; true when its terminator was sent as is. */
-    const handleLine = (line: Buffer, eol: Buffer, out: Buffer[]): boolean => {
-      if (state === 'closed') return false;
-      if (state === 'closing') {
-        // The blank line after the completing line; anything else is the engine going on past the end.
-        state = 'closed';
-        out.push(line.length === 0 ? eol : closingEol);
-        return line.length === 0;
-      }
-      if (line.length === 0) {
-        eventBytes = 0;
-        out.push(eol);
-        return true;
-      }
-      if (line[0] === COLON && RECEIPT_COMMENT.test(line.toString('latin1', 0, Math.min(line.length, 16)))) {
-        dropped++;
-        return false;
-      }
-      const payload = dataPayload(line);
-      if (payload !== undefined) {
-        out.push(onData(line, payload), eol);
-        // onData may have moved the state on (TypeScript cannot see that through the call).
-        if ((state as string) === 'closing') closingEol = eol.length === 0 ? Buffer.from('\n\n') : eol;
-        return true;
-      }
-      if (completion === 'event' && line.toString('latin1', 0, 6) === 'event:') lastEventType = line.toString('utf8', line[6] === 0x20 ? 7 : 6).trim();
-      out.push(line, eol);
-      return true;
-    };
-
+    /**
+     * Relays a chunk's complete lines. Lines sent as they came are sent as the chunk's own bytes (the
+     * whole chunk when nothing changed, the usual case); only edits, drops and lines begun in an earlier
+     * chunk make a new buffer.
+     */
     const onChunk = (chunk: Buffer) => {
-      const out: Buffer[] = [];
+      let out: Buffer[] | undefined;
+      /** The bytes of this chunk sent as they came and not yet in `out`. */
+      let runStart = 0;
+      let runEnd = 0;
       let start = 0;
       if (afterCr && chunk[0] === LF) {
         // The second half of a CRLF whose CR ended the previous chunk and was sent: the same bytes, no new line.
-        out.push(chunk.subarray(0, 1));
-        start = 1;
+        runEnd = start = 1;
       }
       afterCr = false;
+      const chunkMayMatter = chunk.includes(USAGE) || (completion === 'event' && chunk.includes(COMPLETED));
+      mayMatter = chunkMayMatter;
       let nextLf = chunk.indexOf(LF, start);
       let nextCr = chunk.indexOf(CR, start);
       while (!settled && (nextLf !== -1 || nextCr !== -1)) {
         const at = nextCr === -1 ? nextLf : nextLf === -1 ? nextCr : Math.min(nextLf, nextCr);
         const crlf = chunk[at] === CR && chunk[at + 1] === LF;
         const eolEnd = at + (crlf ? 2 : 1);
-        const piece = chunk.subarray(start, at);
-        const line = pendingLength === 0 ? piece : Buffer.concat([...pending, piece], pendingLength + piece.length);
-        pending = [];
-        pendingLength = 0;
-        eventBytes += line.length + (eolEnd - at);
+        eventBytes += pendingLength + eolEnd - start;
         if (eventBytes > maxEventBytes) return tooLarge();
-        const sentEol = handleLine(line, chunk.subarray(at, eolEnd), out);
+        let action: number;
+        /** The line's own terminator went out (a CR ending this chunk then pairs with an LF starting the next). */
+        let sentEol: boolean;
+        if (pendingLength === 0) {
+          action = handleLine(chunk, start, at, eolEnd);
+          sentEol = action === PASS || action === EDIT;
+        } else {
+          // A line begun in an earlier chunk: joined with its terminator, and sent (if it is) as that new buffer.
+          const line = Buffer.concat([...pending, chunk.subarray(start, eolEnd)], pendingLength + eolEnd - start);
+          pending = [];
+          pendingLength = 0;
+          mayMatter = true;
+          action = handleLine(line, 0, line.length - (eolEnd - at), line.length);
+          sentEol = action === PASS || action === EDIT;
+          if (action === PASS) {
+            action = SUBSTITUTE;
+            replacement = line;
+          }
+          mayMatter = chunkMayMatter;
+        }
+        if (action === PASS) {
+          runEnd = eolEnd;
+        } else {
+          out ??= [];
+          if (runEnd > runStart) out.push(chunk.subarray(runStart, runEnd));
+          if (action !== DROP && replacement.length > 0) out.push(replacement);
+          runStart = runEnd = eolEnd;
+        }
         if (sentEol && chunk[at] === CR && !crlf && at === chunk.length - 1) afterCr = true;
         start = eolEnd;
         if (nextLf !== -1 && nextLf < start) nextLf = chunk.indexOf(LF, start);
@@ -226,9 +279,15 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         pendingLength += chunk.length - start;
         if (eventBytes + pendingLength > maxEventBytes) return tooLarge();
       }
-      if (out.length === 0) return;
-      const bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
-      if (bytes.length === 0) return;
+      let bytes: Buffer;
+      if (out === undefined) {
+        if (runEnd === runStart) return;
+        bytes = runEnd - runStart === chunk.length ? chunk : chunk.subarray(runStart, runEnd);
+      } else {
+        if (runEnd > runStart) out.push(chunk.subarray(runStart, runEnd));
+        if (out.length === 0) return;
+        bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
+      }
       hash?.update(bytes);
       if (!sink.write(bytes)) source.pause();
     };
@@ -241,7 +300,10 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         const line = Buffer.concat(pending, pendingLength);
         pending = [];
         pendingLength = 0;
-        handleLine(line, Buffer.alloc(0), out);
+        mayMatter = true;
+        const action = handleLine(line, 0, line.length, line.length);
+        if (action === PASS) out.push(line);
+        else if (action !== DROP) out.push(replacement);
       }
       // An engine that ends right after the completing line still gives a well-formed last event.
       if (state === 'closing') {

@@ -2,22 +2,40 @@ import { sign } from 'node:crypto';
 import type { SigningKey } from './signing-key.ts';
 import type { ReceiptClaims } from './claims.ts';
 
-export type SignReceipt = (claims: ReceiptClaims) => string;
+/** Signs a receipt on libuv's thread pool: the event loop relays other requests while OpenSSL works. */
+export type SignReceipt = (claims: ReceiptClaims) => Promise<string>;
 
-/**
- * Compact ES256 JWS over JSON claims under `typ`. node:crypto signs synchronously on the hot path; the
- * protected header never changes for a key, so it is encoded once.
- */
-export function createJwsSigner<Claims>(key: SigningKey, typ: string): (claims: Claims) => string {
+/** ES256 as JWS wants it: SHA-256, and r and s as two 32-byte integers (IEEE P1363), not DER. */
+const DIGEST = 'sha256';
+
+/** `header.payload` of a compact JWS: the protected header never changes for a key, so it is encoded once. */
+function signingInputOf<Claims>(key: SigningKey, typ: string): (claims: Claims) => string {
   const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ, kid: key.kid })).toString('base64url');
-  const { privateKey } = key;
+  return (claims) => `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+}
+
+/** Compact ES256 JWS over JSON claims under `typ`, signed on the calling thread (for the rare signed nonce). */
+export function createJwsSigner<Claims>(key: SigningKey, typ: string): (claims: Claims) => string {
+  const signingInput = signingInputOf<Claims>(key, typ);
+  const options = { key: key.privateKey, dsaEncoding: 'ieee-p1363' } as const;
   return (claims) => {
-    const signingInput = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
-    const signature = sign('sha256', Buffer.from(signingInput), { key: privateKey, dsaEncoding: 'ieee-p1363' });
-    return `${signingInput}.${signature.toString('base64url')}`;
+    const input = signingInput(claims);
+    return `${input}.${sign(DIGEST, Buffer.from(input), options).toString('base64url')}`;
+  };
+}
+
+/** The same JWS, its signature made on libuv's thread pool (node:crypto's `sign` with a callback). */
+export function createAsyncJwsSigner<Claims>(key: SigningKey, typ: string): (claims: Claims) => Promise<string> {
+  const signingInput = signingInputOf<Claims>(key, typ);
+  const options = { key: key.privateKey, dsaEncoding: 'ieee-p1363' } as const;
+  return (claims) => {
+    const input = signingInput(claims);
+    return new Promise((resolve, reject) => {
+      sign(DIGEST, Buffer.from(input), options, (err, signature) => (err ? reject(err) : resolve(`${input}.${signature.toString('base64url')}`)));
+    });
   };
 }
 
 export function createReceiptSigner(key: SigningKey): SignReceipt {
-  return createJwsSigner<ReceiptClaims>(key, 'JWT');
+  return createAsyncJwsSigner<ReceiptClaims>(key, 'JWT');
 }

@@ -100,12 +100,17 @@ export class PrimaryReceiptStore implements ReceiptStore {
   }
 
   put(receiptId: string, owner: ReceiptOwner, jws: string): Promise<void> {
-    return this.#channel.call({ op: 'receipts.put', receiptId, owner, jws });
+    return this.#channel.call({ op: 'receipts.put', receiptId, owner: ownerTo(owner), jws });
   }
 
   get(receiptId: string, owner: ReceiptOwner): Promise<string | undefined> {
-    return this.#channel.call({ op: 'receipts.get', receiptId, owner });
+    return this.#channel.call({ op: 'receipts.get', receiptId, owner: ownerTo(owner) });
   }
+}
+
+/** The owner as plain data for IPC: a caller derives its secret on first read (src/auth/bearer.ts), which a clone would not do. */
+function ownerTo(owner: ReceiptOwner): ReceiptOwner {
+  return { keyHash: owner.keyHash, secret: owner.secret };
 }
 
 /** IPC's structured clone turns a Buffer into a Uint8Array: the owner's secret is made a Buffer again. */

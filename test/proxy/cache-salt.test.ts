@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
+import { scanJsonObject } from '../../src/protocol/json-edit.ts';
+import { cacheSaltFor, cacheSaltOf, withCacheSalt } from '../../src/proxy/cache-salt.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -72,5 +74,21 @@ describe('the prefix-cache salt', () => {
       ((await (await fetch(`${s.url}/v1/verify/policy`)).json()) as { upstreams: Array<{ cache_salt: boolean }> }).upstreams;
     expect((await upstreamsOf(salted))[0]!.cache_salt).toBe(true);
     expect((await upstreamsOf(plain))[0]!.cache_salt).toBe(false);
+  });
+});
+
+describe('cacheSaltOf and withCacheSalt', () => {
+  it("give the salt HKDF derives from the caller's secret, and the same bytes whether the body's scan is passed or made", () => {
+    const caller = { keyHash: 'ab'.repeat(32), secret: Buffer.alloc(32, 7) };
+    expect(cacheSaltOf(caller)).toBe(cacheSaltFor(caller.secret));
+    expect(cacheSaltOf({ ...caller, secret: Buffer.alloc(32, 7) })).toBe(cacheSaltFor(caller.secret));
+    expect(cacheSaltOf({ keyHash: 'cd'.repeat(32), secret: Buffer.alloc(32, 8) })).not.toBe(cacheSaltFor(caller.secret));
+    for (const text of ['{"model":"m", "cache_salt":"mine" ,"n":1e999}', '{ "model" : "m" }', '{ }']) {
+      const body = Buffer.from(text);
+      expect(withCacheSalt(body, 'salt', scanJsonObject(body)).toString()).toBe(withCacheSalt(body, 'salt').toString());
+    }
+    expect(withCacheSalt(Buffer.from('{"model":"m", "cache_salt":"mine" ,"n":1e999}'), 'salt').toString()).toBe(
+      '{"model":"m", "cache_salt":"salt" ,"n":1e999}',
+    );
   });
 });

@@ -39,7 +39,7 @@ export interface Exchange {
   /** The response has closed (the client may leave at any step). */
   closed: boolean;
   /** The model receipt, once signed (sign.ts). */
-  modelReceipt: string | undefined;
+  modelReceipt: Promise<string> | undefined;
 
   /** read: the request body (opened, when it came sealed). */
   raw: Buffer | undefined;

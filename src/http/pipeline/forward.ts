@@ -1,5 +1,5 @@
 import { engineErrorToHttp, postToEngines, readEngineBody } from '../../proxy/engine-request.ts';
-import { cacheSaltFor, withCacheSalt } from '../../proxy/cache-salt.ts';
+import { cacheSaltOf, withCacheSalt } from '../../proxy/cache-salt.ts';
 import type { Upstream } from '../../proxy/upstream.ts';
 import type { ForwardedExchange, ValidExchange } from './exchange.ts';
 
@@ -18,7 +18,9 @@ export async function forward(x: ValidExchange): Promise<ForwardedExchange> {
   const unsalted = x.forwarded;
   let salted: Buffer | undefined;
   const bodyFor = (u: Upstream) =>
-    u.cacheSalt && SALTED_ENDPOINTS.has(x.endpoint.kind) ? (salted ??= withCacheSalt(unsalted, cacheSaltFor(x.caller.secret))) : unsalted;
+    u.cacheSalt && SALTED_ENDPOINTS.has(x.endpoint.kind)
+      ? (salted ??= withCacheSalt(unsalted, cacheSaltOf(x.caller), unsalted === x.raw ? x.chat.scan : undefined))
+      : unsalted;
   const { response: engine, upstream, body } = await postToEngines(x.candidates, x.endpoint.enginePath, bodyFor, x.req.headers, x.abort);
   x.forwarded = body;
   x.log.upstream = upstream.name;

@@ -21,7 +21,7 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
     'x-accel-buffering': 'no',
   };
   if (x.receipt.wanted && !x.sealed) {
-    headers[ctx.headers.receipt] = modelReceipt(x);
+    headers[ctx.headers.receipt] = await modelReceipt(x);
     headers[ctx.headers.receiptId] = x.receiptId;
   }
   res.writeHead(200, headers);

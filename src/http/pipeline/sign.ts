@@ -9,10 +9,14 @@ export const sha256 = (bytes: Buffer): string => 'sha256:' + createHash('sha256'
  * Sign, the model receipt: signed once per exchange, before generation when a stream was asked for
  * (docs/receipts.md#the-two-receipts-and-where-they-travel), else only if the engine streams anyway.
  */
-export function modelReceipt(x: ValidExchange): string {
-  return (x.modelReceipt ??= x.ctx.signReceipt(
+export function modelReceipt(x: ValidExchange): Promise<string> {
+  if (x.modelReceipt !== undefined) return x.modelReceipt;
+  const jws = x.ctx.signReceipt(
     modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
-  ));
+  );
+  // Signed while the engine starts: a failure surfaces where it is awaited, and is not left unhandled when the engine fails first.
+  jws.catch(() => undefined);
+  return (x.modelReceipt = jws);
 }
 
 /** Whether the model receipt is signed before the engine is asked: a clear stream with receipts (sealed, no clear header may carry it). */
@@ -26,7 +30,7 @@ export function modelReceiptFirst(x: ValidExchange): boolean {
  * GET /v1/receipts/{id} before it is sent.
  */
 export async function messageReceipt(x: ValidExchange, completionId: string, responseHash: string): Promise<string> {
-  const jws = x.ctx.signReceipt(
+  const jws = await x.ctx.signReceipt(
     messageReceiptClaims(x.ctx.receiptContext, {
       receiptId: x.receiptId,
       model: x.selected,
