@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
@@ -416,12 +417,15 @@ export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics): Si
 }
 
 export function newAppState(ctx: AppContext): AppState {
+  const streamsCut = new AbortController();
+  // Every open stream listens for the cut (and stops listening when it ends): many at once is the design, not a leak.
+  setMaxListeners(0, streamsCut.signal);
   return {
     ctx,
     inFlight: new InFlightRequests(),
     draining: false,
     buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes),
-    streamsCut: new AbortController(),
+    streamsCut,
   };
 }
 

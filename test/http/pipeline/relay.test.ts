@@ -53,3 +53,22 @@ describe('the relay step', () => {
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
   });
 });
+
+describe('the relay step with many streams at once', () => {
+  it("relays 24 concurrent streams whole without Node's listener-leak warning (each open stream listens for the shutdown cut)", async () => {
+    served.engine.reply = 'a b c';
+    served.engine.behaviour = { chunkDelayMs: 20 };
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const texts = await Promise.all(Array.from({ length: 24 }, async () => (await post('m', true)).text()));
+      expect(texts.filter((t) => t.endsWith('data: [DONE]\n\n')).length).toBe(24);
+      // A warning is emitted on the next tick after the listener that crossed the limit was added.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).not.toContain('MaxListenersExceededWarning');
+  });
+});
