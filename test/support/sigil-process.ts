@@ -40,7 +40,11 @@ export async function startSigilProcess(engineBaseUrl: string, config: Record<st
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const logs: Array<Record<string, unknown>> = [];
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('sigil did not start')), 60_000);
+    const timer = setTimeout(() => {
+      // A process that missed its start must not outlive the test (with workers, SIGTERM reaches them through the primary).
+      child.kill('SIGTERM');
+      reject(new Error('sigil did not start'));
+    }, 60_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const entry = JSON.parse(line) as Record<string, unknown>;
       logs.push(entry);
