@@ -89,7 +89,13 @@ beforeAll(async () => {
   sigil = await startTestSigil({
     upstreams: { e: { url: engine.baseUrl } },
     models: [{ id: 'm1' }],
-    config: { attestation: { provider: 'none' }, ehbp: { enabled: false }, log: { level: 'silent' } },
+    config: {
+      attestation: { provider: 'none' },
+      ehbp: { enabled: false },
+      log: { level: 'silent' },
+      // Every test asks for a fresh attestation from this one address, faster than the default allowance refills (10, then 5 a second).
+      limits: { fresh_attestation_burst: 1000 },
+    },
   });
   proxy = await startForgingProxy(sigil.url);
 });
