@@ -19,6 +19,10 @@ afterAll(async () => {
   await engine.close();
 });
 
+const until = async (done: () => boolean) => {
+  while (!done()) await new Promise((r) => setTimeout(r, 20));
+};
+
 const freshNonce = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex');
 
 describe('fresh attestation under an anonymous flood', () => {
@@ -29,6 +33,7 @@ describe('fresh attestation under an anonymous flood', () => {
     const statuses = { report: [] as number[], signature: [] as number[] };
     let flooding = true;
     let sent = 0;
+    const floodStarted = performance.now();
     const flood = (async () => {
       while (flooding) {
         const tick = Date.now();
@@ -42,11 +47,11 @@ describe('fresh attestation under an anonymous flood', () => {
     })();
     let results: PromiseSettledResult<Awaited<ReturnType<typeof createAttestedFetch>>>[] = [];
     try {
-      // Let the flood drain the address's hardware-report allowance first.
-      await new Promise((r) => setTimeout(r, 1500));
+      // Let the flood drain the address's hardware-report allowance first: its first 429.
+      await until(() => statuses.report.includes(429));
       results = await Promise.allSettled(Array.from({ length: 10 }, () => createAttestedFetch({ baseURL: `${sigil.url}/v1`, allowNoTee: true })));
-      // The flood goes on a while after, as floods do: three seconds in all.
-      await new Promise((r) => setTimeout(r, 1500));
+      // The flood goes on a while after, as floods do, until more than 30 of its hardware reports were refused.
+      await until(() => statuses.report.filter((s) => s === 429).length > 30);
     } finally {
       flooding = false;
       await flood;
@@ -60,9 +65,11 @@ describe('fresh attestation under an anonymous flood', () => {
       expect(signed === undefined ? 'absent' : checkMark(signed)).toBe('PASS');
       await r.value.close();
     }
-    // The flood's hardware reports were limited (their allowance, then 429); its signed nonces all answered.
-    expect(statuses.report.length + statuses.signature.length).toBeGreaterThan(120);
-    expect(statuses.report.filter((s) => s === 429).length).toBeGreaterThan(30);
+    // The flood's hardware reports got no more than their allowance (10 at once, then 5 a second), the rest 429;
+    // its signed nonces all answered. Counted, not timed: a loaded machine slows the flood, not the verdict.
+    const seconds = (performance.now() - floodStarted) / 1000;
+    expect(statuses.report.filter((s) => s === 200).length).toBeLessThanOrEqual(10 + Math.ceil(5 * seconds));
+    expect(statuses.report.every((s) => s === 200 || s === 429)).toBe(true);
     expect(statuses.signature.every((s) => s === 200)).toBe(true);
   });
 });
