@@ -11,7 +11,7 @@
 import { spawnSync } from 'node:child_process';
 import { fork, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { HoldJob, LoadJob, LoadResult, Target, WorkerMessage } from './load-client.ts';
@@ -30,6 +30,7 @@ import {
   type Peer,
   type PeerName,
 } from './peers.ts';
+import { describeMachine, sigilCommit } from './machine.ts';
 import { cpuMicros, hasTaskset, killAllStarted, pin, rssMb, runBenchmark, stopChild } from './processes.ts';
 import { renderProfile, topSelfTime } from './profile.ts';
 import { measureReceiptCost } from './receipt-cost.ts';
@@ -244,17 +245,6 @@ async function memoryTest(worker: LoadWorker, peer: Peer): Promise<MemorySample>
   };
   if (result.firstProblem !== undefined) sample.problem = result.firstProblem;
   return sample;
-}
-
-function describeMachine(): string {
-  const cpu = cpus();
-  return `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}`;
-}
-
-function sigilCommit(): string {
-  const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() || 'unknown';
-  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '';
-  return dirty ? `${head} (+ uncommitted changes in src/)` : head;
 }
 
 function updateReadme(markdown: string): void {

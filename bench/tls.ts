@@ -16,19 +16,21 @@
  * Sigil runs the compiled bin/sigil.js: `npm run build` first. Everything listens on 127.0.0.1, every
  * load is bounded in time, and the run stops by itself.
  */
-import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TLS_1_2_CIPHERS, TLS_1_3_CIPHERSUITES } from '../src/tls/hardening.ts';
 import type { LoadJob, LoadResult, Target, WorkerMessage } from './load-client.ts';
 import { LOAD_CORE, nginxVersion, pinnedProcess, ROOT, startEngine, startNodeHttpProxy, writeSigilConfig, type Engine, type NamedPeer } from './peers.ts';
-import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, rssMb, runBenchmark, spawnLogged, stopChild } from './processes.ts';
+import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, rssMb, runBenchmark, spawnLogged, stopChild } from './processes.ts';
 import { spread, type Spread } from './stats.ts';
 import type { HandshakeJob, HandshakeMessage, HandshakeResult } from './tls-handshake.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 import { makeCredentials, SERVERNAME, type Credentials } from './credentials.ts';
+import { ForkedWorker } from './forked-worker.ts';
+import { describeMachine, sigilCommit } from './machine.ts';
 
 type TlsPeerName = 'node-https' | 'nginx' | 'sigil' | 'sigil-receipts' | 'node-http' | 'sigil-plain';
 const ALL_PEERS: TlsPeerName[] = ['node-https', 'nginx', 'sigil', 'sigil-receipts', 'node-http', 'sigil-plain'];
@@ -177,37 +179,8 @@ function startPeer(name: TlsPeerName, dir: string, engine: Engine, creds: Creden
 // ---------------------------------------------------------------------------------------------------------------
 // Load processes (both on the load core, one active at a time)
 
-class Worker<J, R> {
-  readonly child: ChildProcess;
-  constructor(file: string) {
-    this.child = fork(join(ROOT, 'bench', file), [], { execArgv: TSX, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    if (this.child.pid !== undefined) pin(this.child.pid, LOAD_CORE);
-  }
-
-  run(job: J): Promise<R> {
-    return new Promise((resolve, reject) => {
-      const onMessage = (m: { type: string; result?: R; message?: string }) => {
-        if (m.type === 'opened') return;
-        this.child.off('message', onMessage);
-        if (m.type === 'result') resolve(m.result!);
-        else reject(new Error(m.message));
-      };
-      this.child.on('message', onMessage);
-      this.child.send(job as object);
-    });
-  }
-
-  cpu(): number {
-    return this.child.pid === undefined ? 0 : cpuMicros([this.child.pid]);
-  }
-
-  stop(): Promise<void> {
-    return stopChild(this.child);
-  }
-}
-
-type LoadWorker = Worker<LoadJob, LoadResult>;
-type HandshakeWorker = Worker<HandshakeJob, HandshakeResult>;
+type LoadWorker = ForkedWorker<LoadJob, LoadResult>;
+type HandshakeWorker = ForkedWorker<HandshakeJob, HandshakeResult>;
 // Keep the message types in use: the workers answer with these shapes.
 export type { HandshakeMessage, WorkerMessage };
 
@@ -628,12 +601,6 @@ function updateReadme(markdown: string): void {
   writeFileSync(file, text.slice(0, a + start.length) + '\n' + markdown + text.slice(b));
 }
 
-function sigilCommit(): string {
-  const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() || 'unknown';
-  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '';
-  return dirty ? `${head} (+ uncommitted changes in src/)` : head;
-}
-
 function ensureTools(): void {
   const missing = [wrkVersion() === undefined ? 'wrk' : '', nginxVersion() === undefined ? 'nginx' : ''].filter(Boolean);
   if (missing.length === 0 || args['no-install'] || process.getuid?.() !== 0) return;
@@ -666,8 +633,8 @@ async function main(): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sigil-bench-tls-'));
   const creds = makeCredentials(dir);
   const engine = await startEngine(dir, plan.chunkMs, 0);
-  const loadWorker: LoadWorker = new Worker<LoadJob, LoadResult>('load-client.ts');
-  const hsWorker: HandshakeWorker = new Worker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
+  const loadWorker: LoadWorker = new ForkedWorker<LoadJob, LoadResult>('load-client.ts');
+  const hsWorker: HandshakeWorker = new ForkedWorker<HandshakeJob, HandshakeResult>('tls-handshake.ts');
   const live: TlsPeer[] = [];
   try {
     const wanted = (args.peers === undefined ? ALL_PEERS : (args.peers.split(',') as TlsPeerName[]).filter((p) => ALL_PEERS.includes(p))).filter(
@@ -770,12 +737,11 @@ async function main(): Promise<number> {
     if (nv) tools.nginx = nv;
     const wv = wrkVersion();
     tools[wv ? 'wrk' : 'autocannon'] = wv ?? 'from npm';
-    const cpu = cpus();
     const meta: Meta = {
       date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC',
       command: `npx tsx bench/tls.ts${process.argv.slice(2).length > 0 ? ' ' + process.argv.slice(2).join(' ') : ''}`,
       mode: quick ? '--quick' : 'full',
-      machine: `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}`,
+      machine: describeMachine(),
       node: process.version,
       tools,
       commit: sigilCommit(),
