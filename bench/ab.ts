@@ -21,8 +21,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Agent, request } from 'undici';
-import { fetchServerIdentity, sealRequest, type SealedRequest } from './ehbp-client.ts';
+import { Agent } from 'undici';
+import { fetchServerIdentity, sealBatch, sendBackToBack } from './ehbp-client.ts';
 import type { LoadResult, Target } from './load-client.ts';
 import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
 import { cpuMicros, freePort, hasTaskset, killAllStarted, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
@@ -127,30 +127,15 @@ const stream = JSON.stringify({ model: 'bench-model', messages: prompt, max_toke
 const useWrk = wrkVersion() !== undefined;
 const agent = new Agent({ connections: EHBP_CONCURRENCY * 2 });
 
-/** Sealed requests made ahead of the timed phase (each is single use: a fresh HPKE context per request). */
-async function sealBatch(target: Target, count: number): Promise<SealedRequest[]> {
-  const base = `http://${target.host}:${target.port}`;
-  const identity = await fetchServerIdentity(base, agent);
-  return Promise.all(Array.from({ length: count }, () => sealRequest(identity, `${base}${target.path}`, target.headers, json)));
-}
-
 async function ehbpLoad(target: Target, s: number): Promise<{ units: number; perSecond: number }> {
-  const url = `http://${target.host}:${target.port}${target.path}`;
-  const sealed = await sealBatch(target, Math.max(200, Math.round(s * 600)));
-  let next = 0;
-  const t0 = performance.now();
-  const deadline = t0 + s * 1000;
-  await Promise.all(
-    Array.from({ length: EHBP_CONCURRENCY }, async () => {
-      while (performance.now() < deadline && next < sealed.length) {
-        const one = sealed[next++]!;
-        const response = await request(url, { method: 'POST', headers: one.headers, body: one.body, dispatcher: agent });
-        await response.body.arrayBuffer();
-        if (response.statusCode !== 200) throw new Error(`EHBP request answered ${response.statusCode}`);
-      }
-    }),
-  );
-  return { units: next, perSecond: next / ((performance.now() - t0) / 1000) };
+  const base = `http://${target.host}:${target.port}`;
+  const url = `${base}${target.path}`;
+  const sealed = await sealBatch(await fetchServerIdentity(base, agent), url, target.headers, json, Math.max(200, Math.round(s * 600)));
+  const sent = await sendBackToBack(url, sealed, EHBP_CONCURRENCY, s, agent, async (response) => {
+    await response.body.arrayBuffer();
+    if (response.statusCode !== 200) throw new Error(`EHBP request answered ${response.statusCode}`);
+  });
+  return { units: sent.sent, perSecond: sent.sent / sent.seconds };
 }
 
 pin(process.pid, LOAD_CORE);

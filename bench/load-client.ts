@@ -70,7 +70,7 @@ interface StreamCheck {
 }
 
 /** Tracks one stream's events: role, t1..tN in order, finish, [DONE]; anything else is a problem. */
-class StreamReader {
+export class StreamReader {
   #pending = '';
   #expect = 0; // 0: role, 1..N: content k, N+1: finish, N+2: [DONE], N+3: done
   #problem: string | undefined;
