@@ -28,7 +28,8 @@ export function sealBatch(identity: Identity, url: string, headers: Record<strin
 
 /**
  * Sends prepared requests back to back from `concurrency` loops until `seconds` have passed or none is
- * left; `read` takes each answer whole. Returns how many were sent and the time it took.
+ * left; `read` takes each answer whole. A request that fails throws, unless `failed` is given: then it
+ * is passed there and its loop goes on. Returns how many were sent and the time it took.
  */
 export async function sendBackToBack(
   url: string,
@@ -37,6 +38,7 @@ export async function sendBackToBack(
   seconds: number,
   dispatcher: Dispatcher,
   read: (response: Dispatcher.ResponseData, sent: SealedRequest) => Promise<void>,
+  failed?: (err: Error) => void,
 ): Promise<{ sent: number; seconds: number }> {
   let next = 0;
   const t0 = performance.now();
@@ -45,7 +47,9 @@ export async function sendBackToBack(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < deadline && next < prepared.length) {
         const one = prepared[next++]!;
-        await read(await request(url, { method: 'POST', headers: one.headers, body: one.body, dispatcher }), one);
+        const sending = request(url, { method: 'POST', headers: one.headers, body: one.body, dispatcher });
+        if (failed === undefined) await read(await sending, one);
+        else await sending.then((response) => read(response, one), failed);
       }
     }),
   );
