@@ -399,7 +399,13 @@ function render(
       );
     }
   }
-  out.push('', '| target | measured | holds |', '|---|---|---|');
+  out.push(
+    '',
+    'Measured: the median of the per-round ratios, to three decimals (the figure the verdict is taken on), with their min–max. A row whose streams broke or whose requests failed, in it or in its floor, is not a yes.',
+    '',
+    '| target | measured | holds |',
+    '|---|---|---|',
+  );
   for (const rule of RULES) {
     const scenario = SCENARIOS.find((s) => s.id === rule.scenario)!;
     const r = spread(ratios(samples, scenario, rule.variant, rule.metric));
@@ -407,7 +413,7 @@ function render(
     const why = broken(samples, scenario, rule.variant);
     const verdict = why !== undefined ? `**no**: ${why}` : Number.isNaN(r.median) ? '**no**: not measured' : meets ? 'yes' : '**no**';
     out.push(
-      `| ${rule.what} ${rule.metric === 'cpu' ? '≤' : '≥'} ${rule.bound}× ${LABELS[scenario.floor]}, ${scenario.label} | ${fmt(r.median, 2)}× (${fmt(r.min, 2)}–${fmt(r.max, 2)}) | ${verdict} |`,
+      `| ${rule.what} ${rule.metric === 'cpu' ? '≤' : '≥'} ${rule.bound}× ${LABELS[scenario.floor]}, ${scenario.label} | ${fmt(r.median, 3)}× (${fmt(r.min, 2)}–${fmt(r.max, 2)}) | ${verdict} |`,
     );
   }
   out.push(
