@@ -26,7 +26,7 @@
  * Opening every sealed stream costs the client more than the proxy, so the EHBP streams' rate is the
  * client's (see their units/s and proxy busy); CPU per event is still the proxy's own.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -201,6 +201,21 @@ async function jsonBackToBack(proxy: Proxy, sealed: boolean, s: number, start: (
   return { units, seconds: sent.seconds, perSecond: units / sent.seconds, errors, ...(problem === undefined ? {} : { problem }) };
 }
 
+/** A proxy that died mid-run would turn every later phase into connection errors: stop there, with the end of its log. */
+function assertRunning(dir: string, proxy: Proxy): void {
+  for (const pid of proxy.pids()) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      const tail = readFileSync(join(dir, `${proxy.name}.log`), 'utf8')
+        .split('\n')
+        .slice(-20)
+        .join('\n');
+      throw new Error(`${proxy.name} (pid ${pid}) has exited; the end of its log:\n${tail}`);
+    }
+  }
+}
+
 async function main(): Promise<number> {
   const started = Date.now();
   const loadBefore = loadavg();
@@ -220,6 +235,7 @@ async function main(): Promise<number> {
     /** One phase: the proxy's CPU from /proc from the moment its load starts (sealing done) to its end. */
     const measure = async (scenario: Scenario, variant: Variant, s: number, round: number): Promise<Sample> => {
       const proxy = proxyOf(variant);
+      assertRunning(dir, proxy);
       let cpu0 = 0;
       let t0 = 0;
       const start = () => {
@@ -259,6 +275,7 @@ async function main(): Promise<number> {
         m = { units: r.requests - r.errors, seconds: s, perSecond: r.rps, errors: r.errors };
       } else m = await jsonBackToBack(proxy, variant === 'sigil-ehbp', s, start);
       const cpuUs = cpuMicros(proxy.pids()) - cpu0;
+      assertRunning(dir, proxy);
       const wall = (performance.now() - t0) / 1000;
       return { round, scenario: scenario.id, variant, ...m, cpuUs: cpuUs / m.units, busy: cpuUs / 1e6 / wall };
     };
