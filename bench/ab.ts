@@ -5,11 +5,12 @@
  * the proxy's CPU µs per unit of work (the figure least disturbed by other work) and throughput, as
  * B/A ratios.
  *
- *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
+ *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
  *
  * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
  * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
- * on a second Sigil process so its receipt store cannot weigh on the others), ehbp (JSON requests sealed
+ * on a second Sigil process so its receipt store cannot weigh on the others), stream-receipt (stream with
+ * `X-Service-Receipt: true`, on that second process: two receipts a stream), ehbp (JSON requests sealed
  * with the npm `ehbp` client, c=8, CPU per request; the client's sealing is not counted).
  *
  * Each revision is exported with `git archive` to a temporary directory, given node_modules (hard links
@@ -29,9 +30,9 @@ import { cpuMicros, freePort, hasTaskset, killAllStarted, pin, spawnLogged, stop
 import { spread } from './stats.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
-const PATHS = ['json', 'stream', 'receipt', 'ehbp'] as const;
+const PATHS = ['json', 'stream', 'receipt', 'stream-receipt', 'ehbp'] as const;
 type Path = (typeof PATHS)[number];
-const UNIT: Record<Path, string> = { json: 'request', stream: 'token event', receipt: 'request', ehbp: 'request' };
+const UNIT: Record<Path, string> = { json: 'request', stream: 'token event', receipt: 'request', 'stream-receipt': 'token event', ehbp: 'request' };
 const STREAM_TOKENS = 16;
 const EHBP_CONCURRENCY = 8;
 
@@ -156,6 +157,10 @@ try {
       const r = await saturate(dir, side.receipts.target, json, 50, s, LOAD_CORE, useWrk);
       return { units: r.requests, perSecond: r.rps, pid: side.receipts.spawned.pid };
     }
+    if (path === 'stream-receipt') {
+      const r = await streamLoad(side.receipts.target, s);
+      return { units: r.requests * STREAM_TOKENS, perSecond: (r.requests * STREAM_TOKENS) / r.seconds, pid: side.receipts.spawned.pid };
+    }
     const pid = side.plain.spawned.pid;
     if (path === 'json') {
       const r = await saturate(dir, side.plain.target, json, 50, s, LOAD_CORE, useWrk);
@@ -196,7 +201,7 @@ try {
       const order = r % 2 === 0 ? started : [...started].reverse();
       const perUnit = new Map<Side, number>();
       for (const side of order) {
-        const pid = path === 'receipt' ? side.receipts.spawned.pid : side.plain.spawned.pid;
+        const pid = path === 'receipt' || path === 'stream-receipt' ? side.receipts.spawned.pid : side.plain.spawned.pid;
         const before = cpuMicros([pid]);
         const result = await load(side, path, seconds);
         const used = (cpuMicros([pid]) - before) / result.units;

@@ -1,10 +1,10 @@
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
+import { servingProcesses } from '../config/workers.ts';
 import { startSigil, type RunningSigil } from '../http/start.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { runPrimary } from '../workers/primary.ts';
@@ -46,16 +46,6 @@ async function portProblem(config: LoadedConfig): Promise<string | undefined> {
   return `${where}: ${error.code ?? error.message}`;
 }
 
-/**
- * `workers`, or by default one process per core this process may run on, fleet mode included; one with the
- * built-in engine (its decoding threads want those cores) (docs/decisions.md, "workers").
- */
-function workerCount(config: LoadedConfig): number {
-  if (config.workers !== undefined) return config.workers;
-  if (Object.keys(config.upstreams).length === 0) return 1;
-  return availableParallelism();
-}
-
 export async function run(argv: string[]): Promise<number> {
   // A worker forked by the primary: it gets its configuration and keys over IPC, not from argv.
   if (cluster.isWorker) return runWorker();
@@ -74,7 +64,7 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
   ensureDevelopmentKey(config);
-  const workers = workerCount(config);
+  const workers = servingProcesses(config);
   if (workers > 1) {
     try {
       return await runPrimary(config, workers);

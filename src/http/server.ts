@@ -153,7 +153,7 @@ export function createRequestHandler(state: AppState) {
     });
 
     try {
-      refuseDuplicateHeaders(req.headersDistinct, ctx.headers);
+      refuseDuplicateHeaders(req.rawHeaders, ctx.headers);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
       if (matched === undefined) {

@@ -17,6 +17,7 @@ import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner, type SignReceipt } from '../receipts/signer.ts';
+import { signsOnThreadPool } from '../config/workers.ts';
 import type { ReceiptContext } from '../receipts/claims.ts';
 import { createNonceSigner } from '../receipts/signed-nonce.ts';
 import { loadSigningKey, receiptKeyOrigin, SEALED_KEY_MATERIAL_BYTES, sealedSigningKey, type SigningKey } from '../receipts/signing-key.ts';
@@ -391,7 +392,7 @@ export function assembleContext(parts: ContextParts): AppContext {
     signingKey,
     headers: brandHeaders(config.brand),
     limits: new ChatLimits(config.limits, admission),
-    signReceipt: countedSigner(signingKey, metrics),
+    signReceipt: countedSigner(signingKey, metrics, signsOnThreadPool(config)),
     signNonce: createNonceSigner(signingKey),
     ...(tracing === undefined ? {} : { tracing }),
     ...(ehbp === undefined ? {} : { ehbp: { ...ehbp, required: config.ehbp.required, maxBodyBytes: config.limits.max_body_bytes } }),
@@ -408,8 +409,8 @@ export function memoryReceiptStore(config: LoadedConfig): MemoryReceiptStore {
 }
 
 /** Signs receipts with `signingKey`, counting each in `sigil_receipts_signed_total`. */
-export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics): SignReceipt {
-  const sign = createReceiptSigner(signingKey);
+export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics, onThreadPool: boolean): SignReceipt {
+  const sign = createReceiptSigner(signingKey, onThreadPool);
   return (claims) => {
     metrics.receiptsSigned.inc({ type: claims.receipt_type });
     return sign(claims);

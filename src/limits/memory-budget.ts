@@ -6,43 +6,65 @@ import { HttpError } from '../protocol/errors.ts';
  * instead of the process growing until the kernel kills it.
  */
 export class MemoryBudget {
-  readonly total: number;
-  #used = 0;
+  /** What the holds have charged, shared with them (only they change it). */
+  readonly #charged: Charged;
 
   constructor(totalBytes: number) {
-    this.total = totalBytes;
+    this.#charged = { total: totalBytes, used: 0 };
+  }
+
+  get total(): number {
+    return this.#charged.total;
   }
 
   get used(): number {
-    return this.#used;
+    return this.#charged.used;
   }
 
   /** A running charge for one request's buffers; released once, when the request ends. */
   hold(): BudgetHold {
-    let held = 0;
-    let released = false;
-    return {
-      get held() {
-        return held;
-      },
-      grow: (bytes: number) => {
-        if (released || this.#used + bytes > this.total) return false;
-        this.#used += bytes;
-        held += bytes;
-        return true;
-      },
-      shrink: (bytes: number) => {
-        const giveBack = Math.min(bytes, held);
-        held -= giveBack;
-        this.#used -= giveBack;
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.#used -= held;
-        held = 0;
-      },
-    };
+    return new Hold(this.#charged);
+  }
+}
+
+interface Charged {
+  readonly total: number;
+  used: number;
+}
+
+/** One request's charge: a class, not an object literal with a getter and three closures (made for every request). */
+class Hold implements BudgetHold {
+  readonly #budget: Charged;
+  #held = 0;
+  #released = false;
+
+  constructor(budget: Charged) {
+    this.#budget = budget;
+  }
+
+  get held(): number {
+    return this.#held;
+  }
+
+  grow(bytes: number): boolean {
+    const budget = this.#budget;
+    if (this.#released || budget.used + bytes > budget.total) return false;
+    budget.used += bytes;
+    this.#held += bytes;
+    return true;
+  }
+
+  shrink(bytes: number): void {
+    const giveBack = Math.min(bytes, this.#held);
+    this.#held -= giveBack;
+    this.#budget.used -= giveBack;
+  }
+
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#budget.used -= this.#held;
+    this.#held = 0;
   }
 }
 

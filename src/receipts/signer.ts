@@ -2,7 +2,10 @@ import { sign } from 'node:crypto';
 import type { SigningKey } from './signing-key.ts';
 import type { ReceiptClaims } from './claims.ts';
 
-/** Signs a receipt on libuv's thread pool: the event loop relays other requests while OpenSSL works. */
+/**
+ * Signs a receipt: on libuv's thread pool when a core is free for it (the event loop relays other requests
+ * while OpenSSL works), else on the calling thread; a promise either way.
+ */
 export type SignReceipt = (claims: ReceiptClaims) => Promise<string>;
 
 /** ES256 as JWS wants it: SHA-256, and r and s as two 32-byte integers (IEEE P1363), not DER. */
@@ -36,6 +39,18 @@ export function createAsyncJwsSigner<Claims>(key: SigningKey, typ: string): (cla
   };
 }
 
-export function createReceiptSigner(key: SigningKey): SignReceipt {
-  return createAsyncJwsSigner<ReceiptClaims>(key, 'JWT');
+/**
+ * The receipt signer. `onThreadPool` (src/config/workers.ts `signsOnThreadPool`): only when a core is free for the
+ * pool's thread; without one, signing on the event loop costs less CPU than handing each signature over.
+ */
+export function createReceiptSigner(key: SigningKey, onThreadPool = true): SignReceipt {
+  if (onThreadPool) return createAsyncJwsSigner<ReceiptClaims>(key, 'JWT');
+  const sign = createJwsSigner<ReceiptClaims>(key, 'JWT');
+  return (claims) => {
+    try {
+      return Promise.resolve(sign(claims));
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  };
 }

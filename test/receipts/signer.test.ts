@@ -38,6 +38,17 @@ describe('the receipt signer', () => {
     await expect(compactVerify(sync, await importJWK(key.publicJwk, 'ES256'), { algorithms: ['ES256'] })).resolves.toBeDefined();
   });
 
+  it('signs on the calling thread when asked to, with the same bytes before the signature and a signature that verifies', async () => {
+    const key = await loadSigningKey();
+    const onLoop = createReceiptSigner(key, false)(claims);
+    expect(onLoop).toBeInstanceOf(Promise);
+    const jws = await onLoop;
+    const pooled = await createReceiptSigner(key, true)(claims);
+    expect(jws.split('.').slice(0, 2)).toEqual(pooled.split('.').slice(0, 2));
+    const verified = await compactVerify(jws, await importJWK(key.publicJwk, 'ES256'), { algorithms: ['ES256'] });
+    expect(JSON.parse(new TextDecoder().decode(verified.payload))).toEqual(claims);
+  });
+
   it('signs many receipts at once, each verifying for its own claims', async () => {
     const key = await loadSigningKey();
     const sign = createReceiptSigner(key);

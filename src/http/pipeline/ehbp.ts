@@ -3,7 +3,7 @@ import { EhbpExchange, readEncapsulatedKey } from '../../ehbp/request-open.ts';
 import { sealResponse } from '../../ehbp/sealed-response.ts';
 import type { EhbpServerKey } from '../../ehbp/server-key.ts';
 import { ENCAPSULATED_KEY_HEADER } from '../../ehbp/suite.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { HttpError, httpError } from '../../protocol/errors.ts';
 import type { ReplayWindow } from '../../limits/replay-window.ts';
 import { sealedBody } from '../read-body.ts';
@@ -38,7 +38,8 @@ export function acceptSealed(req: IncomingMessage, res: ServerResponse, settings
  * unless `ehbp.required`.
  */
 export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: EhbpSettings): void {
-  const header = req.headersDistinct[ENCAPSULATED_KEY_HEADER];
+  // req.headers first: a clear request (the usual one) does not build headersDistinct, which keeps every copy of every header.
+  const header = req.headers[ENCAPSULATED_KEY_HEADER] === undefined ? undefined : req.headersDistinct[ENCAPSULATED_KEY_HEADER];
   if (header === undefined) {
     if (settings.required)
       throw httpError(
@@ -57,7 +58,7 @@ export function acceptEhbp(req: IncomingMessage, res: ServerResponse, settings: 
       try {
         const plaintext = await exchange.open(sealed, settings.maxBodyBytes);
         // Claimed only once the body opened: a forged key cannot fill the window.
-        const verdict = await settings.replays.claim(createHash('sha256').update(exchange.enc).digest('hex'));
+        const verdict = await settings.replays.claim(hash('sha256', exchange.enc));
         if (verdict === 'replayed') throw new HttpError('ehbp_replayed', 'This encrypted request was already received: seal every request afresh.');
         if (verdict === 'full')
           throw new HttpError('ehbp_replay_window_full', 'Too many encrypted requests to remember right now; try again shortly.', {

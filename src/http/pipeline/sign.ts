@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { messageReceiptClaims, modelReceiptClaims } from '../../receipts/claims.ts';
 import type { ValidExchange } from './exchange.ts';
 
 /** A digest as receipts write it. */
-export const sha256 = (bytes: Buffer): string => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+export const sha256 = (bytes: Buffer): string => 'sha256:' + hash('sha256', bytes);
 
 /**
  * Sign, the model receipt: signed once per exchange, before generation when a stream was asked for

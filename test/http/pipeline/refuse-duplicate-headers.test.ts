@@ -5,9 +5,11 @@ import { HttpError } from '../../../src/protocol/errors.ts';
 
 const brand = brandHeaders('Acme');
 
+/** The headers as a request's `rawHeaders` lists them: name, value, name, value..., each copy apart. */
 function refusal(headers: NodeJS.Dict<string[]>): Pick<HttpError, 'status' | 'code' | 'param' | 'message'> | undefined {
+  const raw = Object.entries(headers).flatMap(([name, values]) => values!.flatMap((value) => [name, value]));
   try {
-    refuseDuplicateHeaders(headers, brand);
+    refuseDuplicateHeaders(raw, brand);
     return undefined;
   } catch (err) {
     if (!(err instanceof HttpError)) throw err;
@@ -43,6 +45,11 @@ describe('the refuse-duplicate-headers step', () => {
       param: name,
       message: `The ${name} header must be sent once.`,
     });
+  });
+
+  it('matches names whatever their case, as HTTP does', () => {
+    expect(refusal({ Authorization: ['Bearer a'], AUTHORIZATION: ['Bearer b'] })?.param).toBe('authorization');
+    expect(refusal({ 'X-Acme-Nonce': ['n1'], 'x-acme-NONCE': ['n2'] })?.param).toBe('x-acme-nonce');
   });
 
   it("follows the brand: another brand's receipt header is not one of them", () => {
