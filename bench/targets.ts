@@ -1,5 +1,5 @@
 /**
- * Issue 28's targets in one run, as ratios to a bare node:http proxy on the same core (each reported,
+ * The performance targets in one run, as ratios to a bare node:http proxy on the same core (each reported,
  * none asserted by a timed test):
  *
  *   npm run build && npx tsx bench/targets.ts [--rounds 3] [--seconds 3] [--quick]
@@ -390,7 +390,7 @@ function render(
 ): string {
   const la = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' / ');
   const out: string[] = [
-    `# Issue 28's targets in one run`,
+    `# The performance targets in one run`,
     '',
     `Run ${meta.date} (\`${meta.command}\`, ${meta.durationS} s) on ${meta.machine}; Node ${meta.node}; Sigil at ${meta.commit}.`,
     `${rounds} interleaved rounds of ${seconds} s per peer and scenario, the order rotated each round; ${meta.pinning}; engine cadence ${CHUNK_MS} ms between stream events; JSON load ${meta.json}.`,

@@ -15,8 +15,8 @@ export function servingProcesses(config: LoadedConfig, cores: number = available
  * Whether receipts are signed on libuv's thread pool: only when this process may run on more cores than there
  * are serving processes, so a pool thread has a core of its own. Otherwise the hand-off costs more than it
  * saves: the pool thread competes for the event loop's core, and each signature then takes about ten futex
- * calls and two context switches on top of its 40 µs (bench/README.md, "Receipts on the event loop or the
- * thread pool").
+ * calls and two context switches on top of its 40 µs (docs/decisions.md, "Receipts are signed on the event
+ * loop unless a core is free").
  */
 export function signsOnThreadPool(config: LoadedConfig, cores: number = availableParallelism()): boolean {
   return cores > servingProcesses(config, cores);
