@@ -1,4 +1,4 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { freePort } from '../support/free-port.ts';
+import { selfSignedLocalhost } from '../support/self-signed.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -53,29 +54,7 @@ beforeAll(async () => {
   const recorderPort = (recorder.address() as { port: number }).port;
 
   const dir = mkdtempSync(join(tmpdir(), 'sigil-haproxy-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-days',
-      '2',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost',
-    ],
-    { stdio: 'pipe' },
-  );
+  selfSignedLocalhost(dir, { days: 2 });
   haproxyCert = readFileSync(join(dir, 'cert.pem'), 'utf8');
   writeFileSync(join(dir, 'haproxy.pem'), haproxyCert + readFileSync(join(dir, 'key.pem'), 'utf8'));
   const port = await freePort();

@@ -11,6 +11,7 @@ import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { selfSignedLocalhost } from '../support/self-signed.ts';
 import type { AttestationProvider } from '../../src/attestation/provider.ts';
 
 /** SPEC 8 / issue 12: TLS ending in Sigil, its key bound in the attestation, and what it refuses. */
@@ -144,28 +145,7 @@ describe('tls.mode self-signed', () => {
 
 describe('tls.mode files', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sigil-tls-files-'));
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  openssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '30',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=DNS:localhost',
-  );
+  const { keyFile: key, certFile: cert } = selfSignedLocalhost(dir, { days: 30 });
 
   it("serves the operator's certificate and binds its key", async () => {
     const sigil = await sigilWith({ mode: 'files', cert_file: cert, key_file: key });
