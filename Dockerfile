@@ -2,7 +2,7 @@
 # modules only: no TypeScript, no tsx or esbuild, no node-llama-cpp (it fronts an engine such as vLLM).
 
 # 1. Build: every dependency (TypeScript, and node-llama-cpp for its types), then dist/.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
@@ -14,13 +14,13 @@ COPY src ./src
 RUN npm run build
 
 # 2. Production modules: `dependencies` only; node-llama-cpp is optional and left out.
-FROM node:20-bookworm-slim AS modules
+FROM node:24-bookworm-slim AS modules
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --omit=optional --no-audit --no-fund
 
 # 3. Runtime: dist/, bin/, the example config and production modules, as a non-root user.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 RUN groupadd --system sigil && useradd --system --gid sigil --home-dir /app --shell /usr/sbin/nologin sigil
