@@ -1,8 +1,12 @@
 # Sigil: attested reverse proxy. The image holds the compiled JavaScript and the proxy's production
 # modules only: no TypeScript, no tsx or esbuild, no node-llama-cpp (it fronts an engine such as vLLM).
 
+# The base is Node 24 LTS pinned by digest: node:24-bookworm-slim (Node 24.18.0), the multi-arch index digest.
+# Refresh it with `docker buildx imagetools inspect node:24-bookworm-slim` (docs/operations.md).
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b1270fd37b7e9a7285cf83b6951452d
+
 # 1. Build: every dependency (TypeScript, and node-llama-cpp for its types), then dist/.
-FROM node:24-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
@@ -14,13 +18,13 @@ COPY src ./src
 RUN npm run build
 
 # 2. Production modules: `dependencies` only; node-llama-cpp is optional and left out.
-FROM node:24-bookworm-slim AS modules
+FROM ${NODE_IMAGE} AS modules
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --omit=optional --no-audit --no-fund
 
 # 3. Runtime: dist/, bin/, the example config and production modules, as a non-root user.
-FROM node:24-bookworm-slim
+FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
 WORKDIR /app
 RUN groupadd --system sigil && useradd --system --gid sigil --home-dir /app --shell /usr/sbin/nologin sigil
