@@ -20,12 +20,14 @@ const CHAT_PATH = '/v1/chat/completions';
 export const PROXY_CORE = 0;
 export const LOAD_CORE = 1;
 
-export type PeerName = 'direct' | 'node-http' | 'nginx' | 'portkey' | 'sigil' | 'sigil-receipts';
+export type PeerName = 'direct' | 'node-http' | 'nginx' | 'go' | 'go-ecdsa' | 'portkey' | 'sigil' | 'sigil-receipts';
 
 export const PEER_LABELS: Record<PeerName, string> = {
   direct: 'engine directly',
   'node-http': 'minimal node:http proxy',
   nginx: 'nginx',
+  go: 'Go httputil.ReverseProxy (stdlib)',
+  'go-ecdsa': 'Go + ECDSA P-256 per response',
   portkey: 'Portkey gateway',
   sigil: 'Sigil, no receipts',
   'sigil-receipts': 'Sigil, receipt on every request',
@@ -119,6 +121,35 @@ export async function startNginx(dir: string, engine: Engine): Promise<Peer> {
   const spawned = spawnLogged('nginx', ['-p', home, '-c', join(home, 'nginx.conf'), '-e', join(home, 'error.log')], join(dir, 'nginx.log'));
   const peer = await pinnedProcess('nginx', spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders }, () => childPids(spawned.pid));
   return { ...peer, stop: () => stopChild(spawned.child, 'SIGQUIT') };
+}
+
+export function goVersion(): string | undefined {
+  const r = spawnSync('go', ['version'], { encoding: 'utf8' });
+  if (r.error !== undefined || r.status !== 0) return undefined;
+  return /go version go(\S+)/.exec(r.stdout)?.[1] ?? 'unknown';
+}
+
+/** bench/go-proxy built once per run into `dir` (standard library only: no module download). */
+export function buildGoProxy(dir: string): string {
+  const binary = join(dir, 'go-proxy');
+  if (existsSync(binary)) return binary;
+  const r = spawnSync('go', ['build', '-o', binary, '.'], {
+    cwd: join(BENCH, 'go-proxy'),
+    encoding: 'utf8',
+    env: { ...process.env, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOCACHE: join(dir, 'go-cache'), GOPATH: join(dir, 'go-path') },
+  });
+  if (r.status !== 0) throw new Error(`go build bench/go-proxy failed: ${r.stderr || r.error?.message}`);
+  return binary;
+}
+
+/** Go's standard-library reverse proxy; with `sign`, an ECDSA P-256 signature over every response's SHA-256. */
+export async function startGoProxy(dir: string, engine: Engine, sign: boolean): Promise<Peer> {
+  const name = sign ? 'go-ecdsa' : 'go';
+  const port = await freePort();
+  const args = ['-port', String(port), '-upstream', `http://127.0.0.1:${engine.port}`, ...(sign ? ['-sign'] : [])];
+  // GOMAXPROCS=1: the proxy gets one core, as every other peer is pinned to one.
+  const spawned = spawnLogged(buildGoProxy(dir), args, join(dir, `${name}.log`), { env: { ...process.env, GOMAXPROCS: '1' } });
+  return pinnedProcess(name, spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers: jsonHeaders });
 }
 
 export function portkeyEntry(): { file: string; version: string } | undefined {

@@ -4,7 +4,7 @@
  *   npm run bench                 full run (~8 min on 2 cores): 5 interleaved repetitions + memory test
  *   npm run bench -- --quick      ~2 min: 2 shorter repetitions, memory test on Sigil only
  *   npm run bench -- --profile    Sigil under load with --cpu-prof; top self-time functions to bench/results/profile.md
- *   other flags: --reps N, --peers direct,node-http,nginx,portkey,sigil,sigil-receipts, --no-memory, --no-install
+ *   other flags: --reps N, --peers direct,node-http,nginx,go,go-ecdsa,portkey,sigil,sigil-receipts, --no-memory, --no-install
  *
  * Everything listens on 127.0.0.1, every load is bounded in time, and the run stops by itself.
  */
@@ -19,6 +19,8 @@ import {
   directPeer,
   LOAD_CORE,
   nginxVersion,
+  goVersion,
+  startGoProxy,
   portkeyEntry,
   ROOT,
   startEngine,
@@ -37,7 +39,7 @@ import { measureReceiptCost } from './receipt-cost.ts';
 import { buildReport, renderMarkdown, type MemorySample, type Sample, type Scenario, type Unavailable } from './report.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
-const ALL_PEERS: PeerName[] = ['direct', 'node-http', 'nginx', 'portkey', 'sigil', 'sigil-receipts'];
+const ALL_PEERS: PeerName[] = ['direct', 'node-http', 'nginx', 'go', 'go-ecdsa', 'portkey', 'sigil', 'sigil-receipts'];
 const SCENARIOS: Scenario[] = ['json-c1', 'stream-c1', 'json-c50', 'stream-c50'];
 const RESULTS = join(ROOT, 'bench', 'results');
 
@@ -90,7 +92,9 @@ const body = (stream: boolean, tokens: number, chunkMs?: number) =>
   });
 
 function ensureTools(): void {
-  const missing = [wrkVersion() === undefined ? 'wrk' : '', nginxVersion() === undefined ? 'nginx' : ''].filter(Boolean);
+  const missing = [wrkVersion() === undefined ? 'wrk' : '', nginxVersion() === undefined ? 'nginx' : '', goVersion() === undefined ? 'golang-go' : ''].filter(
+    Boolean,
+  );
   if (missing.length === 0 || args['no-install'] || process.getuid?.() !== 0) return;
   log(`installing ${missing.join(' ')} from Debian (apt-get)…`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -141,6 +145,10 @@ async function startPeer(name: PeerName, dir: string, engine: Engine, sigilNodeA
     case 'nginx':
       if (nginxVersion() === undefined) throw new Error('nginx is not installed (as root: apt-get install -y nginx)');
       return startNginx(dir, engine);
+    case 'go':
+    case 'go-ecdsa':
+      if (goVersion() === undefined) throw new Error('go is not installed (as root: apt-get install -y golang-go)');
+      return startGoProxy(dir, engine, name === 'go-ecdsa');
     case 'portkey':
       return startPortkey(dir, engine);
     case 'sigil':

@@ -1,0 +1,3 @@
+module sigil.bench/go-proxy
+
+go 1.19
