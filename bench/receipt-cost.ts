@@ -4,13 +4,15 @@
  * and one ES256 signature (a stream adds a second signature: the model receipt in its header). Signatures are made on
  * libuv's thread pool, as Sigil makes them; process.cpuUsage counts every thread.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, sign as signBytes } from 'node:crypto';
 import { messageReceiptClaims, modelReceiptClaims, type ReceiptContext } from '../src/receipts/claims.ts';
 import { createReceiptSigner } from '../src/receipts/signer.ts';
 import { loadSigningKey } from '../src/receipts/signing-key.ts';
 
 export interface ReceiptCost {
   iterations: number;
+  /** µs CPU: the least one ES256 signature costs through node:crypto (`sign('sha256', bytes, key)` over 600 bytes, on the calling thread). */
+  bareSignUs: number;
   /** µs CPU: one ES256 signature over message-receipt claims. */
   signUs: number;
   /** µs CPU: SHA-256 of a request and a response body, hex. */
@@ -33,7 +35,8 @@ async function cpuUsPer(iterations: number, fn: () => unknown): Promise<number> 
 }
 
 export async function measureReceiptCost(iterations: number): Promise<ReceiptCost> {
-  const sign = createReceiptSigner(await loadSigningKey());
+  const key = await loadSigningKey();
+  const sign = createReceiptSigner(key);
   const ctx: ReceiptContext = { measurement: '00'.repeat(48), tee: 'none', policyHash: 'sha256:' + '11'.repeat(32) };
   const model = { provider: 'bench', model_id: 'bench-model', model_hash: 'sha256:' + 'ab'.repeat(32) };
   const request = Buffer.from(
@@ -52,6 +55,8 @@ export async function measureReceiptCost(iterations: number): Promise<ReceiptCos
         responseHash,
       }),
     );
+  const signingInput = Buffer.alloc(600, 0x61);
+  const bareSignUs = await cpuUsPer(iterations, () => signBytes('sha256', signingInput, key.privateKey));
   const signUs = await cpuUsPer(iterations, () =>
     sign(
       messageReceiptClaims(ctx, { receiptId: 'r', model, nonce: '', now: new Date(), completionId: 'c', requestHash: 'sha256:00', responseHash: 'sha256:00' }),
@@ -65,5 +70,5 @@ export async function measureReceiptCost(iterations: number): Promise<ReceiptCos
   const streamReceiptUs = await cpuUsPer(iterations, () =>
     Promise.all([sign(modelReceiptClaims(ctx, { receiptId: randomUUID(), model, nonce: '', now: new Date() })), message(sha256(response))]),
   );
-  return { iterations, signUs, hashUs, jsonReceiptUs, streamReceiptUs };
+  return { iterations, bareSignUs, signUs, hashUs, jsonReceiptUs, streamReceiptUs };
 }

@@ -1,5 +1,5 @@
-import { sign } from 'node:crypto';
 import { compactVerify, importJWK } from 'jose';
+import { createJwsSigner } from '../receipts/signer.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { PublicJwk } from './peer-admission.ts';
 
@@ -15,10 +15,7 @@ interface HeartbeatClaims {
 
 /** A heartbeat: a compact ES256 JWS by the replica's own signing key, saying it was alive at `at`. */
 export function signHeartbeat(key: SigningKey, replicaId: string, at: number): string {
-  const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'sigil-heartbeat', kid: key.kid })).toString('base64url');
-  const claims: HeartbeatClaims = { kid: key.kid, replica_id: replicaId, at };
-  const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
-  return `${input}.${sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+  return createJwsSigner<HeartbeatClaims>(key, 'sigil-heartbeat')({ kid: key.kid, replica_id: replicaId, at });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { sign } from 'node:crypto';
+import { p1363FromDer } from './ecdsa-signature.ts';
 import type { SigningKey } from './signing-key.ts';
 import type { ReceiptClaims } from './claims.ts';
 
@@ -8,7 +9,7 @@ import type { ReceiptClaims } from './claims.ts';
  */
 export type SignReceipt = (claims: ReceiptClaims) => Promise<string>;
 
-/** ES256 as JWS wants it: SHA-256, and r and s as two 32-byte integers (IEEE P1363), not DER. */
+/** ES256: SHA-256; OpenSSL's DER signature becomes JWS's r‖s in p1363FromDer (cheaper than node:crypto's dsaEncoding option). */
 const DIGEST = 'sha256';
 
 /** `header.payload` of a compact JWS: the protected header never changes for a key, so it is encoded once. */
@@ -20,21 +21,28 @@ function signingInputOf<Claims>(key: SigningKey, typ: string): (claims: Claims) 
 /** Compact ES256 JWS over JSON claims under `typ`, signed on the calling thread (for the rare signed nonce). */
 export function createJwsSigner<Claims>(key: SigningKey, typ: string): (claims: Claims) => string {
   const signingInput = signingInputOf<Claims>(key, typ);
-  const options = { key: key.privateKey, dsaEncoding: 'ieee-p1363' } as const;
+  const { privateKey } = key;
   return (claims) => {
     const input = signingInput(claims);
-    return `${input}.${sign(DIGEST, Buffer.from(input), options).toString('base64url')}`;
+    return `${input}.${p1363FromDer(sign(DIGEST, Buffer.from(input), privateKey)).toString('base64url')}`;
   };
 }
 
 /** The same JWS, its signature made on libuv's thread pool (node:crypto's `sign` with a callback). */
 export function createAsyncJwsSigner<Claims>(key: SigningKey, typ: string): (claims: Claims) => Promise<string> {
   const signingInput = signingInputOf<Claims>(key, typ);
-  const options = { key: key.privateKey, dsaEncoding: 'ieee-p1363' } as const;
+  const { privateKey } = key;
   return (claims) => {
     const input = signingInput(claims);
     return new Promise((resolve, reject) => {
-      sign(DIGEST, Buffer.from(input), options, (err, signature) => (err ? reject(err) : resolve(`${input}.${signature.toString('base64url')}`)));
+      sign(DIGEST, Buffer.from(input), privateKey, (err, der) => {
+        if (err) return reject(err);
+        try {
+          resolve(`${input}.${p1363FromDer(der).toString('base64url')}`);
+        } catch (encodingError) {
+          reject(encodingError as Error);
+        }
+      });
     });
   };
 }
