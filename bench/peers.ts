@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { addKey } from '../src/auth/keys-file.ts';
 import type { Target } from './load-client.ts';
-import { childPids, freePort, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
+import { childPids, freePort, hasTaskset, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BENCH = join(ROOT, 'bench');
@@ -233,12 +233,11 @@ export async function startSigil(dir: string, engine: Engine, options: SigilOpti
   const port = await freePort();
   // No drain on stop: the load has ended by then, and a 5 s drain would outlast stopChild's grace, whose SIGKILL loses --cpu-prof's file.
   const { config, key } = writeSigilConfig(join(dir, name), engine.port, port, options.logLevel, { limits: { shutdown_drain_ms: 0 } });
-  const spawned = spawnLogged(
-    process.execPath,
-    [...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config],
-    join(dir, `${name}.log`),
-    { cwd: ROOT },
-  );
+  // Started under taskset, as bench/ab.ts starts it: a Sigil that sizes itself to the cores it may use (workers, where
+  // receipts are signed: src/config/workers.ts) sees the one core it gets, not the machine's.
+  const command = [process.execPath, ...(options.nodeArgs ?? []), join(ROOT, 'bin', 'sigil.js'), 'serve', '--config', config];
+  const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
+  const spawned = spawnLogged(bin!, args, join(dir, `${name}.log`), { cwd: ROOT });
   const headers: Record<string, string> = { ...jsonHeaders, authorization: `Bearer ${key}` };
   if (options.receipts) headers['x-service-receipt'] = 'true';
   return pinnedProcess(name, spawned, port, { host: '127.0.0.1', port, path: CHAT_PATH, headers });
