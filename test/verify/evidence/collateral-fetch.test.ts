@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import 'reflect-metadata';
@@ -159,6 +159,20 @@ describe('sigil collateral fetch', () => {
         `^sigil collateral fetch: amd-vcek.der: ${base}/vcek/v1/Milan/[0-9a-f]{128}\\?blSPL=\\d+&teeSPL=\\d+&snpSPL=\\d+&ucodeSPL=\\d+ answered HTTP 404\\n$`,
       ),
     );
+  });
+
+  it('says why no VCEK can be fetched for a report whose CHIP_ID the host masked, and asks KDS nothing', async () => {
+    const masked = Buffer.from(readFileSync(v('snp/openpcc-azure-genoa-report.bin')));
+    masked.fill(0, 0x1a0, 0x1e0);
+    const report = join(work, 'masked-chip.bin');
+    writeFileSync(report, masked);
+    requested.length = 0;
+    const r = await sigilCollateral(['fetch', '--snp-report', report, '--out', join(work, 'masked'), ...sources()]);
+    expect(r.stderr).toBe(
+      "sigil collateral fetch: the report's CHIP_ID is all zeros (the host masked it), and AMD's KDS finds a VCEK by CHIP_ID: take the VCEK from the evidence's certificate table instead\n",
+    );
+    expect(r.code).toBe(3);
+    expect(requested).toEqual([]);
   });
 
   it('exits 2 on bad usage', async () => {

@@ -161,6 +161,10 @@ export const AMD_KDS_FETCHER: CollateralFetcher = {
       throw new CollateralFetchError(`the report is signed by no endorsement key (${report.signingKey})`);
     const base = `${trimSlash(sources.amdKds)}/${report.signingKey}/v1/${product}`;
     const out: FetchedFile[] = [];
+    if (report.signingKey === 'vcek' && report.chipId.every((b) => b === 0))
+      throw new CollateralFetchError(
+        "the report's CHIP_ID is all zeros (the host masked it), and AMD's KDS finds a VCEK by CHIP_ID: take the VCEK from the evidence's certificate table instead",
+      );
     if (report.signingKey === 'vcek') {
       const vcekUrl = `${base}/${vcekPath(product, report.chipId, report.reportedTcb.raw, family)}`;
       const vcek = await get(AMD_COLLATERAL_FILES.vcek, vcekUrl);
