@@ -1,10 +1,10 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkMark } from '../../src/verify/check.ts';
 import { signReleaseWithKey } from '../../src/verify/release/sign-with-key.ts';
 import type { ReleaseStatement } from '../../src/verify/release/manifest.ts';
-import { verifyRelease } from '../../src/verify/release/verify-release.ts';
+import { releaseSignedAt, verifyRelease } from '../../src/verify/release/verify-release.ts';
 import { compareReleaseVersions } from '../../src/verify/release/release-version.ts';
 import type { ReleaseTrust } from '../../src/verify/release/trust.ts';
 import { releaseStatement, SNP_MEASUREMENT, TDX_MRTD, TDX_RTMR1, TDX_RTMR1_OTHER } from './release-fixtures.ts';
@@ -313,6 +313,15 @@ describe('downgrades: a minimum version and a maximum validity', () => {
     expect(check(verifyRelease(manifest('nightly', new Date(NOW.getTime() + DAY)), KEY, NOW, { min_version: '0.2.0' }), 'release.version')).toMatchObject({
       ok: false,
     });
+  });
+
+  it("counts a keyless manifest's validity from its signing certificate's start, a keyed one's from now", () => {
+    const doc = vector(REKOR_V2);
+    const material = doc.verificationMaterial as { certificate?: { rawBytes: string }; x509CertificateChain?: { certificates: { rawBytes: string }[] } };
+    const der = material.certificate?.rawBytes ?? material.x509CertificateChain!.certificates[0]!.rawBytes;
+    const notBefore = new X509Certificate(Buffer.from(der, 'base64')).validFrom;
+    expect(releaseSignedAt(bytes(doc), PUBLIC_GOOD)).toEqual(new Date(notBefore));
+    expect(releaseSignedAt(manifest('0.1.0', new Date(NOW.getTime() + DAY)), KEY)).toBeUndefined();
   });
 
   it("orders versions by SemVer 2.0.0 precedence (semver.org section 11's examples), numerically, never as text", () => {

@@ -226,6 +226,11 @@ function signedAt(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): Date | u
   return der === undefined ? undefined : new Date(new X509Certificate(der).validFrom);
 }
 
+/** When a release bundle was signed, as `release.validity` counts it: keyless, its certificate's start; keyed, unknown (undefined). */
+export function releaseSignedAt(bundleBytes: Uint8Array, trust: ReleaseTrust): Date | undefined {
+  return signedAt(readBundle(bundleBytes), trust);
+}
+
 const days = (ms: number) => `${(ms / DAY_MS).toFixed(1).replace(/\.0$/, '')} days`;
 
 function validityCheck(statement: ReleaseStatement | undefined, signed: Date | undefined, maxDays: number, now: Date): Check {
