@@ -4,6 +4,8 @@ import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/m
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { verifyRelease } from '../verify/release/verify-release.ts';
+import { isReleaseVersion } from '../verify/release/release-version.ts';
+import type { ReleaseReferenceValues } from '../verify/reference/reference-values.ts';
 import { formatChecks } from './check-report.ts';
 import { releaseTrustFrom } from './release-trust.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
@@ -11,6 +13,7 @@ import { UsageError, UnreadableError } from './cli-errors.ts';
 export const RELEASE_USAGE = `usage:
   sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
   sigil release verify FILE (--key PUB.pem | --identity ID --issuer URL [--trusted-root FILE])
+                            [--min-version VERSION] [--max-validity-days N]
                             [--reference-out FILE] [--at RFC3339]
 
 sign     signs a release manifest (an in-toto statement, docs/release.md) with a local EC P-256 key and
@@ -20,6 +23,8 @@ verify   verifies a release manifest bundle offline: against the pinned key (--k
          --identity is the certificate identity, e.g.
          https://github.com/OWNER/REPO/.github/workflows/release.yml@refs/tags/v1.0.0 (a final * matches
          any ending), --issuer its OIDC issuer, e.g. https://token.actions.githubusercontent.com.
+         --min-version refuses an older release (release.version); a manifest valid longer than
+         --max-validity-days (default 30, the release workflow's own) is refused (release.validity).
          With every check passed (under --key, release.tlog is waived: a keyed manifest is not logged),
          --reference-out writes the manifest's values as a reference-values file (what sigil verify
          --reference reads).
@@ -44,6 +49,8 @@ const OPTIONS = {
   'trusted-root': { type: 'string' },
   'reference-out': { type: 'string' },
   at: { type: 'string' },
+  'min-version': { type: 'string' },
+  'max-validity-days': { type: 'string' },
 } as const;
 
 async function read(path: string, what: string): Promise<Buffer> {
@@ -56,8 +63,9 @@ async function read(path: string, what: string): Promise<Buffer> {
 
 async function sign(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
   if (values.key === undefined || files.length !== 1) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
-  if (values.identity !== undefined || values.issuer !== undefined || values['trusted-root'] !== undefined || values['reference-out'] !== undefined) {
-    throw new UsageError('--identity, --issuer, --trusted-root and --reference-out go with verify');
+  const verifyOnly = ['identity', 'issuer', 'trusted-root', 'reference-out', 'min-version', 'max-validity-days'];
+  if (verifyOnly.some((name) => values[name] !== undefined)) {
+    throw new UsageError('--identity, --issuer, --trusted-root, --min-version, --max-validity-days and --reference-out go with verify');
   }
   const statementFile = await read(files[0]!, 'statement');
   let statement;
@@ -83,6 +91,22 @@ async function trustFrom(values: Record<string, string | undefined>): Promise<Re
   return releaseTrustFrom(values, { read, usage: (m) => new UsageError(m), unreadable: (m) => new UnreadableError(m) });
 }
 
+/** --min-version and --max-validity-days, as a reference-values file's `release:` section states them. */
+function releaseRequirements(values: Record<string, string | undefined>): ReleaseReferenceValues {
+  const requires: ReleaseReferenceValues = {};
+  const min = values['min-version'];
+  if (min !== undefined) {
+    if (!isReleaseVersion(min)) throw new UsageError('--min-version is a semantic version, e.g. 1.2.0');
+    requires.min_version = min;
+  }
+  const max = values['max-validity-days'];
+  if (max !== undefined) {
+    if (!/^[1-9]\d{0,3}$/.test(max) || Number(max) > 3650) throw new UsageError('--max-validity-days is a whole number of days from 1 to 3650');
+    requires.max_validity_days = Number(max);
+  }
+  return requires;
+}
+
 async function verify(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
   if (files.length !== 1) throw new UsageError('verify needs one bundle FILE');
   if (values.out !== undefined) throw new UsageError('--out goes with sign (verify writes --reference-out)');
@@ -92,11 +116,12 @@ async function verify(values: Record<string, string | undefined>, files: string[
       throw new UsageError('--at is an RFC 3339 time, e.g. 2026-12-01T00:00:00Z');
     now = new Date(values.at);
   }
+  const requires = releaseRequirements(values);
   const trust = await trustFrom(values);
   let result;
   try {
     // As sigil verify --release reports it: with --key, release.tlog is waived for the pinned key.
-    result = verifyRelease(await read(files[0]!, 'release manifest'), trust, now);
+    result = verifyRelease(await read(files[0]!, 'release manifest'), trust, now, requires);
   } catch (err) {
     if (err instanceof UnreadableError) throw err;
     throw new UnreadableError(`the trust root or key could not be used: ${(err as Error).message}`);

@@ -138,7 +138,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry(
     'release.*',
     'Release manifest',
-    'The signed release manifest comes from the expected signer, is unchanged and unexpired, so its values can be trusted as what this release must measure.',
+    'The signed release manifest comes from the expected signer, is unchanged, unexpired, not signed to stay valid for too long and not older than the release you require, so its values can be trusted as what this release must measure.',
     'docs/release.md#verifying',
   ),
 ];

@@ -11,34 +11,75 @@ export const EAR_PROFILE = 'tag:ietf.org,2026:rats/ear#04';
 const TIER = { none: 0, affirming: 2, warning: 32, contraindicated: 96 } as const;
 type Tier = keyof typeof TIER;
 
-/** Which checks speak to which AR4SI claim: a check belongs to the first claim whose prefixes it matches. */
-const CLAIMS: ReadonlyArray<[claim: string, prefixes: readonly string[]]> = [
-  ['instance-identity', ['attestation.report_data', 'attestation.signed_nonce', 'attestation.jwks', 'attestation.tls_key', 'attestation.hpke_key', 'binding.']],
-  ['executables', ['attestation.measurement', 'reference.', 'eventlog.', 'gpu[', 'gpu.rim']],
+/**
+ * Which checks speak to which AR4SI claim, in order: a check belongs to the first claim with a pattern it
+ * matches. A pattern is a check name, or a prefix ending in `*`; `[n]` stands for any index (`gpu[n].*`).
+ * docs/auditing.md, "Exporting the verdict as an EAR", prints this table and a test holds the two equal.
+ */
+export const EAR_CLAIMS: ReadonlyArray<readonly [claim: EarClaim, patterns: readonly string[]]> = [
+  [
+    'instance-identity',
+    [
+      'attestation.nonce',
+      'attestation.signed_nonce',
+      'attestation.report_data',
+      'attestation.jwks',
+      'attestation.tls_key',
+      'attestation.hpke_key',
+      'attestation.key_origin',
+      'evidence.report_data',
+      'binding.*',
+      'snp.instance',
+      'tdx.instance',
+      'receipt.*',
+      'model_receipt.*',
+      'live.*',
+    ],
+  ],
+  [
+    'executables',
+    ['attestation.measurement', 'attestation.manifest', 'attestation.events', 'reference.*', 'release.*', 'eventlog.*', 'gpu[n].*', 'gpu.rim[n].*'],
+  ],
   [
     'configuration',
     [
       'attestation.policy',
+      'policy.model',
       'snp.debug',
       'snp.migrate_ma',
       'snp.smt',
       'snp.vmpl',
       'snp.reported_tcb',
       'snp.launch_tcb',
+      'snp.guest_policy',
+      'snp.platform_info',
       'tdx.debug',
       'tdx.td_attributes',
       'tdx.xfam',
-      'tdx.mr',
+      'tdx.mr*',
       'tdx.tee_tcb_svn',
       'tdx.tcb_status',
-      'collateral.',
+      'collateral.*',
     ],
   ],
-  ['hardware', ['attestation.tee', 'attestation.evidence', 'attestation.document', 'snp.', 'tdx.', 'gpu.']],
+  ['hardware', ['attestation.tee', 'attestation.document', 'snp.*', 'tdx.*', 'gpu.*']],
 ];
 
-function claimOf(name: string): string | undefined {
-  return CLAIMS.find(([, prefixes]) => prefixes.some((p) => name.startsWith(p)))?.[0];
+export type EarClaim = 'instance-identity' | 'executables' | 'configuration' | 'hardware';
+
+function matcherOf(pattern: string): RegExp {
+  const escaped = pattern
+    .replace(/[.+?^${}()|\\]/g, '\\$&')
+    .replace(/\[n\]/g, '\\[\\d+\\]')
+    .replace(/\*$/, '.*');
+  return new RegExp(`^${escaped}$`);
+}
+
+const MATCHERS = EAR_CLAIMS.map(([claim, patterns]) => [claim, patterns.map(matcherOf)] as const);
+
+/** The AR4SI claim a check feeds, or undefined for a name the table does not know. */
+export function earClaimOf(name: string): EarClaim | undefined {
+  return MATCHERS.find(([, matchers]) => matchers.some((m) => m.test(name)))?.[0];
 }
 
 /** The tier of a group of checks: any failure contraindicates; anything unpinned says nothing; waivers warn. */
@@ -70,8 +111,12 @@ export interface Ear {
 export function toEar(checks: readonly Check[], options: EarOptions): Ear {
   const outcome = verdictOf(checks).outcome;
   const vector: Record<string, number> = {};
-  for (const [claim] of CLAIMS) {
-    const group = checks.filter((c) => claimOf(c.name) === claim);
+  for (const [claim] of EAR_CLAIMS) {
+    // A check the table does not know feeds every claim, so a new check can lower the vector but never be ignored.
+    const group = checks.filter((c) => {
+      const of = earClaimOf(c.name);
+      return of === claim || of === undefined;
+    });
     if (group.length > 0) vector[claim] = TIER[tierOf(group)];
   }
   const status: Tier = outcome === 'verified' ? 'affirming' : outcome === 'verified-with-waivers' ? 'warning' : 'contraindicated';

@@ -46,7 +46,8 @@ describe('sigil release', () => {
       'PASS release.identity',
       'PASS release.statement',
       'PASS release.expiry',
-      'verified with waivers: 6 checks passed; 1 waived (release.tlog)',
+      'PASS release.validity',
+      'verified with waivers: 7 checks passed; 1 waived (release.tlog)',
       `reference values written to ${refOut}`,
       '',
     ]);
@@ -60,8 +61,24 @@ describe('sigil release', () => {
     const result = await release(['verify', bundle, '--key', PUB, '--reference-out', refOut, '--at', '2026-12-03T00:00:00Z']);
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('FAIL release.expiry — the manifest expired at 2026-12-02T00:00:00.000Z (now 2026-12-03T00:00:00.000Z)');
-    expect(result.stdout.split('\n').at(-2)).toBe('NOT VERIFIED: 1 of 7 checks failed; 1 waived (release.tlog)');
+    expect(result.stdout.split('\n').at(-2)).toBe('NOT VERIFIED: 1 of 8 checks failed; 1 waived (release.tlog)');
     expect(() => readFileSync(refOut)).toThrow(/ENOENT/);
+  });
+
+  it('refuses a release older than --min-version and one valid longer than --max-validity-days, exit status 1', async () => {
+    const bundle = join(dir, 'old.sigstore.json');
+    await release(['sign', '--key', KEY, '--out', bundle, STATEMENT]);
+    const old = await release(['verify', bundle, '--key', PUB, '--min-version', '0.2.0']);
+    expect(old.code).toBe(1);
+    expect(old.stdout).toContain('FAIL release.version — the manifest is for release 0.1.0, older than 0.2.0, the oldest your reference values accept');
+    // The statement expires 2026-12-02, 6.5 days after NOW.
+    const long = await release(['verify', bundle, '--key', PUB, '--max-validity-days', '5']);
+    expect(long.code).toBe(1);
+    expect(long.stdout).toContain('FAIL release.validity — the manifest stays valid for 6.5 days from now (2026-11-25T12:00:00.000Z;');
+    expect((await release(['verify', bundle, '--key', PUB, '--min-version', '0.1.0', '--max-validity-days', '7'])).code).toBe(0);
+    expect((await release(['verify', bundle, '--key', PUB, '--min-version', 'latest'])).stderr).toMatch(
+      /^sigil release: --min-version is a semantic version, e\.g\. 1\.2\.0\n/,
+    );
   });
 
   it('verifies a real public-good bundle against the expected identity, offline, and reports it is no release manifest', async () => {
@@ -111,6 +128,6 @@ describe('sigil release', () => {
       '--at',
       '2026-11-30T00:00:00Z',
     ]);
-    expect(stdout.split('\n').at(-2)).toBe('verified with waivers: 6 checks passed; 1 waived (release.tlog)');
+    expect(stdout.split('\n').at(-2)).toBe('verified with waivers: 7 checks passed; 1 waived (release.tlog)');
   });
 });

@@ -48,16 +48,17 @@ export function releaseStatement(): ReleaseStatement {
 /**
  * A locally keyed release bundle whose only target is one SEV-SNP shape measuring `snpMeasurement`, expiring at
  * `expires`; its self-measurement is `selfMeasurement` (default: releaseStatement's; a test against a running
- * Sigil gives the manifest it measures, TeeSigil.manifest). With `tamperedTo`, the bundle is changed after
+ * Sigil gives the manifest it measures, TeeSigil.manifest); its version 0.1.0 unless `version`. With `tamperedTo`, the bundle is changed after
  * signing to list that measurement instead (tamperedRelease).
  */
 export function keyedSnpRelease(
   snpMeasurement: string,
   expires: Date,
-  options: { selfMeasurement?: string; tamperedTo?: string } = {},
+  options: { selfMeasurement?: string; tamperedTo?: string; version?: string } = {},
 ): { bundle: string; publicKeyPem: string } {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const statement = releaseStatement();
+  if (options.version !== undefined) statement.predicate.version = options.version;
   statement.predicate.expires = expires.toISOString().replace(/\.\d+Z$/, 'Z');
   statement.predicate.sigil_self_measurement = options.selfMeasurement ?? '5e'.repeat(48);
   statement.predicate.targets = [{ ...statement.predicate.targets[0]!, measurements: { measurement: snpMeasurement } }];

@@ -26,6 +26,7 @@ describe('verifyReleaseReference', () => {
       'PASS release.identity',
       'PASS release.statement',
       'PASS release.expiry',
+      'PASS release.validity',
     ]);
     expect(result.values).toEqual({
       sigil: { manifest_sha384: ['5e'.repeat(48)] },

@@ -1,10 +1,11 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkMark } from '../../src/verify/check.ts';
 import { signReleaseWithKey } from '../../src/verify/release/sign-with-key.ts';
 import type { ReleaseStatement } from '../../src/verify/release/manifest.ts';
-import { verifyRelease } from '../../src/verify/release/verify-release.ts';
+import { releaseSignedAt, verifyRelease } from '../../src/verify/release/verify-release.ts';
+import { compareReleaseVersions } from '../../src/verify/release/release-version.ts';
 import type { ReleaseTrust } from '../../src/verify/release/trust.ts';
 import { releaseStatement, SNP_MEASUREMENT, TDX_MRTD, TDX_RTMR1, TDX_RTMR1_OTHER } from './release-fixtures.ts';
 
@@ -32,6 +33,7 @@ const ALL_PASS = {
   'release.identity': 'PASS',
   'release.statement': 'PASS',
   'release.expiry': 'PASS',
+  'release.validity': 'PASS',
 };
 
 describe('a real public-good Sigstore bundle (sigstore-js test data), against the trust root @sigstore/tuf ships', () => {
@@ -41,6 +43,7 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
       ...ALL_PASS,
       'release.statement': 'FAIL',
       'release.expiry': 'FAIL',
+      'release.validity': 'FAIL',
     });
     expect(result.checks.find((c) => c.name === 'release.tlog')!.detail).toContain('(entry 544346)');
     expect(result.checks.find((c) => c.name === 'release.statement')!.detail).toBe(
@@ -124,6 +127,7 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
       'release.identity': 'FAIL',
       'release.statement': 'FAIL',
       'release.expiry': 'FAIL',
+      'release.validity': 'FAIL',
     });
     expect(result.checks.find((c) => c.name === 'release.tlog')!.detail).toBe(
       "the bundle carries only the log's signed promise to include the entry, not an inclusion proof: nothing shows the entry is in the log that everyone sees",
@@ -144,7 +148,7 @@ describe('a real public-good Sigstore bundle (sigstore-js test data), against th
 
   it('refuses a file that is not a Sigstore bundle, and says so first', () => {
     const result = verifyRelease(Buffer.from('{"mediaType":"nope"}'), PUBLIC_GOOD, NOW);
-    expect(result.checks.map(checkMark)).toEqual(['FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL']);
+    expect(result.checks.map(checkMark)).toEqual(['FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL', 'FAIL']);
     expect(result.checks[0]!.detail).toMatch(/^the file is not a Sigstore bundle around a signed statement: /);
     expect(result.checks[1]!.detail).toBe('not checked: release.bundle failed first, so nothing this step would vouch for can be trusted');
   });
@@ -248,5 +252,98 @@ describe('sigil/verify (src/verify/index.ts): the release verifier a user import
     expect(expired.statement).toBeUndefined();
     // Declared once, so the client and the trust page can explain each release check in words.
     for (const c of ok.checks) expect(api.describeCheck(c.name)?.title).toBe('Release manifest');
+  });
+});
+
+describe('downgrades: a minimum version and a maximum validity', () => {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const KEY: ReleaseTrust = { kind: 'key', publicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+  const DAY = 86_400_000;
+  const manifest = (version: string, expires: Date) => {
+    const statement = releaseStatement();
+    statement.predicate.version = version;
+    statement.predicate.expires = expires.toISOString().replace(/\.\d+Z$/, 'Z');
+    return Buffer.from(signReleaseWithKey(statement, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()));
+  };
+  const check = (result: ReturnType<typeof verifyRelease>, name: string) => result.checks.find((c) => c.name === name);
+
+  it("refuses a manifest from the pinned signer valid for a century, by default (30 days, the release workflow's own)", () => {
+    const result = verifyRelease(manifest('0.1.0', new Date('2126-11-25T12:00:00Z')), KEY, NOW);
+    expect(check(result, 'release.expiry')!.ok).toBe(true);
+    expect(check(result, 'release.validity')).toEqual({
+      name: 'release.validity',
+      ok: false,
+      detail:
+        "the manifest stays valid for 36524 days from now (2026-11-25T12:00:00.000Z; a keyed manifest carries no signing time the verifier can trust) until 2126-11-25T12:00:00.000Z, longer than the 30 days allowed (release.max_validity_days in your reference values; 30, the release workflow's own, when not given): a manifest that lives that long keeps its values acceptable long after a newer release replaces them",
+    });
+    expect(result).toMatchObject({ ok: false, referenceValues: undefined, statement: undefined });
+  });
+
+  it('accepts 30 days and refuses 31 by default; the auditor may allow more', () => {
+    expect(check(verifyRelease(manifest('0.1.0', new Date(NOW.getTime() + 30 * DAY)), KEY, NOW), 'release.validity')).toMatchObject({ ok: true });
+    const long = manifest('0.1.0', new Date(NOW.getTime() + 31 * DAY));
+    expect(check(verifyRelease(long, KEY, NOW), 'release.validity')).toMatchObject({ ok: false });
+    const allowed = verifyRelease(long, KEY, NOW, { max_validity_days: 60 });
+    expect(check(allowed, 'release.validity')!.detail).toBe(
+      "the manifest stays valid for at most 31 days from now (2026-11-25T12:00:00.000Z; a keyed manifest carries no signing time the verifier can trust), within the 60 days allowed (release.max_validity_days in your reference values; 30, the release workflow's own, when not given)",
+    );
+    expect(allowed.ok).toBe(true);
+  });
+
+  it('refuses an older release that expires later once a minimum version is required, and accepts the current one', () => {
+    const older = manifest('0.1.0', new Date(NOW.getTime() + 20 * DAY));
+    const current = manifest('0.2.0', new Date(NOW.getTime() + 5 * DAY));
+    // Without a minimum, both pass: the statement says so in words.
+    expect(verifyRelease(older, KEY, NOW).ok).toBe(true);
+    expect(check(verifyRelease(older, KEY, NOW), 'release.statement')!.detail).toContain(
+      'no minimum version is required (release.min_version in your reference values), so any unexpired release from this signer is accepted',
+    );
+    const refused = verifyRelease(older, KEY, NOW, { min_version: '0.2.0' });
+    expect(check(refused, 'release.version')).toEqual({
+      name: 'release.version',
+      ok: false,
+      detail:
+        'the manifest is for release 0.1.0, older than 0.2.0, the oldest your reference values accept (release.min_version): an older release stays signed and unexpired for a while after a newer one fixes its flaws',
+    });
+    expect(refused).toMatchObject({ ok: false, referenceValues: undefined });
+    const accepted = verifyRelease(current, KEY, NOW, { min_version: '0.2.0' });
+    expect(check(accepted, 'release.version')).toMatchObject({ ok: true });
+    expect(accepted.ok).toBe(true);
+    // A release that is no semantic version cannot be compared: refused, never let through.
+    expect(check(verifyRelease(manifest('nightly', new Date(NOW.getTime() + DAY)), KEY, NOW, { min_version: '0.2.0' }), 'release.version')).toMatchObject({
+      ok: false,
+    });
+  });
+
+  it("counts a keyless manifest's validity from its signing certificate's start, a keyed one's from now", () => {
+    const doc = vector(REKOR_V2);
+    const material = doc.verificationMaterial as { certificate?: { rawBytes: string }; x509CertificateChain?: { certificates: { rawBytes: string }[] } };
+    const der = material.certificate?.rawBytes ?? material.x509CertificateChain!.certificates[0]!.rawBytes;
+    const notBefore = new X509Certificate(Buffer.from(der, 'base64')).validFrom;
+    expect(releaseSignedAt(bytes(doc), PUBLIC_GOOD)).toEqual(new Date(notBefore));
+    expect(releaseSignedAt(manifest('0.1.0', new Date(NOW.getTime() + DAY)), KEY)).toBeUndefined();
+  });
+
+  it("orders versions by SemVer 2.0.0 precedence (semver.org section 11's examples), numerically, never as text", () => {
+    const ordered = [
+      '1.0.0-alpha',
+      '1.0.0-alpha.1',
+      '1.0.0-alpha.beta',
+      '1.0.0-beta',
+      '1.0.0-beta.2',
+      '1.0.0-beta.11',
+      '1.0.0-rc.1',
+      '1.0.0',
+      '2.0.0',
+      '2.1.0',
+      '2.1.1',
+      '10.0.0',
+    ];
+    for (let i = 0; i + 1 < ordered.length; i++) {
+      expect([ordered[i], compareReleaseVersions(ordered[i]!, ordered[i + 1]!)! < 0]).toEqual([ordered[i], true]);
+      expect([ordered[i], compareReleaseVersions(ordered[i + 1]!, ordered[i]!)! > 0]).toEqual([ordered[i], true]);
+    }
+    expect(compareReleaseVersions('v1.2.3', '1.2.3+build.5')).toBe(0);
+    expect(compareReleaseVersions('1.2', '1.0.0')).toBeUndefined();
   });
 });

@@ -219,6 +219,12 @@ export function buildSnpReport(fields: SnpReportFields, key: KeyObject): Uint8Ar
     report.writeBigUInt64LE(fields.mitigationVectors.launch, 0x1f8);
     report.writeBigUInt64LE(fields.mitigationVectors.current, 0x200);
   }
+  return resignSnpReport(report, key);
+}
+
+/** The report signed again with `key` (a test VCEK) over bytes 0x000-0x29F, in AMD's layout; what follows the signature is kept. */
+export function resignSnpReport(bytes: Uint8Array, key: KeyObject): Uint8Array {
+  const report = Buffer.from(bytes);
   const sig = sign('sha384', report.subarray(0, SNP_SIGNED), { key, dsaEncoding: 'ieee-p1363' });
   Buffer.from(sig.subarray(0, 48)).reverse().copy(report, SNP_SIGNED);
   Buffer.from(sig.subarray(48, 96))

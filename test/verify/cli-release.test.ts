@@ -76,6 +76,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
       'release.identity',
       'release.statement',
       'release.expiry',
+      'release.validity',
       'reference.values',
       'reference.measurement',
       'attestation.manifest',
@@ -88,7 +89,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
     const hex = measurement.toString('hex');
     expect(r.stdout).toContain(`PASS reference.measurement — MEASUREMENT ${hex.slice(0, 16)}...${hex.slice(-8)} equals accepted reference value 1 of 1:`);
     expect(r.stdout).toContain(`PASS attestation.manifest — manifest ${service.manifest} is one the reference values accept:`);
-    expect(r.stdout).toMatch(/^verified with waivers: 47 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
+    expect(r.stdout).toMatch(/^verified with waivers: 48 checks passed; 13 waived \(release\.tlog, snp\.smt, /m);
     expect(r.code).toBe(0);
   });
 
@@ -115,7 +116,7 @@ describe('sigil verify --release: a signed release manifest as the reference val
       service.key,
       ...release('tampered', 'ab'.repeat(48), new Date(Date.now() + DAY), measurement.toString('hex')),
     ]);
-    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry']);
+    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry', 'release.validity']);
     expect(r.stdout).toMatch(/^FAIL release\.signature — the signature does not match the manifest: it was altered after signing, or signed by another key/m);
     expect(r.code).toBe(1);
   });

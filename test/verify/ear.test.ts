@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { fail, notPinned, pass, waive, type Check } from '../../src/verify/check.ts';
-import { EAR_PROFILE, toEar } from '../../src/verify/ear.ts';
+import { CHECKS } from '../../src/verify/check-registry.ts';
+import { EAR_CLAIMS, EAR_PROFILE, earClaimOf, toEar } from '../../src/verify/ear.ts';
 
 /** The EAR draft's own JSON example (test/vectors/ear/ear-json-1.json): the claim names and value kinds Sigil's export must use. */
 const example = JSON.parse(readFileSync(new URL('../vectors/ear/ear-json-1.json', import.meta.url), 'utf8')) as {
@@ -60,5 +61,57 @@ describe('toEar', () => {
     const unpinned = toEar([...GENUINE, notPinned('reference.rtmr3', 'nobody pinned it')], { verifier, submod: 's', iat: 1 }).submods.s!;
     expect(unpinned.ear_status).toBe('contraindicated');
     expect(unpinned.ear_trustworthiness_vector.executables).toBe(0);
+  });
+
+  it('contraindicates the claim a failed check feeds: other code, a loaded key or a forged receipt never leave the vector affirming', () => {
+    const vectorWith = (check: Check) => toEar([...GENUINE, check], { verifier, submod: 's', iat: 1 }).submods.s!;
+    const cases: Array<[string, string]> = [
+      ['attestation.manifest', 'executables'],
+      ['attestation.events', 'executables'],
+      ['release.expiry', 'executables'],
+      ['attestation.key_origin', 'instance-identity'],
+      ['attestation.nonce', 'instance-identity'],
+      ['receipt.signature', 'instance-identity'],
+      ['model_receipt.measurement', 'instance-identity'],
+      ['live.request', 'instance-identity'],
+      ['policy.model', 'configuration'],
+    ];
+    for (const [name, claim] of cases) {
+      const failed = vectorWith(fail(name, 'does not match'));
+      expect({ name, status: failed.ear_status, claim: failed.ear_trustworthiness_vector[claim] }).toEqual({ name, status: 'contraindicated', claim: 96 });
+      const waived = vectorWith(waive(fail(name, 'does not match'), 'development'));
+      expect({ name, status: waived.ear_status, claim: waived.ear_trustworthiness_vector[claim] }).toEqual({ name, status: 'warning', claim: 32 });
+    }
+  });
+
+  it('gives every check in the registry a claim, and a failure of any of them leaves no vector all affirming', () => {
+    // A family such as `gpu.*` also names its devices' checks: `gpu[0].chain`, `gpu.rim[0].signature`.
+    const names = [...CHECKS.map((c) => (c.name.endsWith('.*') ? `${c.name.slice(0, -2)}.example` : c.name)), 'gpu[0].chain', 'gpu.rim[0].signature'];
+    for (const name of names) {
+      expect({ name, claim: earClaimOf(name) }).not.toEqual({ name, claim: undefined });
+      const vector = toEar([...GENUINE, fail(name, 'does not match')], { verifier, submod: 's', iat: 1 }).submods.s!.ear_trustworthiness_vector;
+      expect({ name, contraindicated: Object.values(vector).includes(96) }).toEqual({ name, contraindicated: true });
+    }
+  });
+
+  it('feeds every claim from a check the table does not name, so a new check can lower the vector but never go unseen', () => {
+    const vector = toEar([...GENUINE, fail('future.check', 'does not match')], { verifier, submod: 's', iat: 1 }).submods.s!.ear_trustworthiness_vector;
+    expect(vector).toEqual({ 'instance-identity': 96, executables: 96, configuration: 96, hardware: 96 });
+  });
+
+  it('documents the mapping in docs/auditing.md exactly as the code applies it', () => {
+    const doc = readFileSync(new URL('../../docs/auditing.md', import.meta.url), 'utf8');
+    const section = doc.slice(doc.indexOf('### Exporting the verdict as an EAR'), doc.indexOf('### Which check stops which attack'));
+    const rows = section
+      .split('\n')
+      .filter((line) => /^\| `[a-z-]+` \|/.test(line))
+      .map((line) => {
+        const [claim, checks] = line
+          .split('|')
+          .slice(1, 3)
+          .map((cell) => cell.trim());
+        return [claim!.replaceAll('`', ''), [...checks!.matchAll(/`([^`]+)`/g)].map((m) => m[1])];
+      });
+    expect(rows).toEqual(EAR_CLAIMS.map(([claim, patterns]) => [claim, [...patterns]]));
   });
 });

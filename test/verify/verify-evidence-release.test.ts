@@ -30,8 +30,8 @@ const evidence = [
   '--allow-unpinned-code',
 ];
 
-const release = (name: string, measurement: string, expires: Date, tamper?: string): string[] =>
-  releaseFlags(keyedSnpRelease(measurement, expires, { tamperedTo: tamper }), name, file);
+const release = (name: string, measurement: string, expires: Date, tamper?: string, version?: string): string[] =>
+  releaseFlags(keyedSnpRelease(measurement, expires, { tamperedTo: tamper, ...(version === undefined ? {} : { version }) }), name, file);
 
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 
@@ -63,7 +63,7 @@ describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
 
   it('fails release.signature for a release whose values were changed after signing', async () => {
     const r = await runVerifyEvidence([...evidence, ...release('tampered', '00'.repeat(48), new Date(AT.getTime() + DAY), MILAN_MEASUREMENT)], AT);
-    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry', 'snp.crl']);
+    expect(failing(r.stdout)).toEqual(['release.signature', 'release.identity', 'release.statement', 'release.expiry', 'release.validity', 'snp.crl']);
     expect(r.code).toBe(1);
   });
 
@@ -95,6 +95,32 @@ describe('sigil verify-evidence --release on real SEV-SNP evidence', () => {
       'snp.measurement: is stated by the release manifest: next to a release, reference values may only add what a release does not state (machine allow-lists, TCB floors, policy)\n',
     );
     expect(overlap.code).toBe(3);
+  });
+
+  it("refuses an older release that expires later when the reference values' release section requires a newer one", async () => {
+    const requires = file('requires.yaml', 'release:\n  min_version: 0.2.0\n  max_validity_days: 30\n');
+    const older = await runVerifyEvidence(
+      [...evidence, ...release('older', MILAN_MEASUREMENT, new Date(AT.getTime() + 20 * DAY), undefined, '0.1.0'), '--reference', requires],
+      AT,
+    );
+    expect(failing(older.stdout)).toEqual(['release.version', 'snp.crl']);
+    expect(older.stdout).toContain(
+      'FAIL release.version — the manifest is for release 0.1.0, older than 0.2.0, the oldest your reference values accept (release.min_version)',
+    );
+    // Its values were not used: the code is compared with nothing.
+    expect(older.marks['reference.measurement']).not.toBe('PASS');
+    const current = await runVerifyEvidence(
+      [...evidence, ...release('current', MILAN_MEASUREMENT, new Date(AT.getTime() + 2 * DAY), undefined, '0.2.0'), '--reference', requires],
+      AT,
+    );
+    expect(current.marks).toMatchObject({ 'release.version': 'PASS', 'release.validity': 'PASS', 'reference.measurement': 'PASS' });
+    expect(failing(current.stdout)).toEqual(['snp.crl']);
+  });
+
+  it('refuses a release valid for longer than the 30 days a release workflow signs for', async () => {
+    const r = await runVerifyEvidence([...evidence, ...release('century', MILAN_MEASUREMENT, new Date('2126-07-01T00:00:00Z'))], AT);
+    expect(failing(r.stdout)).toEqual(['release.validity', 'snp.crl']);
+    expect(r.stdout).toMatch(/^FAIL release\.validity — the manifest stays valid for 36524 days from now /m);
   });
 
   it('refuses a signer option without --release', async () => {

@@ -131,7 +131,11 @@ function instanceCheck(report: SnpReport, ref: SnpReferenceValues | undefined): 
   }
   const wrong: string[] = [];
   if (ref.chip_id !== undefined && !ref.chip_id.includes(chip))
-    wrong.push(`CHIP_ID ${chip.slice(0, 16)}... is not one of the ${ref.chip_id.length} allowed machine(s)`);
+    wrong.push(
+      report.chipId.every((b) => b === 0)
+        ? `CHIP_ID is all zeros (the host masked it), so the machine cannot be matched with the ${ref.chip_id.length} allowed machine(s) by CHIP_ID`
+        : `CHIP_ID ${chip.slice(0, 16)}... is not one of the ${ref.chip_id.length} allowed machine(s)`,
+    );
   if (ref.report_id !== undefined && !ref.report_id.includes(reportId)) wrong.push(`REPORT_ID ${reportId.slice(0, 16)}... is not the pinned guest`);
   if (ref.report_id_ma !== undefined && !ref.report_id_ma.includes(reportIdMa)) {
     wrong.push(

@@ -126,6 +126,14 @@ function signerChecks(report: SnpReport, reported: TcbValues, signer: AmdCertifi
     checks.push(pass('snp.vcek_hwid', 'signed by a VLEK, which AMD issues per cloud provider rather than per chip: there is no hwID to compare with CHIP_ID'));
   } else if (signer.hwid === undefined) {
     checks.push(fail('snp.vcek_hwid', 'the VCEK certificate has no hwID extension to compare with CHIP_ID'));
+  } else if (report.chipId.every((b) => b === 0)) {
+    // go-sev-guest's validate does the same: a host may mask CHIP_ID (SNP_CONFIG MASK_CHIP_ID), which no report bit shows.
+    checks.push(
+      pass(
+        'snp.vcek_hwid',
+        `CHIP_ID is all zeros: the host masked it (MASK_CHIP_ID), so there is nothing to compare with the VCEK's hwID ${toHex(signer.hwid).slice(0, 16)}...; the VCEK's signature on the report (snp.report_signature) is what ties the report to the chip holding that key`,
+      ),
+    );
   } else {
     const chip = toHex(report.chipId);
     const hwid = toHex(signer.hwid);

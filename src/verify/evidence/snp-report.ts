@@ -65,6 +65,25 @@ export interface SnpReport {
   signedBytes: Uint8Array;
   /** r and s as big-endian 48-byte integers (P-384), ready for IEEE P1363 verification. */
   signature: { r: Uint8Array; s: Uint8Array };
+  /**
+   * The unsigned ranges after 0x29F that should be zero and are not, in words (`0x2D0-0x2E7 (the padding of R)`): the
+   * 24 bytes after each 48-byte P-384 component and the reserved bytes after S. Empty for what AMD's firmware writes.
+   */
+  unsignedNonZero: string[];
+}
+
+/** The parts of the signature field (0x2A0-0x49F) that carry no signature bytes and that the firmware leaves zero. */
+const UNSIGNED_ZERO_RANGES: ReadonlyArray<[from: number, to: number, what: string]> = [
+  [0x2a0 + 48, 0x2a0 + 72, 'the padding of R'],
+  [0x2e8 + 48, 0x2e8 + 72, 'the padding of S'],
+  [0x330, 0x4a0, 'the reserved bytes after the signature'],
+];
+
+function unsignedNonZero(bytes: Uint8Array): string[] {
+  const hex = (n: number) => `0x${n.toString(16).toUpperCase().padStart(3, '0')}`;
+  return UNSIGNED_ZERO_RANGES.filter(([from, to]) => bytes.subarray(from, to).some((b) => b !== 0)).map(
+    ([from, to, what]) => `${hex(from)}-${hex(to - 1)} (${what})`,
+  );
 }
 
 function readTcb(reader: ByteReader, offset: number): SnpTcb {
@@ -143,5 +162,6 @@ export function readSnpReport(bytes: Uint8Array): SnpReport {
       r: p384Component(reader.slice(sigOffset, SNP_SIGNATURE_COMPONENT_LENGTH)),
       s: p384Component(reader.slice(sigOffset + SNP_SIGNATURE_COMPONENT_LENGTH, SNP_SIGNATURE_COMPONENT_LENGTH)),
     },
+    unsignedNonZero: unsignedNonZero(reader.slice(0, SNP_REPORT_SIZE)),
   };
 }

@@ -34,6 +34,14 @@ function signatureCheck(report: SnpReport, signer: X509Certificate, signerName: 
     return fail('snp.report_signature', `the ${signerName} key is not an ECDSA P-384 key`);
   }
   const signature = Buffer.concat([report.signature.r, report.signature.s]);
+  if (signature.every((b) => b === 0)) {
+    return fail(
+      'snp.report_signature',
+      report.maskChipKey
+        ? "the report is unsigned: MASK_CHIP_KEY is set, so the host configured AMD's firmware (SNP_CONFIG) not to sign reports with the chip's key, and the signature is all zeros; nothing shows AMD hardware made this report"
+        : 'the report is unsigned: its signature is all zeros, so nothing shows AMD hardware made it',
+    );
+  }
   let ok = false;
   try {
     ok = verifySignature('sha384', report.signedBytes, { key, dsaEncoding: 'ieee-p1363' }, signature);
@@ -45,9 +53,25 @@ function signatureCheck(report: SnpReport, signer: X509Certificate, signerName: 
     : fail('snp.report_signature', `the report's signature does not verify with the ${signerName} public key`);
 }
 
-/** Finds which of `candidates` issued `child`, so a certificate table without ASK still chains through the built-in ones. */
-function findIssuer(child: X509Certificate, candidates: X509Certificate[], now: Date): X509Certificate | undefined {
-  return candidates.find((c) => issuanceProblem(child, c, now) === null);
+/**
+ * Finds which of `candidates` issued `child`, by name and signature whatever the time, so a certificate table without
+ * ASK still chains through the built-in ones, and an expired certificate is reported as expired rather than as issued
+ * by nobody.
+ */
+function findIssuer(child: X509Certificate, candidates: X509Certificate[]): X509Certificate | undefined {
+  return candidates.find((c) => issuanceProblem(child, c, new Date(child.validFrom)) === null);
+}
+
+/** An issuance problem in words, naming expiry plainly: an expired VCEK or VLEK is the commonest, and AMD issues a new one for the asking. */
+function signerProblem(signer: X509Certificate, signerName: string, intermediate: X509Certificate, now: Date): string | null {
+  const problem = issuanceProblem(signer, intermediate, now);
+  if (problem === null) return null;
+  const from = new Date(signer.validFrom);
+  const to = new Date(signer.validTo);
+  if (issuanceProblem(signer, intermediate, from) !== null) return problem;
+  if (now > to)
+    return `the ${signerName} (${commonName(signer)}, issued by ${commonName(intermediate)}) expired at ${to.toISOString()} (now ${now.toISOString()}): a report signed by it is no longer vouched for by AMD; fetch a current ${signerName} from AMD's KDS`;
+  return `the ${signerName} (${commonName(signer)}) is not valid until ${from.toISOString()} (now ${now.toISOString()}): check the clock, or the certificate was issued for later`;
 }
 
 interface ChainResult {
@@ -69,7 +93,6 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
     intermediate = findIssuer(
       signer,
       roots.amdIntermediates.map((pem, i) => readCertificate(pem, `built-in AMD intermediate ${i}`)),
-      now,
     );
     if (intermediate === undefined) {
       return {
@@ -80,7 +103,7 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
       };
     }
   }
-  const leafProblem = issuanceProblem(signer, intermediate, now);
+  const leafProblem = signerProblem(signer, signerName, intermediate, now);
   if (leafProblem !== null) {
     return { checks: [fail('snp.vcek_chain', leafProblem), fail('snp.root', 'no valid chain to check against the AMD roots')] };
   }
@@ -90,7 +113,7 @@ function chainChecks(signer: X509Certificate, signerName: string, table: SnpCert
     ark = readCertificate(tableArk.data, 'ARK from the certificate table');
   } else {
     arkFrom = 'the built-in AMD roots';
-    ark = findIssuer(intermediate, trustedArks, now);
+    ark = findIssuer(intermediate, trustedArks);
     if (ark === undefined) {
       return {
         checks: [
@@ -137,11 +160,14 @@ export function verifySnpEvidence(
   } catch (err) {
     return { checks: [fail('snp.report', describeEvidenceError(err))] };
   }
+  const read = `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`;
   const checks: Check[] = [
-    pass(
-      'snp.report',
-      `SEV-SNP report version ${report.version}, VMPL ${report.vmpl}, guest SVN ${report.guestSvn}, signed by ${report.signingKey.toUpperCase()}, chip ${toHex(report.chipId).slice(0, 16)}...`,
-    ),
+    report.unsignedNonZero.length === 0
+      ? pass('snp.report', read)
+      : fail(
+          'snp.report',
+          `${read}; but bytes ${report.unsignedNonZero.join(', ')} are not zero: they lie outside the signed part of the report (0x000-0x29F), AMD's firmware leaves them zero, and nobody signed what is there, so the report is refused as altered`,
+        ),
   ];
   const signer = signerChecks(report, certTableBytes, roots, now);
   checks.push(...signer.checks);

@@ -7,10 +7,11 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import { AlgorithmIdentifier, Certificate } from '@peculiar/asn1-x509';
 import { CertID, OCSPRequest, Request, TBSRequest } from '@peculiar/asn1-ocsp';
-import { CollateralFetchError } from '../evidence/collateral/fetch-error.ts';
+import { CollateralAnswerError, CollateralFetchError } from '../evidence/collateral/fetch-error.ts';
+import { boundedFetch, DEFAULT_MAX_FILE_BYTES, fetchLimits, type BoundedResponse, type FetchLimits } from '../evidence/collateral/bounded-fetch.ts';
 import type { SpdmMeasurementReport } from './spdm-measurements.ts';
 
-export { CollateralFetchError };
+export { CollateralAnswerError, CollateralFetchError };
 
 export const NVIDIA_RIM_SERVICE = 'https://rim.attestation.nvidia.com';
 export const NVIDIA_OCSP_SERVICE = 'https://ocsp.ndis.nvidia.com';
@@ -24,6 +25,8 @@ export interface NvidiaCollateralOptions {
   timeoutMs?: number;
   /** Default the global fetch. */
   fetch?: typeof fetch;
+  /** A whole collateral fetch's byte cap per file and deadline (instead of `timeoutMs` for each request). */
+  limits?: FetchLimits;
 }
 
 export interface NvidiaCollateralRequest {
@@ -70,24 +73,16 @@ export function ocspRequestFor(cert: X509Certificate, issuer: X509Certificate): 
   return new Uint8Array(AsnConvert.serialize(new OCSPRequest({ tbsRequest: new TBSRequest({ requestList: [new Request({ reqCert })] }) })));
 }
 
-async function call(what: string, url: string, init: RequestInit, o: NvidiaCollateralOptions): Promise<Response> {
-  const doFetch = o.fetch ?? fetch;
-  let res: Response;
-  try {
-    res = await doFetch(url, { ...init, signal: AbortSignal.timeout(o.timeoutMs ?? 10_000) });
-  } catch (err) {
-    throw new CollateralFetchError(`${what}: ${url} could not be reached (${(err as Error).name === 'TimeoutError' ? 'timed out' : (err as Error).message})`);
-  }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new CollateralFetchError(`${what}: ${url} answered ${res.status}`);
-  }
-  return res;
+/** One request under the caller's limits, or alone under `timeoutMs` and the default cap per file. */
+function call(what: string, url: string, init: RequestInit, o: NvidiaCollateralOptions): Promise<BoundedResponse> {
+  const limits = o.limits ?? fetchLimits(DEFAULT_MAX_FILE_BYTES, (o.timeoutMs ?? 10_000) / 1000);
+  return boundedFetch(what, url, init, limits, o.fetch);
 }
 
 /**
  * Fetches the RIMs `request.rimIds` names and an OCSP answer for every certificate below the root of each chain.
- * Rejects with CollateralFetchError naming the first that cannot be had; what is fetched is verified later.
+ * Rejects with CollateralFetchError (no answer) or CollateralAnswerError (not the file asked for) naming the first
+ * that cannot be had; what is fetched is verified later.
  */
 export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, options: NvidiaCollateralOptions = {}): Promise<NvidiaCollateral> {
   const rimBase = (options.rimServiceUrl ?? NVIDIA_RIM_SERVICE).replace(/\/+$/, '');
@@ -95,15 +90,15 @@ export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, op
   const rims = await Promise.all(
     request.rimIds.map(async (id) => {
       const url = `${rimBase}/v1/rim/${encodeURIComponent(id)}`;
-      const text = await (await call(`RIM ${id}`, url, { headers: { accept: 'application/json' } }, options)).text();
+      const text = Buffer.from((await call(`RIM ${id}`, url, { headers: { accept: 'application/json' } }, options)).body).toString('utf8');
       let answer: { id?: unknown; rim?: unknown };
       try {
         answer = JSON.parse(text) as typeof answer;
       } catch {
-        throw new CollateralFetchError(`RIM ${id}: ${url} did not answer JSON`);
+        throw new CollateralAnswerError(`RIM ${id}: ${url} did not answer JSON`);
       }
       if (answer.id !== id || typeof answer.rim !== 'string')
-        throw new CollateralFetchError(`RIM ${id}: ${url} answered ${typeof answer.id === 'string' ? `RIM ${answer.id}` : 'no RIM id'}, not ${id}`);
+        throw new CollateralAnswerError(`RIM ${id}: ${url} answered ${typeof answer.id === 'string' ? `RIM ${answer.id}` : 'no RIM id'}, not ${id}`);
       return { id, text };
     }),
   );
@@ -127,10 +122,9 @@ export async function fetchNvidiaCollateral(request: NvidiaCollateralRequest, op
       );
       const type = res.headers.get('content-type') ?? '';
       if (!type.startsWith('application/ocsp-response')) {
-        await res.body?.cancel();
-        throw new CollateralFetchError(`OCSP for ${label}: ${ocspUrl} answered ${type || 'no content type'}, not application/ocsp-response`);
+        throw new CollateralAnswerError(`OCSP for ${label}: ${ocspUrl} answered ${type || 'no content type'}, not application/ocsp-response`);
       }
-      return { label, der: new Uint8Array(await res.arrayBuffer()) };
+      return { label, der: res.body };
     }),
   );
   return { rims, ocsp };

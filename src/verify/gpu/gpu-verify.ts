@@ -1,4 +1,4 @@
-import { verify as verifySignature, X509Certificate } from 'node:crypto';
+import { createHash, verify as verifySignature, X509Certificate } from 'node:crypto';
 import { gpuEvidenceSha256, type GpuEvidence } from '../../protocol/attestation.ts';
 import { fail, notPinned, pass, type Check } from '../check.ts';
 import { commonName, issuanceProblem, sameCertificate } from '../evidence/certificate-chain.ts';
@@ -330,9 +330,28 @@ function reportIdentity(report: string): string {
   return bytes.subarray(0, end).toString('hex');
 }
 
-/** One report per GPU: the same report twice, or two entries with one index, would count a GPU twice. */
+/**
+ * Which GPU an entry's chain names: its identity certificate, the one NVIDIA's provisioning CA issued for this chip
+ * at manufacture (second in the chain: it issues the firmware's own first certificate), by its public key, which
+ * the chip alone holds. A fresh report from the same GPU has other bytes but this same certificate. Undefined when
+ * the chain cannot be read (that entry fails its own checks).
+ */
+function deviceIdentity(entry: Partial<GpuEvidence>): { key: string; label: string } | undefined {
+  if (typeof entry.certificates !== 'string') return undefined;
+  try {
+    const certs = readDeviceCertificates(Buffer.from(entry.certificates, 'base64').toString('latin1'));
+    const identity = certs[1] ?? certs[0]!;
+    const spki = identity.publicKey.export({ type: 'spki', format: 'der' });
+    return { key: createHash('sha256').update(spki).digest('hex'), label: `${commonName(identity)} serial ${identity.serialNumber}` };
+  } catch {
+    return undefined;
+  }
+}
+
+/** One entry per GPU: the same report twice, two reports from one GPU, or two entries with one index would count a GPU twice. */
 function distinctEntriesCheck(entries: GpuEvidence[]): Check {
   const seenReport = new Map<string, number>();
+  const seenDevice = new Map<string, number>();
   const seenIndex = new Set<unknown>();
   for (const [k, entry] of entries.entries()) {
     const e = entry as Partial<GpuEvidence>;
@@ -344,10 +363,23 @@ function distinctEntriesCheck(entries: GpuEvidence[]): Check {
         return fail('gpu.evidence', `GPU entries ${earlier} and ${String(index)} carry the same report: one GPU would be counted twice`);
       seenReport.set(identity, index as number);
     }
+    const device = deviceIdentity(e);
+    if (device !== undefined) {
+      const earlier = seenDevice.get(device.key);
+      if (earlier !== undefined)
+        return fail(
+          'gpu.evidence',
+          `GPU entries ${earlier} and ${String(index)} come from one GPU: both chains carry its identity certificate (${device.label}, issued by NVIDIA for one chip), so two reports of one GPU would count it twice`,
+        );
+      seenDevice.set(device.key, index as number);
+    }
     if (seenIndex.has(index)) return fail('gpu.evidence', `two GPU entries claim index ${String(index)}: each GPU has its own index`);
     seenIndex.add(index);
   }
-  return pass('gpu.evidence', `${entries.length} GPU reports, each with its own index and its own report`);
+  return pass(
+    'gpu.evidence',
+    `${entries.length} GPU reports from ${entries.length} GPUs: each entry has its own index, its own report and its own GPU identity certificate`,
+  );
 }
 
 /**

@@ -1,6 +1,7 @@
 import { parse as parseYaml } from 'yaml';
 import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-bits.ts';
 import { SigilError } from '../../protocol/sigil-error.ts';
+import { isReleaseVersion } from '../release/release-version.ts';
 
 /**
  * Reference values (docs/auditing.md#2-write-the-reference-values-file): what an auditor expects the evidence to show, obtained independently of the
@@ -87,7 +88,18 @@ export interface SigilReferenceValues {
   accept_loaded_keys?: boolean;
 }
 
+/**
+ * What the auditor requires of a release manifest given with `--release` (docs/release.md#what-the-verifier-requires):
+ * the oldest release accepted, and the longest validity a manifest may state (30 days, the release workflow's own,
+ * when not given).
+ */
+export interface ReleaseReferenceValues {
+  min_version?: string;
+  max_validity_days?: number;
+}
+
 export interface ReferenceValues {
+  release?: ReleaseReferenceValues;
   sigil?: SigilReferenceValues;
   tdx?: TdxReferenceValues;
   snp?: SnpReferenceValues;
@@ -313,6 +325,23 @@ function readSigil(node: Node): SigilReferenceValues {
   return out;
 }
 
+function readRelease(node: Node): ReleaseReferenceValues {
+  const map = mapAt(node, 'release', ['min_version', 'max_validity_days']);
+  const out: ReleaseReferenceValues = {};
+  if (map.min_version !== undefined) {
+    const version = single(map.min_version, 'release.min_version');
+    if (!isReleaseVersion(version))
+      throw new ReferenceValuesError('release.min_version', `must be a semantic version such as 1.2.0, got ${JSON.stringify(version)}`);
+    out.min_version = version;
+  }
+  if (map.max_validity_days !== undefined) {
+    const days = integer(single(map.max_validity_days, 'release.max_validity_days'), 'release.max_validity_days', 3650);
+    if (days < 1) throw new ReferenceValuesError('release.max_validity_days', 'must be at least 1');
+    out.max_validity_days = days;
+  }
+  return out;
+}
+
 function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenceValues {
   const map = mapAt(node, 'gpu', ['rims', 'ocsp', 'ocsp_allow_missing']);
   const out: GpuReferenceValues = {};
@@ -336,8 +365,9 @@ export function parseReferenceValues(text: string, resolvePath: (path: string) =
     throw new ReferenceValuesError(null, `not YAML or JSON: ${(err as Error).message.split('\n')[0]}`);
   }
   if (doc === undefined || doc === null || doc === '') throw new ReferenceValuesError(null, 'the file is empty');
-  const root = mapAt(doc as Node, null, ['sigil', 'tdx', 'snp', 'gpu']);
+  const root = mapAt(doc as Node, null, ['release', 'sigil', 'tdx', 'snp', 'gpu']);
   const out: ReferenceValues = {};
+  if (root.release !== undefined) out.release = readRelease(root.release);
   if (root.sigil !== undefined) out.sigil = readSigil(root.sigil);
   if (root.tdx !== undefined) out.tdx = readTdx(root.tdx);
   if (root.snp !== undefined) out.snp = readSnp(root.snp);

@@ -23,7 +23,7 @@ export interface ReleaseReference {
 export function verifyReleaseReference(bundle: Uint8Array, trust: ReleaseTrust, own: ReferenceValues | undefined, now: Date): ReleaseReference {
   let release;
   try {
-    release = verifyRelease(bundle, trust, now);
+    release = verifyRelease(bundle, trust, now, own?.release);
   } catch (err) {
     throw new ReleaseError('ERR_RELEASE_TRUST_UNUSABLE', (err as Error).message, { cause: err });
   }

@@ -1,12 +1,13 @@
-import { createPublicKey } from 'node:crypto';
+import { createPublicKey, X509Certificate } from 'node:crypto';
 import { bundleFromJSON, isBundleWithDsseEnvelope, type Bundle, type BundleWithDsseEnvelope } from '@sigstore/bundle';
 import { PublicKeyDetails, TrustedRoot } from '@sigstore/protobuf-specs';
 import { toSignedEntity, toTrustMaterial, VerificationError, Verifier, type Signer, type TrustMaterial } from '@sigstore/verify';
 import { fail, isWaived, notPinned, pass, verdictOf, waive, type Check } from '../check.ts';
-import type { ReferenceValues } from '../reference/reference-values.ts';
+import type { ReferenceValues, ReleaseReferenceValues } from '../reference/reference-values.ts';
 import { IN_TOTO_PAYLOAD_TYPE, parseReleaseStatement, ReleaseManifestError, type ReleaseStatement } from './manifest.ts';
 import { ReleaseError } from './errors.ts';
 import { referenceValuesFromRelease } from './reference-from-release.ts';
+import { compareReleaseVersions } from './release-version.ts';
 import { identityMatches, publicGoodTrustedRoot, publicKeyHint, type ReleaseTrust } from './trust.ts';
 
 export interface ReleaseVerification {
@@ -208,19 +209,85 @@ function expiryCheck(statement: ReleaseStatement | undefined, now: Date): Check 
   return pass('release.expiry', `the manifest is valid until ${expires.toISOString()} (now ${now.toISOString()})`);
 }
 
+/** The longest validity a manifest may state when the auditor names none: the release workflow's own (image/release-statement.sh). */
+export const DEFAULT_MAX_VALIDITY_DAYS = 30;
+const DAY_MS = 86_400_000;
+
+/** When the manifest was signed, as far as the verifier can tell: a Fulcio certificate lives ten minutes, so its start is the signing time. */
+function signedAt(bundle: BundleWithDsseEnvelope, trust: ReleaseTrust): Date | undefined {
+  if (trust.kind !== 'sigstore') return undefined;
+  const content = bundle.verificationMaterial.content;
+  const der =
+    content.$case === 'certificate'
+      ? content.certificate.rawBytes
+      : content.$case === 'x509CertificateChain'
+        ? content.x509CertificateChain.certificates[0]?.rawBytes
+        : undefined;
+  return der === undefined ? undefined : new Date(new X509Certificate(der).validFrom);
+}
+
+/** When a release bundle was signed, as `release.validity` counts it: keyless, its certificate's start; keyed, unknown (undefined). */
+export function releaseSignedAt(bundleBytes: Uint8Array, trust: ReleaseTrust): Date | undefined {
+  return signedAt(readBundle(bundleBytes), trust);
+}
+
+const days = (ms: number) => `${(ms / DAY_MS).toFixed(1).replace(/\.0$/, '')} days`;
+
+function validityCheck(statement: ReleaseStatement | undefined, signed: Date | undefined, maxDays: number, now: Date): Check {
+  if (statement === undefined) return notChecked('release.validity', 'release.statement');
+  const expires = new Date(statement.predicate.expires);
+  const from = signed ?? now;
+  const since =
+    signed === undefined
+      ? `now (${now.toISOString()}; a keyed manifest carries no signing time the verifier can trust)`
+      : `its signing (${signed.toISOString()}, when its signing certificate was issued)`;
+  const window = expires.getTime() - from.getTime();
+  const allowed = `${maxDays} days allowed (release.max_validity_days in your reference values; ${DEFAULT_MAX_VALIDITY_DAYS}, the release workflow's own, when not given)`;
+  if (window > maxDays * DAY_MS) {
+    return fail(
+      'release.validity',
+      `the manifest stays valid for ${days(window)} from ${since} until ${expires.toISOString()}, longer than the ${allowed}: a manifest that lives that long keeps its values acceptable long after a newer release replaces them`,
+    );
+  }
+  return pass('release.validity', `the manifest stays valid for at most ${days(Math.max(window, 0))} from ${since}, within the ${allowed}`);
+}
+
+function versionCheck(statement: ReleaseStatement | undefined, minVersion: string): Check {
+  if (statement === undefined) return notChecked('release.version', 'release.statement');
+  const version = statement.predicate.version;
+  const order = compareReleaseVersions(version, minVersion);
+  if (order === undefined)
+    return fail(
+      'release.version',
+      `the manifest's version ${JSON.stringify(version)} is not a semantic version, so it cannot be compared with ${minVersion}, the oldest release your reference values accept`,
+    );
+  if (order < 0)
+    return fail(
+      'release.version',
+      `the manifest is for release ${version}, older than ${minVersion}, the oldest your reference values accept (release.min_version): an older release stays signed and unexpired for a while after a newer one fixes its flaws`,
+    );
+  return pass(
+    'release.version',
+    `the manifest is for release ${version}, not older than ${minVersion}, the oldest your reference values accept (release.min_version)`,
+  );
+}
+
 /**
  * Verifies a release manifest offline: a Sigstore bundle holding a DSSE-signed in-toto statement. Checks, by
  * name: release.bundle, release.signer, release.tlog, release.signature, release.identity, release.statement,
- * release.expiry. Only when all pass does the manifest become reference values.
+ * release.expiry, release.validity (the validity window against `requires.max_validity_days`, default 30) and,
+ * when `requires.min_version` is given, release.version. Only when all pass does the manifest become reference values.
  */
-export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now: Date): ReleaseVerification {
+export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now: Date, requires: ReleaseReferenceValues = {}): ReleaseVerification {
+  const minVersion = requires.min_version;
+  const maxDays = requires.max_validity_days ?? DEFAULT_MAX_VALIDITY_DAYS;
   let bundle: BundleWithDsseEnvelope;
   try {
     bundle = readBundle(bundleBytes);
   } catch (err) {
     const checks = [fail('release.bundle', `the file is not a Sigstore bundle around a signed statement: ${(err as Error).message}`)];
-    for (const name of ['release.signer', 'release.tlog', 'release.signature', 'release.identity', 'release.statement', 'release.expiry'])
-      checks.push(notChecked(name, 'release.bundle'));
+    const later = ['release.signer', 'release.tlog', 'release.signature', 'release.identity', 'release.statement', 'release.expiry', 'release.validity'];
+    for (const name of [...later, ...(minVersion === undefined ? [] : ['release.version'])]) checks.push(notChecked(name, 'release.bundle'));
     return { ok: false, referenceValues: undefined, statement: undefined, checks };
   }
   const bundleCheck = pass('release.bundle', `a Sigstore bundle (${bundle.mediaType}) holding one DSSE envelope`);
@@ -232,7 +299,20 @@ export function verifyRelease(bundleBytes: Uint8Array, trust: ReleaseTrust, now:
   const { check: statementResult, statement } = identity.ok
     ? statementCheck(bundle)
     : { check: notChecked('release.statement', 'the signature or signer check'), statement: undefined };
-  const checks = [bundleCheck, ...crypto.checks, identity, statementResult, expiryCheck(statement, now)];
+  const checks = [
+    bundleCheck,
+    ...crypto.checks,
+    identity,
+    minVersion === undefined && statementResult.ok
+      ? {
+          ...statementResult,
+          detail: `${statementResult.detail}; no minimum version is required (release.min_version in your reference values), so any unexpired release from this signer is accepted`,
+        }
+      : statementResult,
+    expiryCheck(statement, now),
+    validityCheck(statement, statement === undefined ? undefined : signedAt(bundle, trust), maxDays, now),
+    ...(minVersion === undefined ? [] : [versionCheck(statement, minVersion)]),
+  ];
   const ok = verdictOf(checks).outcome !== 'not-verified';
   return {
     ok,

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import 'reflect-metadata';
@@ -131,14 +131,14 @@ describe('sigil collateral fetch', () => {
     expect(verified.stdout).toContain('PASS snp.vcek_chain — SEV-VCEK <- SEV-Genoa (the certificate table) <- ARK-Genoa (the built-in AMD roots, self-signed)');
   });
 
-  it("for a real Milan VLEK report asks KDS's vlek paths and no VCEK (no VLEK CRL is recorded: the replay has none, so it exits 3 naming it)", async () => {
+  it("for a real Milan VLEK report asks KDS's vlek paths and no VCEK (no VLEK CRL is recorded: the replay has none, so it exits 3 naming it and writes nothing)", async () => {
     ROUTES['/vlek/v1/Milan/cert_chain'] = { body: `${ASVK_MILAN.trim()}\n${ARK_MILAN.trim()}\n` };
     requested.length = 0;
     const out = join(work, 'vlek');
     const r = await sigilCollateral(['fetch', '--snp-report', v('snp/trustee-milan-vlek-report.bin'), '--out', out, ...sources()]);
     expect(requested).toEqual(['/vlek/v1/Milan/cert_chain', '/vlek/v1/Milan/crl']);
-    expect(readdirSync(out)).toEqual(['amd-cert-chain.pem']);
-    expect(r.stderr).toBe(`sigil collateral fetch: GET ${base}/vlek/v1/Milan/crl: HTTP 404\n`);
+    expect(existsSync(out)).toBe(false);
+    expect(r.stderr).toBe(`sigil collateral fetch: amd-crl.der: ${base}/vlek/v1/Milan/crl answered HTTP 404\n`);
     expect(r.code).toBe(3);
   });
 
@@ -155,8 +155,24 @@ describe('sigil collateral fetch', () => {
     ]);
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(
-      new RegExp(`^sigil collateral fetch: GET ${base}/vcek/v1/Milan/[0-9a-f]{128}\\?blSPL=\\d+&teeSPL=\\d+&snpSPL=\\d+&ucodeSPL=\\d+: HTTP 404\\n$`),
+      new RegExp(
+        `^sigil collateral fetch: amd-vcek.der: ${base}/vcek/v1/Milan/[0-9a-f]{128}\\?blSPL=\\d+&teeSPL=\\d+&snpSPL=\\d+&ucodeSPL=\\d+ answered HTTP 404\\n$`,
+      ),
     );
+  });
+
+  it('says why no VCEK can be fetched for a report whose CHIP_ID the host masked, and asks KDS nothing', async () => {
+    const masked = Buffer.from(readFileSync(v('snp/openpcc-azure-genoa-report.bin')));
+    masked.fill(0, 0x1a0, 0x1e0);
+    const report = join(work, 'masked-chip.bin');
+    writeFileSync(report, masked);
+    requested.length = 0;
+    const r = await sigilCollateral(['fetch', '--snp-report', report, '--out', join(work, 'masked'), ...sources()]);
+    expect(r.stderr).toBe(
+      "sigil collateral fetch: the report's CHIP_ID is all zeros (the host masked it), and AMD's KDS finds a VCEK by CHIP_ID: take the VCEK from the evidence's certificate table instead\n",
+    );
+    expect(r.code).toBe(3);
+    expect(requested).toEqual([]);
   });
 
   it('exits 2 on bad usage', async () => {

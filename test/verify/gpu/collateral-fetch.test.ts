@@ -106,10 +106,10 @@ describe('fetchNvidiaCollateral', () => {
 
   it('rejects naming the RIM the service does not have, and an OCSP answer that is not one', async () => {
     await expect(fetchNvidiaCollateral({ rimIds: ['NV_GPU_DRIVER_GH100_999.99'], chains: [] }, { rimServiceUrl: base })).rejects.toThrow(
-      `RIM NV_GPU_DRIVER_GH100_999.99: ${base}/v1/rim/NV_GPU_DRIVER_GH100_999.99 answered 404`,
+      `RIM NV_GPU_DRIVER_GH100_999.99: ${base}/v1/rim/NV_GPU_DRIVER_GH100_999.99 answered HTTP 404`,
     );
     await expect(fetchNvidiaCollateral({ rimIds: [], chains: [chain] }, { ocspUrl: `${base}/v1/rim/NV_GPU_DRIVER_GH100_545_00` })).rejects.toThrow(
-      'answered 400',
+      'answered HTTP 400',
     );
   });
 });

@@ -91,7 +91,31 @@ describe('a GPU listed more than once', () => {
   it('passes gpu.evidence for two distinct GPUs', () => {
     const { checks } = verifyGpuEvidence([gpuEntry(), { ...gpuEntry(ciReport(), ciChain(), CI_NONCE), index: 1 }], { nonce: VECTOR_NONCE, at: VECTOR_TIME });
     expect(marks(checks)[0]).toEqual(['gpu.evidence', true]);
-    expect(detail(checks, 'gpu.evidence')).toBe('2 GPU reports, each with its own index and its own report');
+    expect(detail(checks, 'gpu.evidence')).toBe('2 GPU reports from 2 GPUs: each entry has its own index, its own report and its own GPU identity certificate');
+  });
+
+  it('counts two fresh reports from one GPU as one GPU: by its identity certificate, not by the report bytes', () => {
+    // A second report of the same H100: the same chain, another requester nonce (derived from the real report, so
+    // its signature no longer verifies; gpu.evidence judges the GPUs, the entry's own checks its signature).
+    const fresh = Buffer.from(realReport());
+    Buffer.from('ab'.repeat(32), 'hex').copy(fresh, 4);
+    const { checks } = verifyGpuEvidence([gpuEntry(), { ...gpuEntry(fresh, realChainPem(), 'ab'.repeat(32)), index: 1 }], {
+      nonce: VECTOR_NONCE,
+      at: VECTOR_TIME,
+    });
+    expect(marks(checks)[0]).toEqual(['gpu.evidence', false]);
+    expect(detail(checks, 'gpu.evidence')).toBe(
+      'GPU entries 0 and 1 come from one GPU: both chains carry its identity certificate (GH100 A01 GSP BROM serial 41431D480FE5E87274, issued by NVIDIA for one chip), so two reports of one GPU would count it twice',
+    );
+  });
+
+  it('knows the GPU however its chain is spelled: the same certificates in another PEM layout are the same GPU', () => {
+    const fresh = Buffer.from(realReport());
+    Buffer.from('cd'.repeat(32), 'hex').copy(fresh, 4);
+    const respelled = realChainPem().replace(/\n/g, '\r\n');
+    const { checks } = verifyGpuEvidence([gpuEntry(), { ...gpuEntry(fresh, respelled, 'cd'.repeat(32)), index: 1 }], { nonce: VECTOR_NONCE, at: VECTOR_TIME });
+    expect(marks(checks)[0]).toEqual(['gpu.evidence', false]);
+    expect(detail(checks, 'gpu.evidence')).toMatch(/^GPU entries 0 and 1 come from one GPU: /);
   });
 });
 

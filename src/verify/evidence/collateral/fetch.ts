@@ -1,6 +1,6 @@
 import type { X509Certificate } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { toHex } from '../byte-reader.ts';
 import { readPemCertificates } from '../certificate-chain.ts';
 import { readSnpReport } from '../snp-report.ts';
@@ -10,7 +10,9 @@ import { readTdxQuote } from '../tdx-quote.ts';
 import { AMD_COLLATERAL_FILES } from './amd-collateral.ts';
 import { COLLATERAL_FILES } from './intel-collateral.ts';
 import { readPckExtension } from './pck-extension.ts';
-import { CollateralFetchError } from './fetch-error.ts';
+import { CollateralAnswerError, CollateralFetchError } from './fetch-error.ts';
+import { boundedFetch, fetchLimits, type FetchLimits } from './bounded-fetch.ts';
+import { expectCertificate, expectCrl, expectPemChain, expectSignedJson } from './answer-shape.ts';
 import { NVIDIA_COLLATERAL_MANIFEST, nvidiaOcspFile, nvidiaRimFile, RIM_ID, type NvidiaCollateralManifest } from './nvidia-collateral.ts';
 import { fetchNvidiaCollateral, NVIDIA_OCSP_SERVICE, NVIDIA_RIM_SERVICE, rimIdsForReport } from '../../gpu/collateral-fetch.ts';
 import { readDeviceCertificates } from '../../gpu/device-certificates.ts';
@@ -18,7 +20,7 @@ import { describeGpuEvidenceError } from '../../gpu/errors.ts';
 import { rimSigningChain } from '../../gpu/rim.ts';
 import { readSpdmMeasurementReport, type SpdmMeasurementReport } from '../../gpu/spdm-measurements.ts';
 
-export { CollateralFetchError };
+export { CollateralAnswerError, CollateralFetchError };
 
 /** Where collateral comes from. The defaults are the vendors' real services; tests and mirrors give their own. */
 export interface CollateralSources {
@@ -67,27 +69,22 @@ export interface FetchedFile {
  */
 export interface CollateralFetcher {
   name: string;
-  fetch(evidence: CollateralEvidence, dir: string, sources: CollateralSources, get: HttpGet): Promise<FetchedFile[] | null>;
+  fetch(evidence: CollateralEvidence, dir: string, sources: CollateralSources, get: HttpGet, limits: FetchLimits): Promise<FetchedFile[] | null>;
 }
 
 export interface HttpResponse {
   body: Uint8Array;
   header(name: string): string | undefined;
 }
-export type HttpGet = (url: string) => Promise<HttpResponse>;
+/** GET `url` for the bundle's `file`, under the fetch's limits; a non-2xx answer throws, naming the file, the URL and the status. */
+export type HttpGet = (file: string, url: string) => Promise<HttpResponse>;
 
-/** GET with Node's fetch; a non-2xx answer throws, naming the URL and status. */
-export const httpGet: HttpGet = async (url) => {
-  let response: Response;
-  try {
-    response = await fetch(url, { redirect: 'follow' });
-  } catch (err) {
-    throw new CollateralFetchError(`GET ${url}: ${(err as Error).message}`);
-  }
-  if (!response.ok) throw new CollateralFetchError(`GET ${url}: HTTP ${response.status}`);
-  const body = new Uint8Array(await response.arrayBuffer());
-  return { body, header: (name) => response.headers.get(name) ?? undefined };
-};
+function boundedGet(limits: FetchLimits): HttpGet {
+  return async (file, url) => {
+    const response = await boundedFetch(file, url, {}, limits);
+    return { body: response.body, header: (name) => response.headers.get(name) ?? undefined };
+  };
+}
 
 const trimSlash = (url: string) => url.replace(/\/+$/, '');
 
@@ -98,10 +95,16 @@ async function save(dir: string, file: string, url: string | undefined, content:
 }
 
 /** Intel PCS's issuer-chain headers are URL-encoded PEM. */
-function issuerChain(response: HttpResponse, header: string, url: string): string {
+function issuerChain(response: HttpResponse, header: string, file: string, url: string): string {
   const value = response.header(header);
-  if (value === undefined) throw new CollateralFetchError(`GET ${url}: no ${header} header`);
-  return decodeURIComponent(value);
+  if (value === undefined) throw new CollateralAnswerError(`${file}: ${url} sent no ${header} header`);
+  let chain: string;
+  try {
+    chain = decodeURIComponent(value);
+  } catch {
+    throw new CollateralAnswerError(`${file}: ${url} sent a ${header} header that is not URL-encoded PEM`);
+  }
+  return expectPemChain(chain, file, url);
 }
 
 /** Intel PCS (TDX, API v4): TCB info for the PCK certificate's FMSPC, the TD QE identity, the PCK CRL of its CA, the root CA's CRL. */
@@ -117,16 +120,20 @@ export const INTEL_PCS_FETCHER: CollateralFetcher = {
     const pcs = trimSlash(sources.intelPcs);
     const out: FetchedFile[] = [];
     const tcbUrl = `${pcs}/tdx/certification/v4/tcb?fmspc=${fmspc}`;
-    const tcb = await get(tcbUrl);
-    out.push(await save(dir, COLLATERAL_FILES.tcbInfo, tcbUrl, tcb.body));
-    out.push(await save(dir, COLLATERAL_FILES.tcbSigningChain, tcbUrl, issuerChain(tcb, 'TCB-Info-Issuer-Chain', tcbUrl)));
+    const tcb = await get(COLLATERAL_FILES.tcbInfo, tcbUrl);
+    out.push(await save(dir, COLLATERAL_FILES.tcbInfo, tcbUrl, expectSignedJson(tcb.body, 'tcbInfo', COLLATERAL_FILES.tcbInfo, tcbUrl)));
+    out.push(await save(dir, COLLATERAL_FILES.tcbSigningChain, tcbUrl, issuerChain(tcb, 'TCB-Info-Issuer-Chain', COLLATERAL_FILES.tcbSigningChain, tcbUrl)));
     const qeUrl = `${pcs}/tdx/certification/v4/qe/identity`;
-    out.push(await save(dir, COLLATERAL_FILES.qeIdentity, qeUrl, (await get(qeUrl)).body));
+    const qe = await get(COLLATERAL_FILES.qeIdentity, qeUrl);
+    out.push(await save(dir, COLLATERAL_FILES.qeIdentity, qeUrl, expectSignedJson(qe.body, 'enclaveIdentity', COLLATERAL_FILES.qeIdentity, qeUrl)));
     const crlUrl = `${pcs}/sgx/certification/v4/pckcrl?ca=${ca}&encoding=der`;
-    const crl = await get(crlUrl);
-    out.push(await save(dir, COLLATERAL_FILES.pckCrl, crlUrl, crl.body));
-    out.push(await save(dir, COLLATERAL_FILES.pckCrlIssuerChain, crlUrl, issuerChain(crl, 'SGX-PCK-CRL-Issuer-Chain', crlUrl)));
-    out.push(await save(dir, COLLATERAL_FILES.rootCrl, sources.intelRootCrl, (await get(sources.intelRootCrl)).body));
+    const crl = await get(COLLATERAL_FILES.pckCrl, crlUrl);
+    out.push(await save(dir, COLLATERAL_FILES.pckCrl, crlUrl, expectCrl(crl.body, COLLATERAL_FILES.pckCrl, crlUrl)));
+    out.push(
+      await save(dir, COLLATERAL_FILES.pckCrlIssuerChain, crlUrl, issuerChain(crl, 'SGX-PCK-CRL-Issuer-Chain', COLLATERAL_FILES.pckCrlIssuerChain, crlUrl)),
+    );
+    const rootCrl = await get(COLLATERAL_FILES.rootCrl, sources.intelRootCrl);
+    out.push(await save(dir, COLLATERAL_FILES.rootCrl, sources.intelRootCrl, expectCrl(rootCrl.body, COLLATERAL_FILES.rootCrl, sources.intelRootCrl)));
     return out;
   },
 };
@@ -154,16 +161,21 @@ export const AMD_KDS_FETCHER: CollateralFetcher = {
       throw new CollateralFetchError(`the report is signed by no endorsement key (${report.signingKey})`);
     const base = `${trimSlash(sources.amdKds)}/${report.signingKey}/v1/${product}`;
     const out: FetchedFile[] = [];
+    if (report.signingKey === 'vcek' && report.chipId.every((b) => b === 0))
+      throw new CollateralFetchError(
+        "the report's CHIP_ID is all zeros (the host masked it), and AMD's KDS finds a VCEK by CHIP_ID: take the VCEK from the evidence's certificate table instead",
+      );
     if (report.signingKey === 'vcek') {
       const vcekUrl = `${base}/${vcekPath(product, report.chipId, report.reportedTcb.raw, family)}`;
-      out.push(await save(dir, AMD_COLLATERAL_FILES.vcek, vcekUrl, (await get(vcekUrl)).body));
+      const vcek = await get(AMD_COLLATERAL_FILES.vcek, vcekUrl);
+      out.push(await save(dir, AMD_COLLATERAL_FILES.vcek, vcekUrl, expectCertificate(vcek.body, AMD_COLLATERAL_FILES.vcek, vcekUrl)));
     }
     const chainUrl = `${base}/cert_chain`;
-    const chain = Buffer.from((await get(chainUrl)).body).toString('utf8');
-    if (readPemCertificates(chain, 'cert_chain').length < 2) throw new CollateralFetchError(`GET ${chainUrl}: not a PEM chain of two certificates`);
-    out.push(await save(dir, AMD_COLLATERAL_FILES.certChain, chainUrl, chain));
+    const chain = Buffer.from((await get(AMD_COLLATERAL_FILES.certChain, chainUrl)).body).toString('utf8');
+    out.push(await save(dir, AMD_COLLATERAL_FILES.certChain, chainUrl, expectPemChain(chain, AMD_COLLATERAL_FILES.certChain, chainUrl)));
     const crlUrl = `${base}/crl`;
-    out.push(await save(dir, AMD_COLLATERAL_FILES.crl, crlUrl, (await get(crlUrl)).body));
+    const crl = await get(AMD_COLLATERAL_FILES.crl, crlUrl);
+    out.push(await save(dir, AMD_COLLATERAL_FILES.crl, crlUrl, expectCrl(crl.body, AMD_COLLATERAL_FILES.crl, crlUrl)));
     return out;
   },
 };
@@ -185,7 +197,7 @@ function gpuEvidence(evidence: CollateralEvidence): { report: SpdmMeasurementRep
  */
 export const NVIDIA_FETCHER: CollateralFetcher = {
   name: 'nvidia',
-  async fetch(evidence, dir, sources) {
+  async fetch(evidence, dir, sources, _get, limits) {
     if (evidence.gpuReport === undefined) return null;
     const { report, device } = gpuEvidence(evidence);
     const ids = rimIdsForReport(report);
@@ -197,7 +209,7 @@ export const NVIDIA_FETCHER: CollateralFetcher = {
       );
     const bad = ids.find((id) => !RIM_ID.test(id));
     if (bad !== undefined) throw new CollateralFetchError(`the GPU report's firmware names the RIM ${JSON.stringify(bad)}, which is not a RIM id`);
-    const options = { rimServiceUrl: sources.nvidiaRimService, ocspUrl: sources.nvidiaOcsp };
+    const options = { rimServiceUrl: sources.nvidiaRimService, ocspUrl: sources.nvidiaOcsp, limits };
     const { rims } = await fetchNvidiaCollateral({ rimIds: ids, chains: [] }, options);
     const rimChains = rims.map(({ id, text }) => {
       try {
@@ -229,16 +241,39 @@ export const NVIDIA_FETCHER: CollateralFetcher = {
 /** The fetchers `sigil collateral fetch` runs, in order. */
 export const COLLATERAL_FETCHERS: CollateralFetcher[] = [INTEL_PCS_FETCHER, AMD_KDS_FETCHER, NVIDIA_FETCHER];
 
-/** Runs every fetcher that applies to the evidence, writing into `dir` (created if needed). */
+/** What `fetchCollateral` allows the services: bytes per file, seconds for the whole fetch (docs/auditing.md, section 3). */
+export interface CollateralFetchOptions {
+  maxFileBytes?: number;
+  deadlineSeconds?: number;
+  fetchers?: readonly CollateralFetcher[];
+}
+
+/**
+ * Runs every fetcher that applies to the evidence into a new directory beside `dir`, then moves what it fetched into
+ * `dir` (created if needed; files of the same name are replaced) only once every fetcher succeeded: a failed fetch
+ * leaves `dir` as it was and nothing beside it.
+ */
 export async function fetchCollateral(
   evidence: CollateralEvidence,
   dir: string,
   sources: CollateralSources = DEFAULT_COLLATERAL_SOURCES,
-  fetchers: readonly CollateralFetcher[] = COLLATERAL_FETCHERS,
-  get: HttpGet = httpGet,
+  options: CollateralFetchOptions = {},
 ): Promise<FetchedFile[]> {
-  await mkdir(dir, { recursive: true });
-  const out: FetchedFile[] = [];
-  for (const fetcher of fetchers) out.push(...((await fetcher.fetch(evidence, dir, sources, get)) ?? []));
-  return out;
+  const limits = fetchLimits(options.maxFileBytes, options.deadlineSeconds);
+  const get = boundedGet(limits);
+  await mkdir(dirname(dir), { recursive: true });
+  const staging = await mkdtemp(join(dirname(dir), `.${basename(dir)}.partial-`));
+  try {
+    const out: FetchedFile[] = [];
+    for (const fetcher of options.fetchers ?? COLLATERAL_FETCHERS) out.push(...((await fetcher.fetch(evidence, staging, sources, get, limits)) ?? []));
+    const exists = await stat(dir).then(
+      () => true,
+      () => false,
+    );
+    if (!exists) await rename(staging, dir);
+    else for (const file of await readdir(staging)) await rename(join(staging, file), join(dir, file));
+    return out;
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
 }
