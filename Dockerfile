@@ -1,5 +1,5 @@
 # Sigil: attested reverse proxy. The image holds the measured artifact only (docs/attestation.md, "What is
-# measured: one artifact"): bin/sigil.js, dist/sigil.mjs (Sigil and its JavaScript dependencies, one bundle) and
+# measured: one artifact"): bin/sigil.js, dist/sigil/ (Sigil and its JavaScript dependencies, one bundle) and
 # dist/addons/koffi.node, plus the trust page, package.json and the example config. No node_modules, no
 # TypeScript, no node-llama-cpp (it fronts an engine such as vLLM).
 
@@ -22,7 +22,7 @@ ENV NODE_ENV=production
 WORKDIR /app
 RUN groupadd --system sigil && useradd --system --gid sigil --home-dir /app --shell /usr/sbin/nologin sigil
 COPY --from=build /src/bin/sigil.js ./bin/sigil.js
-COPY --from=build /src/dist/sigil.mjs ./dist/sigil.mjs
+COPY --from=build /src/dist/sigil ./dist/sigil
 COPY --from=build /src/dist/addons ./dist/addons
 COPY --from=build /src/dist/trust-page ./dist/trust-page
 COPY package.json ./

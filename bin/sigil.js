@@ -1,48 +1,53 @@
 #!/usr/bin/env node
-// Sigil's launcher (docs/attestation.md, "What is measured"). It reads the bundle dist/sigil.mjs once, hashes those
-// bytes, and has Node evaluate that same buffer: a module load hook answers the bundle's URL from memory, so no later
-// read of the file can differ from what was hashed. It hashes itself and the native addons too, and hands the
-// listing to the bundle, which measures it as the code.
+// Sigil's launcher (docs/attestation.md, "What is measured: one artifact"). It reads every file of the bundle
+// (dist/sigil/) once, hashes those bytes, and has Node evaluate those same buffers: a module load hook answers each
+// bundle URL from memory and refuses any other file in that folder, so no later read of a file can differ from what
+// was hashed. It hashes itself and the native addons too, and hands the listing to the bundle, which measures it.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { registerHooks } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const root = new URL('../', import.meta.url);
-const bundleUrl = new URL('dist/sigil.mjs', root).href;
+const bundleDir = new URL('dist/sigil/', root);
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+const namesIn = (folder) => {
+  try {
+    return readdirSync(new URL(folder, root)).map((name) => `${folder}${name}`);
+  } catch {
+    return [];
+  }
+};
 
-let bundle;
-try {
-  bundle = readFileSync(new URL(bundleUrl));
-} catch {
-  process.stderr.write('sigil: dist/sigil.mjs is missing: run `npm run build` first.\n');
+const bundle = new Map(namesIn('dist/sigil/').map((path) => [new URL(path, root).href, readFileSync(new URL(path, root))]));
+if (!bundle.has(new URL('main.mjs', bundleDir).href)) {
+  process.stderr.write('sigil: dist/sigil/main.mjs is missing: run `npm run build` first.\n');
   process.exit(1);
 }
-let addons = [];
-try {
-  addons = readdirSync(new URL('dist/addons/', root)).map((name) => `dist/addons/${name}`);
-} catch {
-  // a build without native addons: GPU and SEV-SNP key requests then say koffi is missing
-}
 const files = [
-  { path: 'bin/sigil.js', sha256: sha256(readFileSync(new URL(import.meta.url))) },
-  { path: 'dist/sigil.mjs', sha256: sha256(bundle) },
-  ...addons.map((path) => ({ path, sha256: sha256(readFileSync(new URL(path, root))) })),
+  { path: 'bin/sigil.js', bytes: readFileSync(new URL(import.meta.url)) },
+  ...[...bundle].map(([url, bytes]) => ({ path: fileURLToPath(url).slice(fileURLToPath(root).length), bytes })),
+  ...namesIn('dist/addons/').map((path) => ({ path, bytes: readFileSync(new URL(path, root)) })),
 ].sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
-const listing = files.map((f) => `${f.sha256}  ${f.path}\n`).join('');
+const listing = files.map((f) => `${sha256(f.bytes)}  ${f.path}\n`).join('');
+const digest = sha256(listing);
 
 // A cluster worker or the engine's process runs this launcher again: it must run what its parent measured.
 const parent = process.env.SIGIL_ARTIFACT_SHA256;
-if ((process.env.NODE_UNIQUE_ID !== undefined || process.env.NODE_CHANNEL_FD !== undefined) && parent !== undefined && parent !== sha256(listing)) {
+if ((process.env.NODE_UNIQUE_ID !== undefined || process.env.NODE_CHANNEL_FD !== undefined) && parent !== undefined && parent !== digest) {
   process.stderr.write('sigil: the artifact on disk changed since the parent process measured it: refusing to run it.\n');
   process.exit(1);
 }
-process.env.SIGIL_ARTIFACT_SHA256 = sha256(listing);
+process.env.SIGIL_ARTIFACT_SHA256 = digest;
 
 registerHooks({
-  load: (url, context, next) => (url === bundleUrl ? { format: 'module', source: bundle, shortCircuit: true } : next(url, context)),
+  load(url, context, next) {
+    const source = bundle.get(url);
+    if (source !== undefined) return { format: 'module', source, shortCircuit: true };
+    if (url.startsWith(bundleDir.href)) throw new Error(`sigil: ${fileURLToPath(url)} was not in the bundle measured at launch`);
+    return next(url, context);
+  },
 });
 Object.defineProperty(globalThis, Symbol.for('sigil.artifact'), { value: Object.freeze({ root: fileURLToPath(root), listing }) });
-const { main } = await import(bundleUrl);
+const { main } = await import(new URL('main.mjs', bundleDir).href);
 process.exitCode = await main(process.argv.slice(2));

@@ -1,6 +1,7 @@
 // npm run build's compile step: the library (dist/**/*.js, what `sigil/client` and `sigil/verify` export) and the
-// artifact Sigil runs as (docs/attestation.md, "What is measured"): dist/sigil.mjs, one bundle of Sigil's code and its
-// production JavaScript dependencies, and dist/addons/koffi.node, the one native addon, loaded by absolute path.
+// artifact Sigil runs as (docs/attestation.md, "What is measured"): dist/sigil/, one bundle of Sigil's code and its
+// production JavaScript dependencies (main.mjs and the chunks it imports when first needed), and
+// dist/addons/koffi.node, the one native addon, loaded by absolute path.
 // node-llama-cpp is optional: a proxy-only install (`npm install --omit=optional`) lacks its types, so the engine's
 // sources compile against a stand-in declaration (scripts/proxy-only/) and `sigil engine` says at run time that the
 // engine is not installed. It stays outside the bundle either way: the built-in engine loads it in its own process.
@@ -32,11 +33,12 @@ const tsc = spawnSync(
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 const src = join(root, 'src');
+const bundleDir = join(out, 'sigil');
 const sourceUrl = /new URL\((['"])(\.{1,2}\/[^'"]+)\1, import\.meta\.url\)/g;
 
 /**
- * The bundle sits where dist/ sits: a `new URL('./x', import.meta.url)` written beside a source file is rewritten to
- * name the same file seen from dist/sigil.mjs (a path under src/ maps to the same path under dist/).
+ * A `new URL('./x', import.meta.url)` written beside a source file is rewritten to name the same file seen from
+ * dist/sigil/ (a path under src/ maps to the same path under dist/, where tsc and copy-assets put it).
  */
 const relocateUrls = {
   name: 'relocate-urls',
@@ -47,7 +49,7 @@ const relocateUrls = {
       const contents = text.replace(sourceUrl, (whole, quote, rel) => {
         const target = resolve(dirname(args.path), rel);
         const inDist = target.startsWith(src + '/') ? join(out, relative(src, target)) : target;
-        const fromBundle = relative(out, inDist);
+        const fromBundle = relative(bundleDir, inDist);
         return `new URL(${quote}${fromBundle.startsWith('.') ? fromBundle : `./${fromBundle}`}${quote}, import.meta.url)`;
       });
       return { contents, loader: 'ts' };
@@ -55,10 +57,16 @@ const relocateUrls = {
   },
 };
 
+await rm(bundleDir, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: [join(src, 'cli/main.ts')],
-  outfile: join(out, 'sigil.mjs'),
+  entryPoints: { main: join(src, 'cli/main.ts') },
+  outdir: bundleDir,
+  outExtension: { '.js': '.mjs' },
+  // What only a dynamic import reaches (a command, the built-in engine, which imports node-llama-cpp) goes in a
+  // chunk beside main.mjs, evaluated when first imported; the launcher hashes every file of dist/sigil/ at launch.
+  splitting: true,
+  chunkNames: '[name]-[hash]',
   bundle: true,
   format: 'esm',
   platform: 'node',

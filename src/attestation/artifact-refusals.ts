@@ -32,13 +32,20 @@ export function codeOutsideArtifact(code: RunningCode, env: NodeJS.ProcessEnv, m
   const { root } = code.artifact;
   const found: string[] = [];
   if (env.NODE_PATH !== undefined && env.NODE_PATH !== '') found.push(`NODE_PATH=${env.NODE_PATH} (Node would load packages from it)`);
-  for (let dir = join(root, 'dist'); ; dir = dirname(dir)) {
+  for (let dir = join(root, 'dist/sigil'); ; dir = dirname(dir)) {
     const folder = join(dir, 'node_modules');
     if (existsSync(folder)) found.push(`a node_modules folder at ${folder} (Node would resolve packages from it; the artifact loads none)`);
     if (dirname(dir) === dir) break;
   }
   for (const folder of moduleFolders) if (existsSync(folder)) found.push(`a global module folder at ${folder} (require() would search it)`);
-  const paths = [root, join(root, 'bin'), join(root, 'dist'), join(root, 'dist/addons'), ...[...artifactFiles(code.artifact).keys()].map((f) => join(root, f))];
+  const paths = [
+    root,
+    join(root, 'bin'),
+    join(root, 'dist'),
+    join(root, 'dist/sigil'),
+    join(root, 'dist/addons'),
+    ...[...artifactFiles(code.artifact).keys()].map((f) => join(root, f)),
+  ];
   for (const path of paths) if (existsSync(path) && writable(path)) found.push(`${path} is writable by this process (the code could change under it)`);
   return found;
 }

@@ -1,5 +1,5 @@
 /**
- * The artifact Sigil runs as (docs/attestation.md, "What is measured"): bin/sigil.js, the bundle dist/sigil.mjs and the
+ * The artifact Sigil runs as (docs/attestation.md, "What is measured"): bin/sigil.js, the bundle dist/sigil/ and the
  * native addons under dist/addons. The launcher hashes each file, evaluates the bundle from the very bytes it hashed,
  * and hands over the listing; this module reads it. Run from the TypeScript sources or the compiled library, there is
  * no artifact.

@@ -25,7 +25,7 @@ export interface Manifest {
   sigil_version: string;
   /**
    * SHA-256 of the code listing (`sigil measure self --files`), and what it lists: `artifact` (bin/sigil.js,
-   * dist/sigil.mjs, dist/addons/*, as the launcher hashed them), or the folder run from (`src`, or `dist` for the
+   * dist/sigil/*, dist/addons/*, as the launcher hashed them), or the folder run from (`src`, or `dist` for the
    * compiled library), which hardware refuses.
    */
   code: { root: string; sha256: string };
@@ -60,8 +60,7 @@ export interface ManifestInputs {
 
 /** The folder of Sigil's running code without the launcher: `src/` from the sources, `dist/` for the compiled code or bundle. */
 export function runningCodeDir(): string {
-  const here = fileURLToPath(import.meta.url);
-  return here.endsWith('/sigil.mjs') ? dirname(here) : dirname(dirname(here));
+  return dirname(dirname(fileURLToPath(import.meta.url)));
 }
 
 /** What runs: the artifact the launcher measured, or a code folder read from disk (sources, compiled library; refused on hardware). */

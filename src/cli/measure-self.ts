@@ -8,7 +8,7 @@ export const MEASURE_SELF_USAGE =
   'usage: sigil measure self [--config FILE] [--files]\n\n' +
   'Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n' +
   'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
-  'Sigil runs with. --files first prints the code listing (for the artifact: bin/sigil.js, dist/sigil.mjs and its native\n' +
+  'Sigil runs with. --files first prints the code listing (for the artifact: bin/sigil.js, the bundle dist/sigil/ and its native\n' +
   'addons) and, when not run from the artifact, the node_modules listing, file by file.\n';
 
 /** `sigil measure self`: the manifest and its digest, computed as `sigil serve` computes them, without starting anything. */

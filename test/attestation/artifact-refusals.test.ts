@@ -12,8 +12,9 @@ function artifactAt(name: string) {
   const root = join(work, name, 'app');
   mkdirSync(join(root, 'bin'), { recursive: true });
   mkdirSync(join(root, 'dist/addons'), { recursive: true });
-  for (const file of ['bin/sigil.js', 'dist/sigil.mjs', 'dist/addons/koffi.node']) writeFileSync(join(root, file), file);
-  const listing = ['bin/sigil.js', 'dist/addons/koffi.node', 'dist/sigil.mjs'].map((f) => `${'0'.repeat(64)}  ${f}\n`).join('');
+  mkdirSync(join(root, 'dist/sigil'), { recursive: true });
+  for (const file of ['bin/sigil.js', 'dist/sigil/main.mjs', 'dist/addons/koffi.node']) writeFileSync(join(root, file), file);
+  const listing = ['bin/sigil.js', 'dist/addons/koffi.node', 'dist/sigil/main.mjs'].map((f) => `${'0'.repeat(64)}  ${f}\n`).join('');
   return { artifact: { root, listing } };
 }
 
@@ -49,10 +50,11 @@ describe('on hardware, Sigil refuses code that could come from outside its artif
         root,
         join(root, 'bin'),
         join(root, 'dist'),
+        join(root, 'dist/sigil'),
         join(root, 'dist/addons'),
         join(root, 'bin/sigil.js'),
         join(root, 'dist/addons/koffi.node'),
-        join(root, 'dist/sigil.mjs'),
+        join(root, 'dist/sigil/main.mjs'),
       ].map((path) => `${path} is writable by this process (the code could change under it)`),
     );
   });

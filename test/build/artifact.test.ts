@@ -140,7 +140,7 @@ describe('code planted beside the built Sigil', () => {
   }, 120_000);
 
   it('a bundle that writes its genuine bytes back when it runs is measured as what ran, not as what it left on disk', () => {
-    const bundle = join(tree, 'dist/sigil.mjs');
+    const bundle = join(tree, 'dist/sigil/main.mjs');
     const genuine = readFileSync(bundle);
     const saved = join(work, 'genuine.mjs');
     writeFileSync(saved, genuine);

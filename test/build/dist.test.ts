@@ -18,7 +18,7 @@ const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as 
 
 /**
  * A proxy-only install, made the way `npm run build` makes dist/: package.json, bin/sigil.js, the compiled
- * dist/ with its bundle dist/sigil.mjs, and a node_modules: the project's own packages, linked one by one, less
+ * dist/ with its bundle dist/sigil/, and a node_modules: the project's own packages, linked one by one, less
  * node-llama-cpp and its builds (`--omit=optional`), for the library's exports.
  */
 let app: string;
