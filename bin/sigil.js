@@ -34,7 +34,7 @@ const digest = sha256(listing);
 
 // A cluster worker or the engine's process runs this launcher again: it must run what its parent measured.
 const parent = process.env.SIGIL_ARTIFACT_SHA256;
-if ((process.env.NODE_UNIQUE_ID !== undefined || process.env.NODE_CHANNEL_FD !== undefined) && parent !== undefined && parent !== digest) {
+if ((process.env.NODE_UNIQUE_ID !== undefined || process.channel !== undefined) && parent !== undefined && parent !== digest) {
   process.stderr.write('sigil: the artifact on disk changed since the parent process measured it: refusing to run it.\n');
   process.exit(1);
 }

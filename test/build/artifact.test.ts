@@ -1,5 +1,6 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -166,4 +167,25 @@ describe('code planted beside the built Sigil', () => {
       writeFileSync(bundle, genuine);
     }
   }, 120_000);
+
+  it('a worker or engine process refuses to run when the artifact differs from the one its parent measured', async () => {
+    const child = (parentDigest: string) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        // fork() gives the child a channel to its parent, as cluster workers and the engine's process have.
+        const run = fork(join(tree, 'bin/sigil.js'), ['--version'], { env: { PATH: process.env.PATH!, SIGIL_ARTIFACT_SHA256: parentDigest }, silent: true });
+        let stdout = '';
+        let stderr = '';
+        run.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+        run.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        run.on('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+    const listing = execFileSync('bash', ['-c', 'LC_ALL=C sha256sum bin/sigil.js dist/addons/* dist/sigil/*'], { cwd: tree });
+    const measured = createHash('sha256').update(listing).digest('hex');
+    expect(await child(measured)).toEqual({ code: 0, stdout: `${JSON.parse(readFileSync(join(tree, 'package.json'), 'utf8')).version}\n`, stderr: '' });
+    expect(await child('0'.repeat(64))).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'sigil: the artifact on disk changed since the parent process measured it: refusing to run it.\n',
+    });
+  }, 60_000);
 });
