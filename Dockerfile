@@ -1,37 +1,35 @@
-# Sigil: attested reverse proxy. The image holds the compiled JavaScript and the proxy's production
-# modules only: no TypeScript, no tsx or esbuild, no node-llama-cpp (it fronts an engine such as vLLM).
+# Sigil: attested reverse proxy. The image holds the measured artifact only (docs/attestation.md, "What is
+# measured: one artifact"): bin/sigil.js, dist/sigil/ (Sigil and its JavaScript dependencies, one bundle) and
+# dist/addons/koffi.node, plus the trust page, package.json and the example config. No node_modules, no
+# TypeScript, no node-llama-cpp (it fronts an engine such as vLLM).
 
 # The base is Node 24 LTS pinned by digest: node:24-bookworm-slim (Node 24.18.0), the multi-arch index digest.
 # Refresh it with `docker buildx imagetools inspect node:24-bookworm-slim` (docs/operations.md).
 ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b1270fd37b7e9a7285cf83b6951452d
 
-# 1. Build: every dependency (TypeScript, and node-llama-cpp for its types), then dist/.
+# 1. Build: every dependency (TypeScript, esbuild, and node-llama-cpp for its types), then dist/.
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
-# No install scripts: this stage only compiles, and node-llama-cpp is here for its types.
+# No install scripts: this stage only compiles and bundles, and node-llama-cpp is here for its types.
 RUN npm install --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
+COPY bin ./bin
 RUN npm run build
 
-# 2. Production modules: `dependencies` only; node-llama-cpp is optional and left out.
-FROM ${NODE_IMAGE} AS modules
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm install --omit=dev --omit=optional --no-audit --no-fund
-
-# 3. Runtime: dist/, bin/, the example config and production modules, as a non-root user.
+# 2. Runtime: the artifact, owned by root and read-only to the sigil user that runs it.
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
 WORKDIR /app
 RUN groupadd --system sigil && useradd --system --gid sigil --home-dir /app --shell /usr/sbin/nologin sigil
-COPY --from=modules /app/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=build /src/bin/sigil.js ./bin/sigil.js
+COPY --from=build /src/dist/sigil ./dist/sigil
+COPY --from=build /src/dist/addons ./dist/addons
+COPY --from=build /src/dist/trust-page ./dist/trust-page
 COPY package.json ./
-COPY bin ./bin
 COPY config ./config
 RUN mkdir -p /app/.sigil && chown sigil:sigil /app/.sigil
 USER sigil

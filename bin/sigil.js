@@ -1,11 +1,53 @@
 #!/usr/bin/env node
-// Runs the compiled JavaScript in dist/ (`npm run build`); nothing is transpiled at run time.
-import { existsSync } from 'node:fs';
+// Sigil's launcher (docs/attestation.md, "What is measured: one artifact"). It reads every file of the bundle
+// (dist/sigil/) once, hashes those bytes, and has Node evaluate those same buffers: a module load hook answers each
+// bundle URL from memory and refuses any other file in that folder, so no later read of a file can differ from what
+// was hashed. It hashes itself and the native addons too, and hands the listing to the bundle, which measures it.
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { registerHooks } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
-const main = new URL('../dist/cli/main.js', import.meta.url);
-if (!existsSync(main)) {
-  process.stderr.write('sigil: dist/ is missing: run `npm run build` first.\n');
+const root = new URL('../', import.meta.url);
+const bundleDir = new URL('dist/sigil/', root);
+const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+const namesIn = (folder) => {
+  try {
+    return readdirSync(new URL(folder, root)).map((name) => `${folder}${name}`);
+  } catch {
+    return [];
+  }
+};
+
+const bundle = new Map(namesIn('dist/sigil/').map((path) => [new URL(path, root).href, readFileSync(new URL(path, root))]));
+if (!bundle.has(new URL('main.mjs', bundleDir).href)) {
+  process.stderr.write('sigil: dist/sigil/main.mjs is missing: run `npm run build` first.\n');
   process.exit(1);
 }
-const { main: run } = await import(main.href);
-process.exitCode = await run(process.argv.slice(2));
+const files = [
+  { path: 'bin/sigil.js', bytes: readFileSync(new URL(import.meta.url)) },
+  ...[...bundle].map(([url, bytes]) => ({ path: fileURLToPath(url).slice(fileURLToPath(root).length), bytes })),
+  ...namesIn('dist/addons/').map((path) => ({ path, bytes: readFileSync(new URL(path, root)) })),
+].sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+const listing = files.map((f) => `${sha256(f.bytes)}  ${f.path}\n`).join('');
+const digest = sha256(listing);
+
+// A cluster worker or the engine's process runs this launcher again: it must run what its parent measured.
+const parent = process.env.SIGIL_ARTIFACT_SHA256;
+if ((process.env.NODE_UNIQUE_ID !== undefined || process.channel !== undefined) && parent !== undefined && parent !== digest) {
+  process.stderr.write('sigil: the artifact on disk changed since the parent process measured it: refusing to run it.\n');
+  process.exit(1);
+}
+process.env.SIGIL_ARTIFACT_SHA256 = digest;
+
+registerHooks({
+  load(url, context, next) {
+    const source = bundle.get(url);
+    if (source !== undefined) return { format: 'module', source, shortCircuit: true };
+    if (url.startsWith(bundleDir.href)) throw new Error(`sigil: ${fileURLToPath(url)} was not in the bundle measured at launch`);
+    return next(url, context);
+  },
+});
+Object.defineProperty(globalThis, Symbol.for('sigil.artifact'), { value: Object.freeze({ root: fileURLToPath(root), listing }) });
+const { main } = await import(new URL('main.mjs', bundleDir).href);
+process.exitCode = await main(process.argv.slice(2));

@@ -1,10 +1,21 @@
-// npm run build's compile step. node-llama-cpp is optional: a proxy-only install
-// (`npm install --omit=optional`) lacks its types, so the engine's sources compile against a stand-in
-// declaration (scripts/proxy-only/) and `sigil engine` says at run time that the engine is not installed.
+// npm run build's compile step: the library (dist/**/*.js, what `sigil/client` and `sigil/verify` export) and the
+// artifact Sigil runs as (docs/attestation.md, "What is measured"): dist/sigil/, one bundle of Sigil's code and its
+// production JavaScript dependencies (main.mjs and the chunks it imports when first needed), and
+// dist/addons/koffi.node, the one native addon, loaded by absolute path.
+// node-llama-cpp is optional: a proxy-only install (`npm install --omit=optional`) lacks its types, so the engine's
+// sources compile against a stand-in declaration (scripts/proxy-only/) and `sigil engine` says at run time that the
+// engine is not installed. It stays outside the bundle either way: the built-in engine loads it in its own process.
 import { spawnSync } from 'node:child_process';
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const out = resolve(root, process.argv[2] ?? 'dist');
 const require = createRequire(import.meta.url);
+
 let project = 'tsconfig.build.json';
 try {
   require.resolve('node-llama-cpp');
@@ -12,5 +23,70 @@ try {
   project = 'tsconfig.proxy-only.json';
   process.stderr.write('build: node-llama-cpp is not installed: building the proxy without the built-in engine\n');
 }
-const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', project], { stdio: 'inherit' });
-process.exitCode = tsc.status ?? 1;
+const tsc = spawnSync(
+  process.execPath,
+  [require.resolve('typescript/bin/tsc'), '-p', join(root, project), '--outDir', out, '--tsBuildInfoFile', join(out, '.tsbuildinfo')],
+  {
+    stdio: 'inherit',
+  },
+);
+if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+
+const src = join(root, 'src');
+const bundleDir = join(out, 'sigil');
+const sourceUrl = /new URL\((['"])(\.{1,2}\/[^'"]+)\1, import\.meta\.url\)/g;
+
+/**
+ * A `new URL('./x', import.meta.url)` written beside a source file is rewritten to name the same file seen from
+ * dist/sigil/ (a path under src/ maps to the same path under dist/, where tsc and copy-assets put it).
+ */
+const relocateUrls = {
+  name: 'relocate-urls',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, async (args) => {
+      const text = await readFile(args.path, 'utf8');
+      if (!text.includes('import.meta.url')) return undefined;
+      const contents = text.replace(sourceUrl, (whole, quote, rel) => {
+        const target = resolve(dirname(args.path), rel);
+        const inDist = target.startsWith(src + '/') ? join(out, relative(src, target)) : target;
+        const fromBundle = relative(bundleDir, inDist);
+        return `new URL(${quote}${fromBundle.startsWith('.') ? fromBundle : `./${fromBundle}`}${quote}, import.meta.url)`;
+      });
+      return { contents, loader: 'ts' };
+    });
+  },
+};
+
+await rm(bundleDir, { recursive: true, force: true });
+await build({
+  absWorkingDir: root,
+  entryPoints: { main: join(src, 'cli/main.ts') },
+  outdir: bundleDir,
+  outExtension: { '.js': '.mjs' },
+  // What only a dynamic import reaches (a command, the built-in engine, which imports node-llama-cpp) goes in a
+  // chunk beside main.mjs, evaluated when first imported; the launcher hashes every file of dist/sigil/ at launch.
+  splitting: true,
+  chunkNames: '[name]-[hash]',
+  bundle: true,
+  format: 'esm',
+  platform: 'node',
+  target: ['node24'],
+  // The built-in engine's package loads in the engine's own process; koffi is loaded as dist/addons/koffi.node.
+  external: ['node-llama-cpp', '@node-llama-cpp/*', 'koffi'],
+  // Bundled CommonJS packages call require() for Node's own modules and name their folder.
+  banner: {
+    js: "import { createRequire as __sigilCreateRequire } from 'node:module'; const require = __sigilCreateRequire(import.meta.url);",
+  },
+  legalComments: 'eof',
+  sourcemap: false,
+  plugins: [relocateUrls],
+  logLevel: 'warning',
+});
+
+// koffi's native module for this platform, as koffi itself finds it (@koromix/koffi-<platform>-<arch>).
+const triplet = `${process.platform}_${process.arch}`;
+const fromKoffi = createRequire(require.resolve('koffi'));
+const addon = join(dirname(fromKoffi.resolve(`@koromix/koffi-${process.platform}-${process.arch}/package.json`)), triplet, 'koffi.node');
+await rm(join(out, 'addons'), { recursive: true, force: true });
+await mkdir(join(out, 'addons'), { recursive: true });
+await copyFile(addon, join(out, 'addons/koffi.node'));

@@ -14,7 +14,6 @@ async function listFiles(dir: string, prefix: string, seen: Set<string>): Promis
   seen.add(real);
   const out: string[] = [];
   for (const name of await nodeFs.readdir(dir)) {
-    if (name === 'node_modules') continue;
     const path = join(dir, name);
     const rel = prefix === '' ? name : `${prefix}/${name}`;
     if (rel.includes('\n')) throw new Error(`the file name ${JSON.stringify(rel)} holds a newline, which the manifest cannot list`);
@@ -45,8 +44,8 @@ async function sha256Lines(root: string, files: string[]): Promise<string> {
 }
 
 /**
- * The code manifest: one line per regular file under `dir`, skipping node_modules. An auditor gets the same text from
- * `cd dist && find -L . -name node_modules -prune -o -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum`.
+ * The code manifest: one line per regular file under `dir`, node_modules folders included (Node would load from them).
+ * An auditor gets the same text from `cd dist && find -L . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum`.
  */
 export async function codeManifest(dir: string): Promise<string> {
   return sha256Lines(dir, await listFiles(dir, '', new Set()));
@@ -98,14 +97,15 @@ async function installedPackages(root: string, dir: string): Promise<string[]> {
 }
 
 /**
- * The production node_modules, file by file: one line per regular file of each production package (its own nested
- * node_modules listed as packages of their own), paths relative to the package root (`node_modules/jose/...`).
+ * The production node_modules, file by file: one line per regular file of each production package, its nested
+ * node_modules included whether the lock file names them or not, paths relative to the package root
+ * (`node_modules/jose/...`).
  */
 export async function nodeModulesManifest(packageRoot: string): Promise<string> {
   const packages = await productionPackages(packageRoot);
   // Each package is walked in its own order (its own `seen`), so walking them side by side changes no line.
   const files = await Promise.all(packages.map((pkg) => listFiles(join(packageRoot, pkg), pkg, new Set())));
-  return sha256Lines(packageRoot, files.flat());
+  return sha256Lines(packageRoot, [...new Set(files.flat())]);
 }
 
 export const sha256Hex = (text: string | Uint8Array) => createHash('sha256').update(text).digest('hex');

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { MeasuredModel } from '../catalogue/weights.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import { canonicalJson } from '../protocol/jcs.ts';
+import { runningArtifact, type RunningArtifact } from './artifact.ts';
 import { codeManifest, nodeModulesManifest, sha256Hex } from './file-manifest.ts';
 import { measuredEnvironment, type ProcessRuntime } from './runtime-options.ts';
 
@@ -22,10 +23,14 @@ export type ManifestModel = MeasuredModel;
 export interface Manifest {
   kind: typeof MANIFEST_KIND;
   sigil_version: string;
-  /** SHA-256 of the code listing (`sigil measure self --files`), and the folder it lists. */
+  /**
+   * SHA-256 of the code listing (`sigil measure self --files`), and what it lists: `artifact` (bin/sigil.js,
+   * dist/sigil/*, dist/addons/*, as the launcher hashed them), or the folder run from (`src`, or `dist` for the
+   * compiled library), which hardware refuses.
+   */
   code: { root: string; sha256: string };
-  /** SHA-256 of the production node_modules listing. */
-  node_modules: { sha256: string };
+  /** SHA-256 of the production node_modules listing; null for the artifact, which loads nothing from node_modules. */
+  node_modules: { sha256: string } | null;
   /** The node binary that runs Sigil. */
   node: { version: string; sha256: string };
   exec_argv: string[];
@@ -33,13 +38,13 @@ export interface Manifest {
   config_sha256: string;
   catalogue_sha256: string | null;
   keys_file: string;
-  /** SHA-256 of the trust-page listing when its files live outside the code folder; null when inside (covered by `code`) or absent. */
+  /** SHA-256 of the trust-page listing (always, for the artifact); null when inside the code folder (covered by `code`) or absent. */
   trust_page_sha256: string | null;
   models: ManifestModel[];
 }
 
 export interface ManifestInputs {
-  /** The code folder: `dist/` when installed, `src/` when run from source. */
+  /** The code folder measured instead of the running code (tests); default: the running artifact or code folder. */
   codeDir?: string;
   runtime: ProcessRuntime;
   configPath: string;
@@ -53,18 +58,45 @@ export interface ManifestInputs {
   nodeBinary?: string;
 }
 
-/** The folder of Sigil's running code: `dist/` when installed, `src/` when run from source. */
+/** The folder of Sigil's running code without the launcher: `src/` from the sources, `dist/` for the compiled code or bundle. */
 export function runningCodeDir(): string {
   return dirname(dirname(fileURLToPath(import.meta.url)));
 }
 
-const listings = new Map<string, Promise<{ code: string; nodeModules: string }>>();
+/** What runs: the artifact the launcher measured, or a code folder read from disk (sources, compiled library; refused on hardware). */
+export type RunningCode = { artifact: RunningArtifact } | { dir: string };
 
-/** The code and node_modules listings; hashed once per process, since the code loaded does not change under it. */
-export function codeListings(codeDir: string): Promise<{ code: string; nodeModules: string }> {
+export const runningCode = (): RunningCode => {
+  const artifact = runningArtifact();
+  return artifact === undefined ? { dir: runningCodeDir() } : { artifact };
+};
+
+/** The listings the manifest hashes: `root` names what `code` lists; `nodeModules` is null for the artifact. */
+export interface CodeListings {
+  root: string;
+  code: string;
+  nodeModules: string | null;
+  /** The package folder (package.json's); not measured. */
+  packageRoot: string;
+}
+
+const listings = new Map<string, Promise<CodeListings>>();
+
+/**
+ * The code listings. The artifact's comes from the launcher, which hashed the bytes it then evaluated; a code folder
+ * and node_modules are hashed from disk once per process.
+ */
+export function codeListings(code: RunningCode): Promise<CodeListings> {
+  if ('artifact' in code) return Promise.resolve({ root: 'artifact', code: code.artifact.listing, nodeModules: null, packageRoot: code.artifact.root });
+  const codeDir = code.dir;
   let pending = listings.get(codeDir);
   if (pending === undefined) {
-    pending = Promise.all([codeManifest(codeDir), nodeModulesManifest(dirname(codeDir))]).then(([code, nodeModules]) => ({ code, nodeModules }));
+    pending = Promise.all([codeManifest(codeDir), nodeModulesManifest(dirname(codeDir))]).then(([listing, nodeModules]) => ({
+      root: basename(codeDir),
+      code: listing,
+      nodeModules,
+      packageRoot: dirname(codeDir),
+    }));
     pending.catch(() => listings.delete(codeDir));
     listings.set(codeDir, pending);
   }
@@ -87,20 +119,24 @@ function nodeBinarySha256(path: string): Promise<string> {
 const inside = (dir: string, parent: string) => resolve(dir).startsWith(resolve(parent) + '/');
 
 export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
-  const codeDir = inputs.codeDir ?? runningCodeDir();
-  const [{ code, nodeModules }, pkg, nodeSha, configBytes, catalogueBytes, trustPage] = await Promise.all([
-    codeListings(codeDir),
-    nodeFs.readFile(join(dirname(codeDir), 'package.json'), 'utf8'),
+  const running = inputs.codeDir === undefined ? runningCode() : { dir: inputs.codeDir };
+  const listed = await codeListings(running);
+  // The artifact lists no folder, so the trust page (static files under dist/trust-page) is always listed on its own.
+  const codeDir = 'dir' in running ? running.dir : undefined;
+  // Unconfigured, the page is served from dist/trust-page at the package root (src/http/routes/trust-page.ts).
+  const trustPageDir = inputs.trustPageDir ?? join(listed.packageRoot, 'dist', 'trust-page');
+  const [pkg, nodeSha, configBytes, catalogueBytes, trustPage] = await Promise.all([
+    nodeFs.readFile(join(listed.packageRoot, 'package.json'), 'utf8'),
     nodeBinarySha256(inputs.nodeBinary ?? process.execPath),
     nodeFs.readFile(inputs.configPath),
     inputs.cataloguePath === null ? null : nodeFs.readFile(inputs.cataloguePath),
-    inputs.trustPageDir === null || inside(inputs.trustPageDir, codeDir) ? null : codeManifest(inputs.trustPageDir).catch(() => null),
+    codeDir !== undefined && inside(trustPageDir, codeDir) ? null : codeManifest(trustPageDir).catch(() => null),
   ]);
   return {
     kind: MANIFEST_KIND,
     sigil_version: (JSON.parse(pkg) as { version: string }).version,
-    code: { root: basename(codeDir), sha256: sha256Hex(code) },
-    node_modules: { sha256: sha256Hex(nodeModules) },
+    code: { root: listed.root, sha256: sha256Hex(listed.code) },
+    node_modules: listed.nodeModules === null ? null : { sha256: sha256Hex(listed.nodeModules) },
     node: { version: process.version, sha256: nodeSha },
     exec_argv: [...inputs.runtime.execArgv],
     env: measuredEnvironment(inputs.runtime.env, inputs.extraEnv),

@@ -6,7 +6,8 @@ import type { LoadedConfig } from '../config/load.ts';
 import type { MeasuredModel } from '../catalogue/weights.ts';
 import type { Logger } from '../log/logger.ts';
 import type { EvidenceSources } from './document.ts';
-import { manifestDigest, manifestOfConfig } from './manifest.ts';
+import { codeOutsideArtifact } from './artifact-refusals.ts';
+import { manifestDigest, manifestOfConfig, runningCode } from './manifest.ts';
 import type { ProcessRuntime } from './runtime-options.ts';
 import { unmeasuredRuntimeOptions } from './runtime-options.ts';
 import { MeasurementError, RuntimeEventLog, type RtmrFs } from './self-measurement.ts';
@@ -26,7 +27,7 @@ export class UnmeasuredRuntimeError extends Error {
 }
 
 export function refuseUnmeasuredRuntime(runtime: ProcessRuntime, tee: string): void {
-  const found = unmeasuredRuntimeOptions(runtime);
+  const found = [...unmeasuredRuntimeOptions(runtime), ...codeOutsideArtifact(runningCode(), runtime.env)];
   if (found.length === 0) return;
   throw new UnmeasuredRuntimeError(
     `refusing to start on ${tee}: ${found.join(', ')} would run code or open a debugger the measurement does not cover, so the evidence would not name what handles prompts. Start Sigil without it.`,

@@ -8,7 +8,7 @@
  * number as in the kernel's include/uapi/linux/sev-guest.h; the response as AMD's SEV-SNP firmware ABI lays out
  * MSG_KEY_RSP (status at 0, the 32-byte key at 0x20).
  */
-import { createRequire } from 'node:module';
+import { loadKoffi } from './artifact.ts';
 
 export const DEFAULT_LIBC = 'libc.so.6';
 
@@ -46,7 +46,7 @@ export function guestFieldSelect(fields: readonly SealingField[]): bigint {
  * open/ioctl/close reach the device (the system's libc; tests pass a stand-in).
  */
 export function deriveSevGuestKey(device: string, request: DerivedKeyRequest, library: string = DEFAULT_LIBC): Buffer {
-  const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
+  const koffi = loadKoffi();
   const lib = koffi.load(library);
   const open = lib.func('int open(const char *path, int flags, ...)');
   const ioctl = lib.func('int ioctl(int fd, unsigned long request, ...)');

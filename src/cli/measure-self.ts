@@ -1,4 +1,4 @@
-import { codeListings, manifestDigest, manifestOfConfig, runningCodeDir } from '../attestation/manifest.ts';
+import { codeListings, manifestDigest, manifestOfConfig, runningCode } from '../attestation/manifest.ts';
 import { currentRuntime } from '../attestation/runtime-options.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
 import { measureWeights } from '../catalogue/weights.ts';
@@ -8,7 +8,8 @@ export const MEASURE_SELF_USAGE =
   'usage: sigil measure self [--config FILE] [--files]\n\n' +
   'Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n' +
   'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
-  'Sigil runs with. --files first prints the code and node_modules listings, file by file.\n';
+  'Sigil runs with. --files first prints the code listing (for the artifact: bin/sigil.js, the bundle dist/sigil/ and its native\n' +
+  'addons) and, when not run from the artifact, the node_modules listing, file by file.\n';
 
 /** `sigil measure self`: the manifest and its digest, computed as `sigil serve` computes them, without starting anything. */
 export async function run(argv: string[]): Promise<number> {
@@ -37,8 +38,9 @@ export async function run(argv: string[]): Promise<number> {
     );
     const manifest = await manifestOfConfig(config, currentRuntime(), models);
     if (files) {
-      const { code, nodeModules } = await codeListings(runningCodeDir());
-      process.stdout.write(`# ${manifest.code.root}/ (code.sha256 = SHA-256 of these lines)\n${code}# node_modules (node_modules.sha256)\n${nodeModules}`);
+      const { root, code, nodeModules } = await codeListings(runningCode());
+      process.stdout.write(`# ${root === 'artifact' ? 'artifact' : `${root}/`} (code.sha256 = SHA-256 of these lines)\n${code}`);
+      if (nodeModules !== null) process.stdout.write(`# node_modules (node_modules.sha256)\n${nodeModules}`);
     }
     const { text, sha384 } = manifestDigest(manifest);
     process.stdout.write(`${text}\nmanifest_sha384 ${sha384}\n`);

@@ -22,7 +22,11 @@ const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 /** Compiled (dist/*.js) the child is plain Node; from the TypeScript sources (tests, development) it needs tsx's loader. */
 const FROM_SOURCES = import.meta.url.endsWith('.ts');
-const MAIN_PATH = fileURLToPath(new URL(FROM_SOURCES ? '../cli/main.ts' : '../cli/main.js', import.meta.url));
+/** From the artifact (dist/sigil/) the child runs the launcher again, which checks it runs what this process measured. */
+const LAUNCHER_FROM_BUNDLE = '../../bin/sigil.js';
+const MAIN_PATH = import.meta.url.includes('/dist/sigil/')
+  ? fileURLToPath(new URL(LAUNCHER_FROM_BUNDLE, import.meta.url))
+  : fileURLToPath(new URL(FROM_SOURCES ? '../cli/main.ts' : '../cli/main.js', import.meta.url));
 const LOADER_ARGS = FROM_SOURCES ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
 
 /**

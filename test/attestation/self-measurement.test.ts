@@ -45,14 +45,14 @@ const cleanups: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'sigil-selfmeasure-'));
-  // A small installed tree: dist/ with nested files, a node_modules to skip, a symbolic link to follow.
+  // A small installed tree: dist/ with nested files, a node_modules Node would load from, a symbolic link to follow.
   await mkdir(join(work, 'pkg/dist/http'), { recursive: true });
   await mkdir(join(work, 'pkg/dist/node_modules/x'), { recursive: true });
   await writeFile(join(work, 'pkg/package.json'), JSON.stringify({ name: 'sigil', version: '9.8.7' }));
   await writeFile(join(work, 'pkg/dist/main.js'), 'console.log("main");\n');
   await writeFile(join(work, 'pkg/dist/http/start.js'), 'export const start = 1;\n');
   await writeFile(join(work, 'pkg/dist/Zeta.js'), 'z\n');
-  await writeFile(join(work, 'pkg/dist/node_modules/x/index.js'), 'not measured\n');
+  await writeFile(join(work, 'pkg/dist/node_modules/x/index.js'), 'loadable, so measured\n');
   await writeFile(join(work, 'shared.js'), 'linked\n');
   await symlink(join(work, 'shared.js'), join(work, 'pkg/dist/linked.js'));
   await writeFile(join(work, 'sigil.yaml'), 'listen: { port: 8443 }\n');
@@ -100,15 +100,16 @@ const MANIFEST = [
   `${sha256('export const start = 1;\n')}  http/start.js\n`,
   `${sha256('linked\n')}  linked.js\n`,
   `${sha256('console.log("main");\n')}  main.js\n`,
+  `${sha256('loadable, so measured\n')}  node_modules/x/index.js\n`,
 ].join('');
 
 describe('the code manifest', () => {
-  it('lists every file under the code folder as sha256sum does, sorted bytewise, skipping node_modules, following links', async () => {
+  it('lists every file under the code folder as sha256sum does, sorted bytewise, node_modules included, following links', async () => {
     expect(await codeManifest(join(work, 'pkg/dist'))).toBe(MANIFEST);
   });
 
   it('is what the auditor command in docs/auditing.md prints', async () => {
-    const cmd = "find -L . -name node_modules -prune -o -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum";
+    const cmd = "find -L . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum";
     const out = execFileSync('bash', ['-c', cmd], { cwd: join(work, 'pkg/dist'), encoding: 'utf8' });
     expect(out).toBe(await codeManifest(join(work, 'pkg/dist')));
   });

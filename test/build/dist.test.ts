@@ -17,9 +17,9 @@ const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as 
 };
 
 /**
- * The image's layout, made the way `npm run build` makes dist/: package.json, bin/sigil.js, the compiled
- * dist/ and a node_modules: the project's own packages, linked one by one, less node-llama-cpp and its
- * builds, as in the image (`--omit=optional`).
+ * A proxy-only install, made the way `npm run build` makes dist/: package.json, bin/sigil.js, the compiled
+ * dist/ with its bundle dist/sigil/, and a node_modules: the project's own packages, linked one by one, less
+ * node-llama-cpp and its builds (`--omit=optional`), for the library's exports.
  */
 let app: string;
 const children: ChildProcess[] = [];
@@ -28,15 +28,7 @@ let engine: TestEngine | undefined;
 beforeAll(() => {
   app = mkdtempSync(join(tmpdir(), 'sigil-dist-'));
   const dist = join(app, 'dist');
-  execFileSync(process.execPath, [
-    join(ROOT, 'node_modules/typescript/bin/tsc'),
-    '-p',
-    join(ROOT, 'tsconfig.build.json'),
-    '--outDir',
-    dist,
-    '--tsBuildInfoFile',
-    join(dist, '.tsbuildinfo'),
-  ]);
+  execFileSync(process.execPath, [join(ROOT, 'scripts/compile.mjs'), dist]);
   execFileSync(process.execPath, [join(ROOT, 'scripts/copy-assets.mjs'), dist]);
   mkdirSync(join(app, 'bin'));
   cpSync(join(ROOT, 'bin/sigil.js'), join(app, 'bin/sigil.js'));
@@ -106,7 +98,7 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
   });
 });
 
-describe('bin/sigil.js runs the compiled code', () => {
+describe('bin/sigil.js runs the bundle', () => {
   function sigil(args: string[]) {
     return spawnSync(process.execPath, [join(app, 'bin/sigil.js'), ...args], { encoding: 'utf8', timeout: 20_000 });
   }

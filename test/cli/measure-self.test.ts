@@ -46,18 +46,21 @@ describe('sigil measure self', () => {
   it('gives the same manifest and digest from two builds in different folders at different times', () => {
     const a = measure(first);
     const b = measure(second);
-    expect(a).toMatch(/^\{"catalogue_sha256":"[0-9a-f]{64}","code":\{"root":"dist","sha256":"[0-9a-f]{64}"\},"config_sha256":/);
+    expect(a).toMatch(/^\{"catalogue_sha256":"[0-9a-f]{64}","code":\{"root":"artifact","sha256":"[0-9a-f]{64}"\},"config_sha256":/);
+    expect(a).toContain('"node_modules":null');
+    expect(a).not.toContain(first); // the config, catalogue and keys file live outside both clones
+    expect(b).not.toContain(second);
     expect(a).toMatch(/\nmanifest_sha384 [0-9a-f]{96}\n$/);
     expect(b).toBe(a);
   }, 300_000);
 
-  it('--files lists the code and node_modules file by file, and a changed installed file changes the digest', () => {
+  it('--files lists the artifact as sha256sum does, and a changed bundle changes the digest', () => {
     const listed = measure(first, '--files');
-    expect(listed).toMatch(/^# dist\/ \(code.sha256 = SHA-256 of these lines\)\n/);
-    expect(listed).toMatch(/\n[0-9a-f]{64} {2}attestation\/manifest.js\n/);
-    expect(listed).toMatch(/\n[0-9a-f]{64} {2}node_modules\/jose\/package.json\n/);
+    const sums = execFileSync('bash', ['-c', 'LC_ALL=C sha256sum bin/sigil.js dist/addons/* dist/sigil/*'], { cwd: first, encoding: 'utf8' });
+    expect(sums).toContain('  dist/sigil/main.mjs\n');
+    expect(listed.startsWith(`# artifact (code.sha256 = SHA-256 of these lines)\n${sums}{`)).toBe(true);
     const before = measure(first).split('\n').at(-2);
-    writeFileSync(join(second, 'dist/attestation/manifest.js'), '// changed\n', { flag: 'a' });
+    writeFileSync(join(second, 'dist/sigil/main.mjs'), '// changed\n', { flag: 'a' });
     expect(measure(second).split('\n').at(-2)).not.toBe(before);
   }, 300_000);
 });

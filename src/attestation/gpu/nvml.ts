@@ -2,7 +2,7 @@
  * The few NVML calls GPU attestation needs, through koffi against libnvidia-ml.so.1 (the library NVIDIA's driver
  * installs). Structure layouts as in NVIDIA's nvml.h (r550+). Nothing here decides policy: see gpu-evidence.ts.
  */
-import { createRequire } from 'node:module';
+import { loadKoffi as loadKoffiAddon } from '../artifact.ts';
 
 export const DEFAULT_NVML_LIBRARY = 'libnvidia-ml.so.1';
 const NVML_SUCCESS = 0;
@@ -70,7 +70,7 @@ let koffiLoaded: Koffi | undefined;
 /** koffi (a native addon) is loaded on first use only, so `attestation.gpu: off` never loads native code. */
 function loadKoffi(): Koffi {
   if (koffiLoaded !== undefined) return koffiLoaded;
-  const koffi = createRequire(import.meta.url)('koffi') as Koffi;
+  const koffi = loadKoffiAddon();
   // The structures are registered by name once per process; the function prototypes below refer to them.
   koffi.struct('nvmlConfComputeSystemState_t', { environment: 'uint32_t', ccFeature: 'uint32_t', devToolsMode: 'uint32_t' });
   koffi.struct('nvmlConfComputeGpuAttestationReport_t', {
