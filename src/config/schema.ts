@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isAddressOrCidr } from './address-range.ts';
 
 /** The shape of sigil.yaml (docs/configuration.md#sigilyaml). Every object is strict, so an unknown key fails at start. */
 const port = z.number().int().min(0).max(65535);
@@ -56,7 +57,14 @@ const upstream = z
   .refine((u) => u.tls_pin_sha256 === undefined || u.url.startsWith('https:'), { message: 'a pinned TLS key needs an https URL', path: ['tls_pin_sha256'] });
 
 export const configSchema = z.strictObject({
-  listen: z.strictObject({ host: z.string().min(1).default('127.0.0.1'), port: port.default(8080) }).prefault({}),
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: port.default(8080),
+      /** Load balancers (addresses or CIDRs) whose X-Forwarded-For names the client, for per-address allowances (docs/configuration.md). */
+      trusted_proxies: z.array(z.string().refine(isAddressOrCidr, 'must be an IPv4 or IPv6 address, or a CIDR such as 10.0.0.0/8')).default([]),
+    })
+    .prefault({}),
   /** Processes serving behind one socket (docs/configuration.md "workers"); absent: `sigil serve` uses the cores it may run on, the in-process API one. */
   workers: z.int().min(1).max(512).optional(),
   brand: z

@@ -23,6 +23,7 @@ import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
 import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
+import { addressRanges } from '../config/address-range.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
 
@@ -59,6 +60,7 @@ function buildRoutes(state: AppState) {
   const attestationAllowances = {
     fresh: { burst: limits.fresh_attestation_burst, perS: limits.fresh_attestations_per_s },
     signed: { burst: limits.signed_nonce_burst, perS: limits.signed_nonces_per_s },
+    trustedProxies: state.ctx.config.listen.trusted_proxies.length === 0 ? undefined : addressRanges(state.ctx.config.listen.trusted_proxies),
   };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>();
