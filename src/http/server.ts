@@ -21,7 +21,7 @@ import { applyCors, createCors } from './pipeline/cors.ts';
 import { acceptSealed } from './pipeline/ehbp.ts';
 import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
-import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
+import { refuseRenegotiation, secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import { addressRanges } from '../config/address-range.ts';
 
@@ -220,6 +220,12 @@ export function handleClientError(state: AppState) {
       socket.destroy();
       return;
     }
+    // A TLS 1.2 client asked to renegotiate (refused: src/tls/hardening.ts): the connection is closed, nothing written.
+    if (err.code === 'ERR_TLS_RENEGOTIATION_DISABLED') {
+      state.ctx.metrics.httpRejections.inc({ reason: 'tls_renegotiation' });
+      socket.destroy();
+      return;
+    }
     // A spare connection (a client's pool, a load balancer's keep-alive) that sent nothing: closed quietly, as nginx and Envoy do.
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (socket as Duplex & { bytesRead?: number }).bytesRead === (bytesAfterLastRequest.get(socket) ?? 0)) {
       state.ctx.metrics.httpRejections.inc({ reason: 'idle_connection' });
@@ -268,6 +274,7 @@ export function createHttpServer(state: AppState, tls?: ServedTls): Server {
     return handler(req, res);
   });
   server.on('clientError', handleClientError(state));
+  server.on('secureConnection', refuseRenegotiation);
   // Scanners and half handshakes are routine on a public port: counted, logged at debug only.
   server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     state.ctx.metrics.httpRejections.inc({ reason: 'tls_handshake' });
