@@ -15,7 +15,7 @@ import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
-import { createMetricsHandler } from './routes/metrics.ts';
+import { createMetricsHandler, metricsToken } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
 import { applyCors, createCors } from './pipeline/cors.ts';
 import { acceptSealed } from './pipeline/ehbp.ts';
@@ -80,8 +80,7 @@ function buildRoutes(state: AppState) {
   for (const path of TRUST_PAGE_PATHS) add(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;
   if (metrics.enabled) {
-    const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
-    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
+    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(metricsToken(metrics, process.env))) });
   }
   const prefixed: Array<[string, Route]> = [
     ['/v1/models/', withAllow({ name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true })],

@@ -39,6 +39,7 @@ import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
+import { metricsAccess } from './routes/metrics.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
@@ -453,6 +454,7 @@ export async function listen(serving: Serving, announce = true): Promise<Listeni
         tee: attestation.start.tee,
         policy_hash: receiptContext.policyHash,
         models: catalogue.models.length,
+        metrics: metricsAccess(config.metrics, process.env),
       },
       'sigil listening',
     );

@@ -12,6 +12,7 @@ import { exportEhbpPrivateKey } from '../ehbp/server-key.ts';
 import type { AppContext } from '../http/context.ts';
 import { reloadFiles, watchFiles } from '../http/reload.ts';
 import { buildContext, type SigilContext } from '../http/start.ts';
+import { metricsAccess } from '../http/routes/metrics.ts';
 import { createLogger } from '../log/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
 import { answerWorker, type SharedState } from './shared-state.ts';
@@ -161,6 +162,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
       tee: ctx.attestation.start.tee,
       policy_hash: ctx.receiptContext.policyHash,
       models: ctx.catalogue.models.length,
+      metrics: metricsAccess(ctx.config.metrics, process.env),
     },
     'sigil listening',
   );
