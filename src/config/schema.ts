@@ -143,6 +143,10 @@ export const configSchema = z.strictObject({
       signed_nonces_per_s: z.number().positive().default(100),
       /** One engine stream event larger than this ends the stream with an error event (docs/decisions.md#hostile-peers). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
+      /** A stream still running after this long ends with an error event and the engine request is cancelled. */
+      max_stream_seconds: z.number().positive().default(3600),
+      /** A stream whose bytes to the client would pass this ends with an error event and the engine request is cancelled. */
+      max_stream_bytes: positiveInt.default(256 * 1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
       /** All request bodies and buffered (non-streamed) engine answers held at once; past it, 503 with Retry-After. */

@@ -29,6 +29,10 @@ export interface SseRelayOptions {
   readUsage?: (event: Record<string, unknown>) => TokenUsage | undefined;
   /** Aborted with an HttpError as its reason: the stream ends with that error event (a shutdown's grace is over). */
   cut?: AbortSignal;
+  /** A stream still running after this long ends with an error event and cancels the engine request. */
+  maxStreamMs?: number;
+  /** A write that would take the bytes sent past this ends the stream with an error event instead. */
+  maxStreamBytes?: number;
 }
 
 export interface SseRelayResult {
@@ -108,6 +112,8 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   let completionId: string | undefined;
   let usage: TokenUsage | undefined;
   let dropped = 0;
+  let sentBytes = 0;
+  const maxStreamBytes = options.maxStreamBytes ?? Number.POSITIVE_INFINITY;
 
   /** The bytes handleLine sends instead of a line, when it returns EDIT or SUBSTITUTE. */
   let replacement: Buffer = Buffer.alloc(0);
@@ -195,6 +201,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       sink.off('drain', onDrain);
       sink.off('close', onClose);
       options.cut?.removeEventListener('abort', onCut);
+      if (deadline !== undefined) clearTimeout(deadline);
       if (result.clientGone || result.error) {
         // Cancels the engine request; the abort error it raises has nobody left to tell.
         source.on('error', ignore);
@@ -210,6 +217,8 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       if (!sink.destroyed && !sink.writableEnded) sink.end(sseErrorEvent(error));
       finish({ complete: false, clientGone: false, error });
     };
+
+    const tooLong = () => fail(new HttpError('upstream_bad_response', `The stream grew past limits.max_stream_bytes (${maxStreamBytes} bytes) and was ended.`));
 
     const tooLarge = () =>
       fail(new HttpError('upstream_bad_response', `The engine sent a stream event larger than ${maxEventBytes} bytes (limits.max_sse_event_bytes).`));
@@ -288,6 +297,8 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         if (out.length === 0) return;
         bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
       }
+      sentBytes += bytes.length;
+      if (sentBytes > maxStreamBytes) return tooLong();
       hash?.update(bytes);
       if (!sink.write(bytes)) source.pause();
     };
@@ -311,6 +322,8 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         state = 'closed';
       }
       const bytes = Buffer.concat(out);
+      sentBytes += bytes.length;
+      if (sentBytes > maxStreamBytes) return tooLong();
       if (bytes.length > 0) {
         hash?.update(bytes);
         sink.write(bytes);
@@ -333,9 +346,16 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       if (!sink.writableFinished && !ended) finish({ complete: false, clientGone: true });
     };
 
-    const { cut } = options;
+    const { cut, maxStreamMs } = options;
     const onCut = () => fail(cut!.reason as HttpError);
     if (cut?.aborted) return onCut();
+    const deadline =
+      maxStreamMs === undefined
+        ? undefined
+        : setTimeout(
+            () => fail(new HttpError('upstream_timeout', `The stream ran longer than limits.max_stream_seconds (${maxStreamMs / 1000} s) and was ended.`)),
+            maxStreamMs,
+          );
     cut?.addEventListener('abort', onCut, { once: true });
     source.on('data', onChunk);
     source.on('end', onEnd);

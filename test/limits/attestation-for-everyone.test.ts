@@ -53,10 +53,13 @@ function startFlood(base: string, routes: Route[], headers: () => Record<string,
     while (flooding) {
       const tick = Date.now();
       const route = routes[sent++ % routes.length]!;
-      get({ host: hostname, port, localAddress: '127.0.0.1', path: `/v1/verify/attestation?nonce=${freshNonce()}&proof=${route}`, headers: headers() }, (res) => {
-        statuses[route].push(res.statusCode ?? 0);
-        res.resume();
-      }).on('error', () => statuses[route].push(0));
+      get(
+        { host: hostname, port, localAddress: '127.0.0.1', path: `/v1/verify/attestation?nonce=${freshNonce()}&proof=${route}`, headers: headers() },
+        (res) => {
+          statuses[route].push(res.statusCode ?? 0);
+          res.resume();
+        },
+      ).on('error', () => statuses[route].push(0));
       await new Promise((r) => setTimeout(r, Math.max(0, 20 - (Date.now() - tick))));
     }
   })();
@@ -109,7 +112,12 @@ describe('attestation allowances behind a load balancer', () => {
     const flood = startFlood(proxy.url, ['report']);
     const { failures, attested } = await clientsDuringFlood(
       flood,
-      Array.from({ length: 10 }, (_, i) => ({ baseURL: `${proxy.url}/v1`, allowNoTee: true, freshReport: true, apiKey: i % 2 === 0 ? sigil.key : sigil.otherKey })),
+      Array.from({ length: 10 }, (_, i) => ({
+        baseURL: `${proxy.url}/v1`,
+        allowNoTee: true,
+        freshReport: true,
+        apiKey: i % 2 === 0 ? sigil.key : sigil.otherKey,
+      })),
     );
     expect(failures).toEqual([]);
     expect(attested).toHaveLength(10);

@@ -10,7 +10,10 @@ export interface ForwardingProxy {
   close(): Promise<void>;
 }
 
-export async function startForwardingProxy(target: string, options: { forwardedFor?: (req: IncomingMessage) => string; localAddress?: string } = {}): Promise<ForwardingProxy> {
+export async function startForwardingProxy(
+  target: string,
+  options: { forwardedFor?: (req: IncomingMessage) => string; localAddress?: string } = {},
+): Promise<ForwardingProxy> {
   const to = new URL(target);
   const server = createServer((req, res) => {
     const headers = { ...req.headers };
@@ -18,10 +21,13 @@ export async function startForwardingProxy(target: string, options: { forwardedF
       const client = options.forwardedFor(req);
       headers['x-forwarded-for'] = headers['x-forwarded-for'] === undefined ? client : `${String(headers['x-forwarded-for'])}, ${client}`;
     }
-    const upstream = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers, localAddress: options.localAddress ?? '127.0.0.1' }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const upstream = request(
+      { host: to.hostname, port: to.port, method: req.method, path: req.url, headers, localAddress: options.localAddress ?? '127.0.0.1' },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
   });
