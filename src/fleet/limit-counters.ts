@@ -105,7 +105,10 @@ export class RedisLimitCounters implements LimitCounters {
     if (!this.#logged.has(seen)) {
       if (this.#logged.size >= LOGGED_LIMIT) this.#logged.clear();
       this.#logged.add(seen);
-      this.#logger?.warn({ counter: name.split(':')[0] }, 'fleet: a limit counter in Redis is not a non-negative integer; the key is refused until the window ends');
+      this.#logger?.warn(
+        { counter: name.split(':')[0] },
+        'fleet: a limit counter in Redis is not a non-negative integer; the key is refused until the window ends',
+      );
     }
     return { total: EXHAUSTED, resetAt };
   }

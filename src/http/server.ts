@@ -8,7 +8,7 @@ import { sendError } from './respond.ts';
 import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
-import type { MemoryBudget } from '../limits/memory-budget.ts';
+import type { Budget } from '../limits/memory-budget.ts';
 import type { InFlightRequests } from './in-flight.ts';
 import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
@@ -45,7 +45,7 @@ export interface AppState {
   /** Set on SIGTERM: /readyz answers 503 so load balancers move on, and responses close their connections. */
   draining: boolean;
   /** Request bodies and buffered answers held at once (limits.buffer_budget_bytes). */
-  buffers: MemoryBudget;
+  buffers: Budget;
   /** Aborted when the shutdown grace is over: streams still running end with one error event. */
   streamsCut: AbortController;
 }

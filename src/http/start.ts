@@ -29,7 +29,7 @@ import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
-import { MemoryBudget } from '../limits/memory-budget.ts';
+import { MemoryBudget, type Budget } from '../limits/memory-budget.ts';
 import { InFlightRequests } from './in-flight.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { joinFleet, type Fleet } from '../fleet/join.ts';
@@ -418,7 +418,7 @@ export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics, onT
   };
 }
 
-export function newAppState(ctx: AppContext): AppState {
+export function newAppState(ctx: AppContext, buffers: Budget = new MemoryBudget(ctx.config.limits.buffer_budget_bytes)): AppState {
   const streamsCut = new AbortController();
   // Every open stream listens for the cut (and stops listening when it ends): many at once is the design, not a leak.
   setMaxListeners(0, streamsCut.signal);
@@ -426,7 +426,7 @@ export function newAppState(ctx: AppContext): AppState {
     ctx,
     inFlight: new InFlightRequests(),
     draining: false,
-    buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes),
+    buffers,
     streamsCut,
   };
 }

@@ -17,6 +17,7 @@ import { createLogger } from '../log/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
 import { answerWorker, type SharedState } from './shared-state.ts';
 import { CountedAdmission } from '../limits/admission.ts';
+import { MemoryBudget } from '../limits/memory-budget.ts';
 import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
@@ -71,6 +72,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     replays: state.ctx.ehbp?.replays,
     received: metrics.received,
     scrape: () => scrape.text(workers.values()),
+    buffers: new MemoryBudget(config.limits.buffer_budget_bytes),
   };
   cluster.setupPrimary({ serialization: 'advanced' });
 
