@@ -218,6 +218,8 @@ export const configSchema = z.strictObject({
       replay_window_s: z.number().int().min(1).max(604800).default(3600),
       /** At most this many remembered at once (about 100 bytes each); full, sealed requests are refused with 503 until the oldest expire. */
       replay_max_entries: z.number().int().min(1).default(250000),
+      /** Each write of a sealed stream is padded to a multiple of this many bytes with an SSE comment line, hiding token lengths; 0 = off. */
+      stream_padding_bytes: z.number().int().min(0).max(65536).default(256),
     })
     .prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */

@@ -5,6 +5,7 @@ import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
 import { engineFailure } from './engine-request.ts';
 import type { StreamEnding } from '../protocol/stream-ending.ts';
+import { padSseWrite } from '../protocol/sse-padding.ts';
 
 export interface TokenUsage {
   prompt_tokens: number;
@@ -33,6 +34,11 @@ export interface SseRelayOptions {
   maxStreamMs?: number;
   /** A write that would take the bytes sent past this ends the stream with an error event instead. */
   maxStreamBytes?: number;
+  /**
+   * Pad every write to a multiple of this many bytes with an SSE comment line (sealed streams: docs/ehbp.md, "Padding").
+   * The padding is hashed with the rest: the receipt binds exactly the bytes the client gets.
+   */
+  padTo?: number;
 }
 
 export interface SseRelayResult {
@@ -114,6 +120,22 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   let dropped = 0;
   let sentBytes = 0;
   const maxStreamBytes = options.maxStreamBytes ?? Number.POSITIVE_INFINITY;
+  const padTo = options.padTo;
+  /** The last byte written (LF before the first write: the stream starts a line). */
+  let lastByte = LF;
+
+  /**
+   * A write padded (when asked) so its length hides the tokens in it. The padding line goes after the write when it ends
+   * a line and the stream is still open; a write that reaches the completing event gets it before (the completing event
+   * must end the hashed bytes, which the verifier cuts there); a write that only finishes the completing event
+   * (`wasOpen` false), or starts inside a CRLF, is not padded.
+   */
+  const padded = (bytes: Buffer, wasOpen: boolean): Buffer => {
+    if (padTo === undefined || bytes.length === 0 || !wasOpen) return bytes;
+    if (state === 'open' && bytes[bytes.length - 1] === LF) return padSseWrite(bytes, padTo, 'after');
+    if (lastByte === LF || (lastByte === CR && bytes[0] !== LF)) return padSseWrite(bytes, padTo, 'before');
+    return bytes;
+  };
 
   /** The bytes handleLine sends instead of a line, when it returns EDIT or SUBSTITUTE. */
   let replacement: Buffer = Buffer.alloc(0);
@@ -214,7 +236,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     };
 
     const fail = (error: HttpError) => {
-      if (!sink.destroyed && !sink.writableEnded) sink.end(sseErrorEvent(error));
+      if (!sink.destroyed && !sink.writableEnded) sink.end(padded(Buffer.from(sseErrorEvent(error)), true));
       finish({ complete: false, clientGone: false, error });
     };
 
@@ -229,6 +251,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
      * chunk make a new buffer.
      */
     const onChunk = (chunk: Buffer) => {
+      const wasOpen = state === 'open';
       let out: Buffer[] | undefined;
       /** The bytes of this chunk sent as they came and not yet in `out`. */
       let runStart = 0;
@@ -297,14 +320,17 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         if (out.length === 0) return;
         bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
       }
+      bytes = padded(bytes, wasOpen);
       sentBytes += bytes.length;
       if (sentBytes > maxStreamBytes) return tooLong();
+      lastByte = bytes[bytes.length - 1]!;
       hash?.update(bytes);
       if (!sink.write(bytes)) source.pause();
     };
 
     const onEnd = () => {
       ended = true;
+      const wasOpen = state === 'open';
       const out: Buffer[] = [];
       if (pendingLength > 0) {
         // A last line without its terminator: relayed as sent.
@@ -321,7 +347,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         out.push(closingEol);
         state = 'closed';
       }
-      const bytes = Buffer.concat(out);
+      const bytes = padded(Buffer.concat(out), wasOpen);
       sentBytes += bytes.length;
       if (sentBytes > maxStreamBytes) return tooLong();
       if (bytes.length > 0) {
