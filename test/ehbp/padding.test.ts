@@ -54,13 +54,16 @@ function sseEvents(text: string): string[] {
     .filter((block) => block !== '');
 }
 
-async function sealedStream(s: TestSigil) {
-  engine.behaviour = { rawStream: ENGINE_STREAM, chunkDelayMs: 15 };
-  const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true });
+async function sealedStream(s: TestSigil, path = '/v1/chat/completions') {
+  engine.behaviour = path === '/v1/chat/completions' ? { rawStream: ENGINE_STREAM, chunkDelayMs: 15 } : {};
+  const body =
+    path === '/v1/chat/completions'
+      ? JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true })
+      : JSON.stringify({ model: 'm', input: 'hi', stream: true });
   const keyConfig = new Uint8Array(await (await fetch(`${s.url}/.well-known/hpke-keys`)).arrayBuffer());
   const identity = await Identity.unmarshalPublicConfig(keyConfig);
   const { request, context } = await identity.encryptRequestWithContext(
-    new Request(`${s.url}/v1/chat/completions`, {
+    new Request(`${s.url}${path}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true', 'x-service-nonce': 'n-pad' },
       body,
@@ -127,6 +130,23 @@ describe('token-length padding under EHBP', () => {
     } finally {
       engine.behaviour = {};
     }
+  });
+
+  it('a /v1/responses stream (ended by its response.completed event, no [DONE]) is padded too, and its receipt verifies', async () => {
+    const { body, raw, opened } = await sealedStream(sigil, '/v1/responses');
+    const lengths = frames(raw);
+    expect(lengths.length).toBeGreaterThan(3);
+    for (const length of lengths.slice(0, -1)) expect((length - TAG) % BUCKET).toBe(0);
+    const split = splitReceiptStream(opened, { ending: 'event' });
+    expect(Buffer.from(split.body).toString('utf8')).toContain('response.completed');
+    const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();
+    const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
+    const { checks } = await verifyReceipt(split.receipt, {
+      jwks,
+      allowNoTee: true,
+      expected: { nonce: 'n-pad', measurement: '0'.repeat(96), policyHash, requestBytes: Buffer.from(body), responseBytes: split.body, receiptType: 'message' },
+    });
+    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
   it('ehbp.stream_padding_bytes: 0 turns it off: each frame is its event plus the tag', async () => {
