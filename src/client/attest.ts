@@ -39,6 +39,11 @@ export interface AttestOptions {
    * receipt key it binds (docs/attestation.md, "Freshness from a signed nonce"), which the service answers cheaply.
    */
   freshReport?: boolean | undefined;
+  /**
+   * The caller's API key, sent with the nonce's request only, so the service counts it against this key's allowance
+   * rather than the address's (behind a load balancer every client shares one address).
+   */
+  apiKey?: string | undefined;
 }
 
 /** A verified attestation: what every later request and receipt is held to. */
@@ -101,7 +106,8 @@ export async function attest(options: AttestOptions): Promise<Attested> {
   const pin = new SpkiPin();
   const dispatcher = pinnedAgent(pin, { ca: options.ca });
   try {
-    const evidence = await fetchServiceEvidence(options.baseURL, nonce, pin, dispatcher, options.freshReport === true ? 'report' : 'signature');
+    const headers: Record<string, string> = options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` };
+    const evidence = await fetchServiceEvidence(options.baseURL, nonce, pin, dispatcher, options.freshReport === true ? 'report' : 'signature', headers);
     const rims = await readRims(reference);
     evidence.rims = rims.rims;
     evidence.ocsp = rims.ocsp;

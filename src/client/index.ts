@@ -44,6 +44,12 @@ export interface AttestedFetchOptions {
    */
   freshReport?: boolean;
   /**
+   * The API key the requests will carry (as given to the OpenAI SDK), sent also with each attestation's nonce so the
+   * service spends this key's allowance of attestations, not the one its address shares with everyone behind the same
+   * load balancer. It goes over the connection being attested, before the verdict: leave it out to send nothing first.
+   */
+  apiKey?: string;
+  /**
    * Send prompts to a genuine enclave whose code nobody pinned: without `reference`, the service could be running
    * any code at all, and the client refuses to send anything unless this is true. Default false.
    */
@@ -164,6 +170,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       roots: options.roots,
       gpuRoots: options.gpuRoots,
       freshReport: options.freshReport,
+      apiKey: options.apiKey,
       collateral,
     });
     if (result.verdict.outcome === 'not-verified')

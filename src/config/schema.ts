@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isAddressOrCidr } from './address-range.ts';
 
 /** The shape of sigil.yaml (docs/configuration.md#sigilyaml). Every object is strict, so an unknown key fails at start. */
 const port = z.number().int().min(0).max(65535);
@@ -56,7 +57,14 @@ const upstream = z
   .refine((u) => u.tls_pin_sha256 === undefined || u.url.startsWith('https:'), { message: 'a pinned TLS key needs an https URL', path: ['tls_pin_sha256'] });
 
 export const configSchema = z.strictObject({
-  listen: z.strictObject({ host: z.string().min(1).default('127.0.0.1'), port: port.default(8080) }).prefault({}),
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: port.default(8080),
+      /** Load balancers (addresses or CIDRs) whose X-Forwarded-For names the client, for per-address allowances (docs/configuration.md). */
+      trusted_proxies: z.array(z.string().refine(isAddressOrCidr, 'must be an IPv4 or IPv6 address, or a CIDR such as 10.0.0.0/8')).default([]),
+    })
+    .prefault({}),
   /** Processes serving behind one socket (docs/configuration.md "workers"); absent: `sigil serve` uses the cores it may run on, the in-process API one. */
   workers: z.int().min(1).max(512).optional(),
   brand: z
@@ -135,6 +143,10 @@ export const configSchema = z.strictObject({
       signed_nonces_per_s: z.number().positive().default(100),
       /** One engine stream event larger than this ends the stream with an error event (docs/decisions.md#hostile-peers). */
       max_sse_event_bytes: positiveInt.default(1024 * 1024),
+      /** A stream still running after this long ends with an error event and the engine request is cancelled. */
+      max_stream_seconds: z.number().positive().default(3600),
+      /** A stream whose bytes to the client would pass this ends with an error event and the engine request is cancelled. */
+      max_stream_bytes: positiveInt.default(256 * 1024 * 1024),
       headers_timeout_ms: positiveInt.default(10_000),
       body_timeout_ms: positiveInt.default(30_000),
       /** All request bodies and buffered (non-streamed) engine answers held at once; past it, 503 with Retry-After. */
@@ -206,6 +218,8 @@ export const configSchema = z.strictObject({
       replay_window_s: z.number().int().min(1).max(604800).default(3600),
       /** At most this many remembered at once (about 100 bytes each); full, sealed requests are refused with 503 until the oldest expire. */
       replay_max_entries: z.number().int().min(1).default(250000),
+      /** Each write of a sealed stream is padded to a multiple of this many bytes with an SSE comment line, hiding token lengths; 0 = off. */
+      stream_padding_bytes: z.number().int().min(0).max(65536).default(256),
     })
     .prefault({}),
   /** Browsers may call Sigil only from these origins ("*" for any); empty: CORS off. */

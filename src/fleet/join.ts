@@ -123,7 +123,7 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
   return {
     status: { replicaId, health: () => connection.health },
     keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
-    counters: new RedisLimitCounters(connection, keys),
+    counters: new RedisLimitCounters(connection, keys, { logger }),
     receiptStore: new RedisReceiptStore(connection, keys, {
       retentionS: config.receipts.retention_s,
       maxEntries: config.receipts.max_stored,

@@ -26,7 +26,7 @@ export async function readBody(req: IncomingMessage, limit: number, timeoutMs: n
   const opener = openers.get(req);
   if (opener === undefined) return readRawBody(req, limit, timeoutMs, hold);
   const plain = await opener.open(await readRawBody(req, opener.maxSealedBytes, timeoutMs, hold));
-  if (hold !== undefined && !hold.grow(plain.length)) throw overBudget();
+  if (hold !== undefined && !(await hold.grow(plain.length))) throw overBudget();
   return plain;
 }
 
@@ -35,14 +35,14 @@ const overBudget = () => {
   return new HttpError(error.code, error.message, { headers: { ...error.headers, connection: 'close' } });
 };
 
-function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hold: BudgetHold | undefined): Promise<Buffer> {
+async function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hold: BudgetHold | undefined): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    return Promise.reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
+    throw httpError('request_too_large', `The request body is larger than ${limit} bytes.`);
   }
   // A declared length is charged whole before the first byte: a thousand slow senders are refused at once, not as their bytes trickle in.
   const prepaid = declared === undefined ? 0 : Number(declared);
-  if (hold !== undefined && !hold.grow(prepaid)) return Promise.reject(overBudget());
+  if (hold !== undefined && prepaid > 0 && !(await hold.grow(prepaid))) throw overBudget();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -54,12 +54,18 @@ function readRawBody(req: IncomingMessage, limit: number, timeoutMs: number, hol
         reject(httpError('request_too_large', `The request body is larger than ${limit} bytes.`));
         return;
       }
-      if (hold !== undefined && size > prepaid && !hold.grow(size - Math.max(prepaid, size - chunk.length))) {
-        cleanup();
-        reject(overBudget());
-        return;
-      }
       chunks.push(chunk);
+      if (hold === undefined || size <= prepaid) return;
+      const charged = hold.grow(size - Math.max(prepaid, size - chunk.length));
+      if (charged === true) return;
+      if (charged === false) return refuse();
+      // The primary decides (a cluster worker): no more bytes are read until it has.
+      req.pause();
+      void charged.then((ok) => (ok ? req.resume() : refuse()));
+    };
+    const refuse = () => {
+      cleanup();
+      reject(overBudget());
     };
     const onEnd = () => {
       cleanup();

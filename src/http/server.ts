@@ -8,21 +8,22 @@ import { sendError } from './respond.ts';
 import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
-import type { MemoryBudget } from '../limits/memory-budget.ts';
+import type { Budget } from '../limits/memory-budget.ts';
 import type { InFlightRequests } from './in-flight.ts';
 import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
-import { createMetricsHandler } from './routes/metrics.ts';
+import { createMetricsHandler, metricsToken } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
 import { applyCors, createCors } from './pipeline/cors.ts';
 import { acceptSealed } from './pipeline/ehbp.ts';
 import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
-import { secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
+import { refuseRenegotiation, secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
+import { addressRanges } from '../config/address-range.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
 
@@ -44,7 +45,7 @@ export interface AppState {
   /** Set on SIGTERM: /readyz answers 503 so load balancers move on, and responses close their connections. */
   draining: boolean;
   /** Request bodies and buffered answers held at once (limits.buffer_budget_bytes). */
-  buffers: MemoryBudget;
+  buffers: Budget;
   /** Aborted when the shutdown grace is over: streams still running end with one error event. */
   streamsCut: AbortController;
 }
@@ -59,6 +60,7 @@ function buildRoutes(state: AppState) {
   const attestationAllowances = {
     fresh: { burst: limits.fresh_attestation_burst, perS: limits.fresh_attestations_per_s },
     signed: { burst: limits.signed_nonce_burst, perS: limits.signed_nonces_per_s },
+    trustedProxies: state.ctx.config.listen.trusted_proxies.length === 0 ? undefined : addressRanges(state.ctx.config.listen.trusted_proxies),
   };
   const get = (handler: Handler) => ({ GET: handler, HEAD: handler });
   const exact = new Map<string, Route>();
@@ -78,8 +80,7 @@ function buildRoutes(state: AppState) {
   for (const path of TRUST_PAGE_PATHS) add(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
   const { metrics } = state.ctx.config;
   if (metrics.enabled) {
-    const token = metrics.bearer_token_env === undefined ? undefined : process.env[metrics.bearer_token_env];
-    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(token)) });
+    add('/metrics', { name: '/metrics', methods: get(createMetricsHandler(metricsToken(metrics, process.env))) });
   }
   const prefixed: Array<[string, Route]> = [
     ['/v1/models/', withAllow({ name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true })],
@@ -218,6 +219,12 @@ export function handleClientError(state: AppState) {
       socket.destroy();
       return;
     }
+    // A TLS 1.2 client asked to renegotiate (refused: src/tls/hardening.ts): the connection is closed, nothing written.
+    if (err.code === 'ERR_TLS_RENEGOTIATION_DISABLED') {
+      state.ctx.metrics.httpRejections.inc({ reason: 'tls_renegotiation' });
+      socket.destroy();
+      return;
+    }
     // A spare connection (a client's pool, a load balancer's keep-alive) that sent nothing: closed quietly, as nginx and Envoy do.
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (socket as Duplex & { bytesRead?: number }).bytesRead === (bytesAfterLastRequest.get(socket) ?? 0)) {
       state.ctx.metrics.httpRejections.inc({ reason: 'idle_connection' });
@@ -266,6 +273,7 @@ export function createHttpServer(state: AppState, tls?: ServedTls): Server {
     return handler(req, res);
   });
   server.on('clientError', handleClientError(state));
+  server.on('secureConnection', refuseRenegotiation);
   // Scanners and half handshakes are routine on a public port: counted, logged at debug only.
   server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     state.ctx.metrics.httpRejections.inc({ reason: 'tls_handshake' });

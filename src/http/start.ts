@@ -29,7 +29,7 @@ import { brandHeaders, type AppContext } from './context.ts';
 import { ChatLimits } from '../limits/chat-limits.ts';
 import { CountedAdmission, type ChatAdmission } from '../limits/admission.ts';
 import { MemoryLimitCounters, type LimitCounters } from '../limits/counters.ts';
-import { MemoryBudget } from '../limits/memory-budget.ts';
+import { MemoryBudget, type Budget } from '../limits/memory-budget.ts';
 import { InFlightRequests } from './in-flight.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { joinFleet, type Fleet } from '../fleet/join.ts';
@@ -39,6 +39,7 @@ import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
 import { createHttpServer, type AppState } from './server.ts';
+import { metricsAccess } from './routes/metrics.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.ts';
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
@@ -417,7 +418,7 @@ export function countedSigner(signingKey: SigningKey, metrics: SigilMetrics, onT
   };
 }
 
-export function newAppState(ctx: AppContext): AppState {
+export function newAppState(ctx: AppContext, buffers: Budget = new MemoryBudget(ctx.config.limits.buffer_budget_bytes)): AppState {
   const streamsCut = new AbortController();
   // Every open stream listens for the cut (and stops listening when it ends): many at once is the design, not a leak.
   setMaxListeners(0, streamsCut.signal);
@@ -425,7 +426,7 @@ export function newAppState(ctx: AppContext): AppState {
     ctx,
     inFlight: new InFlightRequests(),
     draining: false,
-    buffers: new MemoryBudget(ctx.config.limits.buffer_budget_bytes),
+    buffers,
     streamsCut,
   };
 }
@@ -453,6 +454,7 @@ export async function listen(serving: Serving, announce = true): Promise<Listeni
         tee: attestation.start.tee,
         policy_hash: receiptContext.policyHash,
         models: catalogue.models.length,
+        metrics: metricsAccess(config.metrics, process.env),
       },
       'sigil listening',
     );

@@ -1,11 +1,16 @@
 import { HttpError } from '../protocol/errors.ts';
 
+/** Where a request's holds are charged: this process's own budget, or (a cluster worker) the primary's, for all workers. */
+export interface Budget {
+  hold(): BudgetHold;
+}
+
 /**
  * One replica's budget for bytes it holds whole: request bodies being read and engine answers
  * assembled and waiting for their client. Past it a request is refused (503 with Retry-After)
  * instead of the process growing until the kernel kills it.
  */
-export class MemoryBudget {
+export class MemoryBudget implements Budget {
   /** What the holds have charged, shared with them (only they change it). */
   readonly #charged: Charged;
 
@@ -71,8 +76,11 @@ class Hold implements BudgetHold {
 export interface BudgetHold {
   /** What this hold has charged and not given back. */
   readonly held: number;
-  /** Charges `bytes` more; false (and nothing charged) when the budget cannot take them. */
-  grow(bytes: number): boolean;
+  /**
+   * Charges `bytes` more; false (and nothing charged) when the budget cannot take them. A worker's hold may have to ask
+   * the primary first, so the answer may come as a promise: callers await it.
+   */
+  grow(bytes: number): boolean | Promise<boolean>;
   /** Gives back `bytes` of what this hold charged (a copy that is no longer needed). */
   shrink(bytes: number): void;
   /** Gives back everything; later `grow` calls fail. */

@@ -5,6 +5,7 @@ import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { editJsonObject, scanJsonObject } from '../protocol/json-edit.ts';
 import { engineFailure } from './engine-request.ts';
 import type { StreamEnding } from '../protocol/stream-ending.ts';
+import { padSseWrite } from '../protocol/sse-padding.ts';
 
 export interface TokenUsage {
   prompt_tokens: number;
@@ -29,6 +30,15 @@ export interface SseRelayOptions {
   readUsage?: (event: Record<string, unknown>) => TokenUsage | undefined;
   /** Aborted with an HttpError as its reason: the stream ends with that error event (a shutdown's grace is over). */
   cut?: AbortSignal;
+  /** A stream still running after this long ends with an error event and cancels the engine request. */
+  maxStreamMs?: number;
+  /** A write that would take the bytes sent past this ends the stream with an error event instead. */
+  maxStreamBytes?: number;
+  /**
+   * Pad every write to a multiple of this many bytes with an SSE comment line (sealed streams: docs/ehbp.md, "Padding").
+   * The padding is hashed with the rest: the receipt binds exactly the bytes the client gets.
+   */
+  padTo?: number;
 }
 
 export interface SseRelayResult {
@@ -108,6 +118,24 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   let completionId: string | undefined;
   let usage: TokenUsage | undefined;
   let dropped = 0;
+  let sentBytes = 0;
+  const maxStreamBytes = options.maxStreamBytes ?? Number.POSITIVE_INFINITY;
+  const padTo = options.padTo;
+  /** The last byte written (LF before the first write: the stream starts a line). */
+  let lastByte = LF;
+
+  /**
+   * A write padded (when asked) so its length hides the tokens in it. The padding line goes after the write when it ends
+   * a line and the stream is still open; a write that reaches the completing event gets it before (the completing event
+   * must end the hashed bytes, which the verifier cuts there); a write that only finishes the completing event
+   * (`wasOpen` false), or starts inside a CRLF, is not padded.
+   */
+  const padded = (bytes: Buffer, wasOpen: boolean): Buffer => {
+    if (padTo === undefined || bytes.length === 0 || !wasOpen) return bytes;
+    if (state === 'open' && bytes[bytes.length - 1] === LF) return padSseWrite(bytes, padTo, 'after');
+    if (lastByte === LF || (lastByte === CR && bytes[0] !== LF)) return padSseWrite(bytes, padTo, 'before');
+    return bytes;
+  };
 
   /** The bytes handleLine sends instead of a line, when it returns EDIT or SUBSTITUTE. */
   let replacement: Buffer = Buffer.alloc(0);
@@ -195,6 +223,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       sink.off('drain', onDrain);
       sink.off('close', onClose);
       options.cut?.removeEventListener('abort', onCut);
+      if (deadline !== undefined) clearTimeout(deadline);
       if (result.clientGone || result.error) {
         // Cancels the engine request; the abort error it raises has nobody left to tell.
         source.on('error', ignore);
@@ -207,9 +236,11 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     };
 
     const fail = (error: HttpError) => {
-      if (!sink.destroyed && !sink.writableEnded) sink.end(sseErrorEvent(error));
+      if (!sink.destroyed && !sink.writableEnded) sink.end(padded(Buffer.from(sseErrorEvent(error)), true));
       finish({ complete: false, clientGone: false, error });
     };
+
+    const tooLong = () => fail(new HttpError('upstream_bad_response', `The stream grew past limits.max_stream_bytes (${maxStreamBytes} bytes) and was ended.`));
 
     const tooLarge = () =>
       fail(new HttpError('upstream_bad_response', `The engine sent a stream event larger than ${maxEventBytes} bytes (limits.max_sse_event_bytes).`));
@@ -220,6 +251,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
      * chunk make a new buffer.
      */
     const onChunk = (chunk: Buffer) => {
+      const wasOpen = state === 'open';
       let out: Buffer[] | undefined;
       /** The bytes of this chunk sent as they came and not yet in `out`. */
       let runStart = 0;
@@ -288,12 +320,17 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         if (out.length === 0) return;
         bytes = out.length === 1 ? out[0]! : Buffer.concat(out);
       }
+      bytes = padded(bytes, wasOpen);
+      sentBytes += bytes.length;
+      if (sentBytes > maxStreamBytes) return tooLong();
+      lastByte = bytes[bytes.length - 1]!;
       hash?.update(bytes);
       if (!sink.write(bytes)) source.pause();
     };
 
     const onEnd = () => {
       ended = true;
+      const wasOpen = state === 'open';
       const out: Buffer[] = [];
       if (pendingLength > 0) {
         // A last line without its terminator: relayed as sent.
@@ -310,7 +347,9 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
         out.push(closingEol);
         state = 'closed';
       }
-      const bytes = Buffer.concat(out);
+      const bytes = padded(Buffer.concat(out), wasOpen);
+      sentBytes += bytes.length;
+      if (sentBytes > maxStreamBytes) return tooLong();
       if (bytes.length > 0) {
         hash?.update(bytes);
         sink.write(bytes);
@@ -333,9 +372,16 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
       if (!sink.writableFinished && !ended) finish({ complete: false, clientGone: true });
     };
 
-    const { cut } = options;
+    const { cut, maxStreamMs } = options;
     const onCut = () => fail(cut!.reason as HttpError);
     if (cut?.aborted) return onCut();
+    const deadline =
+      maxStreamMs === undefined
+        ? undefined
+        : setTimeout(
+            () => fail(new HttpError('upstream_timeout', `The stream ran longer than limits.max_stream_seconds (${maxStreamMs / 1000} s) and was ended.`)),
+            maxStreamMs,
+          );
     cut?.addEventListener('abort', onCut, { once: true });
     source.on('data', onChunk);
     source.on('end', onEnd);

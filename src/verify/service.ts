@@ -76,13 +76,18 @@ export async function fetchJwks(source: URL, dispatcher?: Dispatcher): Promise<{
  * Fetches the JWKS, the policy document and fresh attestation evidence for `nonce` (32 bytes), through
  * `dispatcher` when given (a pinned one, so all three come from the server holding the attested TLS key).
  */
-export async function fetchVerificationMaterial(base: string, nonce: Uint8Array, dispatcher?: Dispatcher): Promise<VerificationMaterial> {
+export async function fetchVerificationMaterial(
+  base: string,
+  nonce: Uint8Array,
+  dispatcher?: Dispatcher,
+  attestationHeaders: Record<string, string> = {},
+): Promise<VerificationMaterial> {
   const attestationUrl = serviceUrl(base, 'v1/verify/attestation');
   attestationUrl.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
   const [jwks, policy, attestation] = await Promise.all([
     fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
     fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
-    fetchJson(attestationUrl, {}, dispatcher),
+    fetchJson(attestationUrl, attestationHeaders, dispatcher),
   ]);
   return { jwks, policy, attestation };
 }
@@ -96,11 +101,16 @@ export async function fetchStartAttestation(base: string, dispatcher?: Dispatche
  * GET /v1/verify/attestation?nonce=HEX&proof=signature: the start evidence and `nonce` signed by the receipt key it
  * binds, both from the one server that answered (docs/attestation.md, "Freshness from a signed nonce").
  */
-export async function fetchSignedNonce(base: string, nonce: Uint8Array, dispatcher?: Dispatcher): Promise<{ attestation: unknown; signedNonce: string }> {
+export async function fetchSignedNonce(
+  base: string,
+  nonce: Uint8Array,
+  dispatcher?: Dispatcher,
+  headers: Record<string, string> = {},
+): Promise<{ attestation: unknown; signedNonce: string }> {
   const url = serviceUrl(base, 'v1/verify/attestation');
   url.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
   url.searchParams.set('proof', 'signature');
-  const body = await fetchJson(url, {}, dispatcher);
+  const body = await fetchJson(url, headers, dispatcher);
   const signed = typeof body === 'object' && body !== null ? (body as { signed_nonce?: unknown }).signed_nonce : undefined;
   if (typeof signed !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the answer has no signed_nonce`);
   return { attestation: (body as { attestation?: unknown }).attestation, signedNonce: signed };
@@ -117,7 +127,8 @@ export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher):
  * and freshness for `nonce`. `proof: 'report'` (the default) asks for a fresh hardware report and the start
  * evidence receipts name; `'signature'` asks for the start evidence and `nonce` signed by the key it binds
  * (docs/attestation.md, "Freshness from a signed nonce"), falling back to a fresh report when the JWKS served has
- * grown past the one key the start evidence binds (a fleet).
+ * grown past the one key the start evidence binds (a fleet). `attestationHeaders` go with the nonce's request only
+ * (an API key, so that the service counts the request against that key's allowance and not its address's).
  */
 export async function fetchServiceEvidence(
   base: string,
@@ -125,19 +136,20 @@ export async function fetchServiceEvidence(
   pin: SpkiPin,
   dispatcher: Dispatcher,
   proof: 'report' | 'signature' = 'report',
+  attestationHeaders: Record<string, string> = {},
 ): Promise<ServiceEvidence> {
   let evidence: ServiceEvidence | undefined;
   if (proof === 'signature') {
     const [jwks, policy, signed] = await Promise.all([
       fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
       fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
-      fetchSignedNonce(base, nonce, dispatcher),
+      fetchSignedNonce(base, nonce, dispatcher, attestationHeaders),
     ]);
     if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks))
       evidence = { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy };
   }
   if (evidence === undefined) {
-    const material = await fetchVerificationMaterial(base, nonce, dispatcher);
+    const material = await fetchVerificationMaterial(base, nonce, dispatcher, attestationHeaders);
     evidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy };
     if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher);
   }

@@ -47,10 +47,16 @@ export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
 
 /** A call the worker awaits an answer to. */
-export type PrimaryCall = { op: 'limits.admit'; keyHash: string } | ReceiptCall | { op: 'replays.claim'; id: string } | { op: 'metrics.scrape' };
+export type PrimaryCall =
+  | { op: 'limits.admit'; keyHash: string }
+  | ReceiptCall
+  | { op: 'replays.claim'; id: string }
+  | { op: 'metrics.scrape' }
+  /** More of the memory budget for the worker's lease: `bytes` if the budget has them, else `least`, else nothing; answered with the bytes granted. */
+  | { op: 'budget.lease'; bytes: number; least: number };
 
-/** A message the worker does not wait on: an admitted request has finished. */
-export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number };
+/** A message the worker does not wait on: an admitted request has finished, or leased bytes of the memory budget come back. */
+export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number } | { op: 'budget.return'; bytes: number };
 
 /** One turn of the worker's event loop's calls and notices, in the order made: one IPC message, however many requests. */
 export type CallBatch = Array<{ id: number; call: PrimaryCall } | { notice: PrimaryNotice }>;

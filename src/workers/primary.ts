@@ -12,10 +12,12 @@ import { exportEhbpPrivateKey } from '../ehbp/server-key.ts';
 import type { AppContext } from '../http/context.ts';
 import { reloadFiles, watchFiles } from '../http/reload.ts';
 import { buildContext, type SigilContext } from '../http/start.ts';
+import { metricsAccess } from '../http/routes/metrics.ts';
 import { createLogger } from '../log/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
 import { answerWorker, type SharedState } from './shared-state.ts';
 import { CountedAdmission } from '../limits/admission.ts';
+import { MemoryBudget } from '../limits/memory-budget.ts';
 import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
@@ -70,6 +72,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     replays: state.ctx.ehbp?.replays,
     received: metrics.received,
     scrape: () => scrape.text(workers.values()),
+    buffers: new MemoryBudget(config.limits.buffer_budget_bytes),
   };
   cluster.setupPrimary({ serialization: 'advanced' });
 
@@ -161,6 +164,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
       tee: ctx.attestation.start.tee,
       policy_hash: ctx.receiptContext.policyHash,
       models: ctx.catalogue.models.length,
+      metrics: metricsAccess(ctx.config.metrics, process.env),
     },
     'sigil listening',
   );

@@ -9,6 +9,7 @@
  */
 import type { Worker } from 'node:cluster';
 import type { ChatAdmission, CountedAdmission, Verdict } from '../limits/admission.ts';
+import type { MemoryBudget } from '../limits/memory-budget.ts';
 import type { ReceiptOwner, ReceiptStore } from '../receipts/store.ts';
 import type { ReplayVerdict, ReplayWindow } from '../limits/replay-window.ts';
 import { isWorkerMessage, type Answer, type CallBatch, type PrimaryCall, type PrimaryNotice, type ToPrimary, type ToWorker } from './messages.ts';
@@ -140,6 +141,8 @@ export interface SharedState {
   received?: (calls: CallBatch) => void;
   /** The whole server's metrics, for the worker a scrape reached. */
   scrape?: () => Promise<string>;
+  /** `limits.buffer_budget_bytes`, for all workers together: each worker leases from it (src/workers/leased-budget.ts). */
+  buffers?: MemoryBudget;
 }
 
 /**
@@ -149,6 +152,8 @@ export interface SharedState {
 export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(): void } {
   const { admission, receipts, replays, received, scrape } = shared;
   const admitted = new Map<string, number>();
+  // What this worker leased of the memory budget: all of it comes back when the worker exits.
+  const lease = shared.buffers?.hold();
   const run = async (call: PrimaryCall): Promise<unknown> => {
     switch (call.op) {
       case 'limits.admit': {
@@ -166,9 +171,17 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
       case 'metrics.scrape':
         if (scrape === undefined) throw new Error('no metrics');
         return scrape();
+      case 'budget.lease':
+        if (lease === undefined) return 0;
+        if (await lease.grow(call.bytes)) return call.bytes;
+        return (await lease.grow(call.least)) ? call.least : 0;
     }
   };
   const finish = (notice: PrimaryNotice) => {
+    if (notice.op === 'budget.return') {
+      lease?.shrink(notice.bytes);
+      return;
+    }
     const count = admitted.get(notice.keyHash) ?? 0;
     if (count === 0) return;
     if (count === 1) admitted.delete(notice.keyHash);
@@ -199,6 +212,7 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
     releaseAll: () => {
       for (const [keyHash, count] of admitted) for (let i = 0; i < count; i++) admission.finish(keyHash, 0);
       admitted.clear();
+      lease?.release();
     },
   };
 }

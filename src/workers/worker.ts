@@ -25,6 +25,7 @@ import { FleetKeyRing } from '../fleet/revocations.ts';
 import type { Jwks } from '../protocol/attestation.ts';
 import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
 import { PrimaryAdmission, PrimaryChannel, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
+import { LeasedBudget } from './leased-budget.ts';
 
 function handoffReceived(): Promise<Handoff> {
   return new Promise((resolve) => {
@@ -170,7 +171,7 @@ export async function runWorker(): Promise<number> {
   process.on('message', onFleet);
   const ctx = await contextFrom(handoff, channel, views);
   const tls = handoff.tls === undefined ? undefined : servedTls(handoff.tls);
-  serving = { state: newAppState(ctx), tls };
+  serving = { state: newAppState(ctx, new LeasedBudget(channel, ctx.config.limits.buffer_budget_bytes)), tls };
   const listening: Listening = await listen(serving, false);
   ctx.logger.info({ url: listening.url, pid: process.pid }, 'worker listening');
   const ready: ToPrimary = { type: 'sigil:listening', url: listening.url };

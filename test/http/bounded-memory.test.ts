@@ -22,9 +22,9 @@ afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
 
-/** An engine whose every chat answer is one 60 MiB JSON completion. */
-async function startBigAnswerEngine(): Promise<{ baseUrl: string; server: Server }> {
-  const content = 'a'.repeat(ANSWER_BYTES - 200);
+/** An engine whose every chat answer is one JSON completion of about `answerBytes` (60 MiB by default). */
+async function startBigAnswerEngine(answerBytes = ANSWER_BYTES): Promise<{ baseUrl: string; server: Server }> {
+  const content = 'a'.repeat(answerBytes - 200);
   const answer = Buffer.from(
     JSON.stringify({
       id: 'chatcmpl-big',
@@ -138,6 +138,31 @@ describe('memory under clients that never read their answers', () => {
           }).length,
       );
       expect(sigil.memory().peak).toBeLessThan(baseline + BUDGET + OVERHEAD);
+    },
+  );
+
+  it(
+    'with 4 workers, holds the buffered answers of all of them within one limits.buffer_budget_bytes, counted in the primary; the rest get 503 server_busy',
+    { timeout: 90_000 },
+    async () => {
+      // Each admitted answer stays charged at its size while its client does not read: at most BUDGET / ANSWER of them fit.
+      const answer = 8 * MIB;
+      const budget = 40 * MIB;
+      const engine = await startBigAnswerEngine(answer);
+      const sigil = await startSigilProcess(engine.baseUrl, { workers: 4, limits: { buffer_budget_bytes: budget, client_read_timeout_ms: 20_000 } });
+      cleanup.push(() => killChild(sigil.child));
+      // Sixteen clients in four rounds, so that the primary hands each worker four of them.
+      const clients: NeverReadingClient[] = [];
+      for (let round = 0; round < 4; round++) clients.push(...(await Promise.all(Array.from({ length: 4 }, () => neverReadingClient(sigil)))));
+      const admitted = clients.filter((c) => c.head.startsWith('HTTP/1.1 200 '));
+      const refused = clients.filter((c) => c.head.startsWith('HTTP/1.1 503 '));
+      expect(admitted.length + refused.length).toBe(16);
+      expect(admitted.length).toBeGreaterThanOrEqual(1);
+      expect(admitted.length * answer).toBeLessThanOrEqual(budget);
+      for (const { head } of refused) {
+        expect(head).toMatch(/\r\nretry-after: 1\r\n/i);
+        expect(head).toContain('"code":"server_busy"');
+      }
     },
   );
 });

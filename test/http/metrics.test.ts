@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startForwardingProxy } from '../support/forwarding-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -63,5 +64,25 @@ describe('GET /metrics', () => {
     const allowed = await fetch(`${guarded.url}/metrics`, { headers: { authorization: 'Bearer scrape-token-1' } });
     expect(allowed.status).toBe(200);
     expect(await allowed.text()).toContain('sigil_active_streams 0');
+  });
+
+  it('without a token answers only a loopback peer that forwards for nobody, and says so at start', async () => {
+    expect(sigil.logs.some((l) => l.includes('"metrics":"loopback only"'))).toBe(true);
+    expect(guarded.logs.some((l) => l.includes('"metrics":"bearer token"'))).toBe(true);
+    expect((await fetch(`${sigil.url}/metrics`)).status).toBe(200);
+    // A load balancer on this host reaches Sigil from loopback, but for someone else: refused, as a forwarded header says.
+    for (const header of ['x-forwarded-for', 'forwarded', 'x-real-ip']) {
+      const forwarded = await fetch(`${sigil.url}/metrics`, { headers: { [header]: header === 'forwarded' ? 'for=203.0.113.9' : '203.0.113.9' } });
+      expect(forwarded.status).toBe(403);
+      expect((await forwarded.json()).error.code).toBe('metrics_loopback_only');
+    }
+    const proxy = await startForwardingProxy(sigil.url, { forwardedFor: () => '203.0.113.9' });
+    try {
+      const viaProxy = await fetch(`${proxy.url}/metrics`);
+      expect(viaProxy.status).toBe(403);
+      expect(await viaProxy.text()).not.toContain('sigil_');
+    } finally {
+      await proxy.close();
+    }
   });
 });

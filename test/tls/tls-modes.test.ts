@@ -91,6 +91,21 @@ describe('tls.mode self-signed', () => {
     old.end();
   });
 
+  it("refuses a TLS 1.2 client's renegotiation by closing that connection, and keeps serving", async () => {
+    const old = await handshake(portOf(sigil), { maxVersion: 'TLSv1.2' });
+    const outcome = await new Promise<string>((resolve) => {
+      old.once('close', () => resolve('closed'));
+      old.on('error', () => undefined);
+      const asked = old.renegotiate({ rejectUnauthorized: false }, (err) => resolve(err === null ? 'renegotiated' : 'refused'));
+      if (!asked) resolve('not sent');
+    });
+    expect(outcome).not.toBe('renegotiated');
+    expect(outcome).not.toBe('not sent');
+    const response = await request(`${sigil.url}/v1/models`, { dispatcher: insecure });
+    expect(response.statusCode).toBe(200);
+    await response.body.dump();
+  });
+
   it('refuses TLS 1.0 and 1.1, and TLS 1.2 suites without forward secrecy or AEAD', async () => {
     // The server's alerts: protocol_version for TLS 1.0/1.1, handshake_failure when no offered suite is acceptable.
     await expect(handshake(portOf(sigil), { minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT:@SECLEVEL=0' })).rejects.toMatchObject({

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../auth/bearer.ts';
-import type { MemoryBudget } from '../../limits/memory-budget.ts';
+import type { Budget } from '../../limits/memory-budget.ts';
 import { EngineAbort } from '../../proxy/engine-request.ts';
 import { readReceiptRequest } from '../../receipts/request.ts';
 import type { AppContext } from '../context.ts';
@@ -10,7 +10,7 @@ import type { Exchange } from './exchange.ts';
 
 /** What every exchange on this server shares: the memory budget, and the signal that cuts streams when the shutdown grace ends. */
 export interface ExchangeShared {
-  buffers: MemoryBudget;
+  buffers: Budget;
   streamsCut: AbortSignal;
 }
 

@@ -19,28 +19,35 @@ async function readBufferedAnswer(x: ForwardedExchange): Promise<Buffer> {
   const limit = x.ctx.config.limits.max_answer_bytes;
   const declared = Number(engine.headers['content-length']);
   if (engine.headers['content-length'] !== undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= limit) {
-    if (!x.hold.grow(declared)) {
+    if (!(await x.hold.grow(declared))) {
       engine.body.destroy();
       throw budgetExhausted();
     }
     const bytes = await readEngineBody(engine, limit, declared);
-    if (!x.hold.grow(2 * bytes.length)) throw budgetExhausted();
+    if (!(await x.hold.grow(2 * bytes.length))) throw budgetExhausted();
     return bytes;
   }
   let received = 0;
   let refuse: (error: HttpError) => void = () => undefined;
   const refused = new Promise<never>((_resolve, reject) => (refuse = reject));
-  const onData = (chunk: Buffer) => {
-    received += chunk.length;
-    if (x.hold.grow(2 * chunk.length)) return;
+  const stop = () => {
     engine.body.off('data', onData);
     refuse(budgetExhausted());
     engine.body.destroy(new Error('memory budget exhausted'));
   };
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    const charged = x.hold.grow(2 * chunk.length);
+    if (charged === true) return;
+    if (charged === false) return stop();
+    // The primary decides (a cluster worker): no more bytes are read until it has.
+    engine.body.pause();
+    void charged.then((ok) => (ok ? engine.body.resume() : stop()));
+  };
   engine.body.on('data', onData);
   try {
     const bytes = await Promise.race([readEngineBody(engine, limit), refused]);
-    if (!x.hold.grow(2 * received)) throw budgetExhausted();
+    if (!(await x.hold.grow(2 * received))) throw budgetExhausted();
     return bytes;
   } finally {
     engine.body.off('data', onData);
@@ -69,7 +76,7 @@ export async function relayJson(x: ForwardedExchange): Promise<void> {
     if (scan.duplicate !== undefined) throw new HttpError('upstream_bad_response', 'The engine sent a response with a key twice in one object.');
     // Only the model value changes: the engine's other bytes (its numbers above all) reach the client as sent.
     out = editJsonObject(bytes, scan, { set: { model: JSON.stringify(x.rewriteModel) } });
-    if (!x.hold.grow(out.length)) throw budgetExhausted();
+    if (!(await x.hold.grow(out.length))) throw budgetExhausted();
   }
   // Only the request and the bytes to send stay: the chunks, the text and the parsed value are garbage from here.
   x.hold.shrink(x.hold.held - out.length - x.raw.length);

@@ -40,6 +40,10 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
     completion: x.endpoint.completion,
     readUsage: x.endpoint.readUsage,
     cut: x.streamsCut,
+    maxStreamMs: ctx.config.limits.max_stream_seconds * 1000,
+    maxStreamBytes: ctx.config.limits.max_stream_bytes,
+    // Sealed, each write is padded so its frame hides the tokens' length (docs/ehbp.md, "Padding").
+    ...(x.sealed && ctx.config.ehbp.stream_padding_bytes > 0 ? { padTo: ctx.config.ehbp.stream_padding_bytes } : {}),
   });
   // Attached after the relay's own listener, so it fires once the first chunk has been written.
   engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));

@@ -1,10 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { BlockList } from 'node:net';
 import { makeAttestationDocument } from '../../attestation/document.ts';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
 import { HttpError, httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
 import { PerClientBuckets } from '../../limits/per-client-bucket.ts';
+import { clientAddress } from '../client-address.ts';
 
 const NONCE_HEX = /^[0-9a-fA-F]{64}$/;
 const CACHE_SIZE = 256;
@@ -20,8 +22,11 @@ export function handlePolicy(_req: IncomingMessage, res: ServerResponse, ctx: Ap
   sendJson(res, 200, ctx.documents.policy, { 'cache-control': 'no-cache' });
 }
 
-/** Whose allowance a fresh attestation spends: the API key's when a valid one is sent, else the peer address's. */
-function clientOf(req: IncomingMessage, ctx: AppContext): string {
+/**
+ * Whose allowance a fresh attestation spends: the API key's when a valid one is sent (the attested client sends it),
+ * else the caller's address (behind a trusted proxy, the one X-Forwarded-For names: docs/configuration.md).
+ */
+function clientOf(req: IncomingMessage, ctx: AppContext, trusted: BlockList | undefined): string {
   if (req.headers.authorization !== undefined) {
     try {
       return `key:${ctx.keyRing.authenticate(req.headers).keyHash}`;
@@ -29,7 +34,7 @@ function clientOf(req: IncomingMessage, ctx: AppContext): string {
       // An invalid key is an anonymous caller.
     }
   }
-  return `addr:${req.socket.remoteAddress ?? ''}`;
+  return `addr:${clientAddress(req, trusted)}`;
 }
 
 interface Allowance {
@@ -44,9 +49,10 @@ interface Allowance {
  * (docs/attestation.md, "Freshness from a signed nonce"). Fresh evidence is cached per nonce and
  * rate-limited per client (docs/api.md), because hardware reports are slow and shared: one client's
  * flood spends its own allowance, never another's. A signed nonce costs one ES256 signature and has its
- * own, generous allowance, so that clients sharing an address (behind a load balancer) still attest.
+ * own, generous allowance, so that clients sharing an address (behind a load balancer) still attest; a client that
+ * sends its API key spends its key's allowance, and anonymous callers behind one untrusted proxy share one.
  */
-export function createAttestationHandler(limits: { fresh: Allowance; signed: Allowance }) {
+export function createAttestationHandler(limits: { fresh: Allowance; signed: Allowance; trustedProxies?: BlockList | undefined }) {
   const cache = new Map<string, Promise<string>>();
   const buckets = new PerClientBuckets({ ...limits.fresh, maxClients: TRACKED_CLIENTS });
   const signedBuckets = new PerClientBuckets({ ...limits.signed, maxClients: TRACKED_CLIENTS });
@@ -63,7 +69,7 @@ export function createAttestationHandler(limits: { fresh: Allowance; signed: All
     }
     if (!NONCE_HEX.test(nonceHex)) throw httpError('invalid_value', "'nonce' must be 32 bytes as 64 hex digits.", 'nonce');
     if (proof === 'signature') {
-      if (!signedBuckets.take(clientOf(req, ctx))) {
+      if (!signedBuckets.take(clientOf(req, ctx, limits.trustedProxies))) {
         throw new HttpError('rate_limit_exceeded', 'Too many signed-nonce requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
       const signed = ctx.signNonce(Buffer.from(nonceHex, 'hex'), ctx.attestation.start);
@@ -74,7 +80,7 @@ export function createAttestationHandler(limits: { fresh: Allowance; signed: All
     const key = `${nonceHex.toLowerCase()}|${ctx.attestation.sources.eventLog?.runtime_events.length ?? 0}|${ctx.receiptContext.policyHash}`;
     let body = cache.get(key);
     if (body === undefined) {
-      if (!buckets.take(clientOf(req, ctx))) {
+      if (!buckets.take(clientOf(req, ctx, limits.trustedProxies))) {
         throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
       const nonce = Buffer.from(nonceHex, 'hex');
