@@ -240,18 +240,17 @@ async function attest(
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
   // On a TEE, Sigil records its start event (on TDX, extends RTMR3) before the start evidence is made, so that evidence covers it.
-  const measured =
-    provider.tee === 'none'
-      ? undefined
-      : await measureStart({
-          config,
-          runtime: options.runtime ?? currentRuntime(),
-          tee: provider.tee,
-          models,
-          policyHash,
-          logger,
-          ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }),
-        });
+  // Without hardware the manifest is computed too, so a development document reports it (vouched for by nothing: tee none).
+  const measured = await measureStart({
+    config,
+    catalogueSha256: catalogue.sha256,
+    runtime: options.runtime ?? currentRuntime(),
+    tee: provider.tee,
+    models,
+    policyHash,
+    logger,
+    ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }),
+  });
   const sealedHpke = config.ehbp.key_source === 'sealed' ? sealed : undefined;
   const ehbpKey = config.ehbp.enabled
     ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
@@ -261,8 +260,8 @@ async function attest(
   const sources: EvidenceSources = {
     provider,
     collectGpuEvidence: gpus.collect,
-    eventLog: measured?.state.events.eventLog() ?? null,
-    manifestSha384: measured?.manifestSha384 ?? null,
+    eventLog: measured.state.events.eventLog(),
+    manifestSha384: measured.manifestSha384,
     keyOrigin,
   };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
@@ -278,7 +277,7 @@ async function attest(
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
   // The fleet compares peers with the state in force and answers their nonces with evidence made now (deploy/README.md, "The JWKS").
   const now: { state?: AppState } = {};
-  const manifest = () => measured?.state.manifest ?? null;
+  const manifest = () => measured.state.manifest;
   const fleet =
     config.fleet === undefined
       ? undefined
@@ -332,7 +331,7 @@ async function attest(
           },
         }),
     ...(fleet === undefined ? {} : { fleet: fleet.status }),
-    ...(measured === undefined ? {} : { measured: measured.state }),
+    measured: measured.state,
   });
   const state = newAppState(ctx);
   now.state = state;
@@ -373,7 +372,7 @@ export interface ContextParts {
   ehbp?: Pick<NonNullable<AppContext['ehbp']>, 'key' | 'keyConfig' | 'replays'>;
   /** In fleet mode: whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
-  /** On a TEE: the runtime events and what a reload measures (the primary's; a worker has none). */
+  /** The runtime events and what a reload measures (the primary's, with or without hardware; a worker has none). */
   measured?: MeasuredState;
 }
 
