@@ -71,7 +71,9 @@ const CODE_OPTIONS = [
   /^--(?:experimental-)?loader(?:=|$)/,
   /^--inspect/,
   /^--debug/,
-  /^--(?:experimental-)?(?:policy|permission)/,
+  /^--experimental-policy/,
+  // The permission model only takes rights away (docs/decisions.md), except this one, which lets the inspector open.
+  /^--allow-inspector/,
   /^--eval(?:=|$)|^-e$|^-p$|^--print/,
   /^--experimental-default-type/,
   /^--env-file/,

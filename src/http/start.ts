@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
 import type { RtmrFs } from '../attestation/self-measurement.ts';
+import { codeListings, runningCodeDir } from '../attestation/manifest.ts';
 import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
 import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
@@ -144,6 +145,8 @@ export async function startSigil(configured: LoadedConfig, options: StartOptions
 /** Starts the built-in engine when no upstream is configured, then builds the context in front of it. */
 export async function buildContext(configured: LoadedConfig, options: StartOptions = {}): Promise<SigilContext> {
   const logger = options.logger ?? createLogger(configured.log.level);
+  // The manifest's code listings are hashed while the engine starts and the weights are hashed (a failure shows when the manifest is made).
+  codeListings(runningCodeDir()).catch(() => undefined);
   const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
   const config = builtin?.config ?? configured;
   try {

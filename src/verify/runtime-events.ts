@@ -111,11 +111,16 @@ export function runtimeEventChecks(binding: unknown, eventLog: unknown, pinnedMa
 export function reportedManifestCheck(binding: unknown, pinnedManifests?: readonly string[]): Check {
   const reported = (binding as { manifest_sha384?: unknown } | null)?.manifest_sha384;
   const said = `manifest ${String(reported)} is reported, not hardware-backed (tee none: only the process says so)`;
-  if (typeof reported !== 'string') return notPinned('attestation.manifest', 'the development document (tee none) reports no manifest: nothing says which code runs');
-  if (pinnedManifests === undefined) return notPinned('attestation.manifest', `${said}; compare it with what \`sigil measure self\` prints for this build and configuration`);
+  if (typeof reported !== 'string')
+    return notPinned('attestation.manifest', 'the development document (tee none) reports no manifest: nothing says which code runs');
+  if (pinnedManifests === undefined)
+    return notPinned('attestation.manifest', `${said}; compare it with what \`sigil measure self\` prints for this build and configuration`);
   return pinnedManifests.includes(reported)
     ? pass('attestation.manifest', `${said}; it is one the reference values accept, which no hardware confirms`)
-    : fail('attestation.manifest', `${said}, and it is not among the reference values' ${pinnedManifests.join(', ')}: the process says it runs other code or configuration than the audited one`);
+    : fail(
+        'attestation.manifest',
+        `${said}, and it is not among the reference values' ${pinnedManifests.join(', ')}: the process says it runs other code or configuration than the audited one`,
+      );
 }
 
 /**

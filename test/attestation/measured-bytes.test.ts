@@ -31,8 +31,7 @@ afterAll(async () => {
 });
 
 /** A catalogue of one model whose weights are `fifo`: hashing them waits until the test writes them. */
-const catalogueOf = (id: string, fifo: string) =>
-  Buffer.from(stringify({ models: [catalogueEntry({ id, model_hash: MODEL_HASH, weights: fifo }, 0)] }));
+const catalogueOf = (id: string, fifo: string) => Buffer.from(stringify({ models: [catalogueEntry({ id, model_hash: MODEL_HASH, weights: fifo }, 0)] }));
 
 /**
  * Waits until Sigil opens the weights to hash them (so it has parsed the catalogue), replaces the catalogue file with

@@ -139,6 +139,16 @@ describe('a runtime option that would run unmeasured code stops the start on a T
     );
   });
 
+  it("Node's permission model starts and is measured; its one right that opens the inspector is refused", async () => {
+    const tdx = await fakeTdx();
+    const confined = ['--permission', `--allow-fs-read=${dir}`, `--allow-fs-write=${dir}`];
+    await expect(tdx.start({ runtime: { ...CLEAN, execArgv: [...confined, '--allow-inspector'] } })).rejects.toThrow(
+      'refusing to start on tdx: --allow-inspector (node command line) would run code or open a debugger',
+    );
+    const sigil = await tdx.start({ runtime: { ...CLEAN, execArgv: confined } });
+    expect(failing(await verify(sigil, await fresh(sigil)))).toEqual([]);
+  });
+
   it('a measured option that runs no foreign code starts, and the manifest names it', async () => {
     const tdx = await fakeTdx();
     const sigil = await tdx.start({ runtime: { execArgv: ['--max-old-space-size=512'], env: { NODE_OPTIONS: '--max-http-header-size=16384' } } });

@@ -132,7 +132,12 @@ describe('GET /v1/verify/attestation', () => {
     expect(body.binding.manifest_sha384).toMatch(/^[0-9a-f]{96}$/);
     const [event] = body.event_log.runtime_events;
     expect(createHash('sha384').update(event.payload).digest('hex')).toBe(event.digest);
-    expect(JSON.parse(event.payload)).toMatchObject({ reason: 'start', seq: 0, manifest_sha384: body.binding.manifest_sha384, policy_hash: binding.policy_hash });
+    expect(JSON.parse(event.payload)).toMatchObject({
+      reason: 'start',
+      seq: 0,
+      manifest_sha384: body.binding.manifest_sha384,
+      policy_hash: binding.policy_hash,
+    });
     expect(body).toEqual({
       version: 2,
       tee: 'none',
@@ -141,7 +146,12 @@ describe('GET /v1/verify/attestation', () => {
       binding,
       report_data: reportDataOf('00'.repeat(32), binding),
       evidence: null,
-      event_log: { ccel_table: null, ccel_data: null, runtime_events: [event], self_measurement: { extended: false, reason: 'no hardware: the events are listed, not measured' } },
+      event_log: {
+        ccel_table: null,
+        ccel_data: null,
+        runtime_events: [event],
+        self_measurement: { extended: false, reason: 'no hardware: the events are listed, not measured' },
+      },
       gpu_evidence: [],
     });
   });

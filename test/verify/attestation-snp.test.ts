@@ -254,10 +254,15 @@ describe('attestation documents without hardware', () => {
     const doc = { version: 2, tee: 'none', measurement: '0'.repeat(96), nonce: '00'.repeat(32), binding: testBinding({ keys: [] }) };
     doc.binding = { ...doc.binding, manifest_sha384: 'ab'.repeat(48) };
     const against = async (pinned: string) =>
-      (await verifyAttestationDocument({ ...doc, report_data: '', evidence: null, event_log: null, gpu_evidence: [] }, {
-        jwks: { keys: [] },
-        reference: parseReferenceValues(`sigil:\n  manifest_sha384: ['${pinned}']\n`),
-      })).find((c) => c.name === 'attestation.manifest');
+      (
+        await verifyAttestationDocument(
+          { ...doc, report_data: '', evidence: null, event_log: null, gpu_evidence: [] },
+          {
+            jwks: { keys: [] },
+            reference: parseReferenceValues(`sigil:\n  manifest_sha384: ['${pinned}']\n`),
+          },
+        )
+      ).find((c) => c.name === 'attestation.manifest');
     expect(await against('ab'.repeat(48))).toEqual({
       name: 'attestation.manifest',
       ok: true,

@@ -137,7 +137,9 @@ describe('sigil verify against a live service (tee none)', () => {
         `verified with waivers: ${LIVE_JSON_CHECKS.length - 4} checks passed; 4 waived (attestation.tls_key, attestation.tee, attestation.manifest, receipt.tee)\n`,
       ),
     ).toBe(true);
-    expect(r.stdout).toMatch(/\nWAIVED attestation\.manifest — manifest [0-9a-f]{96} is reported, not hardware-backed \(tee none: only the process says so\); /);
+    expect(r.stdout).toMatch(
+      /\nWAIVED attestation\.manifest — manifest [0-9a-f]{96} is reported, not hardware-backed \(tee none: only the process says so\); /,
+    );
   });
 
   it("prints each run of checks under the check registry's title and plain words, as the trust page shows them", async () => {
@@ -157,9 +159,7 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(failed(r)).toEqual(NO_TEE_FAILED);
     expect(r.stdout).toContain('FAIL attestation.tls_key — the service was reached over plain HTTP');
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
-    expect(r.stdout).toContain(
-      `NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed; 1 not pinned, so compared with nothing (attestation.manifest)\n`,
-    );
+    expect(r.stdout).toContain(`NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed; 1 not pinned, so compared with nothing (attestation.manifest)\n`);
   });
 
   it('fails response_hash when one response byte is changed in transit', async () => {
