@@ -94,4 +94,16 @@ describe('the bytes measured are the bytes used', () => {
     await until(async () => (await modelIds(sigil)).join() === 'd');
     expect(await reportedManifest(sigil)).toBe(await measuredAs(sigil, catalogueOf('d', fifo)));
   });
+
+  it('a config changed on disk after start is not measured at a reload: the config in use is', async () => {
+    const catalogue = join(dir, 'plain.yaml');
+    await writeFile(catalogue, stringify({ models: [catalogueEntry({ id: 'a' }, 0)] }));
+    const sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [], config: { catalogue } });
+    running.push(sigil);
+    const before = await reportedManifest(sigil);
+    const path = join(sigil.dir, 'sigil.yaml');
+    await writeFile(path, (await readFile(path, 'utf8')) + 'brand: Changed\n');
+    expect((await sigil.reload()).catalogue).toBe(true);
+    expect(await reportedManifest(sigil)).toBe(before);
+  });
 });
