@@ -32,7 +32,7 @@ export interface EvidenceSources {
   provider: AttestationProvider;
   collectGpuEvidence(nonce: Uint8Array): Promise<GpuEvidence[]>;
   eventLog: EventLog | null;
-  /** Lowercase hex SHA-384 of the manifest in force; null when nothing was measured (no hardware). */
+  /** Lowercase hex SHA-384 of the manifest in force (without hardware: as the process computed it, vouched for by nothing); null when none was computed. */
   manifestSha384?: string | null;
   /** Absent: the keys are declared loaded from an unnamed file, which every verifier fails (never a silent pass). */
   keyOrigin?: KeyOrigins;
@@ -79,7 +79,7 @@ export async function makeAttestationDocument(sources: EvidenceSources, parts: B
     binding,
     report_data: Buffer.from(raw.reportData).toString('hex'),
     evidence: evidenceBase64(raw),
-    event_log: raw.tee === 'none' ? null : sources.eventLog,
+    event_log: sources.eventLog,
     gpu_evidence: gpu,
   };
   return { document, raw };

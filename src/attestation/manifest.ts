@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { sha256File } from '../engine/hash/hash-file.ts';
 import * as nodeFs from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { MeasuredModel } from '../catalogue/weights.ts';
 import type { LoadedConfig } from '../config/load.ts';
@@ -37,6 +37,7 @@ export interface Manifest {
   env: Record<string, string>;
   config_sha256: string;
   catalogue_sha256: string | null;
+  /** The API keys file, relative to the configuration's folder (so two copies of one setup in two folders measure the same). */
   keys_file: string;
   /** SHA-256 of the trust-page listing (always, for the artifact); null when inside the code folder (covered by `code`) or absent. */
   trust_page_sha256: string | null;
@@ -47,8 +48,11 @@ export interface ManifestInputs {
   /** The code folder measured instead of the running code (tests); default: the running artifact or code folder. */
   codeDir?: string;
   runtime: ProcessRuntime;
-  configPath: string;
-  cataloguePath: string | null;
+  /** SHA-256 of the configuration bytes that were parsed (LoadedConfig.sourceSha256), not of the file as it is now. */
+  configSha256: string;
+  /** SHA-256 of the catalogue bytes that were parsed (Catalogue.sha256); null for a catalogue made in memory. */
+  catalogueSha256: string | null;
+  /** As the manifest names it: relative to the configuration's folder. */
   keysFile: string;
   trustPageDir: string | null;
   models: ManifestModel[];
@@ -125,11 +129,9 @@ export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
   const codeDir = 'dir' in running ? running.dir : undefined;
   // Unconfigured, the page is served from dist/trust-page at the package root (src/http/routes/trust-page.ts).
   const trustPageDir = inputs.trustPageDir ?? join(listed.packageRoot, 'dist', 'trust-page');
-  const [pkg, nodeSha, configBytes, catalogueBytes, trustPage] = await Promise.all([
+  const [pkg, nodeSha, trustPage] = await Promise.all([
     nodeFs.readFile(join(listed.packageRoot, 'package.json'), 'utf8'),
     nodeBinarySha256(inputs.nodeBinary ?? process.execPath),
-    nodeFs.readFile(inputs.configPath),
-    inputs.cataloguePath === null ? null : nodeFs.readFile(inputs.cataloguePath),
     codeDir !== undefined && inside(trustPageDir, codeDir) ? null : codeManifest(trustPageDir).catch(() => null),
   ]);
   return {
@@ -140,8 +142,8 @@ export async function buildManifest(inputs: ManifestInputs): Promise<Manifest> {
     node: { version: process.version, sha256: nodeSha },
     exec_argv: [...inputs.runtime.execArgv],
     env: measuredEnvironment(inputs.runtime.env, inputs.extraEnv),
-    config_sha256: sha256Hex(configBytes),
-    catalogue_sha256: catalogueBytes === null ? null : sha256Hex(catalogueBytes),
+    config_sha256: inputs.configSha256,
+    catalogue_sha256: inputs.catalogueSha256,
     keys_file: inputs.keysFile,
     trust_page_sha256: trustPage === null ? null : sha256Hex(trustPage),
     models: [...inputs.models].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
@@ -154,14 +156,24 @@ export function manifestDigest(manifest: Manifest): { text: string; sha384: stri
   return { text, sha384: createHash('sha384').update(text, 'utf8').digest('hex') };
 }
 
-/** The manifest of a configuration: what start, every reload and `sigil measure self` measure the same way. */
-export function manifestOfConfig(config: LoadedConfig, runtime: ProcessRuntime, models: ManifestModel[], codeDir?: string): Promise<Manifest> {
+/**
+ * The manifest of a configuration and the catalogue parsed with it (`catalogueSha256`: the bytes that were parsed, so
+ * a file changed since cannot be measured in place of the one served): what start, every reload and `sigil measure
+ * self` measure the same way.
+ */
+export function manifestOfConfig(
+  config: LoadedConfig,
+  catalogueSha256: string | null,
+  runtime: ProcessRuntime,
+  models: ManifestModel[],
+  codeDir?: string,
+): Promise<Manifest> {
   return buildManifest({
     ...(codeDir === undefined ? {} : { codeDir }),
     runtime,
-    configPath: config.source,
-    cataloguePath: config.catalogue ?? null,
-    keysFile: config.auth.keys_file,
+    configSha256: config.sourceSha256,
+    catalogueSha256,
+    keysFile: relative(dirname(config.source), config.auth.keys_file),
     trustPageDir: config.trust_page?.dir ?? null,
     models,
     extraEnv: config.metrics.bearer_token_env === undefined ? [] : [config.metrics.bearer_token_env],

@@ -36,8 +36,11 @@ export function refuseUnmeasuredRuntime(runtime: ProcessRuntime, tee: string): v
 
 export interface StartMeasurement {
   config: LoadedConfig;
+  /** SHA-256 of the catalogue bytes parsed for this start (null for the built-in engine's own catalogue). */
+  catalogueSha256: string | null;
   runtime: ProcessRuntime;
-  tee: 'tdx' | 'sev-snp';
+  /** `none`: no hardware; the manifest is computed and reported all the same, vouched for by nothing. */
+  tee: 'tdx' | 'sev-snp' | 'none';
   models: MeasuredModel[];
   policyHash: string;
   logger: Logger;
@@ -55,11 +58,13 @@ export async function measureStart(m: StartMeasurement): Promise<{ state: Measur
     runtimeLogPath: a.runtime_log_path,
     ...(m.rtmrFs === undefined ? {} : { fs: m.rtmrFs }),
   });
-  const { sha384, text } = manifestDigest(await manifestOfConfig(m.config, m.runtime, m.models, m.codeDir));
+  const { sha384, text } = manifestDigest(await manifestOfConfig(m.config, m.catalogueSha256, m.runtime, m.models, m.codeDir));
   try {
     const event = await events.record({ reason: 'start', manifestSha384: sha384, policyHash: m.policyHash });
     const { reason } = events.eventLog().self_measurement;
-    if (m.tee !== 'tdx') m.logger.info({ manifest_sha384: sha384, event: event.digest }, 'Sigil measured its manifest (bound through the report data)');
+    if (m.tee === 'none')
+      m.logger.info({ manifest_sha384: sha384 }, 'Sigil computed its manifest (no hardware: reported in the document, vouched for by nothing)');
+    else if (m.tee !== 'tdx') m.logger.info({ manifest_sha384: sha384, event: event.digest }, 'Sigil measured its manifest (bound through the report data)');
     else if (reason !== null) m.logger.warn({ digest: event.digest, manifest_sha384: sha384, reason }, 'Sigil measured itself into RTMR3, with a problem');
     else m.logger.info({ digest: event.digest, manifest_sha384: sha384, rtmr_path: a.rtmr_path }, 'Sigil measured itself into RTMR3');
   } catch (err) {
@@ -79,13 +84,14 @@ export async function measureReload(
   state: MeasuredState,
   sources: EvidenceSources,
   config: LoadedConfig,
+  catalogueSha256: string | null,
   models: MeasuredModel[],
   policyHash: string,
 ): Promise<string> {
   let sha384: string;
   let text: string;
   try {
-    ({ sha384, text } = manifestDigest(await manifestOfConfig(config, state.runtime, models, state.codeDir)));
+    ({ sha384, text } = manifestDigest(await manifestOfConfig(config, catalogueSha256, state.runtime, models, state.codeDir)));
   } catch (err) {
     throw new MeasurementError(`the new state cannot be measured (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }

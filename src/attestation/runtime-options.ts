@@ -4,6 +4,8 @@
  * inspector, a dynamic-linker preload) stop a start on a hardware TEE.
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { url as inspectorUrl } from 'node:inspector';
 
 /** The environment variables Node (https://nodejs.org/api/cli.html#environment-variables), OpenSSL, libc and Sigil read. */
 export const MEASURED_ENV = [
@@ -41,9 +43,15 @@ const SECRET_NAME = /(?:KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)/i;
 export interface ProcessRuntime {
   execArgv: readonly string[];
   env: Readonly<Record<string, string | undefined>>;
+  /** The inspector's URL when it is open in this process (a SIGUSR1 before Sigil could ignore it opens one); absent when closed. */
+  inspectorUrl?: string | undefined;
+  /** The dynamic linker's system-wide preload list; default /etc/ld.so.preload (injectable for tests). */
+  ldSoPreloadPath?: string;
 }
 
-export const currentRuntime = (): ProcessRuntime => ({ execArgv: process.execArgv, env: process.env });
+export const DEFAULT_LD_SO_PRELOAD = '/etc/ld.so.preload';
+
+export const currentRuntime = (): ProcessRuntime => ({ execArgv: process.execArgv, env: process.env, inspectorUrl: inspectorUrl() });
 
 /** Every measured variable that is set, by name and value (a secret's value as `sha256:` + hex); `extra` adds names the config reads. */
 export function measuredEnvironment(env: ProcessRuntime['env'], extra: readonly string[] = []): Record<string, string> {
@@ -63,7 +71,9 @@ const CODE_OPTIONS = [
   /^--(?:experimental-)?loader(?:=|$)/,
   /^--inspect/,
   /^--debug/,
-  /^--(?:experimental-)?(?:policy|permission)/,
+  /^--experimental-policy/,
+  // The permission model only takes rights away (docs/decisions.md), except this one, which lets the inspector open.
+  /^--allow-inspector/,
   /^--eval(?:=|$)|^-e$|^-p$|^--print/,
   /^--experimental-default-type/,
   /^--env-file/,
@@ -100,5 +110,21 @@ export function unmeasuredRuntimeOptions(runtime: ProcessRuntime): string[] {
     const value = runtime.env[name];
     if (value !== undefined && value !== '') found.push(`${name}=${value} (environment)`);
   }
+  const preload = systemPreload(runtime.ldSoPreloadPath ?? DEFAULT_LD_SO_PRELOAD);
+  if (preload !== undefined) found.push(preload);
+  if (runtime.inspectorUrl !== undefined) found.push(`the inspector open at ${runtime.inspectorUrl} (a SIGUSR1 reached node before Sigil could ignore it)`);
   return found;
+}
+
+/** What the dynamic linker's preload file makes every program load (glibc reads it before any environment), or why it cannot be known. */
+function systemPreload(path: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'latin1');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? undefined : `${path} (unreadable: ${code ?? (err as Error).message}, so what it preloads is unknown)`;
+  }
+  const libraries = text.split(/[\s:]+/).filter((word) => word !== '');
+  return libraries.length === 0 ? undefined : `${path} listing ${libraries.join(' ')}`;
 }

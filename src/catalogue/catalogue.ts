@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -17,6 +18,8 @@ export interface CatalogueModel extends CatalogueEntry {
 export interface Catalogue {
   models: readonly CatalogueModel[];
   byId: ReadonlyMap<string, CatalogueModel>;
+  /** Lowercase hex SHA-256 of the file's bytes this catalogue was parsed from (the manifest's `catalogue_sha256`); null when built in memory. */
+  sha256: string | null;
 }
 
 export class CatalogueError extends Error {
@@ -44,23 +47,24 @@ export function buildCatalogue(raw: unknown, source: string, upstreamNames: read
       endpoints: [...(entry.endpoints ?? DEFAULT_ENDPOINTS)],
     });
   });
-  return { models: [...byId.values()], byId };
+  return { models: [...byId.values()], byId, sha256: null };
 }
 
+/** Reads the catalogue file once: the bytes parsed are the bytes hashed for the manifest, whatever the file holds later. */
 export function loadCatalogue(path: string, upstreamNames: readonly string[]): Catalogue {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(path, 'utf8');
+    bytes = readFileSync(path);
   } catch (err) {
     throw new CatalogueError(`cannot read catalogue ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   let raw: unknown;
   try {
-    raw = parseYaml(text);
+    raw = parseYaml(bytes.toString('utf8'));
   } catch (err) {
     throw new CatalogueError(`${path}: not valid YAML: ${(err as Error).message}`);
   }
-  const catalogue = buildCatalogue(raw, path, upstreamNames);
+  const catalogue = { ...buildCatalogue(raw, path, upstreamNames), sha256: createHash('sha256').update(bytes).digest('hex') };
   // A weights path is relative to the catalogue file, as config paths are to the config file.
   for (const model of catalogue.models) if (model.weights !== undefined && !isAbsolute(model.weights)) model.weights = resolve(dirname(path), model.weights);
   return catalogue;

@@ -1,3 +1,5 @@
+// First: from here on SIGUSR1 cannot open the inspector (see the module).
+import './ignore-sigusr1.ts';
 import { readFileSync } from 'node:fs';
 import { Command as Program, CommanderError } from 'commander';
 import { ENGINE_USAGE } from './engine-usage.ts';

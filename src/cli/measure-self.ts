@@ -36,7 +36,7 @@ export async function run(argv: string[]): Promise<number> {
     const models = await measureWeights(catalogue.models, (done, total) =>
       process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`),
     );
-    const manifest = await manifestOfConfig(config, currentRuntime(), models);
+    const manifest = await manifestOfConfig(config, catalogue.sha256, currentRuntime(), models);
     if (files) {
       const { root, code, nodeModules } = await codeListings(runningCode());
       process.stdout.write(`# ${root === 'artifact' ? 'artifact' : `${root}/`} (code.sha256 = SHA-256 of these lines)\n${code}`);

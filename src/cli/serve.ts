@@ -9,6 +9,7 @@ import { startSigil, type RunningSigil } from '../http/start.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { runPrimary } from '../workers/primary.ts';
 import { runWorker } from '../workers/worker.ts';
+import { foreignChannelProblem, foreignPrimaryProblem } from '../workers/foreign-parent.ts';
 
 /**
  * Development convenience: with no hardware TEE and no keys file yet, make the first key and show it
@@ -47,7 +48,14 @@ async function portProblem(config: LoadedConfig): Promise<string | undefined> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  // A worker forked by the primary: it gets its configuration and keys over IPC, not from argv.
+  // A worker forked by the primary: it gets its configuration and keys over IPC, not from argv; so only from a Sigil primary.
+  const foreign = cluster.isWorker ? foreignPrimaryProblem() : foreignChannelProblem();
+  if (foreign !== undefined) {
+    process.stderr.write(`sigil: ${foreign}\n`);
+    // The cluster channel keeps a worker alive, and a worker that disconnects exits 0: end here, saying nothing more to that parent.
+    if (cluster.isWorker) process.exit(1);
+    return 1;
+  }
   if (cluster.isWorker) return runWorker();
   let values;
   try {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -14,6 +15,8 @@ export class ConfigError extends Error {
 export interface LoadedConfig extends SigilConfig {
   /** Absolute path of the file the configuration came from. */
   source: string;
+  /** Lowercase hex SHA-256 of the bytes this configuration was parsed from: what the manifest names as `config_sha256`. */
+  sourceSha256: string;
 }
 
 /** What to write for a required setting that is missing, where an example says it better than the schema. */
@@ -38,7 +41,8 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], label: strin
     .join('\n');
 }
 
-export function parseConfig(text: string, source: string): LoadedConfig {
+/** Parses a configuration's text; `sha256` is that of the bytes it was decoded from (default: of the text's UTF-8). */
+export function parseConfig(text: string, source: string, sha256 = createHash('sha256').update(text, 'utf8').digest('hex')): LoadedConfig {
   let raw: unknown;
   try {
     raw = parseYaml(text) ?? {};
@@ -53,6 +57,7 @@ export function parseConfig(text: string, source: string): LoadedConfig {
   return {
     ...config,
     source,
+    sourceSha256: sha256,
     catalogue: config.catalogue === undefined ? undefined : at(config.catalogue),
     auth: { keys_file: at(config.auth.keys_file) },
     receipts: { ...config.receipts, key_file: config.receipts.key_file === undefined ? undefined : at(config.receipts.key_file) },
@@ -70,12 +75,12 @@ export function parseConfig(text: string, source: string): LoadedConfig {
   };
 }
 
-/** Reads and validates the configuration; relative paths inside it are relative to the file. */
+/** Reads and validates the configuration, once: the bytes parsed are the bytes measured. Relative paths inside it are relative to the file. */
 export function loadConfig(path: string): LoadedConfig {
   const source = resolve(path);
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(source, 'utf8');
+    bytes = readFileSync(source);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
@@ -86,5 +91,5 @@ export function loadConfig(path: string): LoadedConfig {
     }
     throw new ConfigError(`cannot read config ${source}: ${code ?? (err as Error).message}`);
   }
-  return parseConfig(text, source);
+  return parseConfig(bytes.toString('utf8'), source, createHash('sha256').update(bytes).digest('hex'));
 }

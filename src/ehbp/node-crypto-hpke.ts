@@ -5,16 +5,30 @@
  * stay the library's. Each step runs synchronously in OpenSSL: WebCrypto in Node goes through a promise and
  * the thread pool for every one of the dozen small steps of a request's set-up (docs/decisions.md).
  */
-import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, diffieHellman, randomBytes, type KeyObject } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  decapsulate,
+  diffieHellman,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
 import {
   AeadId,
+  DecapError,
   Dhkem,
+  isCryptoKeyPair,
+  XCryptoKey,
   HkdfSha256Native,
   KemId,
   XCurveDhkemPrimitives,
   type AeadEncryptionContext,
   type AeadInterface,
   type MontgomeryECDH,
+  type RecipientContextParams,
 } from '@hpke/common';
 
 type Bytes = ArrayBufferLike | ArrayBufferView;
@@ -126,6 +140,20 @@ export class DhkemX25519HkdfSha256Node extends Dhkem {
   constructor() {
     const kdf = new HkdfSha256Node();
     super(KemId.DhkemX25519HkdfSha256, new XCurveDhkemPrimitives('X25519', 32, x25519, kdf), kdf);
+  }
+
+  /**
+   * Decap (RFC 9180 §4.1) in one OpenSSL call: OpenSSL 3.2+ implements DHKEM(X25519, HKDF-SHA256) itself
+   * (EVP_PKEY_decapsulate, node:crypto `decapsulate`). The authenticated modes (two DHs) stay the library's.
+   */
+  override async decap(params: RecipientContextParams): Promise<ArrayBuffer> {
+    const secretKey = isCryptoKeyPair(params.recipientKey) ? params.recipientKey.privateKey : params.recipientKey;
+    if (params.senderPublicKey !== undefined || !(secretKey instanceof XCryptoKey)) return super.decap(params);
+    try {
+      return owned(decapsulate(privateKeyOf(secretKey.key), bytes(params.enc))).buffer as ArrayBuffer;
+    } catch (err) {
+      throw new DecapError(err);
+    }
   }
 }
 

@@ -45,7 +45,7 @@ export interface AppContext {
   ehbp?: EhbpSettings & { keyConfig: Buffer };
   /** Present in fleet mode (docs/operations.md#fleet-mode): whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
-  /** On a TEE: the runtime events and what a reload measures (docs/attestation.md). */
+  /** The runtime events and what a reload measures (docs/attestation.md); with or without hardware. */
   measured?: MeasuredState;
   /** OpenTelemetry spans, one per request; absent unless `tracing.otlp_endpoint` is set. */
   tracing?: RequestTracing;

@@ -51,7 +51,7 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
     const now = state.ctx;
     let receiptContext = { ...now.receiptContext, policyHash };
     let manifest: string | undefined;
-    if (now.measured !== undefined) manifest = await measureReload(now.measured, now.attestation.sources, now.config, models, policyHash);
+    if (now.measured !== undefined) manifest = await measureReload(now.measured, now.attestation.sources, now.config, loaded.sha256, models, policyHash);
     // Without hardware too, so that the start document (sent with signed nonces) binds the policy in force.
     const { sources, tlsSpkiSha256, hpkeKeyConfig } = now.attestation;
     const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, tlsSpkiSha256, hpkeKeyConfig }, START_NONCE);

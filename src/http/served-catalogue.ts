@@ -46,5 +46,5 @@ async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet,
     );
     return !hide;
   });
-  return { models: kept, byId: new Map(kept.map((m) => [m.id, m])) };
+  return { models: kept, byId: new Map(kept.map((m) => [m.id, m])), sha256: catalogue.sha256 };
 }

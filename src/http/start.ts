@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { attestationHash, makeAttestationDocument, type EvidenceSources } from '../attestation/document.ts';
 import { createGpuCollector } from '../attestation/gpu/gpu-evidence.ts';
 import type { RtmrFs } from '../attestation/self-measurement.ts';
+import { codeListings, runningCode } from '../attestation/manifest.ts';
 import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
 import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
@@ -145,6 +146,8 @@ export async function startSigil(configured: LoadedConfig, options: StartOptions
 /** Starts the built-in engine when no upstream is configured, then builds the context in front of it. */
 export async function buildContext(configured: LoadedConfig, options: StartOptions = {}): Promise<SigilContext> {
   const logger = options.logger ?? createLogger(configured.log.level);
+  // The manifest's code listings are hashed while the engine starts and the weights are hashed (a failure shows when the manifest is made).
+  codeListings(runningCode()).catch(() => undefined);
   const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
   const config = builtin?.config ?? configured;
   try {
@@ -241,18 +244,17 @@ async function attest(
   const { policy, policyHash } = served;
   const gpus = createGpuCollector({ mode: config.attestation.gpu, nvmlLibrary: config.attestation.nvml_library, logger });
   // On a TEE, Sigil records its start event (on TDX, extends RTMR3) before the start evidence is made, so that evidence covers it.
-  const measured =
-    provider.tee === 'none'
-      ? undefined
-      : await measureStart({
-          config,
-          runtime: options.runtime ?? currentRuntime(),
-          tee: provider.tee,
-          models,
-          policyHash,
-          logger,
-          ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }),
-        });
+  // Without hardware the manifest is computed too, so a development document reports it (vouched for by nothing: tee none).
+  const measured = await measureStart({
+    config,
+    catalogueSha256: catalogue.sha256,
+    runtime: options.runtime ?? currentRuntime(),
+    tee: provider.tee,
+    models,
+    policyHash,
+    logger,
+    ...(options.rtmrFs === undefined ? {} : { rtmrFs: options.rtmrFs }),
+  });
   const sealedHpke = config.ehbp.key_source === 'sealed' ? sealed : undefined;
   const ehbpKey = config.ehbp.enabled
     ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
@@ -262,8 +264,8 @@ async function attest(
   const sources: EvidenceSources = {
     provider,
     collectGpuEvidence: gpus.collect,
-    eventLog: measured?.state.events.eventLog() ?? null,
-    manifestSha384: measured?.manifestSha384 ?? null,
+    eventLog: measured.state.events.eventLog(),
+    manifestSha384: measured.manifestSha384,
     keyOrigin,
   };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
@@ -279,7 +281,7 @@ async function attest(
   // Fleet mode: keys, limits, receipts and the JWKS come from the fleet (Redis), with local fallbacks.
   // The fleet compares peers with the state in force and answers their nonces with evidence made now (deploy/README.md, "The JWKS").
   const now: { state?: AppState } = {};
-  const manifest = () => measured?.state.manifest ?? null;
+  const manifest = () => measured.state.manifest;
   const fleet =
     config.fleet === undefined
       ? undefined
@@ -333,7 +335,7 @@ async function attest(
           },
         }),
     ...(fleet === undefined ? {} : { fleet: fleet.status }),
-    ...(measured === undefined ? {} : { measured: measured.state }),
+    measured: measured.state,
   });
   const state = newAppState(ctx);
   now.state = state;
@@ -374,7 +376,7 @@ export interface ContextParts {
   ehbp?: Pick<NonNullable<AppContext['ehbp']>, 'key' | 'keyConfig' | 'replays'>;
   /** In fleet mode: whether the shared state in Redis is reachable. */
   fleet?: FleetStatus;
-  /** On a TEE: the runtime events and what a reload measures (the primary's; a worker has none). */
+  /** The runtime events and what a reload measures (the primary's, with or without hardware; a worker has none). */
   measured?: MeasuredState;
 }
 

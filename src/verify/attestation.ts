@@ -11,7 +11,7 @@ import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts'
 import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { keyOriginCheck } from './key-origin.ts';
-import { receiptEventCheck, runtimeEventChecks } from './runtime-events.ts';
+import { receiptEventCheck, reportedManifestCheck, runtimeEventChecks } from './runtime-events.ts';
 import { snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 
@@ -169,7 +169,11 @@ function measurementCheck(actual: Uint8Array, field: string, documentMeasurement
 export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttestationOptions): Promise<Check[]> {
   const fields = readDocument(doc);
   if (typeof fields === 'string') return [fail('attestation.document', fields)];
-  if (fields.tee === 'none') return [fail('attestation.tee', 'no hardware evidence: tee is none (development only)')];
+  if (fields.tee === 'none')
+    return [
+      fail('attestation.tee', 'no hardware evidence: tee is none (development only)'),
+      reportedManifestCheck(fields.binding, opts.reference?.sigil?.manifest_sha384),
+    ];
 
   const roots = opts.roots ?? DEFAULT_TRUST_ROOTS;
   const now = opts.now ?? new Date();

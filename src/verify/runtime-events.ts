@@ -105,6 +105,25 @@ export function runtimeEventChecks(binding: unknown, eventLog: unknown, pinnedMa
 }
 
 /**
+ * A development document (tee none) reports the manifest its process computed: vouched for by no hardware, it is compared
+ * all the same, so a reviewer sees which code and configuration the process says it runs; the words say who vouches for it.
+ */
+export function reportedManifestCheck(binding: unknown, pinnedManifests?: readonly string[]): Check {
+  const reported = (binding as { manifest_sha384?: unknown } | null)?.manifest_sha384;
+  const said = `manifest ${String(reported)} is reported, not hardware-backed (tee none: only the process says so)`;
+  if (typeof reported !== 'string')
+    return notPinned('attestation.manifest', 'the development document (tee none) reports no manifest: nothing says which code runs');
+  if (pinnedManifests === undefined)
+    return notPinned('attestation.manifest', `${said}; compare it with what \`sigil measure self\` prints for this build and configuration`);
+  return pinnedManifests.includes(reported)
+    ? pass('attestation.manifest', `${said}; it is one the reference values accept, which no hardware confirms`)
+    : fail(
+        'attestation.manifest',
+        `${said}, and it is not among the reference values' ${pinnedManifests.join(', ')}: the process says it runs other code or configuration than the audited one`,
+      );
+}
+
+/**
  * Ties a receipt to the event in force when it was signed (the last whose time is at or before the receipt's `iat`,
  * compared in whole seconds as `iat` is; within the second of a reload either side is accepted) by its policy hash.
  */

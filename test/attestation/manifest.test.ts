@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildManifest, manifestDigest, type ManifestInputs } from '../../src/attestation/manifest.ts';
+import { buildManifest, manifestDigest, manifestOfConfig, type ManifestInputs } from '../../src/attestation/manifest.ts';
+import { loadConfig } from '../../src/config/load.ts';
 
 let pkg: string;
 
@@ -30,9 +32,9 @@ afterAll(async () => {
 const inputs = (over: Partial<ManifestInputs> = {}): ManifestInputs => ({
   codeDir: join(pkg, 'dist'),
   runtime: { execArgv: [], env: {} },
-  configPath: join(pkg, 'sigil.yaml'),
-  cataloguePath: null,
-  keysFile: '/etc/sigil/api-keys',
+  configSha256: 'c0'.repeat(32),
+  catalogueSha256: null,
+  keysFile: 'api-keys',
   trustPageDir: null,
   models: [],
   nodeBinary: join(pkg, 'package.json'),
@@ -48,7 +50,7 @@ describe('the manifest', () => {
       await cp(pkg, dir, { recursive: true });
       if (edit !== undefined) await writeFile(join(dir, edit.file), edit.text);
       copies.push(dir);
-      return digest({ codeDir: join(dir, 'dist'), configPath: join(pkg, 'sigil.yaml'), nodeBinary: join(pkg, 'package.json') });
+      return digest({ codeDir: join(dir, 'dist'), nodeBinary: join(pkg, 'package.json') });
     };
     const same = await copy('same');
     expect(await digest()).toBe(same);
@@ -77,5 +79,21 @@ describe('the manifest', () => {
     expect(m.exec_argv).toEqual(['--max-old-space-size=512']);
     expect(m.env).toEqual({ NODE_OPTIONS: '--no-warnings', SIGIL_METRICS_TOKEN: 'sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7' });
     expect(JSON.stringify(m)).not.toContain('hunter2');
+  });
+
+  it('is the same for one setup copied to two folders: the keys file is named relative to the config, the config by its bytes', async () => {
+    const setups = await Promise.all(
+      ['a', 'b'].map(async (name) => {
+        const dir = await mkdtemp(join(tmpdir(), `sigil-setup-${name}-`));
+        copies.push(dir);
+        await writeFile(join(dir, 'sigil.yaml'), 'auth: {keys_file: .sigil/api-keys}\n');
+        const config = loadConfig(join(dir, 'sigil.yaml'));
+        return manifestOfConfig(config, null, { execArgv: [], env: {} }, [], join(pkg, 'dist'));
+      }),
+    );
+    expect(setups.map((m) => m.keys_file)).toEqual(['.sigil/api-keys', '.sigil/api-keys']);
+    expect(setups[0]!.config_sha256).toBe(createHash('sha256').update('auth: {keys_file: .sigil/api-keys}\n').digest('hex'));
+    expect(manifestDigest(setups[0]!).sha384).toBe(manifestDigest(setups[1]!).sha384);
+    expect(JSON.stringify(setups[0])).not.toContain(tmpdir());
   });
 });

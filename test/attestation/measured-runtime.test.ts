@@ -119,6 +119,36 @@ describe('a runtime option that would run unmeasured code stops the start on a T
     );
   });
 
+  it('a non-empty /etc/ld.so.preload is refused, naming the libraries it preloads; an empty one starts', async () => {
+    const tdx = await fakeTdx();
+    const preload = join(dir, 'ld.so.preload');
+    await writeFile(preload, '/usr/lib/tap.so\n');
+    await expect(tdx.start({ runtime: { ...CLEAN, ldSoPreloadPath: preload } })).rejects.toThrow(
+      `refusing to start on tdx: ${preload} listing /usr/lib/tap.so would run code or open a debugger the measurement does not cover`,
+    );
+    expect(tdx.rtmr.writes).toEqual([]);
+    await writeFile(preload, '\n');
+    const sigil = await tdx.start({ runtime: { ...CLEAN, ldSoPreloadPath: preload } });
+    expect((await fresh(sigil)).binding.manifest_sha384).toMatch(/^[0-9a-f]{96}$/);
+  });
+
+  it('an inspector already open (a SIGUSR1 sent before Sigil could ignore it) is refused', async () => {
+    const tdx = await fakeTdx();
+    await expect(tdx.start({ runtime: { ...CLEAN, inspectorUrl: 'ws://127.0.0.1:9229/0f0e' } })).rejects.toThrow(
+      'refusing to start on tdx: the inspector open at ws://127.0.0.1:9229/0f0e (a SIGUSR1 reached node before Sigil could ignore it) would run code',
+    );
+  });
+
+  it("Node's permission model starts and is measured; its one right that opens the inspector is refused", async () => {
+    const tdx = await fakeTdx();
+    const confined = ['--permission', `--allow-fs-read=${dir}`, `--allow-fs-write=${dir}`];
+    await expect(tdx.start({ runtime: { ...CLEAN, execArgv: [...confined, '--allow-inspector'] } })).rejects.toThrow(
+      'refusing to start on tdx: --allow-inspector (node command line) would run code or open a debugger',
+    );
+    const sigil = await tdx.start({ runtime: { ...CLEAN, execArgv: confined } });
+    expect(failing(await verify(sigil, await fresh(sigil)))).toEqual([]);
+  });
+
   it('a measured option that runs no foreign code starts, and the manifest names it', async () => {
     const tdx = await fakeTdx();
     const sigil = await tdx.start({ runtime: { execArgv: ['--max-old-space-size=512'], env: { NODE_OPTIONS: '--max-http-header-size=16384' } } });

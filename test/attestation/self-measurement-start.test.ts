@@ -118,9 +118,12 @@ describe('sigil serve on TDX measures itself into RTMR3 before making the start 
     expect((await fetch(`${sigil.url}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } })).status).toBe(200);
   });
 
-  it('without TDX nothing is extended and event_log is null', async () => {
+  it('without TDX nothing is extended; without hardware the event is listed, and says it is not measured', async () => {
     const { sigil, rtmr } = await start('none');
-    expect((await startEvidence(sigil)).event_log).toBeNull();
+    const doc = await startEvidence(sigil);
+    expect(doc.event_log?.self_measurement).toEqual({ extended: false, reason: 'no hardware: the events are listed, not measured' });
+    expect(doc.event_log?.runtime_events.map((e) => e.digest)).toEqual(doc.binding.runtime_events_sha384);
+    expect(JSON.parse(doc.event_log!.runtime_events[0]!.payload)).toMatchObject({ reason: 'start', manifest_sha384: doc.binding.manifest_sha384 });
     expect(rtmr.writes).toEqual([]);
   });
 });

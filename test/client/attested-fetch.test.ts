@@ -79,11 +79,12 @@ describe('createAttestedFetch with the openai client', () => {
       'PASS attestation.nonce',
       'PASS attestation.report_data',
       'PASS attestation.jwks',
+      'WAIVED attestation.manifest',
       'PASS attestation.signed_nonce',
       'PASS gpu.evidence',
       'PASS attestation.policy',
     ]);
-    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 8 checks passed; 1 waived (attestation.tee)');
+    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 8 checks passed; 2 waived (attestation.tee, attestation.manifest)');
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });

@@ -19,6 +19,7 @@ interface Vector {
   enc: string;
   psk?: string;
   psk_id?: string;
+  shared_secret: string;
   encryptions: { sequence_number: number; pt: string; aad: string; ct: string }[];
   exports: { exporter_context: string; L: number; exported_value: string }[];
 }
@@ -46,6 +47,13 @@ describe('HPKE on node:crypto against RFC 9180 Appendix A.1', () => {
       expect(consecutive.map((e) => e.sequence_number)).toEqual([0, 1, 2]);
       for (const e of consecutive) expect(toHex(await context.open(hex(e.ct), hex(e.aad)))).toBe(e.pt);
       for (const x of v.exports) expect(toHex(await context.export(hex(x.exporter_context), x.L))).toBe(x.exported_value);
+    });
+
+    it(`${MODES[v.mode]} mode: Decap gives the vector's shared_secret (base and psk: OpenSSL's own DHKEM)`, async () => {
+      const s = suite();
+      const recipient = await s.kem.deriveKeyPair(hex(v.ikmR));
+      const sender = v.ikmS === undefined ? {} : { senderPublicKey: (await s.kem.deriveKeyPair(hex(v.ikmS))).publicKey };
+      expect(toHex(await s.kem.decap({ recipientKey: recipient, enc: hex(v.enc), ...sender }))).toBe(v.shared_secret);
     });
 
     it(`${MODES[v.mode]} mode: a sender with the vector's ephemeral key makes enc and every listed ciphertext, up to number 256`, async () => {

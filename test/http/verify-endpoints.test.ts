@@ -124,11 +124,20 @@ describe('GET /v1/verify/attestation', () => {
       tls_spki_sha256: null,
       hpke_key_config: keyConfig,
       gpu_evidence_sha256: [],
-      // Without hardware nothing is measured; the keys are still declared, all made in the process.
-      manifest_sha384: null,
+      // Without hardware the manifest and its start event are reported as the process computed them, vouched for by nothing.
+      manifest_sha384: body.binding.manifest_sha384,
       key_origin: { receipt: { origin: 'generated' }, tls: null, hpke: { origin: 'generated' } },
-      runtime_events_sha384: [],
+      runtime_events_sha384: [body.event_log.runtime_events[0].digest],
     };
+    expect(body.binding.manifest_sha384).toMatch(/^[0-9a-f]{96}$/);
+    const [event] = body.event_log.runtime_events;
+    expect(createHash('sha384').update(event.payload).digest('hex')).toBe(event.digest);
+    expect(JSON.parse(event.payload)).toMatchObject({
+      reason: 'start',
+      seq: 0,
+      manifest_sha384: body.binding.manifest_sha384,
+      policy_hash: binding.policy_hash,
+    });
     expect(body).toEqual({
       version: 2,
       tee: 'none',
@@ -137,7 +146,12 @@ describe('GET /v1/verify/attestation', () => {
       binding,
       report_data: reportDataOf('00'.repeat(32), binding),
       evidence: null,
-      event_log: null,
+      event_log: {
+        ccel_table: null,
+        ccel_data: null,
+        runtime_events: [event],
+        self_measurement: { extended: false, reason: 'no hardware: the events are listed, not measured' },
+      },
       gpu_evidence: [],
     });
   });

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -15,6 +15,8 @@ export interface SigilProcess {
   key: string;
   /** Every JSON log line the process wrote to stdout so far. */
   logs: Array<Record<string, unknown>>;
+  /** Every line the process (and its workers) wrote to stderr so far; each is also passed on to this process's stderr. */
+  stderr: string[];
   exited: Promise<number | null>;
   /** The process's resident memory now and at its peak, in bytes (/proc/PID/status VmRSS and VmHWM). */
   memory(): { rss: number; peak: number };
@@ -36,7 +38,10 @@ export async function startSigilProcess(engineBaseUrl: string, config: Record<st
     }),
   );
   const { key } = addKey(join(dir, 'keys'));
-  const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const stderr: string[] = [];
+  child.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk));
+  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const logs: Array<Record<string, unknown>> = [];
   const url = await new Promise<string>((resolve, reject) => {
@@ -60,5 +65,27 @@ export async function startSigilProcess(engineBaseUrl: string, config: Record<st
     const kib = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)![1]) * 1024;
     return { rss: kib('VmRSS'), peak: kib('VmHWM') };
   };
-  return { child, url, dir, key, logs, exited, memory };
+  return { child, url, dir, key, logs, stderr, exited, memory };
+}
+
+/** The primary's worker processes: its children running its own command line (not, say, the esbuild service tsx starts). */
+export function workerPids(pid: number): number[] {
+  const out: number[] = [];
+  let command: string;
+  try {
+    command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return out; // the primary has exited
+  }
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8') === command)
+        out.push(Number(entry));
+    } catch {
+      // ended while we looked
+    }
+  }
+  return out;
 }

@@ -131,10 +131,13 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
         'attestation.nonce': 'PASS',
         'attestation.report_data': 'PASS',
         'attestation.jwks': 'PASS',
+        'attestation.manifest': 'NOT PINNED',
         'gpu.evidence': 'PASS',
         'attestation.policy': 'PASS',
       });
-      expect(await page.$eval('#verdict-detail', (e) => e.textContent ?? '')).toMatch(/NOT VERIFIED: 2 of 8 checks failed\.$/);
+      expect(await page.$eval('#verdict-detail', (e) => e.textContent ?? '')).toMatch(
+        /NOT VERIFIED: 2 of 9 checks failed; 1 not pinned, so compared with nothing \(attestation\.manifest\)\.$/,
+      );
       const rows = await page.$$eval('#models tbody tr', (trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td'), (td) => td.textContent)));
       expect(rows).toEqual([
         ['chat-model', 'test-provider', '8,192', 'no', '0.5 / 1.5 USD', 'eu-west', 'chat, completions, responses'],

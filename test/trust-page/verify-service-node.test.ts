@@ -39,10 +39,11 @@ describe("the trust page's verification, without a browser", () => {
       'PASS attestation.nonce',
       'PASS attestation.report_data',
       'PASS attestation.jwks',
+      '---- attestation.manifest',
       'PASS gpu.evidence',
       'PASS attestation.policy',
     ]);
-    expect(report.verdict.summary).toBe('NOT VERIFIED: 2 of 8 checks failed');
+    expect(report.verdict.summary).toBe('NOT VERIFIED: 2 of 9 checks failed; 1 not pinned, so compared with nothing (attestation.manifest)');
     expect(report.models.map((m) => m.id)).toEqual(['chat-model']);
     expect(report.facts?.hpkeKeyConfig?.length).toBeGreaterThan(0);
   });

@@ -1,3 +1,4 @@
+import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyAttestationDocument } from '../../src/verify/attestation.ts';
 import { checkMark, verdictOf, type Check } from '../../src/verify/check.ts';
@@ -240,7 +241,38 @@ describe('attestation documents without hardware', () => {
     };
     expect(await verifyAttestationDocument(doc, { jwks: { keys: [] } })).toEqual([
       { name: 'attestation.tee', ok: false, detail: 'no hardware evidence: tee is none (development only)' },
+      {
+        name: 'attestation.manifest',
+        ok: true,
+        pinned: false,
+        detail: `manifest ${'4d'.repeat(48)} is reported, not hardware-backed (tee none: only the process says so); compare it with what \`sigil measure self\` prints for this build and configuration`,
+      },
     ]);
+  });
+
+  it('the manifest a development document reports is compared with the reference values, in words that say no hardware vouches for it', async () => {
+    const doc = { version: 2, tee: 'none', measurement: '0'.repeat(96), nonce: '00'.repeat(32), binding: testBinding({ keys: [] }) };
+    doc.binding = { ...doc.binding, manifest_sha384: 'ab'.repeat(48) };
+    const against = async (pinned: string) =>
+      (
+        await verifyAttestationDocument(
+          { ...doc, report_data: '', evidence: null, event_log: null, gpu_evidence: [] },
+          {
+            jwks: { keys: [] },
+            reference: parseReferenceValues(`sigil:\n  manifest_sha384: ['${pinned}']\n`),
+          },
+        )
+      ).find((c) => c.name === 'attestation.manifest');
+    expect(await against('ab'.repeat(48))).toEqual({
+      name: 'attestation.manifest',
+      ok: true,
+      detail: `manifest ${'ab'.repeat(48)} is reported, not hardware-backed (tee none: only the process says so); it is one the reference values accept, which no hardware confirms`,
+    });
+    expect(await against('cd'.repeat(48))).toEqual({
+      name: 'attestation.manifest',
+      ok: false,
+      detail: `manifest ${'ab'.repeat(48)} is reported, not hardware-backed (tee none: only the process says so), and it is not among the reference values' ${'cd'.repeat(48)}: the process says it runs other code or configuration than the audited one`,
+    });
   });
 
   it('a malformed document fails the document check', async () => {

@@ -73,6 +73,7 @@ describe.each(['vllm', 'llamacpp'] as const)('sigil verify against a running Sig
     expect(report.checks.filter((c) => !c.ok).map((c) => [c.name, c.waived])).toEqual([
       ['attestation.tls_key', '--allow-no-tee: a development service without hardware'],
       ['attestation.tee', '--allow-no-tee: a development service without hardware'],
+      ['attestation.manifest', '--allow-no-tee: a development service without hardware'],
       ['receipt.tee', '--allow-no-tee: a development service without hardware'],
     ]);
     expect(report.ok).toBe(true);

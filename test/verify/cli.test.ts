@@ -53,6 +53,7 @@ const SERVICE_CHECKS = [
   'attestation.nonce',
   'attestation.report_data',
   'attestation.jwks',
+  'attestation.manifest',
   'gpu.evidence',
   'attestation.policy',
 ];
@@ -74,8 +75,10 @@ const RECEIPT_CHECKS = [
   'policy.model',
 ];
 const LIVE_JSON_CHECKS = [...SERVICE_CHECKS, 'live.request', ...RECEIPT_CHECKS];
-/** What --allow-no-tee accepts for a development service reached over plain HTTP. */
-const NO_TEE_WAIVED = ['attestation.tls_key', 'attestation.tee', 'receipt.tee'];
+/** What fails for a development service reached over plain HTTP; --allow-no-tee accepts it. */
+const NO_TEE_FAILED = ['attestation.tls_key', 'attestation.tee', 'receipt.tee'];
+/** What --allow-no-tee accepts: those, and the manifest the service reports (no hardware vouches for it, nothing pins it). */
+const NO_TEE_WAIVED = ['attestation.tls_key', 'attestation.tee', 'attestation.manifest', 'receipt.tee'];
 const ALLOW_NO_TEE = '--allow-no-tee: a development service without hardware';
 const NO_TEE_DOCUMENT = 'tee is "none": no hardware evidence exists, this service is not running in a hardware enclave and nothing it says is vouched for';
 
@@ -130,8 +133,13 @@ describe('sigil verify against a live service (tee none)', () => {
     expect(r.stdout).toContain(`WAIVED receipt.tee — tee is "none": ${NO_TEE} (waived: ${ALLOW_NO_TEE})`);
     expect(r.stdout).toContain(`WAIVED attestation.tee — ${NO_TEE_DOCUMENT} (waived: ${ALLOW_NO_TEE})`);
     expect(
-      r.stdout.endsWith(`verified with waivers: ${LIVE_JSON_CHECKS.length - 3} checks passed; 3 waived (attestation.tls_key, attestation.tee, receipt.tee)\n`),
+      r.stdout.endsWith(
+        `verified with waivers: ${LIVE_JSON_CHECKS.length - 4} checks passed; 4 waived (attestation.tls_key, attestation.tee, attestation.manifest, receipt.tee)\n`,
+      ),
     ).toBe(true);
+    expect(r.stdout).toMatch(
+      /\nWAIVED attestation\.manifest — manifest [0-9a-f]{96} is reported, not hardware-backed \(tee none: only the process says so\); /,
+    );
   });
 
   it("prints each run of checks under the check registry's title and plain words, as the trust page shows them", async () => {
@@ -148,10 +156,10 @@ describe('sigil verify against a live service (tee none)', () => {
     const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key]);
     expect(r.code).toBe(1);
     // Plain HTTP and no TEE: the TLS key, the receipt and the evidence all say there is nothing attested.
-    expect(failed(r)).toEqual(NO_TEE_WAIVED);
+    expect(failed(r)).toEqual(NO_TEE_FAILED);
     expect(r.stdout).toContain('FAIL attestation.tls_key — the service was reached over plain HTTP');
     expect(r.stdout).toContain(`FAIL receipt.tee — tee is "none": ${NO_TEE}\n`);
-    expect(r.stdout).toContain(`NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed\n`);
+    expect(r.stdout).toContain(`NOT VERIFIED: 3 of ${LIVE_JSON_CHECKS.length} checks failed; 1 not pinned, so compared with nothing (attestation.manifest)\n`);
   });
 
   it('fails response_hash when one response byte is changed in transit', async () => {

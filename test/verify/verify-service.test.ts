@@ -226,6 +226,7 @@ describe('verifyService', () => {
       'PASS attestation.nonce',
       'PASS attestation.report_data',
       'PASS attestation.jwks',
+      'WAIVED attestation.manifest',
       'PASS gpu.evidence',
       'PASS attestation.policy',
     ]);

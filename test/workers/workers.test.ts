@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
-import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
+import { startSigilProcess, workerPids, type SigilProcess } from '../support/sigil-process.ts';
 import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
@@ -10,7 +10,7 @@ const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
 
 afterEach(async () => {
   for (const { sigil, engine } of running.splice(0)) {
-    for (const pid of childPids(sigil.child.pid!)) killQuietly(pid);
+    for (const pid of workerPids(sigil.child.pid!)) killQuietly(pid);
     sigil.child.kill('SIGKILL');
     await engine.close();
   }
@@ -22,29 +22,6 @@ function killQuietly(pid: number): void {
   } catch {
     // already gone
   }
-}
-
-/** The worker processes: the primary's children, read from /proc. */
-/** The primary's worker processes: its children running its own command line (not, say, the esbuild service tsx starts). */
-function childPids(pid: number): number[] {
-  const out: number[] = [];
-  let command: string;
-  try {
-    command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-  } catch {
-    return out; // the primary has exited
-  }
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8') === command)
-        out.push(Number(entry));
-    } catch {
-      // ended while we looked
-    }
-  }
-  return out;
 }
 
 async function serve(config: Record<string, unknown> = {}): Promise<{ sigil: SigilProcess; engine: TestEngine }> {
@@ -77,7 +54,7 @@ const workersIn = (text: string) => [...text.matchAll(/^sigil_worker_info\{worke
 describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
   it('answers from two worker processes behind one port, each named in /metrics, and logs listening once', async () => {
     const { sigil } = await serve();
-    expect(childPids(sigil.child.pid!)).toHaveLength(2);
+    expect(workerPids(sigil.child.pid!)).toHaveLength(2);
     for (let i = 0; i < 2; i++) {
       const text = await scrape(sigil.url);
       expect(workersIn(text)).toEqual(['1', '2']);
@@ -192,7 +169,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
 
   it('replaces a worker that dies, says so in the log and in /metrics, and keeps serving', async () => {
     const { sigil } = await serve();
-    const [victim] = childPids(sigil.child.pid!);
+    const [victim] = workerPids(sigil.child.pid!);
     process.kill(victim!, 'SIGKILL');
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline && sigil.logs.filter((l) => l.msg === 'worker listening').length < 3) await new Promise((r) => setTimeout(r, 100));
@@ -202,7 +179,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
       signal: 'SIGKILL',
       replacements: 1,
     });
-    const pids = childPids(sigil.child.pid!);
+    const pids = workerPids(sigil.child.pid!);
     expect(pids).toHaveLength(2);
     expect(pids).not.toContain(victim);
     const text = await scrape(sigil.url);
@@ -217,7 +194,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
   it('drains every worker on SIGTERM: a stream in flight on each ends whole, then all processes exit 0', async () => {
     const { sigil, engine } = await serve({ limits: { shutdown_drain_ms: 0, shutdown_grace_ms: 10_000 } });
     engine.behaviour.chunkDelayMs = 150;
-    const workers = childPids(sigil.child.pid!);
+    const workers = workerPids(sigil.child.pid!);
     const streams = [chat(sigil, {}, true), chat(sigil, {}, true)];
     await new Promise((r) => setTimeout(r, 300));
     sigil.child.kill('SIGTERM');
@@ -242,7 +219,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     for (const file of readdirSync(sigil.dir)) expect(readFileSync(join(sigil.dir, file), 'utf8')).not.toMatch(/PRIVATE KEY/);
     const primary = sigil.child.pid!;
     const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).sort();
-    for (const pid of childPids(primary)) {
+    for (const pid of workerPids(primary)) {
       expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toBe(readFileSync(`/proc/${primary}/cmdline`, 'utf8'));
       // Only the cluster's own variables are added: the IPC channel's descriptor and mode, and the worker's id.
       expect(
