@@ -8,6 +8,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { registerHooks } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+// Node opens its inspector on SIGUSR1 unless the program listens for it: listen before reading a byte of the bundle
+// (src/cli/ignore-sigusr1.ts takes over, with its message, once the bundle runs).
+const ignoreUntilBundle = () => undefined;
+process.on('SIGUSR1', ignoreUntilBundle);
+
 const root = new URL('../', import.meta.url);
 const bundleDir = new URL('dist/sigil/', root);
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
@@ -50,4 +55,5 @@ registerHooks({
 });
 Object.defineProperty(globalThis, Symbol.for('sigil.artifact'), { value: Object.freeze({ root: fileURLToPath(root), listing }) });
 const { main } = await import(new URL('main.mjs', bundleDir).href);
+process.off('SIGUSR1', ignoreUntilBundle);
 process.exitCode = await main(process.argv.slice(2));
