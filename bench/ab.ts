@@ -6,6 +6,10 @@
  * B/A ratios.
  *
  *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
+ *                       [--base-node PATH] [--head-node PATH]
+ *
+ * --base-node and --head-node run a side on another node binary (default: the one running this script), so a change of
+ * runtime is measured like a change of code: `--base ecba9fb --base-node /usr/bin/node` is the old main on Node 20.
  *
  * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
  * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
@@ -44,6 +48,8 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '3' },
     'max-stored': { type: 'string' },
+    'base-node': { type: 'string', default: process.execPath },
+    'head-node': { type: 'string', default: process.execPath },
   },
 });
 const rounds = Number(values.rounds);
@@ -100,13 +106,13 @@ interface Sigil {
 }
 
 /** One Sigil process on the proxy core (started under taskset, so a Sigil that sizes itself to the cores it may use sees one). */
-async function startSigilFrom(root: string, name: string, enginePort: number, receipts: boolean): Promise<Sigil> {
+async function startSigilFrom(root: string, name: string, enginePort: number, receipts: boolean, node: string): Promise<Sigil> {
   const port = await freePort();
   // A revision from before `workers` existed refuses the key (its config is strict): it runs one process anyway.
   const knowsWorkers = readFileSync(join(root, 'src', 'config', 'schema.ts'), 'utf8').includes('workers:');
   const extra = { ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}), workers: knowsWorkers ? 1 : undefined };
   const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
-  const command = [process.execPath, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
+  const command = [node, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
   const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
   const spawned = spawnLogged(bin!, args, join(dir, `${name}.log`), { cwd: root });
   await waitForPort(port, 60_000, spawned.child);
@@ -179,14 +185,16 @@ try {
     build(ROOT, 'working-tree');
     head = { root: ROOT, label: 'working tree' };
   } else head = prepareRevision(values.head, 'head');
-  for (const [name, side] of [
-    ['a', base],
-    ['b', head],
+  const nodeVersion = (node: string) => execSync(`${JSON.stringify(node)} --version`, { encoding: 'utf8' }).trim();
+  for (const [name, side, node] of [
+    ['a', base, values['base-node']],
+    ['b', head, values['head-node']],
   ] as const) {
+    const label = `${side.label} on Node ${nodeVersion(node)}`;
     started.push({
-      label: side.label,
-      plain: await startSigilFrom(side.root, `${name}-plain`, engine.port, false),
-      receipts: await startSigilFrom(side.root, `${name}-receipts`, engine.port, true),
+      label,
+      plain: await startSigilFrom(side.root, `${name}-plain`, engine.port, false, node),
+      receipts: await startSigilFrom(side.root, `${name}-receipts`, engine.port, true, node),
     });
   }
   log(`warming up (${useWrk ? 'wrk' : 'autocannon'})`);
