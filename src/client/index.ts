@@ -16,7 +16,7 @@ import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { readFile } from 'node:fs/promises';
 import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
 import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
-import { brandHeaders } from '../protocol/brand-headers.ts';
+import { brandHeaders, NONCE_VALUE } from '../protocol/brand-headers.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
@@ -228,11 +228,18 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     const body = await bytesOf(init.body ?? (request === undefined ? undefined : await request.arrayBuffer()));
     const wantsReceipt = method === 'POST';
     const encrypts = attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0;
-    // Sealed, the nonce never travels: both ends derive it from the request's HPKE context (docs/ehbp.md).
-    let nonce = randomBytes(32).toString('hex');
+    // The app's own nonce is honoured as sent (docs/ehbp.md, "The nonce"); else, sealed, none travels: both ends derive it from the
+    // request's HPKE context; in the clear, a fresh one goes in the header.
+    const ownNonce = headers.get(headerNames.nonce) ?? undefined;
+    if (ownNonce !== undefined && !NONCE_VALUE.test(ownNonce))
+      throw new VerifyError(
+        'ERR_VERIFY_FETCH',
+        `the ${headerNames.nonce} header must be 1 to 256 printable ASCII characters (the service would refuse it); nothing was sent`,
+      );
+    let nonce = ownNonce ?? randomBytes(32).toString('hex');
     if (wantsReceipt) {
       headers.set(headerNames.receipt, 'true');
-      if (!encrypts) headers.set(headerNames.nonce, nonce);
+      if (!encrypts && ownNonce === undefined) headers.set(headerNames.nonce, nonce);
     }
     const exchangeOf = (answer: Response, responseBytes: Uint8Array) => ({
       path: url.pathname,
@@ -260,7 +267,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         if (attested.hpkeKeyConfig === null) throw new AttestationError('the service no longer offers an attested HPKE key', attested.checks);
         ({ sealed, raw } = await sendSealed());
       }
-      nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
+      if (ownNonce === undefined) nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
       if (raw.headers.get('ehbp-response-nonce') === null) {
         // Nothing sealed it, so anyone on the way could have written it: never hand it over as the service's answer.
         await raw.body?.cancel();
