@@ -112,7 +112,7 @@ export interface AuditedAttestation {
   nonce: Uint8Array;
   evidence: ServiceEvidence;
   /** Each kept exchange, with connect's verdict at the time. */
-  receipts: Array<{ file: string; okThen: boolean; exchange: ServiceExchange }>;
+  receipts: Array<{ file: string; at: Date; okThen: boolean; exchange: ServiceExchange }>;
 }
 
 function restoreEvidence(kept: EvidenceFile['evidence']): ServiceEvidence {
@@ -156,7 +156,7 @@ export function readAuditDirectory(dir: string): AuditedAttestation[] {
       response: new Uint8Array(Buffer.from(kept.exchange.response, 'base64')),
     };
     if (kept.exchange.receipt !== undefined) exchange.receipt = kept.exchange.receipt;
-    attestation.receipts.push({ file: join('receipts', file), okThen: kept.ok, exchange });
+    attestation.receipts.push({ file: join('receipts', file), at: new Date(kept.at), okThen: kept.ok, exchange });
   }
   return [...byName.values()];
 }
