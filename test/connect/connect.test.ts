@@ -240,3 +240,27 @@ describe('behind a forging load balancer between connect and Sigil, the app gets
     }
   });
 });
+
+describe('a service restarted with new keys behind sigil connect', () => {
+  it('is attested again, and the app goes on without noticing: its next answer verified against the new keys', async () => {
+    const first = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
+    const port = Number(new URL(first.url).port);
+    const local = await startConnect({ service: first.url, listen: { host: '127.0.0.1', port: 0 }, allowNoTee: true, allowInsecureHttp: true });
+    let second: TestSigil | undefined;
+    try {
+      const before = local.status();
+      await first.close(0);
+      second = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { listen: { host: '127.0.0.1', port } } });
+      const app = new OpenAI({ baseURL: `${local.url}/v1`, apiKey: second.key, maxRetries: 0 });
+      const completion = await app.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'after the restart' }] });
+      expect(completion.choices[0]?.message.content).toBe(engine.reply);
+      const after = local.status();
+      expect(after.attested_at).not.toBe(before.attested_at);
+      expect(after.receipts).toMatchObject({ verified: 1, failed: 0 });
+      expect(after.tls).toBe('plain HTTP');
+    } finally {
+      await local.close();
+      await second?.close(0);
+    }
+  });
+});
