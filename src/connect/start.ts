@@ -92,6 +92,12 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
   const status = () => connectStatus(origin, attestedFetch.attestation, book);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    // A page elsewhere that rebinds its name to 127.0.0.1 must not read the status or use the channel: loopback names only.
+    const host = /^(?:\[([^\]]+)\]|([^:]+))(?::\d+)?$/.exec(req.headers.host ?? '');
+    if (host === null || !LOOPBACK.test(host[1] ?? host[2] ?? ''))
+      throw new HttpError('invalid_value', 'sigil connect answers only requests addressed to a loopback host (127.0.0.1, [::1], localhost).', {
+        param: 'Host',
+      });
     const path = (req.url ?? '/').split('?')[0]!;
     if (req.method === 'GET' && (path === '/' || path === '/status')) {
       const body = path === '/' ? statusPage(status()) : JSON.stringify(status(), null, 2);

@@ -17,8 +17,16 @@ export async function relayEventStream(body: ReadableStream<Uint8Array>, res: Se
   const decoder = new TextDecoder();
   let pending = '';
   const held: string[] = [];
+  const reader = body.getReader();
+  // An app that goes away stops the stream from the service too: nothing reads it any more.
+  const cancel = () => {
+    if (!res.writableFinished) reader.cancel().catch(() => undefined);
+  };
+  res.once('close', cancel);
   try {
-    for await (const chunk of body) {
+    for (;;) {
+      const { done, value: chunk } = await reader.read();
+      if (done) break;
       pending += decoder.decode(chunk, { stream: true });
       let out = '';
       for (let match = BOUNDARY.exec(pending); match !== null; match = BOUNDARY.exec(pending)) {
@@ -34,6 +42,8 @@ export async function relayEventStream(body: ReadableStream<Uint8Array>, res: Se
   } catch (err) {
     res.end(sseErrorEvent(cutStreamError(err)));
     return;
+  } finally {
+    res.off('close', cancel);
   }
   res.end(held.join('') + pending);
 }

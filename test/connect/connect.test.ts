@@ -264,3 +264,42 @@ describe('a service restarted with new keys behind sigil connect', () => {
     }
   });
 });
+
+describe('sigil connect and other pages', () => {
+  it('answers only requests addressed to a loopback name: a rebound DNS name cannot read the status', async () => {
+    const { request } = await import('node:http');
+    const port = Number(new URL(connect.url).port);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/status', headers: { host: `attacker.example:${port}` } }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { code: 'invalid_value', param: 'Host' } });
+    expect((await fetch(`http://localhost:${port}/status`)).status).toBe(200);
+  });
+
+  it('stops the service stream when the app goes away mid-stream', async () => {
+    engine.behaviour = { chunkDelayMs: 20 };
+    try {
+      const aborted = engine.nextAbort();
+      const controller = new AbortController();
+      const answer = await fetch(`${connect.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'long' }] }),
+        signal: controller.signal,
+      });
+      const reader = answer.body!.getReader();
+      await reader.read();
+      controller.abort();
+      await aborted;
+    } finally {
+      engine.behaviour = {};
+    }
+  });
+});
