@@ -2,6 +2,7 @@
 // Builds packages/client (@sigil/client, docs/connect.md "Install"): the verifier, the attested client and `sigil connect`
 // bundled by esbuild from the same sources the proxy runs (src/verify, src/client, src/connect), with every npm package left
 // external. It fails if the bundle needs a package packages/client/package.json does not list: that list is all it installs.
+import { spawnSync } from 'node:child_process';
 import { build } from 'esbuild';
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -61,6 +62,12 @@ if (missing.length > 0 || unused.length > 0) {
     `build-client-package: packages/client/package.json must list exactly what the bundle imports: ` +
       `missing ${JSON.stringify(missing)}, not imported ${JSON.stringify(unused)}\n`,
   );
+  process.exit(1);
+}
+// TypeScript declarations of the three entry points, from the same sources (packages/client/tsconfig.types.json).
+const types = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(pkg, 'tsconfig.types.json')], { stdio: 'inherit' });
+if (types.status !== 0) {
+  process.stderr.write('build-client-package: the TypeScript declarations did not build\n');
   process.exit(1);
 }
 process.stdout.write(

@@ -64,6 +64,43 @@ describe('@sigil/client installed from its packed tarball', () => {
     expect(run.stdout).toBe('function function function\n');
   });
 
+  it('type-checks a TypeScript program that uses it, from the declarations it ships', () => {
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          typeRoots: [join(ROOT, 'node_modules/@types')],
+          types: ['node'],
+        },
+        files: ['app.ts'],
+      }),
+    );
+    writeFileSync(
+      join(project, 'app.ts'),
+      [
+        "import { createAttestedFetch, type AttestedFetch } from '@sigil/client';",
+        "import { verifyReceipt, type Check } from '@sigil/client/verify';",
+        "import { startConnect } from '@sigil/client/connect';",
+        "const attested: AttestedFetch = await createAttestedFetch({ baseURL: 'https://inference.example.com/v1' });",
+        'const checks: Check[] = attested.attestation.checks;',
+        "const receipt = await verifyReceipt('a.b.c', { jwks: { keys: [] } });",
+        "const connect = await startConnect({ service: 'https://inference.example.com', listen: { host: '127.0.0.1', port: 0 } });",
+        'console.log(checks.length, receipt.checks.length, connect.url);',
+        '// @ts-expect-error: the option is a string',
+        'void createAttestedFetch({ baseURL: 1 });',
+        '',
+      ].join('\n'),
+    );
+    const check = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: project, encoding: 'utf8' });
+    expect(check.stdout).toBe('');
+    expect(check.status).toBe(0);
+  });
+
   it('runs sigil-connect against a real Sigil: an app gets a completion whose receipt verified', async () => {
     const child = spawn(join(project, 'node_modules/.bin/sigil-connect'), [sigil.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '127.0.0.1:0'], {
       cwd: project,
