@@ -303,3 +303,78 @@ describe('sigil connect and other pages', () => {
     }
   });
 });
+
+describe('a development service without sealed bodies, behind a proxy that rewrites answers', () => {
+  let plain: TestSigil;
+  let rewriter: ForgingProxy;
+  let local: RunningConnect;
+  let app: OpenAI;
+  beforeAll(async () => {
+    plain = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { ehbp: { enabled: false } } });
+    rewriter = await startForgingProxy(plain.url);
+    local = await startConnect({
+      service: rewriter.url,
+      listen: { host: '127.0.0.1', port: 0 },
+      allowNoTee: true,
+      allowInsecureHttp: true,
+      allowUnsealedBodies: true,
+    });
+    app = new OpenAI({ baseURL: `${local.url}/v1`, apiKey: plain.key, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await local.close();
+    await rewriter.close();
+    await plain.close(0);
+  });
+  const rewriteAnswers = () => {
+    rewriter.rewrite = (method, path) =>
+      method === 'POST' && path === '/v1/chat/completions' ? (body) => Buffer.from(body.toString('utf8').replace('Hello', 'Howdy')) : undefined;
+  };
+
+  it('a JSON answer changed on the way: 502 naming receipt.response_hash, never the changed answer', async () => {
+    rewriteAnswers();
+    try {
+      const error = await app.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).then(
+        () => undefined,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
+      expect(error?.status).toBe(502);
+      expect(error?.code).toBe('receipt_verification_failed');
+      expect(error?.param).toBe('receipt.response_hash');
+      expect(error?.message).not.toContain('Howdy');
+      expect(local.status().receipts.recent.at(-1)).toMatchObject({ ok: false, failed: ['receipt.response_hash'] });
+    } finally {
+      rewriter.reset();
+    }
+  });
+
+  it('a stream changed on the way: the events arrive, then an error event naming receipt.response_hash instead of [DONE]', async () => {
+    rewriteAnswers();
+    try {
+      const raw = await fetch(`${local.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plain.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const text = await raw.text();
+      expect(text).not.toContain('[DONE]');
+      const last = text.trimEnd().split('\n\n').at(-1)!;
+      expect(JSON.parse(last.slice('data: '.length))).toMatchObject({ error: { code: 'receipt_verification_failed', param: 'receipt.response_hash' } });
+    } finally {
+      rewriter.reset();
+    }
+  });
+
+  it("refuses, before sending, an app's nonce the service would refuse: 400 invalid_nonce", async () => {
+    const before = engine.requests.length;
+    const error = await app.chat.completions
+      .create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'X-Service-Nonce': 'x'.repeat(300) } })
+      .then(
+        () => undefined,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
+    expect(error?.status).toBe(400);
+    expect(error?.code).toBe('invalid_nonce');
+    expect(engine.requests.length).toBe(before);
+  });
+});
