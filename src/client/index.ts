@@ -239,7 +239,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     const ownNonce = headers.get(headerNames.nonce) ?? undefined;
     if (ownNonce !== undefined && !NONCE_VALUE.test(ownNonce))
       throw new VerifyError(
-        'ERR_VERIFY_FETCH',
+        'ERR_VERIFY_NONCE',
         `the ${headerNames.nonce} header must be 1 to 256 printable ASCII characters (the service would refuse it); nothing was sent`,
       );
     let nonce = ownNonce ?? randomBytes(32).toString('hex');

@@ -20,7 +20,7 @@ export function connectErrorOf(err: unknown): HttpError {
   }
   if (isVerifyError(err) && err.code === 'ERR_VERIFY_UNSEALED_RESPONSE')
     return new HttpError('response_not_sealed', `sigil connect did not pass this answer on: ${err.message}`, { param: 'ehbp.response_nonce' });
-  if (isVerifyError(err) && err.code === 'ERR_VERIFY_FETCH' && /nonce/.test(err.message)) return new HttpError('invalid_nonce', err.message);
+  if (isVerifyError(err) && err.code === 'ERR_VERIFY_NONCE') return new HttpError('invalid_nonce', err.message);
   if (isVerifyError(err) && err.code === 'ERR_VERIFY_ATTESTATION') return new HttpError('attestation_failed', `sigil connect sent nothing: ${err.message}`);
   return new HttpError('upstream_unreachable', `sigil connect could not complete the exchange with the service: ${describe(err)}`);
 }

@@ -145,7 +145,7 @@ describe('createAttestedFetch with the openai client', () => {
       client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] }, { headers: { 'X-Service-Nonce': 'é' } }),
     );
     expect(refused).toBeInstanceOf(OpenAI.APIConnectionError);
-    expect(refused?.cause?.code).toBe('ERR_VERIFY_FETCH');
+    expect(refused?.cause?.code).toBe('ERR_VERIFY_NONCE');
     expect(refused?.cause?.message).toBe(
       'the x-service-nonce header must be 1 to 256 printable ASCII characters (the service would refuse it); nothing was sent',
     );
