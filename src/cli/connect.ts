@@ -124,6 +124,7 @@ export async function connectCommand(argv: string[], io: ConnectIo): Promise<num
     return 0;
   }
   let running: RunningConnect;
+  options.onFailedReceipt = (line) => io.stderr.write(`sigil connect: ${line}\n`);
   try {
     running = await startConnect(options);
   } catch (err) {

@@ -29,6 +29,8 @@ export interface ConnectOptions {
   allowUnsealedBodies?: boolean;
   /** Keep every receipt, the bytes it covers and the evidence it was verified against (docs/connect.md, "Audit"). */
   auditDir?: string;
+  /** Told of each answer that failed verification: its path and the failed checks' names, never its content. */
+  onFailedReceipt?: (line: string) => void;
 }
 
 export interface RunningConnect {
@@ -74,7 +76,11 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     baseURL: `${origin}/v1`,
     allowNoTee: options.allowNoTee === true,
     allowUnpinnedCode: options.allowUnpinnedCode === true,
-    onReceipt: (result: ReceiptResult) => book.add(result),
+    onReceipt: (result: ReceiptResult) => {
+      book.add(result);
+      if (!result.ok)
+        options.onFailedReceipt?.(`${result.stream ? 'stream' : 'JSON'} answer to ${result.path} NOT passed on: ${book.recent.at(-1)!.failed.join(', ')}`);
+    },
     // Where a receipt's inclusion in the receipt transparency log will be checked once that log exists: beside the receipt's own checks, before the audit keeps it.
     onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
   };

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCommand } from '../../src/cli/connect.ts';
 import { verifyCommand } from '../../src/cli/verify.ts';
 import type { RunningConnect } from '../../src/connect/start.ts';
+import { startForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -95,6 +96,34 @@ describe('sigil connect refuses to downgrade, before anything is sent', () => {
     const run = await sigilConnect([plain.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '0.0.0.0:0']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^sigil connect: --listen 0\.0\.0\.0: sigil connect listens on loopback only/);
+  });
+});
+
+describe('sigil connect tells the person running it', () => {
+  it('of each answer it did not pass on, by path and failed check, never its content', async () => {
+    const proxy = await startForgingProxy(unsealed.url);
+    proxy.rewrite = (method, path) =>
+      method === 'POST' && path === '/v1/chat/completions' ? (body) => Buffer.from(body.toString('utf8').replace('Hello', 'Howdy')) : undefined;
+    try {
+      let status = 0;
+      const run = await sigilConnect(
+        [proxy.url, '--allow-insecure-http', '--allow-no-tee', '--allow-unsealed-bodies', '--listen', '127.0.0.1:0'],
+        async (running) => {
+          const answer = await fetch(`${running.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${unsealed.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'a private prompt' }] }),
+          });
+          status = answer.status;
+          await answer.text();
+        },
+      );
+      expect(status).toBe(502);
+      expect(run.code).toBe(0);
+      expect(run.stderr).toBe('sigil connect: JSON answer to /v1/chat/completions NOT passed on: receipt.response_hash\n');
+    } finally {
+      await proxy.close();
+    }
   });
 });
 
