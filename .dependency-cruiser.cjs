@@ -50,6 +50,13 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/(client|verify|protocol)/' },
     },
     {
+      name: 'connect-is-a-client',
+      severity: 'error',
+      comment: 'sigil connect runs at the caller, on the attested client: it may use the client, the verifier and the protocol, never the server.',
+      from: { path: '^src/connect/' },
+      to: { path: '^src/', pathNot: '^src/(connect|client|verify|protocol)/' },
+    },
+    {
       name: 'lower-layers-do-not-import-http',
       severity: 'error',
       comment: 'The HTTP layer composes the lower ones; they never reach up into it.',

@@ -16,6 +16,9 @@ const PACKAGES = {
   gcc: 'the stand-in GPU library and /dev/sev-guest',
   'linux-libc-dev': "the kernel's sev-guest.h the stand-in /dev/sev-guest is built from",
   openssl: 'test certificates',
+  curl: 'curl through sigil connect',
+  'python3-httpx': 'Python (httpx) through sigil connect',
+  'python3-requests': 'Python (requests) through sigil connect',
 };
 
 const run = (command, args, options = {}) => spawnSync(command, args, { encoding: 'utf8', ...options });

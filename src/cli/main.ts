@@ -42,6 +42,10 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./hash-model.ts'),
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
+  connect: {
+    summary: 'a local OpenAI-compatible endpoint that verifies every answer of an attested service (sigil connect URL --help)',
+    load: () => import('./connect.ts'),
+  },
   measure: { summary: 'compute the launch measurements a VM must report (sigil measure self|snp|tdx --help)', load: () => import('./measure.ts') },
   release: { summary: 'sign or verify a release manifest (sigil release sign|verify --help)', load: () => import('./release.ts') },
   collateral: {

@@ -24,6 +24,7 @@ import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
+import { readAuditDirectory, type AuditedAttestation } from '../connect/audit.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
@@ -35,6 +36,8 @@ const USAGE = `usage:
                [--allow-unpinned-code] [--json]
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--release FILE RELEASE_TRUST]
                [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
+  sigil verify --audit DIR [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
+               [--allow-unpinned-code] [--json]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
@@ -70,6 +73,8 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       print as WAIVED, never PASS
   --allow-unpinned-code  accept measured values no reference value pins: they print as WAIVED; without
                       it they print as ---- NOT PINNED and the verdict is NOT VERIFIED
+  --audit DIR         offline: every receipt sigil connect --audit-dir DIR kept, checked again with the evidence
+                      it was verified against (docs/connect.md, "Audit"); one section per attestation
   --json              print a machine-readable report (same as --format json)
   --format ear        print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)
 
@@ -114,13 +119,15 @@ interface Options {
   json: boolean;
   /** --format ear: print the verdict as an IETF RATS EAR (JSON claims set). */
   ear: boolean;
+  /** --audit DIR: the receipts sigil connect kept. */
+  audit?: string;
 }
 
 export interface VerifyReport {
   /** True for verified and verified-with-waivers. */
   ok: boolean;
   outcome: VerdictOutcome;
-  mode: 'file' | 'live';
+  mode: 'file' | 'live' | 'audit';
   checks: Check[];
   claims?: ReceiptClaims;
   /** RFC 7638 thumbprint of the key that verified the receipt. */
@@ -154,6 +161,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
         'allow-unpinned-code': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
         format: { type: 'string' },
+        audit: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -191,9 +199,17 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   set('reference', v.reference);
   set('collateral', v.collateral);
   set('release', v.release);
+  set('audit', v.audit);
   releaseUsage(o);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
   if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
+  if (o.audit !== undefined) {
+    if (o.receipt !== undefined || o.url !== undefined) throw new UsageError('--audit DIR is checked offline: no receipt file and no --url');
+    for (const flag of ['jwks', 'nonce', 'policy', 'attestation', 'request', 'response', 'model', 'measurement'] as const) {
+      if (o[flag] !== undefined) throw new UsageError(`--${flag} is not for --audit: the directory holds what each receipt needs`);
+    }
+    return o;
+  }
   if (o.receipt === undefined) {
     if (o.url === undefined) throw new UsageError('give a receipt file, or --url BASE for a live request');
     if (o.apiKey === undefined) throw new UsageError('live mode needs --api-key KEY or SIGIL_API_KEY');
@@ -402,7 +418,7 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
       noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key or HPKE key',
     };
   const result = await verifyService(evidence, expect);
-  return report('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
+  return reportOf('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
 }
 
 /** A kept receipt with no attestation document: its own checks, and the hardware evidence reported as not checked. */
@@ -425,7 +441,7 @@ async function verifyReceiptAlone(
   if (result.claims !== undefined && result.claims.tee !== 'none')
     checks.push(fail('attestation.document', 'not checked: give --attestation FILE or --url BASE'));
   // Without evidence nothing is compared with the release, but a bad release still fails the verdict.
-  return report('file', [...checks, ...releaseChecks], result, o.allowUnpinnedCode);
+  return reportOf('file', [...checks, ...releaseChecks], result, o.allowUnpinnedCode);
 }
 
 async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
@@ -444,7 +460,11 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
     // vouch for. A development service (tee "none") over plain HTTP is verified on, and fails on its lack of TEE.
     const development = attested.facts.tee === 'none' && new URL(base).protocol === 'http:';
     if (attested.facts.tlsSpkiSha256 === null && !development) {
-      return report('live', [...releaseChecks, ...attested.checks, fail('live.request', 'not sent: the connection does not end in the attested enclave')], {});
+      return reportOf(
+        'live',
+        [...releaseChecks, ...attested.checks, fail('live.request', 'not sent: the connection does not end in the attested enclave')],
+        {},
+      );
     }
     const model = o.model ?? (await firstListedModel(base, dispatcher));
     const live = await sendChatWithReceipt({
@@ -470,10 +490,54 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       sent,
       ...result.checks.slice(result.checks.length - receiptChecks),
     ];
-    return report('live', checks, result.exchanges[0]!);
+    return reportOf('live', checks, result.exchanges[0]!);
   } finally {
     await dispatcher.close();
   }
+}
+
+/**
+ * `--audit DIR`: each attestation sigil connect kept, with the exchanges held to it, through the one core again, offline:
+ * the evidence as fetched then (its connection's TLS keys and served HPKE key included), each receipt over the bytes kept.
+ * Certificates and receipts are judged at the time of the last receipt kept for that attestation.
+ */
+async function verifyAudit(o: Options, io: VerifyIo): Promise<{ report: VerifyReport; text: string }> {
+  const { checks: releaseChecks, reference } = await referenceFor(o, io);
+  let kept: AuditedAttestation[];
+  try {
+    kept = readAuditDirectory(o.audit!);
+  } catch (err) {
+    throw new VerifyError('ERR_VERIFY_FETCH', `cannot read the audit directory ${o.audit!}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (kept.length === 0) throw new VerifyError('ERR_VERIFY_FETCH', `the audit directory ${o.audit!} holds no attestation`);
+  const all: Check[] = [...releaseChecks];
+  let text = releaseChecks.length > 0 ? formatChecks(releaseChecks) : '';
+  let receipts = 0;
+  for (const attestation of kept) {
+    const evidence = { ...attestation.evidence, exchanges: attestation.receipts.map((r) => r.exchange) };
+    await addLocalEvidence(evidence, o, reference);
+    const expect = expectationsOf(o, io, attestation.nonce, reference);
+    const last = attestation.receipts.at(-1)?.at ?? attestation.at;
+    expect.now = io.now ?? last;
+    const result = await verifyService(evidence, expect);
+    const own = result.checks.length - result.exchanges.reduce((n, x) => n + x.checks.length, 0);
+    text += `== ${attestation.file}: ${attestation.service}, attested ${attestation.at.toISOString()}, ${attestation.receipts.length} receipt(s)
+`;
+    text += formatChecks(result.checks.slice(0, own));
+    let at = own;
+    attestation.receipts.forEach((r, i) => {
+      const checks = result.checks.slice(at, at + result.exchanges[i]!.checks.length);
+      at += checks.length;
+      text += `-- ${r.file} (${r.exchange.stream ? 'stream' : 'JSON'} ${r.exchange.path}; connect said ${r.okThen ? 'verified' : 'NOT VERIFIED'})
+${formatChecks(checks)}`;
+    });
+    receipts += attestation.receipts.length;
+    all.push(...result.checks);
+  }
+  const report = reportOf('audit', all, {});
+  text += `audit: ${kept.length} attestation(s), ${receipts} receipt(s): ${verdictOf(report.checks).summary}
+`;
+  return { report, text };
 }
 
 /** The live chat completion as the core reads an exchange: the message receipt already cut from the stream. */
@@ -493,7 +557,7 @@ function liveExchange(live: LiveExchange, stream: boolean, nonce: string, model:
   return exchange;
 }
 
-function report(mode: VerifyReport['mode'], found: Check[], result: { claims?: ReceiptClaims; kid?: string }, allowUnpinnedCode = false): VerifyReport {
+function reportOf(mode: VerifyReport['mode'], found: Check[], result: { claims?: ReceiptClaims; kid?: string }, allowUnpinnedCode = false): VerifyReport {
   const checks = allowUnpinnedCode ? found.map((c) => (isNotPinned(c) ? waive(c, ALLOW_UNPINNED) : c)) : found;
   const verdict = verdictOf(checks);
   const out: VerifyReport = { ok: verdict.outcome !== 'not-verified', outcome: verdict.outcome, mode, checks };
@@ -520,8 +584,10 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     return EXIT.ok;
   }
   let r: VerifyReport;
+  let auditText: string | undefined;
   try {
-    r = o.receipt !== undefined ? await verifyFile(o, io) : await verifyLive(o, io);
+    if (o.audit !== undefined) ({ report: r, text: auditText } = await verifyAudit(o, io));
+    else r = o.receipt !== undefined ? await verifyFile(o, io) : await verifyLive(o, io);
   } catch (err) {
     const code = isVerifyError(err) ? err.code : 'ERR_VERIFY_INTERNAL';
     let message = (err as Error).message;
@@ -531,7 +597,7 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     return EXIT.unavailable;
   }
   const ear = () => toEar(r.checks, { verifier: { developer: 'https://github.com/sigil', build: 'sigil verify' }, submod: o.url ?? o.receipt ?? 'receipt' });
-  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : formatReport(r));
+  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : (auditText ?? formatReport(r)));
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }
 

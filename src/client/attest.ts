@@ -11,7 +11,7 @@ import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference, type ReleaseReference } from '../verify/release/release-reference.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
-import { verifyService, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
+import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
   baseURL: string;
@@ -51,6 +51,9 @@ export interface Attested extends ServiceFacts {
   checks: Check[];
   verdict: Verdict;
   at: Date;
+  /** What was fetched and the nonce it answers: enough for `sigil verify --audit` to verify it again offline. */
+  evidence: ServiceEvidence;
+  nonce: Uint8Array;
 }
 
 /** The RIM and OCSP files the reference values name, read; one that cannot be read fails `gpu.rims` or `gpu.ocsp` by name. */
@@ -119,7 +122,7 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     if (options.gpuRoots !== undefined) expect.gpuRoots = options.gpuRoots;
     const result = await verifyService(evidence, expect);
     const checks = [...(release?.checks ?? []), ...rims.checks, ...result.checks];
-    return { ...result.facts, checks, verdict: verdictOf(checks), at: new Date() };
+    return { ...result.facts, checks, verdict: verdictOf(checks), at: new Date(), evidence, nonce };
   } finally {
     await dispatcher.close();
   }

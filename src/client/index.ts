@@ -14,13 +14,13 @@ import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { readFile } from 'node:fs/promises';
-import { verifyExchangeReceipt, type ReceiptResult } from './receipts.ts';
+import { verifyExchangeReceipt, type Exchange, type ReceiptResult } from './receipts.ts';
 import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
-import { brandHeaders } from '../protocol/brand-headers.ts';
+import { brandHeaders, NONCE_VALUE } from '../protocol/brand-headers.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
-export type { ReceiptResult } from './receipts.ts';
+export type { Exchange, ReceiptResult } from './receipts.ts';
 export type { ReleaseTrust } from '../verify/release/trust.ts';
 export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 
@@ -58,6 +58,11 @@ export interface AttestedFetchOptions {
   brand?: string;
   /** Called with each response's receipt verdict. */
   onReceipt?: (result: ReceiptResult) => void;
+  /**
+   * Called with each receipt verdict, the exchange it was verified over (the exact bytes each way and the nonce) and the
+   * attestation it was held to: what an audit trail keeps (`sigil connect --audit-dir`). The bytes are the app's prompts and answers.
+   */
+  onExchange?: (exchange: Exchange, result: ReceiptResult, attested: Attested) => void;
   /** `throw` (default): a response whose receipt fails is an error (for a stream, at its end). `report`: only recorded. */
   onInvalidReceipt?: 'throw' | 'report';
   /**
@@ -205,6 +210,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       result = await verifyExchangeReceipt(exchange, attested);
     }
     record(result);
+    options.onExchange?.(exchange, result, attested);
     return result;
   };
 
@@ -235,11 +241,18 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     const body = await bytesOf(init.body ?? (request === undefined ? undefined : await request.arrayBuffer()));
     const wantsReceipt = method === 'POST';
     const encrypts = attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0;
-    // Sealed, the nonce never travels: both ends derive it from the request's HPKE context (docs/ehbp.md).
-    let nonce = randomBytes(32).toString('hex');
+    // The app's own nonce is honoured as sent (docs/ehbp.md, "The nonce"); else, sealed, none travels: both ends derive it from the
+    // request's HPKE context; in the clear, a fresh one goes in the header.
+    const ownNonce = headers.get(headerNames.nonce) ?? undefined;
+    if (ownNonce !== undefined && !NONCE_VALUE.test(ownNonce))
+      throw new VerifyError(
+        'ERR_VERIFY_NONCE',
+        `the ${headerNames.nonce} header must be 1 to 256 printable ASCII characters (the service would refuse it); nothing was sent`,
+      );
+    let nonce = ownNonce ?? randomBytes(32).toString('hex');
     if (wantsReceipt) {
       headers.set(headerNames.receipt, 'true');
-      if (!encrypts) headers.set(headerNames.nonce, nonce);
+      if (!encrypts && ownNonce === undefined) headers.set(headerNames.nonce, nonce);
     }
     const exchangeOf = (answer: Response, responseBytes: Uint8Array) => ({
       path: url.pathname,
@@ -267,7 +280,10 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         if (attested.hpkeKeyConfig === null) throw new AttestationError('the service no longer offers an attested HPKE key', attested.checks);
         ({ sealed, raw } = await sendSealed());
       }
-      nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
+      if (ownNonce === undefined) nonce = await exchangeReceiptNonce(sealed.context!.senderContext);
+      // Refusals made before the body was opened (a bad API key, a limit: docs/ehbp.md) come in the clear: an error, never a success, so it is returned marked.
+      if (raw.headers.get('ehbp-response-nonce') === null && raw.status >= 400)
+        return attested.tlsSpkiSha256 === null ? markedUnverified(raw as unknown as Response) : (raw as unknown as Response);
       if (raw.headers.get('ehbp-response-nonce') === null) {
         // Nothing sealed it, so anyone on the way could have written it: never hand it over as the service's answer.
         await raw.body?.cancel();

@@ -14,3 +14,6 @@ export function brandHeaders(brand: string): BrandHeaders {
   const b = brand.trim().toLowerCase();
   return { receipt: `x-${b}-receipt`, nonce: `x-${b}-nonce`, receiptId: `x-${b}-receipt-id` };
 }
+
+/** What `X-<Brand>-Nonce` may hold (docs/api.md#headers): 1 to 256 printable ASCII characters; the server refuses anything else. */
+export const NONCE_VALUE = /^[\x20-\x7e]{1,256}$/;

@@ -42,6 +42,10 @@ const CATALOGUE = {
   upstream_unreachable: { status: 502, type: 'upstream_error' },
   upstream_bad_response: { status: 502, type: 'upstream_error' },
   upstream_server_error: { status: 502, type: 'upstream_error' },
+  // sigil connect (docs/connect.md): what it could not verify never reaches the app as a success.
+  attestation_failed: { status: 502, type: 'verification_error' },
+  receipt_verification_failed: { status: 502, type: 'verification_error' },
+  response_not_sealed: { status: 502, type: 'verification_error' },
   not_ready: { status: 503, type: 'service_unavailable' },
   server_busy: { status: 503, type: 'service_unavailable' },
   ehbp_replay_window_full: { status: 503, type: 'service_unavailable' },

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { NONCE_VALUE } from '../protocol/brand-headers.ts';
 import { httpError } from '../protocol/errors.ts';
 
 export interface ReceiptRequest {
@@ -6,8 +7,6 @@ export interface ReceiptRequest {
   /** The client's nonce, "" when none was sent. */
   nonce: string;
 }
-
-const PRINTABLE = /^[\x20-\x7e]{1,256}$/;
 
 /** docs/api.md#headers: `X-<Brand>-Receipt: true` asks for receipts; `X-<Brand>-Nonce` is 1-256 printable ASCII characters. */
 export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receipt: string; nonce: string }): ReceiptRequest {
@@ -21,7 +20,7 @@ export function readReceiptRequest(headers: IncomingHttpHeaders, names: { receip
   const wanted = value === 'true';
   const nonce = headers[names.nonce];
   if (nonce === undefined) return { wanted, nonce: '' };
-  if (typeof nonce !== 'string' || !PRINTABLE.test(nonce)) {
+  if (typeof nonce !== 'string' || !NONCE_VALUE.test(nonce)) {
     throw httpError('invalid_nonce', `The ${names.nonce} header must be 1 to 256 printable ASCII characters.`, names.nonce);
   }
   return { wanted, nonce };

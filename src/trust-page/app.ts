@@ -2,7 +2,8 @@ import { sendChat, type ChatMessage } from './chat.ts';
 import { explain } from './explain.ts';
 import type { ReceiptContext } from '../verify/exchange.ts';
 import type { ServiceFacts } from '../verify/verify-service.ts';
-import { unreadableReport, verifyService, type Headline, type RimFile, type ServiceReport } from './verify-service.ts';
+import { HEADLINE_WORDS } from '../verify/headline.ts';
+import { unreadableReport, verifyService, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import { checkMark, fail, isNotPinned, isWaived, verdictOf, type Check, type CheckMark } from '../verify/check.ts';
 
@@ -29,33 +30,7 @@ const STATUS: Record<CheckMark, { word: string; tone: 'pass' | 'fail' | 'note' }
   WAIVED: { word: 'WAIVED', tone: 'note' },
 };
 
-const VERDICTS: Record<Headline, { text: string; tone: 'pass' | 'fail' | 'note'; detail: string }> = {
-  verified: {
-    text: 'Verified: genuine confidential hardware, running the code your reference values name.',
-    tone: 'pass',
-    detail: 'Every check below passed. The chat below says whether it is encrypted to a key only that enclave holds.',
-  },
-  'verified-with-waivers': {
-    text: 'Verified with waivers: genuine confidential hardware, running the code your reference values name.',
-    tone: 'pass',
-    detail: 'Every check below passed except the waived ones, each listed with what it gives up.',
-  },
-  unpinned: {
-    text: 'Genuine confidential hardware, but its code was not compared with reference values.',
-    tone: 'note',
-    detail: "The hardware evidence and its bindings check out. Load your auditor's reference values to know which code runs.",
-  },
-  development: {
-    text: 'Development service: no confidential hardware. Do not send anything private.',
-    tone: 'fail',
-    detail: 'This service runs without a hardware TEE (tee "none"): its keys are bound to nothing, and the operator could read prompts.',
-  },
-  failed: {
-    text: 'Not verified: at least one check failed.',
-    tone: 'fail',
-    detail: 'Read the failed checks below. Do not send anything private to this service.',
-  },
-};
+const VERDICTS = HEADLINE_WORDS;
 
 let report: ServiceReport | undefined;
 /** The service the verdict on screen is about: the chat talks to this base URL only, never to the field's current text. */

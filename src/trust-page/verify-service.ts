@@ -1,13 +1,10 @@
 import type { AttestationDocumentV2 } from '../protocol/attestation.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
+import { headlineOf, type Headline } from '../verify/headline.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyService as verifyWithCore, type ServiceEvidence, type ServiceExpectations, type ServiceFacts } from '../verify/verify-service.ts';
 
-/**
- * The page's headline, read off the core's verdict: `development` and `unpinned` are kinds of not-verified that
- * deserve their own sentence (no hardware at all; genuine hardware running code nobody pinned).
- */
-export type Headline = 'verified' | 'verified-with-waivers' | 'unpinned' | 'development' | 'failed';
+export type { Headline } from '../verify/headline.ts';
 
 export interface ServiceReport {
   /** The verifier's one verdict on these checks: the same `sigil verify` and the attested client give. */
@@ -66,13 +63,7 @@ export interface VerifyServiceOptions {
   rims?: RimFile[];
 }
 
-/** Which sentence heads the page: failures outrank everything; a development service's own failures are its lack of hardware. */
-export function headlineOf(verdict: Verdict, tee: unknown): Headline {
-  if (verdict.outcome !== 'not-verified') return verdict.outcome;
-  const noHardware = new Set(['attestation.tee', 'attestation.tls_key']);
-  if (tee === 'none' && verdict.failed.every((c) => noHardware.has(c.name))) return 'development';
-  return verdict.failed.length === 0 && verdict.notPinned.length > 0 ? 'unpinned' : 'failed';
-}
+export { headlineOf };
 
 /** A service that could not be read at all: one failed check the registry declares, saying why. */
 export function unreadableReport(check: Check): ServiceReport {

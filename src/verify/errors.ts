@@ -17,6 +17,7 @@ export const VERIFY_ERROR_CODES = {
   ERR_VERIFY_ATTESTATION: "the service's attestation did not verify",
   ERR_VERIFY_RECEIPT: 'a receipt did not verify',
   ERR_VERIFY_UNSEALED_RESPONSE: 'the answer to a sealed request is not sealed, so it may not come from the enclave',
+  ERR_VERIFY_NONCE: "the app's X-<Brand>-Nonce is one the service would refuse, so nothing was sent",
   ERR_VERIFY_STREAM: 'the event stream does not end with data: [DONE] and a receipt comment',
 } as const;
 

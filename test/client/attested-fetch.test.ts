@@ -120,6 +120,39 @@ describe('createAttestedFetch with the openai client', () => {
     expect(last.checks.find((c) => c.name === 'receipt.response_hash')?.ok).toBe(true);
   });
 
+  it("honours the app's own X-Service-Nonce under EHBP: the header is sent as given and the receipt must carry it", async () => {
+    const before = engine.requests.length;
+    const completion = await client.chat.completions.create(
+      { model: 'm', messages: [{ role: 'user', content: 'with my own nonce' }] },
+      { headers: { 'X-Service-Nonce': 'nr-abc' } },
+    );
+    expect(completion.object).toBe('chat.completion');
+    expect(engine.requests.length).toBe(before + 1);
+    const last = attested.receipts.at(-1)!;
+    expect(last).toMatchObject({ path: '/v1/chat/completions', ok: true });
+    expect(last.claims?.nonce).toBe('nr-abc');
+    expect(last.checks.find((c) => c.name === 'receipt.nonce')?.ok).toBe(true);
+    const stream = await client.chat.completions.create(
+      { model: 'm', stream: true, messages: [{ role: 'user', content: 'streamed with my own nonce' }] },
+      { headers: { 'X-Service-Nonce': 'nr-def' } },
+    );
+    for await (const chunk of stream) void chunk;
+    expect(attested.receipts.at(-1)).toMatchObject({ stream: true, ok: true, claims: { nonce: 'nr-def' } });
+  });
+
+  it('refuses, before sending, a nonce header the service would refuse', async () => {
+    const before = engine.requests.length;
+    const refused = await refusalOf(
+      client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] }, { headers: { 'X-Service-Nonce': 'é' } }),
+    );
+    expect(refused).toBeInstanceOf(OpenAI.APIConnectionError);
+    expect(refused?.cause?.code).toBe('ERR_VERIFY_NONCE');
+    expect(refused?.cause?.message).toBe(
+      'the x-service-nonce header must be 1 to 256 printable ASCII characters (the service would refuse it); nothing was sent',
+    );
+    expect(engine.requests.length).toBe(before);
+  });
+
   it('fails a request whose receipt does not verify, and reports it', async () => {
     const reporting = await createAttestedFetch({ baseURL: `${sigilUrl()}/v1`, allowNoTee: true, brand: 'Other' });
     try {

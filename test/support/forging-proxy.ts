@@ -24,6 +24,8 @@ export interface ForgingProxy {
   redirect: (method: string, path: string) => string;
   /** Returns how to change the body of the service's answer (read whole) before relaying it; undefined to relay it as it comes. */
   rewrite: (method: string, path: string) => ((body: Buffer) => Buffer) | undefined;
+  /** Response header names (lower case) it strips from the service's answers, as a balancer that rewrites headers would. */
+  dropAnswerHeaders: string[];
   /** How many requests it answered with a forgery. */
   forged: number;
   /** Every request it received, as `METHOD path`, oldest first. */
@@ -42,12 +44,14 @@ export async function startForgingProxy(target: string, options: { tls?: boolean
     forge: () => undefined,
     redirect: (_method, path) => path,
     rewrite: () => undefined,
+    dropAnswerHeaders: [],
     forged: 0,
     requests: [],
     reset: () => {
       proxy.forge = () => undefined;
       proxy.redirect = (_method, path) => path;
       proxy.rewrite = () => undefined;
+      proxy.dropAnswerHeaders = [];
     },
     close: async () => {},
   };
@@ -75,6 +79,7 @@ export async function startForgingProxy(target: string, options: { tls?: boolean
         rejectUnauthorized: false,
       },
       (answer) => {
+        for (const name of proxy.dropAnswerHeaders) delete answer.headers[name];
         if (change === undefined) {
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);

@@ -1,6 +1,6 @@
 import { createHash, createPublicKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+// The TUF seed @sigstore/tuf ships, as data: bundled into @sigil/client, so it installs without @sigstore/tuf's fetching code.
+import seeds from '@sigstore/tuf/seeds.json' with { type: 'json' };
 import { ReleaseError } from './errors.ts';
 
 /**
@@ -32,9 +32,7 @@ export interface KeyReleaseTrust {
 
 /** The public-good Sigstore trusted root embedded in `@sigstore/tuf` (its TUF seed), read from disk: no network. */
 export function publicGoodTrustedRoot(): unknown {
-  const seedsPath = createRequire(import.meta.url).resolve('@sigstore/tuf/seeds.json');
-  const seeds = JSON.parse(readFileSync(seedsPath, 'utf8')) as Record<string, { targets?: Record<string, string> }>;
-  const target = seeds['https://tuf-repo-cdn.sigstore.dev']?.targets?.['trusted_root.json'];
+  const target = (seeds as Record<string, { targets?: Record<string, string> }>)['https://tuf-repo-cdn.sigstore.dev']?.targets?.['trusted_root.json'];
   if (target === undefined) throw new ReleaseError('ERR_RELEASE_TRUST_ROOT', '@sigstore/tuf ships no public-good trusted_root.json');
   return JSON.parse(Buffer.from(target, 'base64').toString('utf8')) as unknown;
 }

@@ -1,0 +1,112 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AttestedFetch } from '../client/index.ts';
+import { HttpError } from '../protocol/errors.ts';
+import { relayEventStream } from './stream-relay.ts';
+import { connectErrorOf } from './verification-error.ts';
+
+/** Headers that belong to one hop, or that the attested client sets itself (it asks for identity encoding: receipts hash the bytes). */
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'content-length',
+  'accept-encoding',
+  'expect',
+]);
+/** Not passed back: the body is already opened and re-framed here. */
+const ANSWER_HOP = new Set([...HOP, 'content-encoding', 'ehbp-response-nonce']);
+
+export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+
+export function sendError(res: ServerResponse, error: HttpError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify(error.toJSON());
+  res.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_REQUEST_BYTES) throw new HttpError('request_too_large', `sigil connect takes request bodies of at most ${MAX_REQUEST_BYTES} bytes.`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function forwardedHeaders(req: IncomingMessage): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || HOP.has(name)) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  return headers;
+}
+
+export interface RelayTarget {
+  fetch: AttestedFetch;
+  /** The service's origin and path prefix, e.g. `https://inference.example.com`: the app's path is appended. */
+  origin: string;
+  /** Refuse a POST whose body would go unsealed (the service offers no attested HPKE key), unless the user allowed it. */
+  requireSealedBodies: boolean;
+}
+
+/**
+ * One app request through the attested client: its headers (the API key included) and body as the app sent them, the
+ * body sealed and the receipt verified by the client; the answer passed on only once verified (JSON), or event by event
+ * with the final event held for the receipt (streams). Whatever fails verification reaches the app as an error.
+ */
+export async function relay(target: RelayTarget, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const method = req.method ?? 'GET';
+  const body = method === 'GET' || method === 'HEAD' ? undefined : await readBody(req);
+  if (method === 'POST' && target.requireSealedBodies && target.fetch.attestation.hpkeKeyConfig === null)
+    throw new HttpError(
+      'attestation_failed',
+      'sigil connect sent nothing: the service offers no attested HPKE key, so the body would not be sealed (--allow-unsealed-bodies accepts that)',
+      { param: 'attestation.hpke_key' },
+    );
+  let answer: Response;
+  try {
+    answer = await target.fetch(`${target.origin}${req.url ?? '/'}`, {
+      method,
+      headers: forwardedHeaders(req),
+      ...(body === undefined || body.length === 0 ? {} : { body: new Uint8Array(body.buffer, body.byteOffset, body.length) as unknown as BodyInit }),
+    });
+  } catch (err) {
+    throw connectErrorOf(err);
+  }
+  const headers: Record<string, string> = {};
+  answer.headers.forEach((value, name) => {
+    if (!ANSWER_HOP.has(name)) headers[name] = value;
+  });
+  const stream = (answer.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  if (answer.body === null) {
+    res.writeHead(answer.status, headers);
+    res.end();
+    return;
+  }
+  if (stream) {
+    res.writeHead(answer.status, { ...headers, 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    await relayEventStream(answer.body, res);
+    return;
+  }
+  let bytes: Buffer;
+  try {
+    bytes = Buffer.from(await answer.arrayBuffer());
+  } catch (err) {
+    throw connectErrorOf(err);
+  }
+  res.writeHead(answer.status, { ...headers, 'content-length': String(bytes.length) });
+  res.end(bytes);
+}

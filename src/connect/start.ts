@@ -1,0 +1,146 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { createAttestedFetch, type AttestedFetch, type AttestedFetchOptions, type Exchange, type ReceiptResult } from '../client/index.ts';
+import type { Attested } from '../client/index.ts';
+import { HttpError, toHttpError } from '../protocol/errors.ts';
+import { AuditDirectory } from './audit.ts';
+import { relay, sendError } from './relay.ts';
+import { connectStatus, ReceiptBook, statusPage, type ConnectStatus } from './status.ts';
+
+export interface ConnectOptions {
+  /** The service, e.g. `https://inference.example.com` (a trailing `/v1` is fine). */
+  service: string;
+  /** Where the app connects: a loopback address only; port 0 picks a free one. */
+  listen: { host: string; port: number };
+  reference?: AttestedFetchOptions['reference'];
+  release?: AttestedFetchOptions['release'];
+  collateral?: AttestedFetchOptions['collateral'];
+  roots?: AttestedFetchOptions['roots'];
+  gpuRoots?: AttestedFetchOptions['gpuRoots'];
+  /** Extra CA certificates (PEM) for a load balancer ending TLS before the enclave (bodies are sealed then). */
+  ca?: string;
+  brand?: string;
+  allowUnpinnedCode?: boolean;
+  /** Accept a development service without hardware (tee "none"). */
+  allowNoTee?: boolean;
+  /** Accept a service reached over plain http:// (only a development service can be verified so). */
+  allowInsecureHttp?: boolean;
+  /** Accept a service that offers no attested HPKE key: bodies then travel only inside TLS that must end in the enclave. */
+  allowUnsealedBodies?: boolean;
+  /** Keep every receipt, the bytes it covers and the evidence it was verified against (docs/connect.md, "Audit"). */
+  auditDir?: string;
+  /** Told of each answer that failed verification: its path and the failed checks' names, never its content. */
+  onFailedReceipt?: (line: string) => void;
+}
+
+export interface RunningConnect {
+  /** `http://127.0.0.1:PORT`: the app's base URL is this plus `/v1`. */
+  url: string;
+  readonly fetch: AttestedFetch;
+  status(): ConnectStatus;
+  close(): Promise<void>;
+}
+
+/** Why connect refuses to start: a usage it will not accept, named with the flag that would accept it. */
+export class ConnectRefusal extends Error {}
+
+const LOOPBACK = /^(127(\.\d{1,3}){3}|::1|localhost)$/;
+
+/** The service's root: what the app's path (`/v1/...`) is appended to. */
+export function serviceOrigin(service: string): string {
+  const url = new URL(service);
+  return `${url.origin}${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}`;
+}
+
+/**
+ * `sigil connect` (docs/connect.md): attests the service with the attested client (the one verification core), then
+ * serves a local OpenAI-compatible endpoint on loopback that sends every request through that client, and a status
+ * page. It refuses to start rather than downgrade: plain HTTP, unsealed bodies and a service without hardware each need
+ * the flag that names what is given up.
+ */
+export async function startConnect(options: ConnectOptions): Promise<RunningConnect> {
+  if (!LOOPBACK.test(options.listen.host))
+    throw new ConnectRefusal(
+      `--listen ${options.listen.host}: sigil connect listens on loopback only (127.0.0.1, ::1, localhost): any app that reaches it uses your verified channel`,
+    );
+  const url = new URL(options.service);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConnectRefusal(`${options.service} is not an http(s) URL`);
+  if (url.protocol === 'http:' && options.allowInsecureHttp !== true)
+    throw new ConnectRefusal(
+      `${url.origin} is plain HTTP: anyone on the path can read and change the traffic. --allow-insecure-http accepts it (and only a development service, --allow-no-tee, can be verified so)`,
+    );
+  const origin = serviceOrigin(options.service);
+  const book = new ReceiptBook();
+  const audit = options.auditDir === undefined ? undefined : new AuditDirectory(options.auditDir, origin);
+  const fetchOptions: AttestedFetchOptions = {
+    baseURL: `${origin}/v1`,
+    allowNoTee: options.allowNoTee === true,
+    allowUnpinnedCode: options.allowUnpinnedCode === true,
+    onReceipt: (result: ReceiptResult) => {
+      book.add(result);
+      if (!result.ok)
+        options.onFailedReceipt?.(`${result.stream ? 'stream' : 'JSON'} answer to ${result.path} NOT passed on: ${book.recent.at(-1)!.failed.join(', ')}`);
+    },
+    // Where a receipt's inclusion in the receipt transparency log will be checked once that log exists: beside the receipt's own checks, before the audit keeps it.
+    onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
+  };
+  for (const key of ['reference', 'release', 'collateral', 'roots', 'gpuRoots', 'ca', 'brand'] as const) {
+    if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
+  }
+  const attestedFetch = await createAttestedFetch(fetchOptions);
+  if (attestedFetch.attestation.hpkeKeyConfig === null && options.allowUnsealedBodies !== true) {
+    await attestedFetch.close();
+    throw new ConnectRefusal(
+      `${origin} offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts bodies protected only by TLS ending in the enclave`,
+    );
+  }
+  const target = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
+  const status = () => connectStatus(origin, attestedFetch.attestation, book);
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    // A page elsewhere that rebinds its name to 127.0.0.1 must not read the status or use the channel: loopback names only.
+    const host = /^(?:\[([^\]]+)\]|([^:]+))(?::\d+)?$/.exec(req.headers.host ?? '');
+    if (host === null || !LOOPBACK.test(host[1] ?? host[2] ?? ''))
+      throw new HttpError('invalid_value', 'sigil connect answers only requests addressed to a loopback host (127.0.0.1, [::1], localhost).', {
+        param: 'Host',
+      });
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (req.method === 'GET' && (path === '/' || path === '/status')) {
+      const body = path === '/' ? statusPage(status()) : JSON.stringify(status(), null, 2);
+      res.writeHead(200, { 'content-type': path === '/' ? 'text/html; charset=utf-8' : 'application/json', 'cache-control': 'no-store' });
+      res.end(body);
+      return;
+    }
+    if (!path.startsWith('/v1/')) throw new HttpError('not_found', `sigil connect serves /v1/... (relayed to ${origin}), / and /status; not ${path}.`);
+    await relay(target, req, res);
+  };
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => sendError(res, toHttpError(err)));
+  });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.listen.port, options.listen.host, resolve);
+    });
+  } catch (err) {
+    await attestedFetch.close();
+    throw err;
+  }
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    fetch: attestedFetch,
+    status,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await attestedFetch.close();
+    },
+  };
+}

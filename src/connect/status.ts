@@ -1,0 +1,127 @@
+import type { Attested, ReceiptResult } from '../client/index.ts';
+import { checkMark, type Check } from '../verify/check.ts';
+import { describeCheck } from '../verify/check-registry.ts';
+import { HEADLINE_WORDS, headlineOf, type Headline } from '../verify/headline.ts';
+
+const RESULT_WORD = { PASS: 'PASS', FAIL: 'FAIL', '----': 'NOT PINNED', WAIVED: 'WAIVED' } as const;
+const KEPT = 100;
+
+export interface StatusCheck {
+  name: string;
+  result: (typeof RESULT_WORD)[keyof typeof RESULT_WORD];
+  title: string;
+  explains: string;
+  detail: string;
+  waived?: string;
+}
+
+export interface SeenReceipt {
+  at: string;
+  path: string;
+  stream: boolean;
+  ok: boolean;
+  receipt_id?: string;
+  model?: string;
+  /** The checks that failed (waived ones are not failures). */
+  failed: string[];
+  problem?: string;
+}
+
+/** `GET /status` (docs/connect.md): the verdict in the trust page's words, each check, and the receipts seen. */
+export interface ConnectStatus {
+  service: string;
+  verdict: { headline: Headline; text: string; detail: string; outcome: string; summary: string };
+  attested_at: string;
+  tee: string;
+  measurement: string;
+  bodies: 'sealed (EHBP)' | 'not sealed';
+  tls: 'pinned to the attested key' | 'not ending in the enclave (bodies sealed instead)' | 'plain HTTP';
+  checks: StatusCheck[];
+  receipts: { verified: number; failed: number; recent: SeenReceipt[] };
+}
+
+function statusCheck(c: Check): StatusCheck {
+  const declared = describeCheck(c.name);
+  const out: StatusCheck = {
+    name: c.name,
+    result: RESULT_WORD[checkMark(c)],
+    title: declared?.title ?? c.name,
+    explains: declared?.explains ?? '',
+    detail: c.detail,
+  };
+  if (c.waived !== undefined) out.waived = c.waived;
+  return out;
+}
+
+/** The receipts connect saw, newest last, with counts since it started. */
+export class ReceiptBook {
+  verified = 0;
+  failed = 0;
+  readonly recent: SeenReceipt[] = [];
+
+  add(result: ReceiptResult): void {
+    if (result.ok) this.verified++;
+    else this.failed++;
+    const seen: SeenReceipt = {
+      at: new Date().toISOString(),
+      path: result.path,
+      stream: result.stream,
+      ok: result.ok,
+      failed: result.checks.filter((c) => !c.ok && c.waived === undefined).map((c) => c.name),
+    };
+    if (result.claims !== undefined) {
+      seen.receipt_id = result.claims.receipt_id;
+      seen.model = result.claims.selected_model.model_id;
+    }
+    if (result.problem !== undefined) seen.problem = result.problem;
+    this.recent.push(seen);
+    if (this.recent.length > KEPT) this.recent.shift();
+  }
+}
+
+export function connectStatus(service: string, attested: Attested, book: ReceiptBook): ConnectStatus {
+  const headline = headlineOf(attested.verdict, attested.tee);
+  const words = HEADLINE_WORDS[headline];
+  return {
+    service,
+    verdict: { headline, text: words.text, detail: words.detail, outcome: attested.verdict.outcome, summary: attested.verdict.summary },
+    attested_at: attested.at.toISOString(),
+    tee: attested.tee,
+    measurement: attested.measurement,
+    bodies: attested.hpkeKeyConfig === null ? 'not sealed' : 'sealed (EHBP)',
+    tls:
+      attested.tlsSpkiSha256 !== null
+        ? 'pinned to the attested key'
+        : new URL(service).protocol === 'http:'
+          ? 'plain HTTP'
+          : 'not ending in the enclave (bodies sealed instead)',
+    checks: attested.checks.map(statusCheck),
+    receipts: { verified: book.verified, failed: book.failed, recent: [...book.recent] },
+  };
+}
+
+const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** `GET /`: the same status for a person, a static page with no script. */
+export function statusPage(s: ConnectStatus): string {
+  const row = (c: StatusCheck) =>
+    `<tr class="${c.result === 'PASS' ? 'pass' : c.result === 'FAIL' ? 'fail' : 'note'}"><td>${c.result}</td><td><b>${escape(c.title)}</b> <code>${escape(c.name)}</code><br>${escape(c.explains)}<br><small>${escape(c.detail)}${c.waived === undefined ? '' : ` (waived: ${escape(c.waived)})`}</small></td></tr>`;
+  const receipt = (r: SeenReceipt) =>
+    `<tr class="${r.ok ? 'pass' : 'fail'}"><td>${r.ok ? 'VERIFIED' : 'FAILED'}</td><td>${escape(r.at)}</td><td>${escape(r.path)}${r.stream ? ' (stream)' : ''}</td><td>${escape(r.model ?? '')}</td><td><code>${escape(r.receipt_id ?? '')}</code>${r.ok ? '' : ` ${escape(r.problem ?? r.failed.join(', '))}`}</td></tr>`;
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>sigil connect: ${escape(s.service)}</title>
+<style>body{font:15px/1.4 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}table{border-collapse:collapse;width:100%}td{border-top:1px solid #ddd;padding:.3rem;vertical-align:top}.pass td:first-child{color:#060}.fail td:first-child{color:#b00}.note td:first-child{color:#850}h1.pass{color:#060}h1.fail{color:#b00}h1.note{color:#850}</style></head>
+<body>
+<p>sigil connect, for <code>${escape(s.service)}</code></p>
+<h1 class="${HEADLINE_WORDS[s.verdict.headline].tone}">${escape(s.verdict.text)}</h1>
+<p>${escape(s.verdict.detail)}</p>
+<p><code>${escape(s.verdict.summary)}</code>, attested at ${escape(s.attested_at)}. Bodies ${escape(s.bodies)}; TLS ${escape(s.tls)}.</p>
+<h2>Checks</h2>
+<table>${s.checks.map(row).join('\n')}</table>
+<h2>Receipts</h2>
+<p>${s.receipts.verified} verified, ${s.receipts.failed} failed since connect started.</p>
+<table>${[...s.receipts.recent].reverse().map(receipt).join('\n')}</table>
+<p><a href="/status">/status</a> has the same as JSON.</p>
+</body></html>
+`;
+}

@@ -1,0 +1,175 @@
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectCommand } from '../../src/cli/connect.ts';
+import { verifyCommand } from '../../src/cli/verify.ts';
+import type { RunningConnect } from '../../src/connect/start.ts';
+import { startForgingProxy } from '../support/forging-proxy.ts';
+import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+
+/** `sigil connect` as a command: what it refuses before anything is sent, a run with --audit-dir, and `sigil verify --audit` over it. */
+let engine: TestEngine;
+let plain: TestSigil;
+let unsealed: TestSigil;
+
+beforeAll(async () => {
+  engine = await startTestEngine({ modelNames: ['m'] });
+  plain = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
+  unsealed = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { ehbp: { enabled: false } } });
+});
+afterAll(async () => {
+  await plain.close(0);
+  await unsealed.close(0);
+  await engine.close();
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the command in-process; `during` gets the running endpoint, and the command stops when it returns. */
+async function sigilConnect(argv: string[], during?: (running: RunningConnect) => Promise<void>): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  let work: Promise<void> = Promise.resolve();
+  const code = await connectCommand(argv, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    stopped,
+    onListening: (running) => {
+      work = (during?.(running) ?? Promise.resolve()).finally(stop);
+    },
+  });
+  await work;
+  return { code, stdout, stderr };
+}
+
+async function sigilVerify(argv: string[]): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await verifyCommand(argv, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    stdin: Readable.from([]),
+    env: {},
+  });
+  return { code, stdout, stderr };
+}
+
+describe('sigil connect refuses to downgrade, before anything is sent', () => {
+  it('prints its usage with --help', async () => {
+    const run = await sigilConnect(['--help']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^usage:\n {2}sigil connect URL \[--listen 127\.0\.0\.1:PORT\]/);
+  });
+
+  it('refuses plain http:// without --allow-insecure-http', async () => {
+    const run = await sigilConnect([plain.url, '--allow-no-tee', '--listen', '127.0.0.1:0']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(
+      `sigil connect: ${plain.url} is plain HTTP: anyone on the path can read and change the traffic. --allow-insecure-http accepts it (and only a development service, --allow-no-tee, can be verified so)\n`,
+    );
+  });
+
+  it('refuses a development service without --allow-no-tee, printing the failed checks', async () => {
+    const run = await sigilConnect([plain.url, '--allow-insecure-http', '--listen', '127.0.0.1:0']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('FAIL attestation.tee — tee is "none"');
+    expect(run.stderr).toMatch(/sigil connect: the service's attestation did not verify, so nothing was sent: NOT VERIFIED/);
+  });
+
+  it('refuses a service that offers no attested HPKE key without --allow-unsealed-bodies', async () => {
+    const run = await sigilConnect([unsealed.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '127.0.0.1:0']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts');
+  });
+
+  it('listens on loopback only', async () => {
+    const run = await sigilConnect([plain.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '0.0.0.0:0']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^sigil connect: --listen 0\.0\.0\.0: sigil connect listens on loopback only/);
+  });
+});
+
+describe('sigil connect tells the person running it', () => {
+  it('of each answer it did not pass on, by path and failed check, never its content', async () => {
+    const proxy = await startForgingProxy(unsealed.url);
+    proxy.rewrite = (method, path) =>
+      method === 'POST' && path === '/v1/chat/completions' ? (body) => Buffer.from(body.toString('utf8').replace('Hello', 'Howdy')) : undefined;
+    try {
+      let status = 0;
+      const run = await sigilConnect(
+        [proxy.url, '--allow-insecure-http', '--allow-no-tee', '--allow-unsealed-bodies', '--listen', '127.0.0.1:0'],
+        async (running) => {
+          const answer = await fetch(`${running.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${unsealed.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'a private prompt' }] }),
+          });
+          status = answer.status;
+          await answer.text();
+        },
+      );
+      expect(status).toBe(502);
+      expect(run.code).toBe(0);
+      expect(run.stderr).toBe('sigil connect: JSON answer to /v1/chat/completions NOT passed on: receipt.response_hash\n');
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe('sigil connect --audit-dir, then sigil verify --audit', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sigil-audit-'));
+  const flags = (url: string) => [url, '--allow-insecure-http', '--allow-no-tee', '--listen', '127.0.0.1:0', '--audit-dir', dir];
+
+  it('keeps every receipt with the evidence it was verified against, and verify --audit checks them again offline', async () => {
+    const run = await sigilConnect(flags(plain.url), async (running) => {
+      const client = new OpenAI({ baseURL: `${running.url}/v1`, apiKey: plain.key, maxRetries: 0 });
+      await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'audited' }] });
+      const stream = await client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'audited stream' }] });
+      for await (const chunk of stream) void chunk;
+    });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/sigil connect: http:\/\/127\.0\.0\.1:\d+ verified; point your client at http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const receipts = readdirSync(join(dir, 'receipts'));
+    expect(receipts).toHaveLength(2);
+    expect(readdirSync(join(dir, 'evidence'))).toHaveLength(1);
+    expect(statSync(join(dir, 'receipts', receipts[0]!)).mode & 0o777).toBe(0o600);
+
+    const audit = await sigilVerify(['--audit', dir, '--allow-no-tee']);
+    expect(audit.stderr).toBe('');
+    expect(audit.code).toBe(0);
+    expect(audit.stdout).toMatch(/^== evidence\/[0-9a-f]{64}\.json: http:\/\/127\.0\.0\.1:\d+, attested .*, 2 receipt\(s\)$/m);
+    expect(audit.stdout).toMatch(/^-- receipts\/.*\.json \(JSON \/v1\/chat\/completions; connect said verified\)$/m);
+    expect(audit.stdout).toMatch(/^-- receipts\/.*\.json \(stream \/v1\/chat\/completions; connect said verified\)$/m);
+    expect(audit.stdout.match(/^PASS receipt\.response_hash/gm)).toHaveLength(2);
+    expect(audit.stdout).toMatch(/^audit: 1 attestation\(s\), 2 receipt\(s\): verified with waivers: /m);
+  });
+
+  it('fails a kept answer that was changed afterwards, naming the receipt and the check', async () => {
+    const file = join(dir, 'receipts', readdirSync(join(dir, 'receipts')).sort()[0]!);
+    const record = JSON.parse(readFileSync(file, 'utf8')) as { exchange: { response: string } };
+    const text = Buffer.from(record.exchange.response, 'base64').toString('utf8').replace(engine.reply, 'a different answer');
+    record.exchange.response = Buffer.from(text).toString('base64');
+    writeFileSync(file, JSON.stringify(record));
+    const audit = await sigilVerify(['--audit', dir, '--allow-no-tee']);
+    expect(audit.code).toBe(1);
+    expect(audit.stdout).toMatch(/^FAIL receipt\.response_hash — /m);
+    expect(audit.stdout).toMatch(/^audit: 1 attestation\(s\), 2 receipt\(s\): NOT VERIFIED: 1 of \d+ checks failed/m);
+  });
+
+  it('says an empty or missing directory cannot be audited', async () => {
+    const audit = await sigilVerify(['--audit', join(dir, 'nothing-here')]);
+    expect(audit.code).toBe(3);
+    expect(audit.stderr).toBe(`sigil verify: could not verify: cannot read the audit directory ${join(dir, 'nothing-here')}: ENOENT\n`);
+  });
+});
