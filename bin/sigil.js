@@ -4,8 +4,9 @@
 // bundle URL from memory and refuses any other file in that folder, so no later read of a file can differ from what
 // was hashed. It hashes itself and the native addons too, and hands the listing to the bundle, which measures it.
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { registerHooks } from 'node:module';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 // Node opens its inspector on SIGUSR1 unless the program listens for it: listen before reading a byte of the bundle
@@ -29,10 +30,31 @@ if (!bundle.has(new URL('main.mjs', bundleDir).href)) {
   process.stderr.write('sigil: dist/sigil/main.mjs is missing: run `npm run build` first.\n');
   process.exit(1);
 }
+// The built-in engine's packages (node-llama-cpp, its dependencies and its prebuilt llama.cpp), where an install puts
+// them beside the bundle (engine/node_modules: the measured image does, docs/image.md): part of the artifact, and the
+// one place the bundle's import of node-llama-cpp resolves from. A link is measured by its target and may not leave.
+const engineDir = fileURLToPath(new URL('engine/', root));
+const engineFiles = [];
+if (existsSync(join(engineDir, 'node_modules'))) {
+  const engineReal = realpathSync(engineDir);
+  for (const entry of readdirSync(engineDir, { recursive: true, withFileTypes: true })) {
+    const full = join(entry.parentPath, entry.name);
+    const path = relative(fileURLToPath(root), full);
+    if (entry.isSymbolicLink()) {
+      const target = realpathSync(full);
+      if (target !== engineReal && !target.startsWith(engineReal + '/')) {
+        process.stderr.write(`sigil: ${path} links outside engine/ (${target}): refusing to run unmeasured code.\n`);
+        process.exit(1);
+      }
+      engineFiles.push({ path, bytes: Buffer.from(`link:${readlinkSync(full)}`) });
+    } else if (entry.isFile()) engineFiles.push({ path, bytes: readFileSync(full) });
+  }
+}
 const files = [
   { path: 'bin/sigil.js', bytes: readFileSync(new URL(import.meta.url)) },
   ...[...bundle].map(([url, bytes]) => ({ path: fileURLToPath(url).slice(fileURLToPath(root).length), bytes })),
   ...namesIn('dist/addons/').map((path) => ({ path, bytes: readFileSync(new URL(path, root)) })),
+  ...engineFiles,
 ].sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
 const listing = files.map((f) => `${sha256(f.bytes)}  ${f.path}\n`).join('');
 const digest = sha256(listing);
@@ -45,7 +67,15 @@ if ((process.env.NODE_UNIQUE_ID !== undefined || process.channel !== undefined) 
 }
 process.env.SIGIL_ARTIFACT_SHA256 = digest;
 
+const engineParent = engineFiles.length > 0 ? new URL('engine/package.json', root).href : undefined;
 registerHooks({
+  resolve(specifier, context, next) {
+    const fromBundle = context.parentURL?.startsWith(bundleDir.href) === true;
+    if (engineParent !== undefined && fromBundle && (specifier === 'node-llama-cpp' || specifier.startsWith('node-llama-cpp/'))) {
+      return next(specifier, { ...context, parentURL: engineParent });
+    }
+    return next(specifier, context);
+  },
   load(url, context, next) {
     const source = bundle.get(url);
     if (source !== undefined) return { format: 'module', source, shortCircuit: true };

@@ -1,5 +1,5 @@
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
+import { buildTree } from '../support/built-tree.ts';
 import { catalogueEntry } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
@@ -20,21 +21,6 @@ const children: ChildProcess[] = [];
 let engine: TestEngine;
 let tree: string;
 
-/** A copy of the sources built with `npm run build`: the installed packages linked one by one, @hpke copied so a package can be planted inside it. */
-function buildTree(name: string): string {
-  const dir = join(work, name);
-  mkdirSync(dir);
-  for (const entry of ['src', 'scripts', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.proxy-only.json'])
-    cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
-  mkdirSync(join(dir, 'node_modules'));
-  for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
-    if (entry === '@hpke') cpSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry), { recursive: true, dereference: true });
-    else symlinkSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry));
-  }
-  execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH! } });
-  return dir;
-}
-
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m'] });
   writeFileSync(join(work, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
@@ -42,7 +28,7 @@ beforeAll(async () => {
     join(work, 'sigil.yaml'),
     stringify({ listen: { host: '127.0.0.1', port: 0 }, upstreams: { e: { url: engine.baseUrl } }, catalogue: 'models.yaml', auth: { keys_file: 'keys' } }),
   );
-  tree = buildTree('built');
+  tree = buildTree(work, 'built');
 }, 600_000);
 
 afterAll(async () => {

@@ -1,0 +1,29 @@
+import { cpSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+
+const ROOT = join(import.meta.dirname, '../..');
+
+/**
+ * A copy of the sources in `work/name`, built with `npm run build`: the installed packages linked one by one, @hpke
+ * copied so a test can plant a package inside it.
+ */
+export function buildTree(work: string, name: string): string {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  for (const entry of ['src', 'scripts', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.proxy-only.json'])
+    cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+  mkdirSync(join(dir, 'node_modules'));
+  for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
+    if (entry === '@hpke') cpSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry), { recursive: true, dereference: true });
+    else symlinkSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry));
+  }
+  execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH! } });
+  return dir;
+}
+
+/** The files of a built tree that make the artifact a deployment ships (docs/attestation.md, "What is measured"), copied to `dir`. */
+export function copyArtifact(tree: string, dir: string): void {
+  for (const entry of ['bin/sigil.js', 'dist/sigil', 'dist/addons', 'dist/trust-page', 'package.json', 'config'])
+    cpSync(join(tree, entry), join(dir, entry), { recursive: true });
+}
