@@ -23,6 +23,7 @@ const CATALOGUE = {
   invalid_api_key: { status: 401, type: 'authentication_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   receipt_not_found: { status: 404, type: 'invalid_request_error' },
+  log_entry_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   upstream_not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
