@@ -104,7 +104,8 @@ export function verifyConsistency(size1: number, size2: number, proof: readonly 
     [fn, sn] = [half(fn), half(sn)];
   }
   if (sn !== 0) throw new TlogError('ERR_TLOG_PROOF', 'the consistency proof is shorter than the tree is deep');
-  if (!sameHash(fr, root1)) throw new TlogError('ERR_TLOG_PROOF', `the consistency proof does not lead to the root of the first tree (${size1})`);
+  if (!sameHash(fr, root1))
+    throw new TlogError('ERR_TLOG_PROOF', `the consistency proof does not lead to the root of the first tree (${size1}): the log forked`);
   if (!sameHash(sr, root2))
     throw new TlogError('ERR_TLOG_PROOF', `the consistency proof does not lead to the root of the second tree (${size2}): the log forked`);
 }
