@@ -5,7 +5,10 @@
  * the proxy's CPU µs per unit of work (the figure least disturbed by other work) and throughput, as
  * B/A ratios.
  *
- *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
+ *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N] [--head-log]
+ *
+ * --head-log turns on the transparency log (docs/log.md) in B's Sigils only: with --base HEAD and the working tree
+ * as B, the same code with and without the log.
  *
  * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
  * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
@@ -44,6 +47,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '3' },
     'max-stored': { type: 'string' },
+    'head-log': { type: 'boolean', default: false },
   },
 });
 const rounds = Number(values.rounds);
@@ -104,7 +108,11 @@ async function startSigilFrom(root: string, name: string, enginePort: number, re
   const port = await freePort();
   // A revision from before `workers` existed refuses the key (its config is strict): it runs one process anyway.
   const knowsWorkers = readFileSync(join(root, 'src', 'config', 'schema.ts'), 'utf8').includes('workers:');
-  const extra = { ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}), workers: knowsWorkers ? 1 : undefined };
+  const extra = {
+    ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}),
+    ...(values['head-log'] && name.startsWith('b-') ? { transparency_log: { dir: join(dir, name, 'tlog') } } : {}),
+    workers: knowsWorkers ? 1 : undefined,
+  };
   const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
   const command = [process.execPath, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
   const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
