@@ -41,7 +41,7 @@ export function parseTilePath(path: string): TileRef {
   if (elements.length > 1 && elements[0] === '000') throw new TlogError('ERR_TLOG_TILE', `tile index with a leading zero element: ${path}`);
   const index = elements.reduce((n, e) => n * 1000 + Number(e), 0);
   const width = m[3] === undefined ? TILE_WIDTH : Number(m[3]);
-  if (width >= TILE_WIDTH) throw new TlogError('ERR_TLOG_TILE', `partial tile width ${width} is not below ${TILE_WIDTH}`);
+  if (m[3] !== undefined && width >= TILE_WIDTH) throw new TlogError('ERR_TLOG_TILE', `partial tile width ${width} is not below ${TILE_WIDTH}`);
   return { level, index, width };
 }
 

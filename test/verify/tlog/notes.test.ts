@@ -86,6 +86,8 @@ describe('C2SP tlog-tiles paths', () => {
     expect(tilePath({ level: 0, index: 1234067, width: 256 })).toBe('tile/0/x001/x234/067');
     expect(tilePath({ level: 'entries', index: 5, width: 17 })).toBe('tile/entries/005.p/17');
     expect(parseTilePath('tile/2/x001/x234/067.p/8')).toEqual({ level: 2, index: 1234067, width: 8 });
+    expect(parseTilePath('tile/0/000')).toEqual({ level: 0, index: 0, width: 256 });
+    expect(parseTilePath('tile/entries/x001/000')).toEqual({ level: 'entries', index: 1000, width: 256 });
   });
 
   it('refuses the paths the specification does not allow', () => {
