@@ -88,10 +88,18 @@ export async function verifyReceiptInLog(
   const id = receiptIdOf(jws);
   const query = options.index !== undefined ? `index=${options.index}` : id !== undefined ? `receipt_id=${encodeURIComponent(id)}` : undefined;
   if (query === undefined) throw new TlogError('ERR_TLOG_PROOF', 'the receipt names no receipt_id and no leaf index was given');
-  const answer = await jsonOf<{ tree_size?: unknown; proofs?: Array<{ index?: unknown; entry?: unknown; proof?: unknown }> }>(
-    log,
-    `proof?${query}&size=${checkpoint.size}`,
-  );
+  type ProofAnswer = { tree_size?: unknown; proofs?: Array<{ index?: unknown; entry?: unknown; proof?: unknown }> };
+  const res = await (log.fetch ?? fetch)(resource(log, `proof?${query}&size=${checkpoint.size}`)).catch((err: Error) => {
+    throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} failed: ${err.message}`);
+  });
+  if (res.status === 404) {
+    throw new TlogError(
+      'ERR_TLOG_PROOF',
+      `the log's tree of ${checkpoint.size} entries has no leaf at ${query.replace('=', ' ')}: the receipt is not logged there (or not yet integrated)`,
+    );
+  }
+  if (!res.ok) throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} answered ${res.status}`);
+  const answer = (await res.json()) as ProofAnswer;
   const entry = receiptEntry(jws);
   const mine = (answer.proofs ?? []).find((p) => typeof p.entry === 'string' && Buffer.from(p.entry, 'base64').equals(entry));
   if (mine === undefined || typeof mine.index !== 'number') {
