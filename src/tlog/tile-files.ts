@@ -1,4 +1,4 @@
-import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../verify/tlog/tile-path.ts';
 import { TiledTree } from './tiled-tree.ts';
@@ -12,9 +12,12 @@ import { parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
 
 /** Writes a file so that a crash leaves either the old or the new bytes: a temporary file, synced, renamed over. */
 export async function writeDurably(path: string, bytes: Uint8Array | string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
   const temporary = `${path}.tmp`;
-  const handle = await open(temporary, 'w');
+  const handle = await open(temporary, 'w').catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+    await mkdir(dirname(path), { recursive: true });
+    return open(temporary, 'w');
+  });
   try {
     await handle.writeFile(bytes);
     await handle.datasync();
@@ -24,9 +27,12 @@ export async function writeDurably(path: string, bytes: Uint8Array | string): Pr
   await rename(temporary, path);
 }
 
-/** The tiles and bundles that changed when the tree grew from `from` entries to its current size. */
-function changedTiles(tree: TiledTree, from: number): TileRef[] {
-  const changed: TileRef[] = [];
+/**
+ * What to write when the tree grew from `from` entries to its current size: the entry bundles that changed (the
+ * partial one too: entries are the log's data) and the Merkle tiles that became full, each with its width at `from`.
+ */
+function changedTiles(tree: TiledTree, from: number): Array<{ tile: TileRef; before: number }> {
+  const changed: Array<{ tile: TileRef; before: number }> = [];
   const levels: Array<number | 'entries'> = ['entries'];
   for (let level = 0; TiledTree.countAt(level, tree.size) > 0; level++) levels.push(level);
   for (const level of levels) {
@@ -34,23 +40,29 @@ function changedTiles(tree: TiledTree, from: number): TileRef[] {
     const after = TiledTree.countAt(level, tree.size);
     if (after === before) continue;
     for (let index = Math.floor(before / TILE_WIDTH); index * TILE_WIDTH < after; index++) {
-      changed.push({ level, index, width: Math.min(TILE_WIDTH, after - index * TILE_WIDTH) });
+      const width = Math.min(TILE_WIDTH, after - index * TILE_WIDTH);
+      // A partial Merkle tile is derived from the entries and served from memory: only full ones are written.
+      if (level !== 'entries' && width < TILE_WIDTH) continue;
+      changed.push({ tile: { level, index, width }, before: Math.max(0, Math.min(TILE_WIDTH, before - index * TILE_WIDTH)) });
     }
   }
   return changed;
 }
 
+const ignoreMissing = (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'ENOENT' && err.code !== 'ENOTEMPTY') throw err;
+};
+
 /**
- * Writes what changed since `from`: new full tiles, and the newest partial ones; then drops the narrower partial
- * copies of those tiles (the server serves any narrower width from memory, as the specification requires).
+ * Writes what changed since `from`: the entry bundles (the newest partial one included, then the partial copy it
+ * replaces is dropped) and the Merkle tiles that became full. Partial Merkle tiles of every checkpointed width are
+ * served from memory, as the specification requires; on start they are rebuilt from the entries.
  */
 export async function persistTiles(dir: string, tree: TiledTree, from: number): Promise<void> {
-  for (const tile of changedTiles(tree, from)) {
-    const path = join(dir, tilePath(tile));
-    await writeDurably(path, tree.read(tile)!);
-    const partials = join(dir, tilePath({ ...tile, width: TILE_WIDTH }) + '.p');
-    if (tile.width === TILE_WIDTH) await rm(partials, { recursive: true, force: true });
-    else for (const name of await readdir(partials)) if (name !== String(tile.width)) await rm(join(partials, name), { force: true });
+  for (const { tile, before } of changedTiles(tree, from)) {
+    await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
+    if (before > 0 && before < TILE_WIDTH) await unlink(join(dir, tilePath({ ...tile, width: before }))).catch(ignoreMissing);
+    if (tile.width === TILE_WIDTH && before > 0) await rmdir(join(dir, tilePath(tile) + '.p')).catch(ignoreMissing);
   }
 }
 
@@ -106,8 +118,8 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
     if (!expected.equals(await readFile(join(dir, tilePath(tile)))))
       throw new StoredLogError(`${tilePath(tile)} does not match the hashes of the stored entries: the log was altered`);
   }
-  // A tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
-  const missing = tilesOfTree(tree.size).filter((t) => (stored.get(`${t.level}/${t.index}`)?.width ?? 0) < t.width);
+  // A full tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
+  const missing = tilesOfTree(tree.size).filter((t) => t.width === TILE_WIDTH && stored.get(`${t.level}/${t.index}`)?.width !== TILE_WIDTH);
   return { tree, missing };
 }
 

@@ -51,8 +51,11 @@ export class TransparencyLog {
   private integrating: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: TransparencyLogOptions;
-  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id), oldest first. */
+  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id). */
   private readonly ids = new Map<string, number[]>();
+  /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
+  private readonly idRing: Array<string | undefined>;
+  private idAt = 0;
 
   private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
     this.options = options;
@@ -62,6 +65,7 @@ export class TransparencyLog {
     this.next = tree.size;
     this.persisted = tree.size;
     this.published = published;
+    this.idRing = new Array<string | undefined>(options.idsKept);
   }
 
   /**
@@ -119,8 +123,11 @@ export class TransparencyLog {
       const known = this.ids.get(receiptId);
       if (known !== undefined) known.push(index);
       else {
+        const oldest = this.idRing[this.idAt];
+        if (oldest !== undefined) this.ids.delete(oldest);
+        this.idRing[this.idAt] = receiptId;
+        this.idAt = (this.idAt + 1) % this.idRing.length;
         this.ids.set(receiptId, [index]);
-        if (this.ids.size > this.options.idsKept) this.ids.delete(this.ids.keys().next().value!);
       }
     }
     return index;

@@ -79,13 +79,13 @@ afterAll(async () => {
 });
 
 describe('a stored log that does not hold together is refused at start', () => {
-  it('refuses a tampered tile', async () => {
+  it('refuses a tampered entry', async () => {
     const dir = await storedLog(3);
-    const tile = join(dir, 'tile/0/000.p/3');
-    const bytes = readFileSync(tile);
+    const bundle = join(dir, 'tile/entries/000.p/3');
+    const bytes = readFileSync(bundle);
     bytes[5]! ^= 1;
-    writeFileSync(tile, bytes);
-    await expect(start(dir)).rejects.toThrow(/tile\/0\/000\.p\/3 does not match the hashes of the stored entries: the log was altered/);
+    writeFileSync(bundle, bytes);
+    await expect(start(dir)).rejects.toThrow(/the stored entries do not hash to the root of .*checkpoint: the log was altered/);
   });
 
   it('refuses a truncated log: fewer entries stored than the last checkpoint covers', async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,8 +28,12 @@ describe('the sequencer and its tiles across restarts, past full tiles', () => {
     const key = parseVerifierKey(log.key.vkey);
     const first = openCheckpoint(before.note, key, log.origin);
     expect(first.size).toBe(70_000);
-    expect(readFileSync(join(dir, 'tile/1/001.p/17')).length).toBe(17 * 32);
-    expect(readFileSync(join(dir, 'tile/2/000.p/1')).length).toBe(32);
+    // On disk: full tiles and every entry bundle; the partial Merkle tiles (level 1 of width 17, level 2 of width 1) come from memory.
+    expect(readFileSync(join(dir, 'tile/1/000')).length).toBe(256 * 32);
+    expect(readFileSync(join(dir, 'tile/entries/273.p/112')).length).toBe(112 * 34);
+    expect(existsSync(join(dir, 'tile/1/001.p'))).toBe(false);
+    expect(log.tile({ level: 1, index: 1, width: 17 })!.length).toBe(17 * 32);
+    expect(log.tile({ level: 2, index: 0, width: 1 })!.length).toBe(32);
 
     const again = await open(dir);
     const reopened = openCheckpoint(again.checkpoint.note, parseVerifierKey(again.key.vkey), again.origin);
@@ -53,5 +57,11 @@ describe('the sequencer and its tiles across restarts, past full tiles', () => {
     expect(log.indexesOf('id-0')).toBeUndefined();
     expect(again.indexesOf('id-69999')).toBeUndefined();
     await again.close();
+
+    // A full tile altered on disk: the next start refuses the folder.
+    const tile = readFileSync(join(dir, 'tile/0/100'));
+    tile[0]! ^= 1;
+    writeFileSync(join(dir, 'tile/0/100'), tile);
+    await expect(open(dir)).rejects.toThrow(/tile\/0\/100 does not match the hashes of the stored entries: the log was altered/);
   });
 });
