@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -117,6 +117,32 @@ describe('receipts in the transparency log', () => {
     expect(out.stdout).toMatch(/^PASS log.tiles — all 3 entries are 32-byte receipt hashes/m);
     expect(out.stdout.trim().split('\n').at(-1)).toBe('verified with waivers: 4 checks passed; 1 waived (log.witnesses)');
     expect(out.code).toBe(0);
+  });
+
+  it('`sigil log receipt` checks one receipt: PASS for a logged one, FAIL for another', async () => {
+    const file = join(work, 'receipt.jws');
+    writeFileSync(file, receipts[2]!);
+    const vkey = formatVerifierKey(log.key);
+    const ok = await cli('log', 'receipt', sigil!.url, '--receipt', file, '--log-key', vkey, '--witnesses', '0', '--state', join(work, 'seen-r.json'));
+    expect(ok.stdout).toMatch(
+      /^PASS log.inclusion — the receipt is entry 2 of the log: its inclusion proof leads from SHA-256 of the receipt to the checkpoint's root$/m,
+    );
+    expect(ok.code).toBe(0);
+    const other = await cli(
+      'log',
+      'receipt',
+      sigil!.url,
+      '--receipt',
+      receipts[0]!.slice(0, -4) + 'AAAA',
+      '--index',
+      '0',
+      '--log-key',
+      vkey,
+      '--witnesses',
+      '0',
+    );
+    expect(other.stdout).toMatch(/^FAIL log.inclusion — ERR_TLOG_PROOF: the log holds no entry equal to SHA-256 of this receipt at index 0/m);
+    expect(other.code).toBe(1);
   });
 
   it('restarts with a new key, checks the stored tree, and extends it: old proofs still hold, the new checkpoint is consistent', async () => {

@@ -126,6 +126,9 @@ export async function verifyLogConsistency(log: TrustedLog, older: { size: numbe
   verifyConsistency(older.size, newer.size, proof, older.root, newer.root);
 }
 
+/** Requests in flight at once while a whole log is read. */
+const FETCHES_AT_ONCE = 16;
+
 export interface WholeLogReport {
   checkpoint: VerifiedCheckpoint;
   entries: number;
@@ -147,20 +150,25 @@ export async function verifyWholeLog(
   const tiles = tilesOfTree(cp.size);
   const leafTiles = tiles.filter((t) => t.level === 0);
   const leaves: Buffer[] = [];
-  // Entries first: each bundle's leaf hashes must be the level-0 tile's.
-  for (const [n, tile] of leafTiles.entries()) {
-    const bundle: TileRef = { level: 'entries', index: tile.index, width: tile.width };
-    const entries = parseEntryBundle(await bytesOf(log, tilePath(bundle)));
-    if (entries.length !== tile.width) throw new TlogError('ERR_TLOG_TILE', `${tilePath(bundle)} holds ${entries.length} entries, not ${tile.width}`);
-    leaves.push(Buffer.concat(entries.map(leafHash)));
-    onProgress?.(n + 1, leafTiles.length);
+  // Entries first, a few bundles at a time: each bundle's leaf hashes must be the level-0 tile's.
+  for (let first = 0; first < leafTiles.length; first += FETCHES_AT_ONCE) {
+    const some = leafTiles.slice(first, first + FETCHES_AT_ONCE).map((t): TileRef => ({ level: 'entries', index: t.index, width: t.width }));
+    const bundles = await Promise.all(some.map((b) => bytesOf(log, tilePath(b))));
+    for (const [i, bundle] of some.entries()) {
+      const entries = parseEntryBundle(bundles[i]!);
+      if (entries.length !== bundle.width) throw new TlogError('ERR_TLOG_TILE', `${tilePath(bundle)} holds ${entries.length} entries, not ${bundle.width}`);
+      leaves.push(Buffer.concat(entries.map(leafHash)));
+    }
+    onProgress?.(Math.min(first + FETCHES_AT_ONCE, leafTiles.length), leafTiles.length);
   }
   levels[0] = Buffer.concat(leaves);
   for (let level = 0; level < 64; level++) {
     const here = tiles.filter((t) => t.level === level);
     if (here.length === 0) break;
     const expected = levels[level]!;
-    const served = await Promise.all(here.map((t) => bytesOf(log, tilePath(t))));
+    const served: Buffer[] = [];
+    for (let first = 0; first < here.length; first += FETCHES_AT_ONCE)
+      served.push(...(await Promise.all(here.slice(first, first + FETCHES_AT_ONCE).map((t) => bytesOf(log, tilePath(t))))));
     for (const [i, t] of here.entries()) {
       const want = expected.subarray(t.index * TILE_WIDTH * HASH_BYTES, (t.index * TILE_WIDTH + t.width) * HASH_BYTES);
       if (!served[i]!.equals(want))
