@@ -3,7 +3,7 @@
  * through test/architecture/layers.test.ts, so an upward import fails the build.
  * Type-only imports count: a type from a higher layer is still a dependency on it.
  */
-const LOWER = '^src/(protocol|config|log|metrics|tracing|auth|limits|catalogue|policy|receipts|attestation|proxy|fleet|verify|engine|measure)/';
+const LOWER = '^src/(protocol|config|log|metrics|tracing|auth|limits|catalogue|policy|receipts|tlog|attestation|proxy|fleet|verify|engine|measure)/';
 
 module.exports = {
   forbidden: [

@@ -6,10 +6,12 @@
  * B/A ratios.
  *
  *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
- *                       [--base-node PATH] [--head-node PATH]
+ *                       [--base-node PATH] [--head-node PATH] [--head-log]
  *
  * --base-node and --head-node run a side on another node binary (default: the one running this script), so a change of
  * runtime is measured like a change of code: `--base ecba9fb --base-node /usr/bin/node` is the old main on Node 20.
+ * --head-log turns on the transparency log (docs/log.md) in B's Sigils only: with --base HEAD and the working tree
+ * as B, the same code with and without the log.
  *
  * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
  * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
@@ -50,6 +52,7 @@ const { values } = parseArgs({
     'max-stored': { type: 'string' },
     'base-node': { type: 'string', default: process.execPath },
     'head-node': { type: 'string', default: process.execPath },
+    'head-log': { type: 'boolean', default: false },
   },
 });
 const rounds = Number(values.rounds);
@@ -110,7 +113,11 @@ async function startSigilFrom(root: string, name: string, enginePort: number, re
   const port = await freePort();
   // A revision from before `workers` existed refuses the key (its config is strict): it runs one process anyway.
   const knowsWorkers = readFileSync(join(root, 'src', 'config', 'schema.ts'), 'utf8').includes('workers:');
-  const extra = { ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}), workers: knowsWorkers ? 1 : undefined };
+  const extra = {
+    ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}),
+    ...(values['head-log'] && name.startsWith('b-') ? { transparency_log: { dir: join(dir, name, 'tlog') } } : {}),
+    workers: knowsWorkers ? 1 : undefined,
+  };
   const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
   const command = [node, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
   const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;

@@ -9,6 +9,7 @@ import {
   type GpuEvidence,
   type Jwks,
   type KeyOrigins,
+  type TransparencyLogBinding,
 } from '../protocol/attestation.ts';
 import type { AttestationProvider, RawEvidence } from './provider.ts';
 
@@ -22,6 +23,8 @@ export interface BindingParts {
   tlsSpkiSha256: string | null;
   /** base64 of the exact /.well-known/hpke-keys bytes; null when encrypted bodies are off. */
   hpkeKeyConfig: string | null;
+  /** The transparency log's origin and checkpoint key; absent without a log. */
+  transparencyLog?: TransparencyLogBinding;
 }
 
 /**
@@ -69,6 +72,7 @@ export async function makeAttestationDocument(sources: EvidenceSources, parts: B
     manifest_sha384: sources.manifestSha384 ?? null,
     key_origin: sources.keyOrigin ?? UNDECLARED_KEYS,
     runtime_events_sha384: (sources.eventLog?.runtime_events ?? []).map((e) => e.digest),
+    ...(parts.transparencyLog === undefined ? {} : { transparency_log: parts.transparencyLog }),
   };
   const raw = await sources.provider.collect(reportDataV2(nonce, binding));
   const document: AttestationDocumentV2 = {

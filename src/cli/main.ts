@@ -52,6 +52,8 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary: 'fetch Intel PCS, AMD KDS and NVIDIA (RIM, OCSP) collateral for evidence into a bundle (sigil collateral fetch --help)',
     load: () => import('./collateral.ts'),
   },
+  log: { summary: "check a service's transparency log, or a receipt in it (sigil log verify|receipt URL --help)", load: () => import('./log.ts') },
+  witness: { summary: 'cosign a transparency log checkpoint after checking it only grew (sigil witness --help)', load: () => import('./witness.ts') },
   'verify-evidence': {
     summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)',
     load: () => import('./verify-evidence.ts'),

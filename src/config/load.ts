@@ -52,6 +52,9 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
   const result = configSchema.safeParse(raw);
   if (!result.success) throw new ConfigError(describeIssues(result.error.issues, source));
   const config = result.data;
+  if (config.transparency_log !== undefined && (config.workers ?? 1) > 1) {
+    throw new ConfigError(`${source}: transparency_log: the log's sequencer runs in one process; set workers: 1 or leave workers out (docs/log.md)`);
+  }
   const base = dirname(source);
   const at = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   return {
@@ -72,6 +75,7 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
           : { ...config.tls.acme, ca_file: config.tls.acme.ca_file === undefined ? undefined : at(config.tls.acme.ca_file) },
     },
     trust_page: config.trust_page?.dir === undefined ? config.trust_page : { dir: at(config.trust_page.dir) },
+    transparency_log: config.transparency_log === undefined ? undefined : { ...config.transparency_log, dir: at(config.transparency_log.dir) },
   };
 }
 

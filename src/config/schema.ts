@@ -283,6 +283,22 @@ export const configSchema = z.strictObject({
       admit_loaded_keys: z.boolean().default(false),
     })
     .optional(),
+  /** The transparency log of receipts (docs/log.md): each receipt's hash appended, served as C2SP tiles at /v1/log/. Absent: no log. */
+  transparency_log: z
+    .strictObject({
+      /** The folder of the tiles, checkpoint and log.json; public data, so outside the enclave is fine. */
+      dir: z.string().min(1),
+      /** A new log's origin is this prefix, a slash and a random log ID. */
+      origin_prefix: z
+        .string()
+        .regex(/^[^\s+]+$/u, 'must hold no spaces or plus signs')
+        .default('sigil'),
+      /** Pending entries are integrated, and one checkpoint signed, this often. */
+      batch_ms: positiveInt.max(10_000).default(1000),
+      /** How many recent receipt ids the log remembers for GET /v1/log/proof?receipt_id= (the leaf index always works). */
+      ids_kept: positiveInt.default(100_000),
+    })
+    .optional(),
 });
 
 export type SigilConfig = z.infer<typeof configSchema>;

@@ -10,13 +10,14 @@ import type { SignReceipt } from '../receipts/signer.ts';
 import type { SignNonce } from '../receipts/signed-nonce.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { ReceiptStore } from '../receipts/store.ts';
-import type { Jwks } from '../protocol/attestation.ts';
+import type { Jwks, TransparencyLogBinding } from '../protocol/attestation.ts';
 import type { ChatLimits } from '../limits/chat-limits.ts';
 import type { FleetStatus } from '../fleet/connection.ts';
 import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './pipeline/ehbp.ts';
 import type { RequestTracing } from '../tracing/request-tracing.ts';
 import type { BrandHeaders } from '../protocol/brand-headers.ts';
+import type { TransparencyLog } from '../tlog/transparency-log.ts';
 
 export { brandHeaders, type BrandHeaders } from '../protocol/brand-headers.ts';
 
@@ -40,7 +41,14 @@ export interface AppContext {
   /** Pre-serialised bodies of the documents that only change on reload. */
   documents: { jwks: string; policy: string; startEvidence: string };
   /** What fresh attestation documents are made from; `start` is the document made at start (docs/attestation.md#the-document-version-2). */
-  attestation: { sources: EvidenceSources; tlsSpkiSha256: string | null; hpkeKeyConfig: string | null; start: AttestationDocumentV2 };
+  attestation: {
+    sources: EvidenceSources;
+    tlsSpkiSha256: string | null;
+    hpkeKeyConfig: string | null;
+    /** The transparency log's origin and key, bound in every document; absent without a log. */
+    transparencyLog?: TransparencyLogBinding;
+    start: AttestationDocumentV2;
+  };
   /** Encrypted bodies (docs/ehbp.md): the enclave's HPKE key and the key config served at /.well-known/hpke-keys; absent when off. */
   ehbp?: EhbpSettings & { keyConfig: Buffer };
   /** Present in fleet mode (docs/operations.md#fleet-mode): whether the shared state in Redis is reachable. */
@@ -49,4 +57,6 @@ export interface AppContext {
   measured?: MeasuredState;
   /** OpenTelemetry spans, one per request; absent unless `tracing.otlp_endpoint` is set. */
   tracing?: RequestTracing;
+  /** The transparency log every receipt is appended to (docs/log.md); absent unless `transparency_log` is set. */
+  transparencyLog?: TransparencyLog;
 }

@@ -53,8 +53,9 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
     let manifest: string | undefined;
     if (now.measured !== undefined) manifest = await measureReload(now.measured, now.attestation.sources, now.config, loaded.sha256, models, policyHash);
     // Without hardware too, so that the start document (sent with signed nonces) binds the policy in force.
-    const { sources, tlsSpkiSha256, hpkeKeyConfig } = now.attestation;
-    const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, tlsSpkiSha256, hpkeKeyConfig }, START_NONCE);
+    const { sources, tlsSpkiSha256, hpkeKeyConfig, transparencyLog } = now.attestation;
+    const bound = { tlsSpkiSha256, hpkeKeyConfig, ...(transparencyLog === undefined ? {} : { transparencyLog }) };
+    const { document } = await makeAttestationDocument(sources, { jwks: now.jwks, policyHash, ...bound }, START_NONCE);
     const attestation = { ...now.attestation, start: document };
     const evidenceHash = attestationHash(document);
     if (evidenceHash !== undefined) receiptContext = { ...receiptContext, attestationHash: evidenceHash };

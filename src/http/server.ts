@@ -14,6 +14,7 @@ import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
+import { handleLog } from './routes/log.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler, metricsToken } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
@@ -85,6 +86,7 @@ function buildRoutes(state: AppState) {
   const prefixed: Array<[string, Route]> = [
     ['/v1/models/', withAllow({ name: '/v1/models/{id}', methods: get(handleRetrieveModel), public: true })],
     ['/v1/receipts/', withAllow({ name: '/v1/receipts/{id}', methods: get(handleGetReceipt) })],
+    ['/v1/log/', withAllow({ name: '/v1/log/{resource}', methods: get(handleLog), public: true })],
   ];
   return (pathname: string): Route | undefined => exact.get(pathname) ?? prefixed.find(([prefix]) => pathname.startsWith(prefix))?.[1];
 }

@@ -46,6 +46,7 @@ import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.t
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
+import { TransparencyLog } from '../tlog/transparency-log.ts';
 
 export interface RunningSigil {
   url: string;
@@ -260,7 +261,13 @@ async function attest(
     ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
     : undefined;
   const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
-  const keyOrigin: KeyOrigins = { receipt: receiptKeyOrigin(signingKey), tls: tls?.keyOrigin ?? null, hpke: ehbpKey === undefined ? null : hpkeOrigin };
+  const transparencyLog = await openTransparencyLog(config, logger);
+  const keyOrigin: KeyOrigins = {
+    receipt: receiptKeyOrigin(signingKey),
+    tls: tls?.keyOrigin ?? null,
+    hpke: ehbpKey === undefined ? null : hpkeOrigin,
+    ...(transparencyLog === undefined ? {} : { log: { origin: 'generated' } }),
+  };
   const sources: EvidenceSources = {
     provider,
     collectGpuEvidence: gpus.collect,
@@ -269,7 +276,11 @@ async function attest(
     keyOrigin,
   };
   const keyConfig = ehbpKey === undefined ? undefined : Buffer.from(ehbpKey.keyConfig);
-  const bound = { tlsSpkiSha256: tls?.current.spkiSha256 ?? null, hpkeKeyConfig: keyConfig?.toString('base64') ?? null };
+  const bound = {
+    tlsSpkiSha256: tls?.current.spkiSha256 ?? null,
+    hpkeKeyConfig: keyConfig?.toString('base64') ?? null,
+    ...(transparencyLog === undefined ? {} : { transparencyLog: { origin: transparencyLog.origin, vkey: transparencyLog.key.vkey } }),
+  };
   const { document: startDocument } = await makeAttestationDocument(sources, { jwks, policyHash, ...bound }, START_NONCE);
   const evidenceHash = attestationHash(startDocument);
   const receiptContext: ReceiptContext = {
@@ -298,6 +309,7 @@ async function attest(
               policyHash: ctx?.receiptContext.policyHash ?? policyHash,
               tlsSpkiSha256: ctx?.attestation.tlsSpkiSha256 ?? bound.tlsSpkiSha256,
               hpkeKeyConfig: bound.hpkeKeyConfig,
+              ...(bound.transparencyLog === undefined ? {} : { transparencyLog: bound.transparencyLog }),
             };
             return { attestation: (await makeAttestationDocument(sources, parts, nonce)).document, manifest: manifest() };
           },
@@ -336,7 +348,9 @@ async function attest(
         }),
     ...(fleet === undefined ? {} : { fleet: fleet.status }),
     measured: measured.state,
+    ...(transparencyLog === undefined ? {} : { transparencyLog }),
   });
+  transparencyLog?.start();
   const state = newAppState(ctx);
   now.state = state;
   fleet?.onJwks((view) => {
@@ -348,6 +362,7 @@ async function attest(
     counters,
     ...(fleet === undefined ? {} : { fleet }),
     close: async () => {
+      await transparencyLog?.close();
       await closeUpstreams(upstreams);
       await tls?.close();
       await fleet?.close();
@@ -355,6 +370,26 @@ async function attest(
       await ctx.tracing?.close();
     },
   };
+}
+
+/** Opens (or creates) the transparency log when `transparency_log` is set; a stored log that does not hold together stops the start (docs/log.md#lost-or-corrupted). */
+async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promise<TransparencyLog | undefined> {
+  const settings = config.transparency_log;
+  if (settings === undefined) return undefined;
+  try {
+    return await TransparencyLog.open({
+      dir: settings.dir,
+      originPrefix: settings.origin_prefix,
+      batchMs: settings.batch_ms,
+      idsKept: settings.ids_kept,
+      logger,
+    });
+  } catch (err) {
+    throw new ConfigError(
+      `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
+        'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',
+    );
+  }
 }
 
 /** What a serving process brings to its context: made here, or handed over by the primary (src/workers). */
@@ -378,6 +413,8 @@ export interface ContextParts {
   fleet?: FleetStatus;
   /** The runtime events and what a reload measures (the primary's, with or without hardware; a worker has none). */
   measured?: MeasuredState;
+  /** The transparency log (docs/log.md); only in a single serving process. */
+  transparencyLog?: TransparencyLog;
 }
 
 /**

@@ -30,6 +30,13 @@ export interface AttestationBinding {
   key_origin: KeyOrigins;
   /** The digests of Sigil's runtime events, in order (the same list on TDX and SEV-SNP, where nothing else measures them). */
   runtime_events_sha384: string[];
+  /** The transparency log's origin and checkpoint key (a C2SP signed-note verifier key); absent without a log (docs/log.md). */
+  transparency_log?: TransparencyLogBinding;
+}
+
+export interface TransparencyLogBinding {
+  origin: string;
+  vkey: string;
 }
 
 /** `generated`: made in this enclave at start; `loaded`: read from a file the operator controls; `sealed`: derived by the TEE for this measurement. */
@@ -40,6 +47,8 @@ export interface KeyOrigins {
   receipt: KeyOrigin;
   tls: KeyOrigin | null;
   hpke: KeyOrigin | null;
+  /** The transparency log's checkpoint key; absent without a log. */
+  log?: KeyOrigin;
 }
 
 /** The payload of one runtime event: what was in force from `at` on (JCS; its SHA-384 is the event's digest). */

@@ -8,11 +8,13 @@ export interface BrandHeaders {
   receipt: string;
   nonce: string;
   receiptId: string;
+  /** The receipt's leaf index in the transparency log (docs/log.md). */
+  logIndex: string;
 }
 
 export function brandHeaders(brand: string): BrandHeaders {
   const b = brand.trim().toLowerCase();
-  return { receipt: `x-${b}-receipt`, nonce: `x-${b}-nonce`, receiptId: `x-${b}-receipt-id` };
+  return { receipt: `x-${b}-receipt`, nonce: `x-${b}-nonce`, receiptId: `x-${b}-receipt-id`, logIndex: `x-${b}-log-index` };
 }
 
 /** What `X-<Brand>-Nonce` may hold (docs/api.md#headers): 1 to 256 printable ASCII characters; the server refuses anything else. */

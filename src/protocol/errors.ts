@@ -24,6 +24,7 @@ const CATALOGUE = {
   metrics_loopback_only: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   receipt_not_found: { status: 404, type: 'invalid_request_error' },
+  log_entry_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   upstream_not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },

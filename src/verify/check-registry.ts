@@ -141,6 +141,12 @@ export const CHECKS: readonly CheckDeclaration[] = [
     'The signed release manifest comes from the expected signer, is unchanged, unexpired, not signed to stay valid for too long and not older than the release you require, so its values can be trusted as what this release must measure.',
     'docs/release.md#verifying',
   ),
+  entry(
+    'log.*',
+    'Transparency log',
+    'The receipts are in a public append-only log: its key signed the checkpoint, its tiles hash to it, it only grew since we last looked, and the witnesses we require agree.',
+    'docs/log.md#verifying',
+  ),
 ];
 
 const exact = new Map(CHECKS.filter((c) => !c.name.endsWith('.*')).map((c) => [c.name, c]));

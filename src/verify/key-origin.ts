@@ -6,7 +6,7 @@
 import { fail, pass } from './check.ts';
 import type { Check } from './check.ts';
 
-const KEY_NAMES = { receipt: 'receipt signing key', tls: 'TLS key', hpke: 'encrypted-body (HPKE) key' } as const;
+const KEY_NAMES = { receipt: 'receipt signing key', tls: 'TLS key', hpke: 'encrypted-body (HPKE) key', log: 'transparency-log key' } as const;
 const ROOT_KEYS: Readonly<Record<string, string>> = {
   vcek: "the chip's own key (VCEK)",
   vmrk: "the VM's root key (VMRK), which only the guest's migration agent carries between chips",
@@ -53,6 +53,8 @@ export function keyOriginCheck(keyOrigin: unknown, acceptLoaded = false, tee?: s
   for (const [name, label] of Object.entries(KEY_NAMES)) {
     const entry = k[name] as Record<string, unknown> | null | undefined;
     if (entry === null && name !== 'receipt') continue;
+    // The transparency-log key is declared only by a service that keeps a log (docs/log.md).
+    if (entry === undefined && name === 'log') continue;
     if (typeof entry !== 'object' || entry === null) {
       problems.push(`the ${label} has no declared origin`);
       continue;

@@ -43,6 +43,7 @@ export function begin(
     streamsCut: shared.streamsCut,
     closed: false,
     modelReceipt: undefined,
+    logIndex: undefined,
     raw: undefined,
     sealed: undefined,
     release: undefined,

@@ -14,7 +14,16 @@ export function createCors(allowedOrigins: readonly string[], brand: BrandHeader
   if (allowedOrigins.length === 0) return undefined;
   const any = allowedOrigins.includes('*');
   const origins = new Set(allowedOrigins);
-  const exposed = [brand.receipt, brand.receiptId, 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after'].join(', ');
+  const exposed = [
+    brand.receipt,
+    brand.receiptId,
+    brand.logIndex,
+    'x-request-id',
+    'x-ratelimit-limit',
+    'x-ratelimit-remaining',
+    'x-ratelimit-reset',
+    'retry-after',
+  ].join(', ');
   const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce].join(', ');
   return {
     apply(req, res, allowedMethods) {

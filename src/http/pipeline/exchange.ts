@@ -40,6 +40,8 @@ export interface Exchange {
   closed: boolean;
   /** The model receipt, once signed (sign.ts). */
   modelReceipt: Promise<string> | undefined;
+  /** The transparency-log leaf index of the receipt last signed for this exchange (docs/log.md); undefined without a log. */
+  logIndex: number | undefined;
 
   /** read: the request body (opened, when it came sealed). */
   raw: Buffer | undefined;

@@ -92,6 +92,7 @@ export async function relayJson(x: ForwardedExchange): Promise<void> {
     } else {
       headers[x.ctx.headers.receipt] = jws;
       headers[x.ctx.headers.receiptId] = x.receiptId;
+      if (x.logIndex !== undefined) headers[x.ctx.headers.logIndex] = x.logIndex;
     }
   }
   x.log.status = engine.statusCode;

@@ -23,6 +23,7 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
   if (x.receipt.wanted && !x.sealed) {
     headers[ctx.headers.receipt] = await modelReceipt(x);
     headers[ctx.headers.receiptId] = x.receiptId;
+    if (x.logIndex !== undefined) headers[ctx.headers.logIndex] = String(x.logIndex);
   }
   res.writeHead(200, headers);
   // With the engine's first chunk already here, the headers leave with it (one write instead of two);

@@ -11,9 +11,17 @@ export const sha256 = (bytes: Buffer): string => 'sha256:' + hash('sha256', byte
  */
 export function modelReceipt(x: ValidExchange): Promise<string> {
   if (x.modelReceipt !== undefined) return x.modelReceipt;
-  const jws = x.ctx.signReceipt(
+  const log = x.ctx.transparencyLog;
+  const signed = x.ctx.signReceipt(
     modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
   );
+  const jws =
+    log === undefined
+      ? signed
+      : signed.then((receipt) => {
+          x.logIndex = log.append(receipt, x.receiptId);
+          return receipt;
+        });
   // Signed while the engine starts: a failure surfaces where it is awaited, and is not left unhandled when the engine fails first.
   jws.catch(() => undefined);
   return (x.modelReceipt = jws);
@@ -27,7 +35,7 @@ export function modelReceiptFirst(x: ValidExchange): boolean {
 /**
  * Sign, the message receipt: over the request as the client sent it, as the engine got it (when they
  * differ) and the response as the client got it (docs/receipts.md#what-each-hash-covers); stored for
- * GET /v1/receipts/{id} before it is sent.
+ * GET /v1/receipts/{id} before it is sent, and appended to the transparency log when there is one (docs/log.md).
  */
 export async function messageReceipt(x: ValidExchange, completionId: string, responseHash: string): Promise<string> {
   const jws = await x.ctx.signReceipt(
@@ -42,6 +50,7 @@ export async function messageReceipt(x: ValidExchange, completionId: string, res
       responseHash,
     }),
   );
+  if (x.ctx.transparencyLog !== undefined) x.logIndex = x.ctx.transparencyLog.append(jws, x.receiptId);
   await x.ctx.receiptStore.put(x.receiptId, x.caller, jws);
   return jws;
 }

@@ -84,9 +84,10 @@ export function createAttestationHandler(limits: { fresh: Allowance; signed: All
         throw new HttpError('rate_limit_exceeded', 'Too many fresh attestation requests; try again shortly.', { headers: { 'retry-after': '1' } });
       }
       const nonce = Buffer.from(nonceHex, 'hex');
-      const { sources, tlsSpkiSha256, hpkeKeyConfig } = ctx.attestation;
-      body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, tlsSpkiSha256, hpkeKeyConfig }, nonce).then(
-        ({ document }) => JSON.stringify(document),
+      const { sources, tlsSpkiSha256, hpkeKeyConfig, transparencyLog } = ctx.attestation;
+      const bound = { tlsSpkiSha256, hpkeKeyConfig, ...(transparencyLog === undefined ? {} : { transparencyLog }) };
+      body = makeAttestationDocument(sources, { jwks: ctx.jwks, policyHash: ctx.receiptContext.policyHash, ...bound }, nonce).then(({ document }) =>
+        JSON.stringify(document),
       );
       cache.set(key, body);
       if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);

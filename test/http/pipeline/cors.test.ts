@@ -17,7 +17,7 @@ describe('the CORS step', () => {
       'access-control-allow-methods': 'POST',
       'access-control-allow-headers': 'authorization, content-type, x-service-receipt, x-service-nonce',
       'access-control-expose-headers':
-        'x-service-receipt, x-service-receipt-id, x-request-id, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, retry-after',
+        'x-service-receipt, x-service-receipt-id, x-service-log-index, x-request-id, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, retry-after',
       'access-control-max-age': '600',
       vary: 'Origin',
     });

@@ -1,0 +1,105 @@
+/**
+ * The transparency log's costs (docs/log.md, bench/README.md "Transparency log"), in-process:
+ *
+ *   npx tsx bench/tlog.ts [--entries 1000000] [--batch 1000]
+ *
+ * - append: µs of CPU a receipt request adds on its own path (SHA-256 of a 1 KiB compact JWS, a push, a
+ *   receipt id remembered), by process.cpuUsage over every append;
+ * - integrate: µs of CPU per entry the sequencer spends (leaf and node hashes, tiles written and synced, one
+ *   Ed25519 checkpoint per batch), at `--batch` entries a batch;
+ * - storage: bytes on disk for `--entries` entries (du of the folder);
+ * - restart: the seconds a start spends checking that stored log;
+ * - verify: the seconds `sigil log verify` (verifyWholeLog, over HTTP on loopback) takes for the whole log.
+ */
+import { execSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createLogger } from '../src/log/logger.ts';
+import { TransparencyLog } from '../src/tlog/transparency-log.ts';
+import { handleLog } from '../src/http/routes/log.ts';
+import type { AppContext } from '../src/http/context.ts';
+import { parseRequestTarget } from '../src/http/request-target.ts';
+import { parseVerifierKey } from '../src/verify/tlog/note.ts';
+import { verifyWholeLog } from '../src/verify/tlog/log-client.ts';
+
+const { values } = parseArgs({ options: { entries: { type: 'string', default: '1000000' }, batch: { type: 'string', default: '1000' } } });
+const entries = Number(values.entries);
+const batch = Number(values.batch);
+const dir = mkdtempSync(join(tmpdir(), 'sigil-tlog-bench-'));
+const logger = createLogger('warn');
+const options = { dir, originPrefix: 'bench.example', batchMs: 1000, idsKept: 100_000, logger };
+const cpu = (before: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(before);
+  return used.user + used.system;
+};
+
+// A receipt-sized JWS (about 1 KiB), different for every entry: the hot path hashes it.
+const body = randomBytes(760).toString('base64url');
+const receipts = Array.from({ length: 1024 }, (_, i) => `eyJhbGciOiJFUzI1NiJ9.${body}${i.toString(36)}.${randomBytes(64).toString('base64url')}`);
+
+const log = await TransparencyLog.open(options);
+let appendUs = 0;
+let integrateUs = 0;
+const started = performance.now();
+for (let done = 0; done < entries;) {
+  const n = Math.min(batch, entries - done);
+  let before = process.cpuUsage();
+  for (let i = 0; i < n; i++) log.append(receipts[(done + i) % receipts.length]! + done, `r${done + i}`);
+  appendUs += cpu(before);
+  before = process.cpuUsage();
+  await log.integrate();
+  integrateUs += cpu(before);
+  done += n;
+  if (done % 100_000 === 0) process.stderr.write(`tlog: ${done} entries (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);
+}
+await log.close();
+const bytes = Number(
+  execSync(`du -sb ${JSON.stringify(dir)}`)
+    .toString()
+    .split('\t')[0],
+);
+const files = Number(
+  execSync(`find ${JSON.stringify(dir)} -type f | wc -l`)
+    .toString()
+    .trim(),
+);
+
+let t = performance.now();
+const reopened = await TransparencyLog.open(options);
+const restartS = (performance.now() - t) / 1000;
+
+const ctx = { transparencyLog: reopened } as unknown as AppContext;
+const server = createServer((req, res) => {
+  try {
+    handleLog(req, res, ctx, parseRequestTarget(req.url ?? '/'));
+  } catch {
+    res.writeHead(404).end();
+  }
+});
+await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/log`;
+t = performance.now();
+const report = await verifyWholeLog({ url, origin: reopened.origin, key: parseVerifierKey(reopened.key.vkey) });
+const verifyS = (performance.now() - t) / 1000;
+server.close();
+await reopened.close();
+rmSync(dir, { recursive: true, force: true });
+
+const result = {
+  entries,
+  batch,
+  append_us_cpu_per_entry: +(appendUs / entries).toFixed(2),
+  integrate_us_cpu_per_entry: +(integrateUs / entries).toFixed(2),
+  storage_bytes: bytes,
+  storage_bytes_per_entry: +(bytes / entries).toFixed(1),
+  files,
+  restart_check_s: +restartS.toFixed(1),
+  verify_whole_log_s: +verifyS.toFixed(1),
+  verified_entries: report.entries,
+};
+process.stdout.write(JSON.stringify(result, null, 2) + '\n');

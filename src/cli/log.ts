@@ -1,0 +1,162 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { describeError } from '../protocol/sigil-error.ts';
+import { fail, notPinned, pass, verdictOf, waive, type Check } from '../verify/check.ts';
+import type { VerifiedCheckpoint } from '../verify/tlog/checkpoint.ts';
+import { fetchCheckpoint, openLogCheckpoint, verifyLogConsistency, verifyReceiptInLog, verifyWholeLog } from '../verify/tlog/log-client.ts';
+import { checkAgainstSeen } from '../verify/tlog/seen-checkpoints.ts';
+import { formatChecks } from './check-report.ts';
+import { UsageError } from './cli-errors.ts';
+import { resolveLog, witnessPolicy, type LogTarget } from './log-target.ts';
+
+const USAGE = `usage: sigil log verify URL [options]
+       sigil log receipt URL --receipt JWS|FILE [--index N] [options]
+
+verify    checks the whole log: every entry bundle and tile hashes to the checkpoint, signed by the log key
+receipt   checks one receipt is in the log: its inclusion proof leads to the checkpoint (sigil verify receipt --log)
+
+URL is the service (https://host) or the log itself (https://host/v1/log).
+  --log-key VKEY      the log's checkpoint key (C2SP verifier key); default: the one the attestation binding names (NOT PINNED)
+  --checkpoint FILE   check against this signed checkpoint (e.g. one witnesses cosigned) instead of the latest
+  --witness VKEY      a witness's cosignature/v1 key (repeatable)
+  --witnesses N       how many of them must have cosigned (default: all named; 0 waives witnessing)
+  --state FILE        the checkpoints seen before: each new one must extend the last (docs/log.md#verifying)
+`;
+
+const OPTIONS = {
+  'log-key': { type: 'string' },
+  checkpoint: { type: 'string' },
+  witness: { type: 'string', multiple: true },
+  witnesses: { type: 'string' },
+  state: { type: 'string' },
+  receipt: { type: 'string' },
+  index: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** The checkpoint to check against: the latest, or a given (cosigned) one the latest must extend. */
+async function checkpointChecks(
+  target: LogTarget,
+  file: string | undefined,
+  state: string | undefined,
+  noWitnesses: boolean,
+): Promise<{ checks: Check[]; checkpoint?: VerifiedCheckpoint }> {
+  const { log } = target;
+  const checks: Check[] = [target.keyCheck];
+  let checkpoint: VerifiedCheckpoint;
+  try {
+    checkpoint = file === undefined ? await fetchCheckpoint(log) : openLogCheckpoint(log, readFileSync(file, 'utf8'));
+    const latest = file === undefined ? checkpoint : await fetchCheckpoint({ ...log, witnesses: { witnesses: [], required: 0 } });
+    if (latest !== checkpoint) await verifyLogConsistency(log, checkpoint, latest);
+  } catch (err) {
+    const witnessing = (err as { code?: string }).code === 'ERR_TLOG_WITNESS';
+    checks.push(fail(witnessing ? 'log.witnesses' : 'log.checkpoint', describeError(err)));
+    return { checks };
+  }
+  checks.push(
+    pass(
+      'log.checkpoint',
+      `the log key signed the checkpoint of origin ${checkpoint.origin}: ${checkpoint.size} entries, root ${checkpoint.root.toString('base64')}`,
+    ),
+  );
+  const required = log.witnesses?.required ?? 0;
+  checks.push(
+    required === 0 && noWitnesses
+      ? waive(fail('log.witnesses', 'no witness cosignature was checked'), '--witnesses 0: a log could show another history to someone else unseen')
+      : required === 0
+        ? notPinned('log.witnesses', 'no witness cosignature was required (--witness, --witnesses): a log could show another history to someone else unseen')
+        : pass(
+            'log.witnesses',
+            `${checkpoint.cosigners.length} of the required ${required} witnesses cosigned it: ${checkpoint.cosigners.map((c) => `${c.name} at ${new Date(c.timestamp * 1000).toISOString()}`).join(', ')}`,
+          ),
+  );
+  if (state === undefined) {
+    checks.push(notPinned('log.consistency', 'no --state: nothing says this checkpoint extends the ones seen before'));
+  } else {
+    try {
+      const previous = await checkAgainstSeen(state, log, checkpoint);
+      checks.push(
+        pass(
+          'log.consistency',
+          previous === undefined
+            ? `first checkpoint of this origin in ${state}; kept, so the next one must extend it`
+            : `the log's consistency proof shows the tree of ${previous.size} entries seen before is a prefix of this one: it only grew`,
+        ),
+      );
+    } catch (err) {
+      checks.push(fail('log.consistency', `${describeError(err)} (against the checkpoint kept in ${state})`));
+      return { checks };
+    }
+  }
+  return { checks, checkpoint };
+}
+
+function readReceipt(value: string): string {
+  const jws = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(value.trim()) ? value.trim() : readFileSync(value, 'utf8').trim();
+  if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(jws)) throw new UsageError('--receipt is neither a compact JWS nor a file holding one');
+  return jws;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    process.stderr.write(`sigil log: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const [action, url] = positionals;
+  if ((action !== 'verify' && action !== 'receipt') || url === undefined || positionals.length > 2 || (action === 'receipt' && values.receipt === undefined)) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  try {
+    const policy = witnessPolicy(values.witness, values.witnesses);
+    const target = await resolveLog(url, values['log-key'], policy.witnesses, policy.required);
+    const { checks, checkpoint } = await checkpointChecks(target, values.checkpoint, values.state, values.witnesses === '0');
+    if (checkpoint !== undefined && action === 'verify') {
+      const started = performance.now();
+      try {
+        const report = await verifyWholeLog(target.log, checkpoint);
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        checks.push(
+          pass(
+            'log.tiles',
+            `all ${report.entries} entries are 32-byte receipt hashes, and the ${report.tiles} tiles and bundles hash to the checkpoint's root (${seconds} s)`,
+          ),
+        );
+      } catch (err) {
+        checks.push(fail('log.tiles', describeError(err)));
+      }
+    }
+    if (checkpoint !== undefined && action === 'receipt') {
+      const jws = readReceipt(values.receipt!);
+      try {
+        const index = values.index === undefined ? undefined : Number(values.index);
+        const found = await verifyReceiptInLog(target.log, jws, { checkpoint, ...(index === undefined ? {} : { index }) });
+        checks.push(
+          pass(
+            'log.inclusion',
+            `the receipt is entry ${found.index} of the log: its inclusion proof leads from SHA-256 of the receipt to the checkpoint's root`,
+          ),
+        );
+      } catch (err) {
+        checks.push(fail('log.inclusion', describeError(err)));
+      }
+    }
+    process.stdout.write(formatChecks(checks));
+    return verdictOf(checks).outcome === 'not-verified' ? 1 : 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`sigil log: ${err.message}\n${USAGE}`);
+      return 2;
+    }
+    process.stderr.write(`sigil log: ${describeError(err)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,136 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import { describeError } from '../protocol/sigil-error.ts';
+import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId, parseNote } from '../verify/tlog/note.ts';
+import { openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
+import { UsageError } from './cli-errors.ts';
+import { resolveLog } from './log-target.ts';
+
+const USAGE = `usage: sigil witness keygen --name NAME --key FILE
+       sigil witness URL --key FILE --state FILE [--log-key VKEY] [--out FILE]
+
+keygen   makes a witness key (Ed25519), writes it to FILE (mode 0600) and prints its verifier key (cosignature/v1)
+URL      fetches the log's checkpoint, checks its signature and, against the checkpoint this witness last
+         cosigned for that origin (--state), the log's consistency proof; only then cosigns it (C2SP
+         tlog-cosignature, with a timestamp), prints the cosigned checkpoint, adds the cosignature to --out
+         FILE (kept with other witnesses' lines for the same checkpoint) and keeps it in --state
+`;
+
+interface WitnessKey {
+  name: string;
+  private_key_pem: string;
+}
+
+function readWitnessKey(file: string): { name: string; sign: (m: Buffer) => Buffer; keyId: number; vkey: string } {
+  const parsed = JSON.parse(readFileSync(file, 'utf8')) as WitnessKey;
+  const privateKey = createPrivateKey(parsed.private_key_pem);
+  const raw = Buffer.from(createPublicKey(privateKey).export({ format: 'jwk' }).x!, 'base64url');
+  const keyId = noteKeyId(parsed.name, COSIGNATURE_V1, raw);
+  return {
+    name: parsed.name,
+    keyId,
+    vkey: formatVerifierKey({ name: parsed.name, keyId, type: COSIGNATURE_V1, publicKey: raw }),
+    sign: (m) => sign(null, m, privateKey),
+  };
+}
+
+type WitnessState = Record<string, { size: number; root: string }>;
+
+function keygen(name: string | undefined, file: string | undefined): number {
+  if (name === undefined || file === undefined || /[\s+]/u.test(name))
+    throw new UsageError('keygen needs --name NAME (no spaces or plus signs) and --key FILE');
+  if (existsSync(file)) throw new UsageError(`${file} exists: a witness key is never overwritten`);
+  const { privateKey } = generateKeyPairSync('ed25519');
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify({ name, private_key_pem: privateKey.export({ format: 'pem', type: 'pkcs8' }) }, null, 2) + '\n', { mode: 0o600 });
+  process.stdout.write(`${readWitnessKey(file).vkey}\n`);
+  return 0;
+}
+
+/** Adds `line` to the cosigned checkpoint in `file` when it holds the same checkpoint; else starts it from `note`. */
+function addToOut(file: string, note: string, line: string): string {
+  const text = parseNote(note).text;
+  let current = note;
+  if (existsSync(file)) {
+    const kept = readFileSync(file, 'utf8');
+    if (parseNote(kept).text === text) current = kept;
+  }
+  const name = line.split(' ')[1];
+  const lines = current
+    .slice(text.length + 1)
+    .split('\n')
+    .filter((l) => l !== '' && l.split(' ')[1] !== name);
+  const merged = `${text}\n${[...lines, line].join('\n')}\n`;
+  writeFileSync(`${file}.tmp`, merged);
+  renameSync(`${file}.tmp`, file);
+  return merged;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        key: { type: 'string' },
+        name: { type: 'string' },
+        state: { type: 'string' },
+        'log-key': { type: 'string' },
+        out: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`sigil witness: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  try {
+    if (positionals[0] === 'keygen' && positionals.length === 1) return keygen(values.name, values.key);
+    if (positionals.length !== 1 || values.key === undefined || values.state === undefined)
+      throw new UsageError('give the log URL, --key FILE and --state FILE');
+    const witness = readWitnessKey(values.key);
+    const { log } = await resolveLog(positionals[0]!, values['log-key'], [], 0);
+    const res = await fetch(`${log.url}/checkpoint`);
+    if (!res.ok) throw new Error(`GET ${log.url}/checkpoint answered ${res.status}`);
+    const note = await res.text();
+    const checkpoint = openLogCheckpoint(log, note);
+    const state: WitnessState = existsSync(values.state) ? (JSON.parse(readFileSync(values.state, 'utf8')) as WitnessState) : {};
+    const last = state[checkpoint.origin];
+    // The one rule of a witness: never cosign a checkpoint that does not extend the last one it cosigned.
+    if (last !== undefined) await verifyLogConsistency(log, { size: last.size, root: Buffer.from(last.root, 'base64') }, checkpoint);
+    const timestamp = Math.floor(Date.now() / 1000);
+    const stamp = Buffer.alloc(8);
+    stamp.writeBigUInt64BE(BigInt(timestamp));
+    const id = Buffer.alloc(4);
+    id.writeUInt32BE(witness.keyId);
+    const signature = witness.sign(cosignedMessage(checkpoint.text, timestamp));
+    const line = `\u2014 ${witness.name} ${Buffer.concat([id, stamp, signature]).toString('base64')}`;
+    const cosigned = values.out === undefined ? `${note}${line}\n` : addToOut(values.out, note, line);
+    state[checkpoint.origin] = { size: checkpoint.size, root: checkpoint.root.toString('base64') };
+    mkdirSync(dirname(values.state), { recursive: true });
+    writeFileSync(`${values.state}.tmp`, JSON.stringify(state, null, 2) + '\n');
+    renameSync(`${values.state}.tmp`, values.state);
+    process.stdout.write(cosigned);
+    process.stderr.write(
+      last === undefined
+        ? `cosigned ${checkpoint.origin} at ${checkpoint.size} entries (first checkpoint of this origin for this witness)\n`
+        : `cosigned ${checkpoint.origin} at ${checkpoint.size} entries: consistent with the ${last.size} cosigned before\n`,
+    );
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`sigil witness: ${err.message}\n${USAGE}`);
+      return 2;
+    }
+    process.stderr.write(`sigil witness: refused: ${describeError(err)}\n`);
+    return 1;
+  }
+}

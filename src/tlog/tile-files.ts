@@ -1,0 +1,129 @@
+import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../verify/tlog/tile-path.ts';
+import { TiledTree } from './tiled-tree.ts';
+import { parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
+
+/**
+ * The log on disk, laid out as its URLs (docs/log.md#on-disk): `tile/...` and `tile/entries/...` as C2SP tlog-tiles
+ * paths, `checkpoint`, and `log.json` (origin and every log key that signed). Public and tamper-evident, so it may live
+ * outside the enclave: on start the tree is rebuilt from the entry bundles and every stored tile must match it.
+ */
+
+/** Writes a file so that a crash leaves either the old or the new bytes: a temporary file, synced, renamed over. */
+export async function writeDurably(path: string, bytes: Uint8Array | string): Promise<void> {
+  const temporary = `${path}.tmp`;
+  const handle = await open(temporary, 'w').catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+    await mkdir(dirname(path), { recursive: true });
+    return open(temporary, 'w');
+  });
+  try {
+    await handle.writeFile(bytes);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, path);
+}
+
+/**
+ * What to write when the tree grew from `from` entries to its current size: the entry bundles that changed (the
+ * partial one too: entries are the log's data) and the Merkle tiles that became full, each with its width at `from`.
+ */
+function changedTiles(tree: TiledTree, from: number): Array<{ tile: TileRef; before: number }> {
+  const changed: Array<{ tile: TileRef; before: number }> = [];
+  const levels: Array<number | 'entries'> = ['entries'];
+  for (let level = 0; TiledTree.countAt(level, tree.size) > 0; level++) levels.push(level);
+  for (const level of levels) {
+    const before = TiledTree.countAt(level, from);
+    const after = TiledTree.countAt(level, tree.size);
+    if (after === before) continue;
+    for (let index = Math.floor(before / TILE_WIDTH); index * TILE_WIDTH < after; index++) {
+      const width = Math.min(TILE_WIDTH, after - index * TILE_WIDTH);
+      // A partial Merkle tile is derived from the entries and served from memory: only full ones are written.
+      if (level !== 'entries' && width < TILE_WIDTH) continue;
+      changed.push({ tile: { level, index, width }, before: Math.max(0, Math.min(TILE_WIDTH, before - index * TILE_WIDTH)) });
+    }
+  }
+  return changed;
+}
+
+const ignoreMissing = (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'ENOENT' && err.code !== 'ENOTEMPTY') throw err;
+};
+
+/**
+ * Writes what changed since `from`: the entry bundles (the newest partial one included, then the partial copy it
+ * replaces is dropped) and the Merkle tiles that became full. Partial Merkle tiles of every checkpointed width are
+ * served from memory, as the specification requires; on start they are rebuilt from the entries.
+ */
+export async function persistTiles(dir: string, tree: TiledTree, from: number): Promise<void> {
+  for (const { tile, before } of changedTiles(tree, from)) {
+    await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
+    if (before > 0 && before < TILE_WIDTH) await unlink(join(dir, tilePath({ ...tile, width: before }))).catch(ignoreMissing);
+    if (tile.width === TILE_WIDTH && before > 0) await rmdir(join(dir, tilePath(tile) + '.p')).catch(ignoreMissing);
+  }
+}
+
+/** Every stored tile and bundle, by its path, widest copy of each index. */
+async function storedTiles(dir: string): Promise<Map<string, TileRef>> {
+  const found = new Map<string, TileRef>();
+  let names: string[];
+  try {
+    names = (await readdir(join(dir, 'tile'), { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return found;
+    throw err;
+  }
+  for (const name of names) {
+    const relative = name
+      .slice(dir.length + 1)
+      .split('\\')
+      .join('/');
+    if (relative.endsWith('.tmp')) continue;
+    const tile = parseTilePath(relative);
+    const key = `${tile.level}/${tile.index}`;
+    const known = found.get(key);
+    if (known === undefined || tile.width > known.width) found.set(key, tile);
+  }
+  return found;
+}
+
+/** A stored log that does not hold together: Sigil refuses to start on it (docs/log.md#lost-or-corrupted). */
+export class StoredLogError extends Error {}
+
+/**
+ * Rebuilds the tree from the stored entry bundles (contiguous from 0, only the last one partial), then checks
+ * every stored Merkle tile against it, byte for byte.
+ */
+export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; missing: TileRef[] }> {
+  const stored = await storedTiles(dir);
+  const tree = new TiledTree();
+  for (let index = 0; ; index++) {
+    const bundle = stored.get(`entries/${index}`);
+    if (bundle === undefined) break;
+    if (tree.size !== index * TILE_WIDTH) throw new StoredLogError(`entry bundle ${index} follows a partial bundle: entries are missing`);
+    const entries = parseEntryBundle(await readFile(join(dir, tilePath(bundle))));
+    if (entries.length !== bundle.width) throw new StoredLogError(`${tilePath(bundle)} holds ${entries.length} entries, not ${bundle.width}`);
+    for (const entry of entries) tree.append(entry);
+  }
+  for (const tile of stored.values()) {
+    if (tile.level === 'entries') {
+      if (tile.index * TILE_WIDTH >= tree.size) throw new StoredLogError(`${tilePath(tile)} is stored but an earlier entry bundle is missing`);
+      continue;
+    }
+    const expected = tree.read(tile);
+    if (expected === undefined) throw new StoredLogError(`${tilePath(tile)} covers entries the stored entry bundles do not hold: entries were lost`);
+    if (!expected.equals(await readFile(join(dir, tilePath(tile)))))
+      throw new StoredLogError(`${tilePath(tile)} does not match the hashes of the stored entries: the log was altered`);
+  }
+  // A full tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
+  const missing = tilesOfTree(tree.size).filter((t) => t.width === TILE_WIDTH && stored.get(`${t.level}/${t.index}`)?.width !== TILE_WIDTH);
+  return { tree, missing };
+}
+
+/** Writes the given tiles of the tree. */
+export async function writeTiles(dir: string, tree: TiledTree, tiles: readonly TileRef[]): Promise<void> {
+  for (const tile of tiles) await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
+}

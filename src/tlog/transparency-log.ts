@@ -1,0 +1,232 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from '../log/logger.ts';
+import { checkpointText, parseCheckpoint } from '../verify/tlog/checkpoint.ts';
+import { openNote, parseVerifierKey } from '../verify/tlog/note.ts';
+import type { TileRef } from '../verify/tlog/tile-path.ts';
+import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
+import { generateLogKey, signNote, type LogKey } from './log-key.ts';
+import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
+import { TiledTree } from './tiled-tree.ts';
+
+export interface TransparencyLogOptions {
+  /** The folder the log lives in (tiles, checkpoint, log.json). */
+  dir: string;
+  /** The first part of a new log's origin; a random log ID follows it. */
+  originPrefix: string;
+  /** How often pending entries are integrated and one checkpoint signed for all of them. */
+  batchMs: number;
+  /** How many recent receipt ids are remembered with their leaf indexes. */
+  idsKept: number;
+  logger: Logger;
+}
+
+/** log.json: who this log is, and every key that ever signed one of its checkpoints (public; docs/log.md#on-disk). */
+interface LogIdentity {
+  origin: string;
+  created: string;
+  keys: string[];
+}
+
+/** A signed checkpoint and the tree size it covers. */
+export interface Published {
+  size: number;
+  note: string;
+}
+
+/**
+ * Sigil's transparency log (docs/log.md): each receipt appended on the request's path is a hash pushed onto an
+ * array and an index handed back; a sequencer integrates the pending hashes every `batchMs`, writes the tiles,
+ * and signs one checkpoint for the batch with a key made in the enclave at this start.
+ */
+export class TransparencyLog {
+  readonly origin: string;
+  readonly key: LogKey;
+  private readonly tree: TiledTree;
+  private pending: Buffer[] = [];
+  private next: number;
+  private persisted: number;
+  private published: Published;
+  private integrating: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly options: TransparencyLogOptions;
+  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id). */
+  private readonly ids = new Map<string, number[]>();
+  /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
+  private readonly idRing: Array<string | undefined>;
+  private idAt = 0;
+
+  private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
+    this.options = options;
+    this.origin = origin;
+    this.key = key;
+    this.tree = tree;
+    this.next = tree.size;
+    this.persisted = tree.size;
+    this.published = published;
+    this.idRing = new Array<string | undefined>(options.idsKept);
+  }
+
+  /**
+   * Opens the log in `dir`, or creates a new one with a new origin when the folder holds none. A stored log is
+   * checked first (entries, tiles, the last checkpoint's root and signature); one that does not hold together is
+   * refused with StoredLogError, never truncated or forked. Then a new key signs a checkpoint that extends it.
+   */
+  static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
+    const identity = await readIdentity(options.dir);
+    let origin: string;
+    let keys: string[];
+    let tree: TiledTree;
+    if (identity === undefined) {
+      origin = `${options.originPrefix}/${randomBytes(8).toString('hex')}`;
+      keys = [];
+      const { tree: stored } = await loadStoredTree(options.dir);
+      if (stored.size > 0) throw new StoredLogError(`${options.dir} holds entries but no log.json: the log's origin and keys were lost`);
+      tree = stored;
+    } else {
+      ({ origin, keys } = identity);
+      const loaded = await loadStoredTree(options.dir);
+      tree = loaded.tree;
+      await checkStoredCheckpoint(options.dir, identity, tree);
+      await writeTiles(options.dir, tree, loaded.missing);
+    }
+    const key = generateLogKey(origin);
+    await writeDurably(
+      join(options.dir, 'log.json'),
+      JSON.stringify({ origin, created: identity?.created ?? new Date().toISOString(), keys: [...keys, key.vkey] }, null, 2) + '\n',
+    );
+    const note = signNote(checkpointText(origin, tree.size, rootHash(tree.reader, tree.size)), key);
+    await writeDurably(join(options.dir, 'checkpoint'), note);
+    const log = new TransparencyLog(options, origin, key, tree, { size: tree.size, note });
+    options.logger.info(
+      { origin, size: tree.size, vkey: key.vkey },
+      identity === undefined ? 'transparency log created' : 'transparency log checked and reopened',
+    );
+    return log;
+  }
+
+  /** Starts integrating every `batchMs`. */
+  start(): void {
+    this.timer ??= setInterval(() => void this.integrate(), this.options.batchMs);
+    this.timer.unref();
+  }
+
+  /**
+   * The request's part: the entry is SHA-256 of the receipt's compact JWS (the log shows nothing of the receipt
+   * to whoever does not hold it); returns the leaf index the entry will have.
+   */
+  append(jws: string, receiptId?: string): number {
+    this.pending.push(createHash('sha256').update(jws).digest());
+    const index = this.next++;
+    if (receiptId !== undefined && receiptId !== '') {
+      const known = this.ids.get(receiptId);
+      if (known !== undefined) known.push(index);
+      else {
+        const oldest = this.idRing[this.idAt];
+        if (oldest !== undefined) this.ids.delete(oldest);
+        this.idRing[this.idAt] = receiptId;
+        this.idAt = (this.idAt + 1) % this.idRing.length;
+        this.ids.set(receiptId, [index]);
+      }
+    }
+    return index;
+  }
+
+  /** The leaf indexes of a recent receipt id, or undefined when the log does not remember it. */
+  indexesOf(receiptId: string): readonly number[] | undefined {
+    return this.ids.get(receiptId);
+  }
+
+  /** The latest signed checkpoint. */
+  get checkpoint(): Published {
+    return this.published;
+  }
+
+  /** A tile or entry bundle of the published tree; undefined when the published tree does not have it. */
+  tile(tile: TileRef): Buffer | undefined {
+    return this.tree.read(tile, this.published.size);
+  }
+
+  /** The inclusion proof of leaf `index` in the published tree of `size` (default: the latest), and the entry there. */
+  inclusion(index: number, size = this.published.size): { entry: Buffer; proof: Buffer[] } | undefined {
+    if (!(index >= 0 && index < size && size <= this.published.size)) return undefined;
+    return { entry: this.tree.entry(index), proof: inclusionProof(this.tree.reader, index, size) };
+  }
+
+  /** The consistency proof between two published tree sizes. */
+  consistency(from: number, to = this.published.size): Buffer[] | undefined {
+    if (!(from >= 0 && from <= to && to <= this.published.size)) return undefined;
+    return consistencyProof(this.tree.reader, from, to);
+  }
+
+  /** Integrates what is pending: appends, writes the tiles, signs and writes one checkpoint, then publishes it. */
+  integrate(): Promise<void> {
+    this.integrating ??= this.integrateOnce().finally(() => (this.integrating = undefined));
+    return this.integrating;
+  }
+
+  private async integrateOnce(): Promise<void> {
+    const batch = this.pending;
+    if (batch.length === 0 && this.persisted === this.tree.size) return;
+    this.pending = [];
+    for (const entry of batch) this.tree.append(entry);
+    const size = this.tree.size;
+    try {
+      await persistTiles(this.options.dir, this.tree, this.persisted);
+      this.persisted = size;
+      const note = signNote(checkpointText(this.origin, size, rootHash(this.tree.reader, size)), this.key);
+      await writeDurably(join(this.options.dir, 'checkpoint'), note);
+      this.published = { size, note };
+    } catch (err) {
+      // Not published: the next batch writes these tiles again, with its own.
+      this.options.logger.error(
+        { err: (err as Error).message, size },
+        'transparency log: writing tiles or the checkpoint failed; retrying with the next batch',
+      );
+    }
+  }
+
+  /** Stops the sequencer after integrating what is pending. */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.integrating;
+    await this.integrate();
+  }
+}
+
+async function readIdentity(dir: string): Promise<LogIdentity | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, 'log.json'), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const parsed = JSON.parse(text) as Partial<LogIdentity>;
+  if (typeof parsed.origin !== 'string' || !Array.isArray(parsed.keys) || typeof parsed.created !== 'string')
+    throw new StoredLogError(`${dir}/log.json is not a log identity`);
+  return parsed as LogIdentity;
+}
+
+/** The stored checkpoint must be signed by one of the log's keys and its root must be the root of the stored tree at its size. */
+async function checkStoredCheckpoint(dir: string, identity: LogIdentity, tree: TiledTree): Promise<void> {
+  let note: string;
+  try {
+    note = await readFile(join(dir, 'checkpoint'), 'utf8');
+  } catch {
+    throw new StoredLogError(`${dir}/checkpoint is missing: nothing says how far the stored log reached`);
+  }
+  let checkpoint;
+  try {
+    checkpoint = parseCheckpoint(openNote(note, identity.keys.map(parseVerifierKey)).text);
+  } catch (err) {
+    throw new StoredLogError(`${dir}/checkpoint: ${(err as Error).message}`);
+  }
+  if (checkpoint.origin !== identity.origin) throw new StoredLogError(`${dir}/checkpoint is of origin ${checkpoint.origin}, not ${identity.origin}`);
+  if (checkpoint.size > tree.size)
+    throw new StoredLogError(`${dir}/checkpoint covers ${checkpoint.size} entries and only ${tree.size} are stored: the log was truncated`);
+  if (!rootHash(tree.reader, checkpoint.size).equals(checkpoint.root))
+    throw new StoredLogError(`the stored entries do not hash to the root of ${dir}/checkpoint: the log was altered`);
+}
