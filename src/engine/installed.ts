@@ -1,5 +1,3 @@
-import { createRequire } from 'node:module';
-
 /** node-llama-cpp is an optional dependency: an image that fronts another engine does not carry it. */
 export class EngineNotInstalledError extends Error {
   readonly code = 'ERR_ENGINE_NOT_INSTALLED';
@@ -11,10 +9,13 @@ export class EngineNotInstalledError extends Error {
   }
 }
 
-/** Fails with a clear message, before any module of the engine loads, when node-llama-cpp is absent. */
+/**
+ * Fails with a clear message, before any module of the engine loads, when node-llama-cpp is absent. Resolved as the
+ * engine's own `import` resolves it, so from the artifact the launcher's hook answers (engine/node_modules beside dist/).
+ */
 export function assertEngineInstalled(): void {
   try {
-    createRequire(import.meta.url).resolve('node-llama-cpp');
+    import.meta.resolve('node-llama-cpp');
   } catch {
     throw new EngineNotInstalledError();
   }

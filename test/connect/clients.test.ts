@@ -20,11 +20,19 @@ beforeAll(async () => {
 afterAll(async () => connect.close());
 
 const body = (stream: boolean) => JSON.stringify({ model: 'm', stream, messages: [{ role: 'user', content: 'hello from outside' }] });
+/** The content deltas of an SSE stream, read as SSE says: an event's `data:` lines, its comment lines (EHBP's padding) skipped. */
 const deltasOf = (sse: string) =>
   sse
     .split('\n\n')
-    .filter((e) => e.startsWith('data: {'))
-    .map((e) => (JSON.parse(e.slice(6)) as { choices: Array<{ delta: { content?: string } }> }).choices[0]?.delta.content ?? '')
+    .map((event) =>
+      event
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice(6))
+        .join('\n'),
+    )
+    .filter((data) => data.startsWith('{'))
+    .map((data) => (JSON.parse(data) as { choices: Array<{ delta: { content?: string } }> }).choices[0]?.delta.content ?? '')
     .join('');
 
 describe('curl through sigil connect', () => {

@@ -100,8 +100,13 @@ describe.skipIf(redisTestsSkipped())('receipts at rest in Redis', () => {
         expect(text).not.toContain(value);
       }
     }
-    expect(text).not.toContain(MODEL);
-    expect(text).not.toContain(PROVIDER);
+    // Each replica's published attestation (its `signing-key:` record, what GET /v1/attestation serves) carries its
+    // manifest, which lists the catalogue's model ids as /v1/models does; nothing else may name the model.
+    const published = new RegExp(`^${namespace}:signing-key:.*\\n.*$`, 'gm');
+    expect(text.match(published)).toHaveLength(2);
+    const atRest = text.replace(published, '');
+    expect(atRest).not.toContain(MODEL);
+    expect(atRest).not.toContain(PROVIDER);
     // Not even whose receipts they are: no key hash sits beside them.
     expect(text).not.toContain(hashApiKey(a.key).slice(0, 12));
 

@@ -22,8 +22,12 @@ export function buildTree(work: string, name: string): string {
   return dir;
 }
 
-/** The files of a built tree that make the artifact a deployment ships (docs/attestation.md, "What is measured"), copied to `dir`. */
+/**
+ * The files of a built tree that a deployment with the built-in engine ships (docs/attestation.md, "What is measured"):
+ * the artifact, the trust page, the vocabulary the demo model is made from, and the repository's config/, copied to `dir`.
+ */
 export function copyArtifact(tree: string, dir: string): void {
-  for (const entry of ['bin/sigil.js', 'dist/sigil', 'dist/addons', 'dist/trust-page', 'package.json', 'config'])
+  for (const entry of ['bin/sigil.js', 'dist/sigil', 'dist/addons', 'dist/trust-page', 'dist/engine/vocab', 'package.json'])
     cpSync(join(tree, entry), join(dir, entry), { recursive: true });
+  cpSync(join(ROOT, 'config'), join(dir, 'config'), { recursive: true });
 }
