@@ -14,6 +14,7 @@ import { KeyRing } from '../auth/bearer.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
+import { plaintextOnTeeProblem } from '../policy/tee-requirements.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner, type SignReceipt } from '../receipts/signer.ts';
@@ -179,12 +180,8 @@ async function buildAroundEngine(config: LoadedConfig, logger: Logger, options: 
       : await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   if (provider.tee !== 'none') refuseUnmeasuredRuntime(options.runtime ?? currentRuntime(), provider.tee);
-  if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
-    throw new ConfigError(
-      `tls.mode is off on a ${provider.tee} machine: prompts would cross the host's network in plaintext before reaching the enclave. ` +
-        'Set tls.mode (self-signed, acme or files), or tls.allow_plaintext: true when a terminator inside the enclave fronts Sigil.',
-    );
-  }
+  const plaintext = provider.tee === 'none' ? undefined : plaintextOnTeeProblem(config, provider.tee);
+  if (plaintext !== undefined) throw new ConfigError(plaintext);
   if (provider.tee !== 'none') {
     for (const upstream of served.policy.upstreams) {
       const problem = outsideVmProblem(upstream);
