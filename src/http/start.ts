@@ -474,6 +474,11 @@ export async function drain(serving: Serving, listening: Listening, graceMs: num
   }
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
+  const waiting = state.inFlight.count;
+  logger.info(
+    { in_flight: waiting, grace_ms: graceMs },
+    waiting === 0 ? 'shutting down: no request in flight' : `shutting down: waiting up to ${graceMs} ms for ${waiting} request(s) in flight to finish`,
+  );
   if (!(await state.inFlight.settled(graceMs))) {
     logger.warn({ in_flight: state.inFlight.count }, 'shutdown grace period over: cutting the remaining requests');
     state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));
