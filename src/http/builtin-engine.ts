@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import type { Endpoint } from '../catalogue/schema.ts';
 import type { LoadedConfig } from '../config/load.ts';
@@ -32,7 +32,10 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
 
   const demo = config.engine.model === undefined;
   const modelPath = demo ? resolve(DEMO_MODEL_PATH) : config.engine.model!;
+  // Progress a person waits through on a first start: making the demo model, then loading the engine.
+  if (demo && !existsSync(modelPath)) logger.info({ path: modelPath }, 'making the demo model (5.6 MB of random weights, once)');
   const modelHash = demo ? (await ensureDemoModel(modelPath)).sha256 : `sha256:${await sha256File(modelPath)}`;
+  logger.info({ model: basename(modelPath), threads: config.engine.threads, parallel: config.engine.parallel }, 'starting the built-in engine');
   const started = Date.now();
   const engine = await startEngineProcess({
     modelPath,

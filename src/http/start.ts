@@ -144,7 +144,7 @@ export async function startSigil(configured: LoadedConfig, options: StartOptions
 
 /** Starts the built-in engine when no upstream is configured, then builds the context in front of it. */
 export async function buildContext(configured: LoadedConfig, options: StartOptions = {}): Promise<SigilContext> {
-  const logger = options.logger ?? createLogger(configured.log.level);
+  const logger = options.logger ?? createLogger(configured.log.level, undefined, configured.log.format);
   const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
   const config = builtin?.config ?? configured;
   try {

@@ -189,3 +189,37 @@ describe('sigil serve on a first start', () => {
     expect(existsSync(join(dir, 'keys.txt'))).toBe(true);
   }, 60_000);
 });
+
+describe('sigil serve with no upstream, in a fresh folder', () => {
+  it('says what it is doing while it makes the demo model and starts the engine, then that it is ready', async () => {
+    const dir = configDir('listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\n');
+    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        if (stderr.includes('Sigil is ready at ')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`sigil exited ${code}: ${stderr}`)));
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+    // Not a terminal: JSON lines, in the order a person waits through them.
+    const messages = stdout
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { msg: string }).msg);
+    const at = (msg: string) => messages.indexOf(msg);
+    expect(at('making the demo model (5.6 MB of random weights, once)')).toBeGreaterThanOrEqual(0);
+    expect(at('making the demo model (5.6 MB of random weights, once)')).toBeLessThan(at('starting the built-in engine'));
+    expect(at('starting the built-in engine')).toBeLessThan(at('built-in engine started'));
+    expect(at('built-in engine started')).toBeLessThan(at('sigil listening'));
+    expect(existsSync(join(dir, '.sigil/models/demo-tiny-random.gguf'))).toBe(true);
+  }, 120_000);
+});

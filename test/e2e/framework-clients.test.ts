@@ -16,7 +16,7 @@ import { startSigil, type RunningSigil } from '../../src/http/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 
 /**
- * Issue 40: the two most used JS frameworks with their default settings against Sigil in front of the
+ * The two most used JS frameworks with their default settings against Sigil in front of the
  * built-in engine and the random-weight demo model. The model may answer text or call a tool; either
  * way the client must get a well-formed result, never an error.
  */
