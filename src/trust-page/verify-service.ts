@@ -66,8 +66,12 @@ export interface VerifyServiceOptions {
   rims?: RimFile[];
 }
 
+/** Why a development service's missing hardware is waived on the page (receipts are tried under the same words). */
+export const DEVELOPMENT_WAIVER = 'a development service (tee "none"): this page lets you try it, nothing more';
+
 /** Which sentence heads the page: failures outrank everything; a development service's own failures are its lack of hardware. */
 export function headlineOf(verdict: Verdict, tee: unknown): Headline {
+  if (tee === 'none' && verdict.outcome === 'verified-with-waivers') return 'development';
   if (verdict.outcome !== 'not-verified') return verdict.outcome;
   const noHardware = new Set(['attestation.tee', 'attestation.tls_key']);
   if (tee === 'none' && verdict.failed.every((c) => noHardware.has(c.name))) return 'development';
@@ -112,6 +116,8 @@ export async function verifyService(base: string, options: VerifyServiceOptions 
   if (options.rims !== undefined && options.rims.length > 0) evidence.rims = options.rims.map((r) => r.text);
   const expect: ServiceExpectations = { nonce };
   if (options.reference !== undefined) expect.reference = options.reference;
+  // A development service is shown as one, to try and nothing more: its missing hardware is waived, as `sigil verify --allow-no-tee` waives it.
+  if (doc.tee === 'none') expect.waive = { noHardwareEnclave: DEVELOPMENT_WAIVER };
   const result = await verifyWithCore(evidence, expect);
   return { verdict: result.verdict, headline: headlineOf(result.verdict, doc.tee), checks: result.checks, document: doc, facts: result.facts, models };
 }
