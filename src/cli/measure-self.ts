@@ -1,7 +1,11 @@
 import { codeListings, manifestDigest, manifestOfConfig, runningCodeDir } from '../attestation/manifest.ts';
 import { currentRuntime } from '../attestation/runtime-options.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
-import { measureWeights } from '../catalogue/weights.ts';
+import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import { ensureDemoModel } from '../engine/demo-model.ts';
+import { sha256File } from '../engine/hash/hash-file.ts';
+import { builtinModelId, builtinModelPath } from '../http/builtin-engine.ts';
 import { readConfigOrExit } from './config-arg.ts';
 
 export const MEASURE_SELF_USAGE =
@@ -9,6 +13,20 @@ export const MEASURE_SELF_USAGE =
   'Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n' +
   'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
   'Sigil runs with. --files first prints the code and node_modules listings, file by file.\n';
+
+async function catalogueModels(config: LoadedConfig, path: string): Promise<MeasuredModel[]> {
+  const catalogue = loadCatalogue(path, Object.keys(config.upstreams));
+  return measureWeights(catalogue.models, (done, total) =>
+    process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`),
+  );
+}
+
+/** With no upstream and no catalogue, `sigil serve` serves the built-in engine's one model, measured from its file: so is it here. */
+async function builtinModels(config: LoadedConfig): Promise<MeasuredModel[]> {
+  const modelPath = builtinModelPath(config);
+  if (config.engine.model === undefined) await ensureDemoModel(modelPath);
+  return [{ id: builtinModelId(modelPath), model_hash: `sha256:${await sha256File(modelPath)}`, measured: true }];
+}
 
 /** `sigil measure self`: the manifest and its digest, computed as `sigil serve` computes them, without starting anything. */
 export async function run(argv: string[]): Promise<number> {
@@ -26,15 +44,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = readConfigOrExit(flag);
   if (config === undefined) return 1;
-  if (config.catalogue === undefined) {
-    process.stderr.write('sigil measure self: the config names no catalogue (the built-in engine makes its own at start): give a config with a catalogue\n');
+  if (config.catalogue === undefined && Object.keys(config.upstreams).length > 0) {
+    process.stderr.write('sigil measure self: the config names upstreams but no catalogue: give the catalogue `sigil serve` would serve\n');
     return 1;
   }
   try {
-    const catalogue = loadCatalogue(config.catalogue, Object.keys(config.upstreams));
-    const models = await measureWeights(catalogue.models, (done, total) =>
-      process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`),
-    );
+    const models = config.catalogue === undefined ? await builtinModels(config) : await catalogueModels(config, config.catalogue);
     const manifest = await manifestOfConfig(config, currentRuntime(), models);
     if (files) {
       const { code, nodeModules } = await codeListings(runningCodeDir());
