@@ -129,3 +129,49 @@ describe('Vercel AI SDK', () => {
     expect(Array.isArray(object)).toBe(false);
   }, 120_000);
 });
+
+describe('with a model that calls a tool (scripted to answer in its template’s call syntax)', () => {
+  let caller: RunningSigil;
+  let callerKey: string;
+
+  beforeAll(async () => {
+    await makeModel({ out: join(dir, 'caller.gguf'), scripted: '||call: get_weather({"city":"Paris","days":3})' });
+    const config = {
+      listen: { host: '127.0.0.1', port: 0 },
+      auth: { keys_file: 'caller-keys' },
+      engine: { model: 'caller.gguf', parallel: 1, context_size: 512 },
+    };
+    writeFileSync(join(dir, 'caller.yaml'), stringify(config));
+    callerKey = addKey(join(dir, 'caller-keys')).key;
+    const quiet = new Writable({ write: (_c, _e, done) => done() });
+    caller = await startSigil(parseConfig(stringify(config), join(dir, 'caller.yaml')), { logger: createLogger('info', quiet) });
+  }, 120_000);
+
+  afterAll(async () => {
+    await caller?.close(0);
+  });
+
+  it('LangChain bindTools().invoke gets the call as a parsed tool call', async () => {
+    const getWeather = langchainTool(() => 'sunny', {
+      name: 'get_weather',
+      description: 'The weather now in a city',
+      schema: z.object({ city: z.enum(CITIES), days: z.number().int().min(1).max(7) }),
+    });
+    const model = new ChatOpenAI({ model: 'caller', apiKey: callerKey, temperature: 0, configuration: { baseURL: `${caller.url}/v1` }, maxRetries: 0 });
+    const answer = await model.bindTools([getWeather]).invoke('What is the weather in Paris?');
+    expect(answer.tool_calls).toEqual([expect.objectContaining({ name: 'get_weather', args: { city: 'Paris', days: 3 } })]);
+    expect(answer.response_metadata.finish_reason).toBe('tool_calls');
+  });
+
+  it('the AI SDK generateText({ tools }) gets it as a tool call with parsed input', async () => {
+    const model = createOpenAICompatible({ name: 'sigil', baseURL: `${caller.url}/v1`, apiKey: callerKey })('caller');
+    const result = await generateText({
+      model,
+      temperature: 0,
+      prompt: 'What is the weather in Paris?',
+      tools: { get_weather: tool({ description: 'The weather now in a city', inputSchema: z.object({ city: z.enum(CITIES), days: z.number().int() }) }) },
+    });
+    expect(result.finishReason).toBe('tool-calls');
+    expect(result.toolCalls.map((c) => ({ name: c.toolName, input: c.input }))).toEqual([{ name: 'get_weather', input: { city: 'Paris', days: 3 } }]);
+  });
+});
