@@ -34,5 +34,10 @@ COPY config ./config
 RUN mkdir -p /app/.sigil && chown sigil:sigil /app/.sigil
 USER sigil
 EXPOSE 8080
-ENTRYPOINT ["node", "bin/sigil.js"]
+# Liveness: /healthz over the scheme and port of the config served (the example's self-signed TLS on 8080 by default;
+# SIGIL_HEALTH_URL for another); the certificate is not checked, only that this Sigil answers.
+ENV SIGIL_HEALTH_URL=https://127.0.0.1:8080/healthz
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "const u=new URL(process.env.SIGIL_HEALTH_URL);require(u.protocol.slice(0,-1)).get(u,{rejectUnauthorized:false},(r)=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
+ENTRYPOINT ["node", "--disable-sigusr1", "bin/sigil.js"]
 CMD ["serve", "--config", "config/sigil.example.yaml"]

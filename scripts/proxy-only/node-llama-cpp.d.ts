@@ -27,8 +27,12 @@ declare module 'node-llama-cpp' {
   export const LlamaGrammarEvaluationState: any;
   export type LlamaLogLevel = any;
   export const LlamaLogLevel: any;
+  export type LlamaText = any;
+  export const LlamaText: any;
   export type LlamaModel = any;
   export const LlamaModel: any;
+  export type SpecialTokensText = any;
+  export const SpecialTokensText: any;
   export type Token = any;
   export const Token: any;
   export function getLlama(options?: unknown): Promise<Llama>;

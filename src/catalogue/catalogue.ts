@@ -29,7 +29,7 @@ export class CatalogueError extends Error {
 /** Builds the catalogue and checks it against the configured upstream names. */
 export function buildCatalogue(raw: unknown, source: string, upstreamNames: readonly string[]): Catalogue {
   const parsed = catalogueSchema.safeParse(raw);
-  if (!parsed.success) throw new CatalogueError(describeIssues(parsed.error.issues, source));
+  if (!parsed.success) throw new CatalogueError(describeIssues(parsed.error.issues, source, catalogueSchema));
   const byId = new Map<string, CatalogueModel>();
   parsed.data.models.forEach((entry, i) => {
     if (byId.has(entry.id)) throw new CatalogueError(`${source}: models.${i}.id: duplicate model id '${entry.id}'`);

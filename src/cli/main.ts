@@ -80,7 +80,8 @@ function topLevel(): Program {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  // -V as well as -v: the capital is what node, npm and most commander programs answer.
+  const [name, ...rest] = argv[0] === '-V' ? ['--version', ...argv.slice(1)] : argv;
   if (name === undefined) {
     process.stderr.write(topLevel().helpInformation());
     return 2;
@@ -88,7 +89,7 @@ export async function main(argv: string[]): Promise<number> {
   if (name === 'help' && rest[0] !== undefined && Object.hasOwn(COMMANDS, rest[0])) return main([rest[0], '--help']);
   if (!Object.hasOwn(COMMANDS, name)) {
     try {
-      await topLevel().parseAsync(argv, { from: 'user' });
+      await topLevel().parseAsync([name, ...rest], { from: 'user' });
     } catch (error) {
       if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
       throw error;

@@ -84,6 +84,8 @@ async function sign(values: Record<string, string | undefined>, files: string[],
   }
   if (values.out === undefined) io.stdout.write(bundle);
   else await writeFile(values.out, bundle);
+  // What was written, and where, on stderr: stdout stays the bundle alone when no --out is given.
+  io.stderr.write(`signed ${files[0]} with ${values.key}: wrote its bundle (${Buffer.byteLength(bundle)} bytes) to ${values.out ?? 'stdout'}\n`);
   return RELEASE_EXIT.ok;
 }
 

@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
@@ -12,16 +12,22 @@ import { runWorker } from '../workers/worker.ts';
 import { foreignChannelProblem, foreignPrimaryProblem } from '../workers/foreign-parent.ts';
 
 /**
- * Development convenience: with no hardware TEE and no keys file yet, make the first key and show it
- * once on the terminal (not in the log), so a fresh checkout works end to end.
+ * Development convenience: with no hardware TEE and no keys file yet, make the first key, to be shown
+ * once on the terminal (not in the log) when Sigil is ready, so a fresh checkout works end to end. A
+ * start that fails removes the file again, so the key is never shown for a Sigil that did not start.
  */
-function ensureDevelopmentKey(config: LoadedConfig): void {
-  if (config.attestation.provider !== 'none' || existsSync(config.auth.keys_file)) return;
+function ensureDevelopmentKey(config: LoadedConfig): { notice: string; file: string } | undefined {
+  if (config.attestation.provider !== 'none' || existsSync(config.auth.keys_file)) return undefined;
   const { key, id } = addKey(config.auth.keys_file, 'first-start');
-  process.stderr.write(
+  const notice =
     `\nNo API keys yet, so Sigil made one (id ${id}, hash stored in ${config.auth.keys_file}).\n` +
-      `It is shown this once; use it as 'Authorization: Bearer <key>':\n\n    ${key}\n\n`,
-  );
+    `It is shown this once; use it as 'Authorization: Bearer <key>':\n\n    ${key}\n\n`;
+  return { notice, file: config.auth.keys_file };
+}
+
+/** The one plain line a person waits for. */
+function readyLine(url: string): string {
+  return `Sigil is ready at ${url} - open it for the trust page\n`;
 }
 
 /**
@@ -71,12 +77,14 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: cannot listen on ${problem}\n`);
     return 1;
   }
-  ensureDevelopmentKey(config);
+  const madeKey = ensureDevelopmentKey(config);
+  const ready = (url: string) => process.stderr.write((madeKey?.notice ?? '') + readyLine(url));
   const workers = servingProcesses(config);
   if (workers > 1) {
     try {
-      return await runPrimary(config, workers);
+      return await runPrimary(config, workers, ready);
     } catch (err) {
+      if (madeKey !== undefined) rmSync(madeKey.file, { force: true });
       process.stderr.write(`sigil: ${(err as Error).message}\n`);
       return 1;
     }
@@ -90,9 +98,11 @@ export async function run(argv: string[]): Promise<number> {
     sigil = await startSigil(config);
   } catch (err) {
     process.off('SIGHUP', reload);
+    if (madeKey !== undefined) rmSync(madeKey.file, { force: true });
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
+  ready(sigil.url);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);

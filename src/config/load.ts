@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import { closestKey, knownKeysAt } from './known-keys.ts';
 import { configSchema, type SigilConfig } from './schema.ts';
 
 export const DEFAULT_CONFIG_PATH = 'config/sigil.yaml';
@@ -26,12 +27,18 @@ const REQUIRED_HINTS: Record<string, string> = {
 };
 
 /** Formats schema issues as `key.path: problem`, one per line. */
-export function describeIssues(issues: readonly z.core.$ZodIssue[], label: string): string {
+export function describeIssues(issues: readonly z.core.$ZodIssue[], label: string, schema?: z.core.$ZodType): string {
   return issues
     .map((issue) => {
       const at = issue.path.map(String).join('.');
       if (issue.code === 'unrecognized_keys') {
-        return issue.keys.map((key) => `${label}: unknown key '${at ? `${at}.${key}` : key}'`).join('\n');
+        const known = schema === undefined ? [] : knownKeysAt(schema, issue.path);
+        return issue.keys
+          .map((key) => {
+            const near = closestKey(key, known);
+            return `${label}: unknown key '${at ? `${at}.${key}` : key}'${near === undefined ? '' : ` (did you mean '${near}'?)`}`;
+          })
+          .join('\n');
       }
       if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) {
         return `${label}: ${at || '(top level)'}: missing: this setting is required${REQUIRED_HINTS[at] ?? ''}`;
@@ -50,7 +57,7 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
     throw new ConfigError(`${source}: not valid YAML: ${(err as Error).message}`);
   }
   const result = configSchema.safeParse(raw);
-  if (!result.success) throw new ConfigError(describeIssues(result.error.issues, source));
+  if (!result.success) throw new ConfigError(describeIssues(result.error.issues, source, configSchema));
   const config = result.data;
   if (config.transparency_log !== undefined && (config.workers ?? 1) > 1) {
     throw new ConfigError(`${source}: transparency_log: the log's sequencer runs in one process; set workers: 1 or leave workers out (docs/log.md)`);

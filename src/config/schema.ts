@@ -243,7 +243,13 @@ export const configSchema = z.strictObject({
       bearer_token_env: z.string().min(1).optional(),
     })
     .prefault({}),
-  log: z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({}),
+  log: z
+    .strictObject({
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      /** json: JSON lines; pretty: one readable line each; auto: pretty when stdout is a terminal, else JSON. */
+      format: z.enum(['auto', 'json', 'pretty']).default('auto'),
+    })
+    .prefault({}),
   /** The built-in llama.cpp engine, started when no upstream is configured. Without `model`: the demo model. */
   engine: z
     .strictObject({

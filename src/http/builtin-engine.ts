@@ -1,5 +1,5 @@
-import { statSync } from 'node:fs';
-import { basename, resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { basename, extname, resolve } from 'node:path';
 import type { Endpoint } from '../catalogue/schema.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import type { Logger } from '../log/logger.ts';
@@ -9,6 +9,16 @@ export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';
 /** What the built-in engine serves (src/engine/README.md): no /v1/responses, and embeddings from the same model. */
 const BUILTIN_ENGINE_ENDPOINTS: Endpoint[] = ['chat', 'completions', 'embeddings'];
 export const BUILTIN_UPSTREAM = 'builtin';
+
+/** The GGUF the built-in engine loads for this configuration: `engine.model`, else the demo model (relative to the working directory). */
+export function builtinModelPath(config: LoadedConfig): string {
+  return config.engine.model ?? resolve(DEMO_MODEL_PATH);
+}
+
+/** The model id the built-in engine serves a file as (and its catalogue lists): the file name without its extension. */
+export function builtinModelId(modelPath: string): string {
+  return basename(modelPath, extname(modelPath));
+}
 
 export interface BuiltinEngine {
   /** The configuration with the engine as its one upstream. */
@@ -31,8 +41,11 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
   const { sha256File } = await import('../engine/hash/hash-file.ts');
 
   const demo = config.engine.model === undefined;
-  const modelPath = demo ? resolve(DEMO_MODEL_PATH) : config.engine.model!;
+  const modelPath = builtinModelPath(config);
+  // Progress a person waits through on a first start: making the demo model, then loading the engine.
+  if (demo && !existsSync(modelPath)) logger.info({ path: modelPath }, 'making the demo model (5.6 MB of random weights, once)');
   const modelHash = demo ? (await ensureDemoModel(modelPath)).sha256 : `sha256:${await sha256File(modelPath)}`;
+  logger.info({ model: basename(modelPath), threads: config.engine.threads, parallel: config.engine.parallel }, 'starting the built-in engine');
   const started = Date.now();
   const engine = await startEngineProcess({
     modelPath,

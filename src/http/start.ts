@@ -15,6 +15,7 @@ import { KeyRing } from '../auth/bearer.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
+import { plaintextOnTeeProblem } from '../policy/tee-requirements.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner, type SignReceipt } from '../receipts/signer.ts';
@@ -146,7 +147,7 @@ export async function startSigil(configured: LoadedConfig, options: StartOptions
 
 /** Starts the built-in engine when no upstream is configured, then builds the context in front of it. */
 export async function buildContext(configured: LoadedConfig, options: StartOptions = {}): Promise<SigilContext> {
-  const logger = options.logger ?? createLogger(configured.log.level);
+  const logger = options.logger ?? createLogger(configured.log.level, undefined, configured.log.format);
   // The manifest's code listings are hashed while the engine starts and the weights are hashed (a failure shows when the manifest is made).
   codeListings(runningCode()).catch(() => undefined);
   const builtin = Object.keys(configured.upstreams).length === 0 ? await startBuiltinEngine(configured, logger) : undefined;
@@ -184,12 +185,8 @@ async function buildAroundEngine(config: LoadedConfig, logger: Logger, options: 
       : await loadSigningKey(config.receipts.key_file);
   const jwks: Jwks = { keys: [signingKey.publicJwk] };
   if (provider.tee !== 'none') refuseUnmeasuredRuntime(options.runtime ?? currentRuntime(), provider.tee);
-  if (config.tls.mode === 'off' && provider.tee !== 'none' && !config.tls.allow_plaintext) {
-    throw new ConfigError(
-      `tls.mode is off on a ${provider.tee} machine: prompts would cross the host's network in plaintext before reaching the enclave. ` +
-        'Set tls.mode (self-signed, acme or files), or tls.allow_plaintext: true when a terminator inside the enclave fronts Sigil.',
-    );
-  }
+  const plaintext = provider.tee === 'none' ? undefined : plaintextOnTeeProblem(config, provider.tee);
+  if (plaintext !== undefined) throw new ConfigError(plaintext);
   if (provider.tee !== 'none') {
     for (const upstream of served.policy.upstreams) {
       const problem = outsideVmProblem(upstream);
@@ -518,6 +515,11 @@ export async function drain(serving: Serving, listening: Listening, graceMs: num
   }
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
+  const waiting = state.inFlight.count;
+  logger.info(
+    { in_flight: waiting, grace_ms: graceMs },
+    waiting === 0 ? 'shutting down: no request in flight' : `shutting down: waiting up to ${graceMs} ms for ${waiting} request(s) in flight to finish`,
+  );
   if (!(await state.inFlight.settled(graceMs))) {
     logger.warn({ in_flight: state.inFlight.count }, 'shutdown grace period over: cutting the remaining requests');
     state.streamsCut.abort(new HttpError('not_ready', 'Sigil is shutting down: this stream was cut when the shutdown grace period ended; retry the request.'));

@@ -16,6 +16,7 @@ const CATALOGUE = {
   bad_request: { status: 400, type: 'invalid_request_error' },
   body_read_failed: { status: 400, type: 'invalid_request_error' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error' },
+  context_length_exceeded: { status: 400, type: 'invalid_request_error' },
   ehbp_required: { status: 400, type: 'invalid_request_error' },
   ehbp_invalid_encapsulated_key: { status: 400, type: 'invalid_request_error' },
   ehbp_invalid_body: { status: 400, type: 'invalid_request_error' },
@@ -35,8 +36,8 @@ const CATALOGUE = {
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   upstream_unprocessable: { status: 422, type: 'invalid_request_error' },
   ehbp_key_config_mismatch: { status: 422, type: 'invalid_request_error' },
-  rate_limit_exceeded: { status: 429, type: 'rate_limit_exceeded' },
-  upstream_rate_limited: { status: 429, type: 'rate_limit_exceeded' },
+  rate_limit_exceeded: { status: 429, type: 'requests' },
+  upstream_rate_limited: { status: 429, type: 'requests' },
   request_header_fields_too_large: { status: 431, type: 'invalid_request_error' },
   internal_error: { status: 500, type: 'server_error' },
   stored_receipt_invalid: { status: 500, type: 'server_error' },
@@ -112,14 +113,15 @@ const ENGINE_REFUSALS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCod
 
 /**
  * docs/api.md and 6: an engine's refusal reaches the client in OpenAI's shape, with the engine's message
- * and param. Credentials refused (401, 403) and failures (5xx, or anything not a 4xx) are Sigil's
+ * and param (and its code when it is `context_length_exceeded`). Credentials refused (401, 403) and failures (5xx, or anything not a 4xx) are Sigil's
  * problem, not the client's: 502. An engine 429 keeps its `Retry-After`.
  */
-export function engineRefusal(status: number, info: { message?: string; param?: string }, retryAfter: string | undefined): HttpError {
+export function engineRefusal(status: number, info: { message?: string; param?: string; code?: string }, retryAfter: string | undefined): HttpError {
   if (status < 400 || status >= 500 || status === 401 || status === 403) {
     return new HttpError('upstream_server_error', `The engine failed with status ${status}.`);
   }
-  const code = ENGINE_REFUSALS.get(status) ?? 'upstream_bad_request';
+  // OpenAI's (and vLLM's, and the built-in engine's) code for a prompt over the context is one clients test for: it is kept.
+  const code = status === 400 && info.code === 'context_length_exceeded' ? 'context_length_exceeded' : (ENGINE_REFUSALS.get(status) ?? 'upstream_bad_request');
   const headers: Record<string, string> = {};
   if (code === 'upstream_rate_limited' && retryAfter !== undefined && /^\d{1,9}$/.test(retryAfter.trim())) headers['retry-after'] = retryAfter.trim();
   return new HttpError(code, info.message ?? `The engine refused the request with status ${status}.`, { param: info.param ?? null, headers });

@@ -181,7 +181,7 @@ export function readEngineBody(response: EngineResponse, limit: number, declared
   });
 }
 
-function engineMessage(bytes: Buffer): { message?: string; param?: string } {
+function engineMessage(bytes: Buffer): { message?: string; param?: string; code?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));
@@ -192,11 +192,13 @@ function engineMessage(bytes: Buffer): { message?: string; param?: string } {
   const top = parsed as Record<string, unknown>;
   const inner = (typeof top.error === 'object' && top.error !== null ? top.error : top) as Record<string, unknown>;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
-  const out: { message?: string; param?: string } = {};
+  const out: { message?: string; param?: string; code?: string } = {};
   const message = str(inner.message) ?? str(top.error) ?? str(top.detail);
   if (message !== undefined) out.message = message;
   const param = str(inner.param);
   if (param !== undefined) out.param = param;
+  const code = str(inner.code);
+  if (code !== undefined) out.code = code;
   return out;
 }
 

@@ -3,7 +3,7 @@ import { explain } from './explain.ts';
 import type { ReceiptContext } from '../verify/exchange.ts';
 import type { ServiceFacts } from '../verify/verify-service.ts';
 import { HEADLINE_WORDS } from '../verify/headline.ts';
-import { unreadableReport, verifyService, type RimFile, type ServiceReport } from './verify-service.ts';
+import { DEVELOPMENT_WAIVER, unreadableReport, verifyService, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import { checkMark, fail, isNotPinned, isWaived, verdictOf, type Check, type CheckMark } from '../verify/check.ts';
 
@@ -45,14 +45,22 @@ function readReference(text: string): ReferenceValues | undefined {
   return parseReferenceValues(text);
 }
 
-function renderChecks(list: HTMLOListElement, checks: readonly Check[]): void {
+/**
+ * The checks, each with its status and detail; with `shareTitles` (a receipt's checks, which the registry
+ * explains in one title and sentence), a title and sentence that repeat the row above are shown once.
+ */
+function renderChecks(list: HTMLOListElement, checks: readonly Check[], shareTitles = false): void {
+  let previous = '';
   list.replaceChildren(
     ...checks.map((check) => {
       const item = element('li');
       const { title, why } = explain(check.name);
       const status = STATUS[checkMark(check)];
-      item.append(element('span', status.word, `status ${status.tone}`), element('span', title, 'check-title'));
-      if (why !== '') item.append(element('p', why, 'check-why'));
+      const repeated = shareTitles && `${title}\n${why}` === previous;
+      previous = `${title}\n${why}`;
+      item.append(element('span', status.word, `status ${status.tone}`));
+      if (!repeated) item.append(element('span', title, 'check-title'));
+      if (!repeated && why !== '') item.append(element('p', why, 'check-why'));
       const detail = `${isNotPinned(check) ? 'NOT PINNED: ' : ''}${check.detail}${isWaived(check) ? ` (waived: ${check.waived})` : ''}`;
       item.append(element('p', `${check.name}: ${detail}`, 'check-detail'));
       return item;
@@ -224,7 +232,7 @@ async function verify(event?: SubmitEvent): Promise<void> {
 function receiptContext(facts: ServiceFacts): ReceiptContext {
   const context: ReceiptContext = { jwks: facts.jwks, measurement: facts.measurement, policy: facts.policy, policyHash: facts.policyHash };
   if (facts.attestationHash !== undefined) context.attestationHash = facts.attestationHash;
-  if (facts.tee === 'none') context.noHardwareEnclave = 'a development service (tee "none"): this page lets you try it, nothing more';
+  if (facts.tee === 'none') context.noHardwareEnclave = DEVELOPMENT_WAIVER;
   return context;
 }
 
@@ -276,7 +284,7 @@ async function chat(event: SubmitEvent): Promise<void> {
     );
     item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
     const checks = element('ol', undefined, 'checks');
-    renderChecks(checks, outcome.receipt.checks);
+    renderChecks(checks, outcome.receipt.checks, true);
     item.append(checks);
     byId('receipts').prepend(item);
     show('receipts-panel');

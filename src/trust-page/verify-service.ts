@@ -65,6 +65,9 @@ export interface VerifyServiceOptions {
 
 export { headlineOf };
 
+/** Why a development service's missing hardware is waived on the page (receipts are tried under the same words). */
+export const DEVELOPMENT_WAIVER = 'a development service (tee "none"): this page lets you try it, nothing more';
+
 /** A service that could not be read at all: one failed check the registry declares, saying why. */
 export function unreadableReport(check: Check): ServiceReport {
   const verdict = verdictOf([check]);
@@ -103,6 +106,8 @@ export async function verifyService(base: string, options: VerifyServiceOptions 
   if (options.rims !== undefined && options.rims.length > 0) evidence.rims = options.rims.map((r) => r.text);
   const expect: ServiceExpectations = { nonce };
   if (options.reference !== undefined) expect.reference = options.reference;
+  // A development service is shown as one, to try and nothing more: its missing hardware is waived, as `sigil verify --allow-no-tee` waives it.
+  if (doc.tee === 'none') expect.waive = { noHardwareEnclave: DEVELOPMENT_WAIVER };
   const result = await verifyWithCore(evidence, expect);
   return { verdict: result.verdict, headline: headlineOf(result.verdict, doc.tee), checks: result.checks, document: doc, facts: result.facts, models };
 }

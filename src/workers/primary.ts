@@ -57,8 +57,8 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
 }
 
 /** Runs until SIGTERM or SIGINT has drained every worker; the exit code of `sigil serve`. */
-export async function runPrimary(config: LoadedConfig, count: number): Promise<number> {
-  const logger = createLogger(config.log.level);
+export async function runPrimary(config: LoadedConfig, count: number, onReady: (url: string) => void = () => {}): Promise<number> {
+  const logger = createLogger(config.log.level, undefined, config.log.format);
   const built = await buildContext(config, { logger, handOffKeys: true });
   const { state, fleet } = built;
   const parts = await handoffParts(built);
@@ -168,6 +168,7 @@ export async function runPrimary(config: LoadedConfig, count: number): Promise<n
     },
     'sigil listening',
   );
+  onReady(url);
 
   await new Promise<void>((resolve) => {
     const stop = () => {

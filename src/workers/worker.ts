@@ -61,7 +61,7 @@ function servedTls(given: NonNullable<Handoff['tls']>): ServedTls & { renew(cred
 
 async function contextFrom(handoff: Handoff, channel: PrimaryChannel, views: FleetViews): Promise<AppContext> {
   const { config } = handoff;
-  const logger = createLogger(config.log.level).child({ worker: handoff.workerId });
+  const logger = createLogger(config.log.level, undefined, config.log.format).child({ worker: handoff.workerId });
   const upstreams = createUpstreams(config.upstreams);
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);

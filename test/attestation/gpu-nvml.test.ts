@@ -153,7 +153,7 @@ describe('GPU evidence through NVML (a stand-in libnvidia-ml built from test/sup
     expect(await none.collect(Buffer.alloc(32))).toEqual([]);
     expect(missing.logged).toHaveLength(1);
     expect(missing.logged[0]).toMatch(
-      /^info: attestation.gpu auto: NVML \(\/nonexistent\/libnvidia-ml.so.1\) cannot be loaded: .*; documents carry no GPU evidence$/,
+      /^info: attestation.gpu auto: no NVIDIA driver here \(the NVML library \/nonexistent\/libnvidia-ml.so.1 is not installed\); documents carry no GPU evidence$/,
     );
     configure(2, 0);
     const off = collector('auto');

@@ -22,4 +22,14 @@ describe("the README's snippets work as written", () => {
     expect(requests.length).toBe(2);
     for (const request of requests) expect(request).toMatch(/max_tokens"?: ?\d+/);
   });
+
+  it('the tour sets every shell variable its snippets read, and the key under the name sigil verify and the OpenAI snippet read', () => {
+    const tour = README.slice(README.indexOf('## A quick tour'), README.indexOf('\n## ', README.indexOf('## A quick tour') + 1));
+    const shell = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).join('\n');
+    const set = new Set(['PWD', 'HOME', ...[...shell.matchAll(/^(?:export )?([A-Z_]+)=/gm)].map((m) => m[1]!)]);
+    const read = new Set([...shell.matchAll(/\$\{?([A-Z_]+)/g)].map((m) => m[1]!));
+    expect([...read].filter((name) => !set.has(name))).toEqual([]);
+    expect(shell).toMatch(/^export SIGIL_API_KEY=/m);
+    expect(tour).toContain('apiKey: process.env.SIGIL_API_KEY');
+  });
 });

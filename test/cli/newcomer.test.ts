@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,8 +25,8 @@ function configDir(yaml: string, files: Record<string, string> = {}): string {
 }
 
 describe('the sigil command explains itself', () => {
-  it('--version prints the package version', () => {
-    expect(sigil(['--version'])).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
+  it('--version, -v and -V print the package version', () => {
+    for (const flag of ['--version', '-v', '-V']) expect(sigil([flag])).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
   });
 
   it('--help lists every command, config check included', () => {
@@ -90,6 +90,21 @@ describe('config errors a newcomer meets first', () => {
 });
 
 describe('sigil config check', () => {
+  it('suggests the key meant for a mistyped one, at any depth', () => {
+    const dir = configDir('atestation: {provider: none}\nauth: {keys_fle: keys}\nlisten: {prot: 8080}\n');
+    const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`unknown key 'atestation' (did you mean 'attestation'?)`);
+    expect(result.stderr).toContain(`unknown key 'auth.keys_fle' (did you mean 'keys_file'?)`);
+    expect(result.stderr).toContain(`unknown key 'listen.prot' (did you mean 'port'?)`);
+  });
+
+  it('suggests nothing for a key far from every known one', () => {
+    const dir = configDir('auth: {keys_file: keys}\nzebra: 1\n');
+    const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.stderr).toContain(`unknown key 'zebra'\n`);
+  });
+
   it('summarises a good config and what it names, without serving', () => {
     const dir = configDir('listen: {port: 9}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n', {
       'models.yaml': MODELS,
@@ -137,4 +152,74 @@ describe('sigil serve on a port already in use', () => {
     );
     expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
   });
+});
+
+describe('sigil serve on a first start', () => {
+  it('a start that fails (a missing catalogue) shows no new key and leaves no keys file', () => {
+    const dir = configDir(
+      'listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: nope.yaml\n',
+    );
+    const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).not.toContain('No API keys yet');
+    expect(result.stderr).toContain('nope.yaml');
+    expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
+  });
+
+  it('a start that works shows the new key, then one plain line with the URL', async () => {
+    const dir = configDir(
+      `listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n`,
+      { 'models.yaml': MODELS },
+    );
+    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    await new Promise<string>((resolve, reject) => {
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const match = /Sigil is ready at (http:\/\/127\.0\.0\.1:\d+) - open it for the trust page\n/.exec(stderr);
+        if (match) resolve(match[1]!);
+      });
+      child.once('exit', (code) => reject(new Error(`sigil exited ${code}: ${stderr}`)));
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+    expect(stderr.indexOf('No API keys yet')).toBeGreaterThanOrEqual(0);
+    expect(stderr.indexOf('No API keys yet')).toBeLessThan(stderr.indexOf('Sigil is ready at'));
+    expect(existsSync(join(dir, 'keys.txt'))).toBe(true);
+  }, 60_000);
+});
+
+describe('sigil serve with no upstream, in a fresh folder', () => {
+  it('says what it is doing while it makes the demo model and starts the engine, then that it is ready', async () => {
+    const dir = configDir('listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\n');
+    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        if (stderr.includes('Sigil is ready at ')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`sigil exited ${code}: ${stderr}`)));
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+    // Not a terminal: JSON lines, in the order a person waits through them.
+    const messages = stdout
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { msg: string }).msg);
+    const at = (msg: string) => messages.indexOf(msg);
+    expect(at('making the demo model (5.6 MB of random weights, once)')).toBeGreaterThanOrEqual(0);
+    expect(at('making the demo model (5.6 MB of random weights, once)')).toBeLessThan(at('starting the built-in engine'));
+    expect(at('starting the built-in engine')).toBeLessThan(at('built-in engine started'));
+    expect(at('built-in engine started')).toBeLessThan(at('sigil listening'));
+    expect(existsSync(join(dir, '.sigil/models/demo-tiny-random.gguf'))).toBe(true);
+  }, 120_000);
 });

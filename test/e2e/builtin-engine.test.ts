@@ -62,6 +62,9 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
     expect(embedding.data).toHaveLength(2);
     expect(embedding.data[0]!.embedding.length).toBeGreaterThan(8);
     expect(embedding.data[0]!.embedding.every((x) => Number.isFinite(x))).toBe(true);
+    // OpenAI's embeddings usage: prompt and total tokens, no completion tokens.
+    expect(Object.keys(embedding.usage).sort()).toEqual(['prompt_tokens', 'total_tokens']);
+    expect(embedding.usage.total_tokens).toBe(embedding.usage.prompt_tokens);
     const error = await client()
       .responses.create({ model: 'scripted', input: 'Hi' })
       .catch((e: unknown) => e);
@@ -82,6 +85,16 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
     ).json()) as { usage: unknown };
     expect(completion.usage).toEqual(direct.usage);
     expect(completion.usage!.completion_tokens).toBeGreaterThan(3);
+  });
+
+  it("a prompt over the context keeps the engine's OpenAI code context_length_exceeded", async () => {
+    const error = await client()
+      .chat.completions.create({ model: 'scripted', messages: [{ role: 'user', content: 'receipts '.repeat(600) }] })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('messages');
+    expect((error as Error).message).toContain('maximum context length is 512 tokens');
   });
 
   it('stops with finish_reason length when max_tokens cuts the answer', async () => {

@@ -217,10 +217,14 @@ describe('tools and structured output through Sigil to the built-in engine', () 
     expect((sent.messages as unknown[]).slice(1)).toEqual(JSON.parse(JSON.stringify(followUp.slice(1))));
   });
 
-  it('the engine refusing tool_choice "auto" reaches the client as its OpenAI-shaped 400', async () => {
-    const error = await client.chat.completions.create({ model: CATALOGUE_ID, messages, tools: [weather] }).catch((e: unknown) => e);
+  it('the engine refusing a schema it cannot enforce reaches the client as its OpenAI-shaped 400', async () => {
+    const odd: OpenAI.ChatCompletionTool = {
+      type: 'function',
+      function: { name: 'pick', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 5 } } } },
+    };
+    const error = await client.chat.completions.create({ model: CATALOGUE_ID, messages, tools: [odd] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tool_choice');
-    expect((error as Error).message).toContain('tool_choice "auto"');
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tools[0].function.parameters.properties.n.multipleOf');
+    expect((error as Error).message).toContain('multipleOf');
   });
 });

@@ -204,7 +204,7 @@ describe('one sequence, a bounded queue', () => {
     expect(res.headers.get('retry-after')).toBe('1');
     expect(((await res.json()) as { error: unknown }).error).toEqual({
       message: 'The engine is busy and its queue is full; retry shortly.',
-      type: 'rate_limit_exceeded',
+      type: 'requests',
       param: null,
       code: 'rate_limit_exceeded',
     });

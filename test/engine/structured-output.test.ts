@@ -103,12 +103,18 @@ describe('response_format', () => {
 
   it.each([
     [
-      'a bound the grammar cannot hold',
-      { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } },
-      'response_format.json_schema.schema.properties.n.minimum',
+      'a multipleOf the grammar cannot hold',
+      { type: 'object', properties: { n: { type: 'integer', multipleOf: 5 } } },
+      'response_format.json_schema.schema.properties.n.multipleOf',
     ],
+    ['bounds no whole number meets', { type: 'number', minimum: 0.2, maximum: 0.8 }, 'response_format.json_schema.schema'],
     ['a pattern', { type: 'object', properties: { s: { type: 'string', pattern: '^a' } } }, 'response_format.json_schema.schema.properties.s.pattern'],
-    ['a string format it does not know', { type: 'string', format: 'email' }, 'response_format.json_schema.schema.format'],
+    ['a string format it does not know', { type: 'string', format: 'hostname' }, 'response_format.json_schema.schema.format'],
+    [
+      'a pattern beside email other than the usual one',
+      { type: 'string', format: 'email', pattern: '^a@b\\.c$' },
+      'response_format.json_schema.schema.pattern',
+    ],
     ['a property that allows anything', { type: 'object', properties: { x: {} } }, 'response_format.json_schema.schema.properties.x'],
     ['a reference to nothing', { type: 'object', properties: { x: { $ref: '#/$defs/missing' } } }, 'response_format.json_schema.schema.properties.x.$ref'],
     ['an allOf of two schemas', { allOf: [{ type: 'string' }, { type: 'string' }] }, 'response_format.json_schema.schema.allOf'],
@@ -125,6 +131,32 @@ describe('response_format', () => {
     const { error } = (await res.json()) as { error: { param: string; code: string; message: string } };
     expect(error).toMatchObject({ param, code: 'invalid_request' });
     expect(error.message).toMatch(/schema|needs|allows|defin/);
+  });
+
+  it('enforces minimum, maximum and their exclusive forms, and format email: every sampled answer keeps them', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        days: { type: 'integer', minimum: 1, maximum: 7 },
+        delta: { type: 'integer', exclusiveMinimum: -3, exclusiveMaximum: 3 },
+        ratio: { type: 'number', minimum: 0.5, maximum: 4 },
+        contact: { type: 'string', format: 'email' },
+      },
+    };
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const completion = await client.chat.completions.create({
+        model: 'scripted',
+        messages,
+        seed,
+        response_format: { type: 'json_schema', json_schema: { name: 'bounds', schema } },
+      });
+      expect(completion.choices[0]!.finish_reason).toBe('stop');
+      const answer = JSON.parse(completion.choices[0]!.message.content!) as { days: number; delta: number; ratio: number; contact: string };
+      expect(Number.isInteger(answer.days) && answer.days >= 1 && answer.days <= 7).toBe(true);
+      expect(Number.isInteger(answer.delta) && answer.delta > -3 && answer.delta < 3).toBe(true);
+      expect(answer.ratio >= 0.5 && answer.ratio <= 4).toBe(true);
+      expect(answer.contact).toMatch(/^[a-z0-9.]+@[a-z0-9.]+\.[a-z]{2,6}$/);
+    }
   });
 
   it('on /v1/completions too: the text is JSON of the schema', async () => {
@@ -260,8 +292,6 @@ describe('tools and tool_choice', () => {
   });
 
   it.each([
-    ['tools with tool_choice left to "auto"', { tools: [weather] }, 'tool_choice'],
-    ['tool_choice "auto"', { tools: [weather], tool_choice: 'auto' }, 'tool_choice'],
     ['a named tool that is not declared', { tools: [weather], tool_choice: { type: 'function', function: { name: 'launch' } } }, 'tool_choice'],
     ['"required" with no tools', { tool_choice: 'required' }, 'tool_choice'],
     ['a tool that is not a function', { tools: [{ type: 'code_interpreter' }], tool_choice: 'required' }, 'tools[0]'],
@@ -270,10 +300,10 @@ describe('tools and tool_choice', () => {
     [
       'parameters the grammar cannot enforce',
       {
-        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', maximum: 3 } } } } }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', multipleOf: 3 } } } } }],
         tool_choice: 'required',
       },
-      'tools[0].function.parameters.properties.n.maximum',
+      'tools[0].function.parameters.properties.n.multipleOf',
     ],
     [
       'a tool call nobody answered',
@@ -294,9 +324,85 @@ describe('tools and tool_choice', () => {
     expect(error).toMatchObject({ param, type: 'invalid_request_error' });
   });
 
-  it('tells the openai client why "auto" is refused', async () => {
-    const error = await client.chat.completions.create({ model: 'scripted', messages, tools: [weather] }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((error as Error).message).toContain('tool_choice "auto"');
+  it('"auto" (the default with tools) answers text, or calls in the template\'s syntax, each valid for its tool', async () => {
+    const kinds = new Set<string>();
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const completion = await client.chat.completions.create({ model: 'scripted', messages, seed, tools: [weather, time], max_tokens: 200 });
+      const choice = completion.choices[0]!;
+      if (choice.message.tool_calls !== undefined) {
+        kinds.add('calls');
+        expect(choice.finish_reason).toBe('tool_calls');
+        expect(choice.message.content).toBe('');
+        for (const call of choice.message.tool_calls) {
+          if (call.type !== 'function') throw new Error('not a function call');
+          if (call.function.name === 'get_weather') expectWeatherArguments(call.function.arguments);
+          else expect(JSON.parse(call.function.arguments)).toEqual({ zone: 'CET' });
+        }
+      } else {
+        kinds.add('text');
+        expect(choice.message.content!.startsWith('||call: ')).toBe(false);
+      }
+    }
+    expect(kinds.size).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ['a named tool', named],
+    ['"required"', 'required' as const],
+  ])('a call cut at max_tokens by %s answers finish_reason length with the arguments as decoded, never tool_calls', async (_name, choice) => {
+    const completion = await client.chat.completions.create({ model: 'scripted', messages, tools: [weather], tool_choice: choice, max_tokens: 4 });
+    expect(completion.choices[0]!.finish_reason).toBe('length');
+    const calls = completion.choices[0]!.message.tool_calls ?? [];
+    for (const call of calls) {
+      if (call.type !== 'function') throw new Error('not a function call');
+      expect(() => JSON.parse(call.function.arguments)).toThrow();
+    }
+  });
+});
+
+describe('tool_choice "auto" with a model that calls a tool', () => {
+  const CALL = '||call: get_time({"zone":"CET"})';
+  let caller: RunningEngine;
+  let callerClient: OpenAI;
+
+  beforeAll(async () => {
+    await makeModel({ out: join(dir, 'caller.gguf'), scripted: CALL });
+    caller = await startEngine({ host: '127.0.0.1', port: 0, threads: 1, modelPath: join(dir, 'caller.gguf'), parallel: 1, contextSize: 1024, maxQueued: 4 });
+    callerClient = new OpenAI({ baseURL: `${caller.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await caller?.close();
+  });
+
+  it("a call written in the template's syntax becomes a tool call, finish_reason tool_calls", async () => {
+    const completion = await callerClient.chat.completions.create({ model: 'caller', messages, temperature: 0, tools: [weather, time] });
+    const choice = completion.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.content).toBe('');
+    expect(choice.message.tool_calls).toHaveLength(1);
+    expect(choice.message.tool_calls![0]).toMatchObject({ type: 'function', function: { name: 'get_time', arguments: '{"zone":"CET"}' } });
+  });
+
+  it('streams the call whole once the answer ends, and no text', async () => {
+    const stream = await callerClient.chat.completions.create({ model: 'caller', messages, temperature: 0, tools: [weather, time], stream: true });
+    const deltas: OpenAI.ChatCompletionChunk.Choice.Delta[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) {
+        deltas.push(choice.delta);
+        finish = choice.finish_reason ?? finish;
+      }
+    }
+    expect(deltas.map((d) => d.content ?? '').join('')).toBe('');
+    const calls = deltas.flatMap((d) => d.tool_calls ?? []);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'get_time', arguments: '{"zone":"CET"}' } });
+    expect(finish).toBe('tool_calls');
+  });
+
+  it('without tools the same model answers the call syntax as plain text', async () => {
+    const completion = await callerClient.chat.completions.create({ model: 'caller', messages, temperature: 0 });
+    expect(completion.choices[0]!.message.content).toBe(CALL);
   });
 });

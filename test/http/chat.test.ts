@@ -233,7 +233,7 @@ describe('engine failures', () => {
     const limited = await post(chatBody);
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toBe('7');
-    expect(await limited.json()).toEqual({ error: { message: 'engine says 429', type: 'rate_limit_exceeded', param: null, code: 'upstream_rate_limited' } });
+    expect(await limited.json()).toEqual({ error: { message: 'engine says 429', type: 'requests', param: null, code: 'upstream_rate_limited' } });
     vllm.behaviour = { status: 404 };
     const missing = await post(chatBody);
     expect(missing.status).toBe(404);

@@ -67,6 +67,10 @@ describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
         ),
       ).toBe(true);
       expect(await sigil.exited).toBe(0);
+      // The log says what the shutdown waited for.
+      expect(sigil.logs).toContainEqual(
+        expect.objectContaining({ msg: 'shutting down: waiting up to 1000 ms for 1 request(s) in flight to finish', in_flight: 1, grace_ms: 1000 }),
+      );
     },
   );
 

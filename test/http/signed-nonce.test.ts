@@ -65,7 +65,7 @@ describe('a signed nonce', () => {
     expect(statuses.slice(-2)).toEqual([429, 429]);
     const limited = await get(`?nonce=${'cd'.repeat(32)}&proof=signature`);
     expect(limited.headers.get('retry-after')).toBe('1');
-    expect(limited.body).toMatchObject({ error: { type: 'rate_limit_exceeded', code: 'rate_limit_exceeded' } });
+    expect(limited.body).toMatchObject({ error: { type: 'requests', code: 'rate_limit_exceeded' } });
     expect((await get(`?nonce=${'ef'.repeat(32)}`)).status).toBe(200);
   });
 });

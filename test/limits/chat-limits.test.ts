@@ -61,7 +61,7 @@ describe('per-key request rate', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
     expect(await refused.json()).toEqual({
-      error: { message: 'Rate limit reached: 3 requests per minute for this API key.', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' },
+      error: { message: 'Rate limit reached: 3 requests per minute for this API key.', type: 'requests', param: null, code: 'rate_limit_exceeded' },
     });
     expect(engine.requests.length).toBe(before);
     expect((await chat(sigil, sigil.otherKey)).status).toBe(200);

@@ -32,7 +32,12 @@ async function release(argv: string[], now = NOW): Promise<{ code: number; stdou
 describe('sigil release', () => {
   it('signs a manifest with a local key, verifies it with the public key, and writes the reference values sigil verify reads', async () => {
     const bundle = join(dir, 'signed.sigstore.json');
-    expect(await release(['sign', '--key', KEY, '--out', bundle, STATEMENT])).toEqual({ code: 0, stdout: '', stderr: '' });
+    const signed = await release(['sign', '--key', KEY, '--out', bundle, STATEMENT]);
+    expect(signed).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: `signed ${STATEMENT} with ${KEY}: wrote its bundle (${readFileSync(bundle).length} bytes) to ${bundle}\n`,
+    });
     const refOut = join(dir, 'reference.json');
     const verified = await release(['verify', bundle, '--key', PUB, '--reference-out', refOut]);
     expect(verified.code).toBe(0);

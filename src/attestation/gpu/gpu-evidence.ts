@@ -88,7 +88,12 @@ export function createGpuCollector(options: GpuCollectorOptions): GpuCollector {
   try {
     nvml = openNvml(library);
   } catch (err) {
-    return unavailable(`NVML (${library}) cannot be loaded: ${(err as Error).message}`, 'info');
+    const message = (err as Error).message;
+    // Every machine without an NVIDIA driver gets here: say that plainly rather than echo the loader's error.
+    if (options.mode === 'auto' && /cannot open shared object file|No such file|not found/i.test(message)) {
+      return unavailable(`no NVIDIA driver here (the NVML library ${library} is not installed)`, 'info');
+    }
+    return unavailable(`NVML (${library}) cannot be loaded: ${message}`, 'info');
   }
   try {
     const state = nvml.confComputeState();

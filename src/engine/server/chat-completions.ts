@@ -24,7 +24,12 @@ export async function handleChatCompletions(body: unknown, res: ServerResponse, 
   const { shape, functions } = request.tools;
   const prompt = engine.renderPrompt(request.messages, functions);
   const maxTokens = completionBudget(prompt.length, request, engine.contextSize);
-  const grammar = shape.kind === 'text' ? undefined : await engine.jsonGrammar(shape.schema);
+  const grammar =
+    shape.kind === 'text'
+      ? undefined
+      : shape.kind === 'tools'
+        ? await engine.toolsGrammar(shape.tools, shape.mode, shape.parallel)
+        : await engine.jsonGrammar(shape.schema);
 
   const aborter = new AbortController();
   res.on('close', () => {
@@ -43,7 +48,7 @@ export async function handleChatCompletions(body: unknown, res: ServerResponse, 
       let text = '';
       const result = await generate({ ...job, onText: (decoded) => (text += decoded) });
       if (result.finishReason === null) return;
-      const { message, finishReason } = answerMessage(shape, text, result.finishReason);
+      const { message, finishReason } = answerMessage(shape, engine.toolSyntax, text, result.finishReason);
       const json = JSON.stringify(completionBody(identity, message, finishReason, result));
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
     }
@@ -55,7 +60,7 @@ export async function handleChatCompletions(body: unknown, res: ServerResponse, 
 async function streamCompletion(job: Omit<GenerationJob<ChatRequest>, 'onText'>, identity: CompletionIdentity, res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.write(sseEvent(chunkBody(identity, { role: 'assistant', content: '' })));
-  const answer = new StreamedAnswer(job.request.tools.shape);
+  const answer = new StreamedAnswer(job.request.tools.shape, job.engine.toolSyntax);
   const send = (deltas: Delta[]) => deltas.forEach((delta) => res.write(sseEvent(chunkBody(identity, delta))));
   try {
     const result = await generate({ ...job, onText: (text) => send(answer.push(text)) });

@@ -73,7 +73,7 @@ export function createEmbeddingsHandler(engine: EngineModel, threads: number) {
       created: Math.floor(Date.now() / 1000),
       model: engine.name,
       data: vectors.map((vector, index) => ({ index, object: 'embedding', embedding: request.encoding === 'base64' ? base64Vector(vector) : vector })),
-      usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0 },
+      usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
     });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
   };

@@ -1,10 +1,10 @@
 import { basename, extname } from 'node:path';
 import {
+  LlamaText,
   resolveChatWrapper,
   type ChatHistoryItem,
   type ChatModelFunctions,
   type ChatWrapper,
-  type GbnfJsonSchema,
   type LlamaContext,
   type LlamaContextSequence,
   type LlamaGrammar,
@@ -13,6 +13,8 @@ import {
 } from 'node-llama-cpp';
 import { loadLlama } from '../llama-runtime.ts';
 import type { ChatMessage } from './chat-request.ts';
+import { withLeaves, type GrammarSchema } from './grammar-leaves.ts';
+import { toolCallsGrammar, toolCallSyntax, type ToolCallMode, type ToolCallSyntax } from './tool-calls.ts';
 
 export interface EngineModelOptions {
   modelPath: string;
@@ -39,7 +41,11 @@ export interface EngineModel {
    */
   renderPrompt(messages: readonly ChatMessage[], functions?: ChatModelFunctions): Token[];
   /** The grammar that keeps sampled text valid JSON: any JSON, or JSON of this schema. */
-  jsonGrammar(schema: GbnfJsonSchema | undefined): Promise<LlamaGrammar>;
+  jsonGrammar(schema: GrammarSchema | undefined): Promise<LlamaGrammar>;
+  /** How the model's chat template writes a tool call. */
+  toolSyntax: ToolCallSyntax;
+  /** The grammar of tool calls of these tools (or, in "auto" mode, of text instead), in the model's tool syntax. */
+  toolsGrammar(tools: ReadonlyArray<{ name: string; parameters: GrammarSchema }>, mode: ToolCallMode, parallel: boolean): Promise<LlamaGrammar>;
   /** Tokens that end an answer besides llama.cpp's end-of-generation set (from the chat template). */
   stopTokens: ReadonlySet<Token>;
   /** Texts that end an answer (from the chat template). */
@@ -58,6 +64,10 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
   const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
   const wrapper = resolveChatWrapper(model);
   const { stopTokens, stopTexts } = templateStops(wrapper, model);
+  const toolSyntax = toolCallSyntax(wrapper);
+  // The schema is known only at run time; the cast stops the compiler inferring an output type from it.
+  const schemaGrammarText = async ({ schema, leaves }: GrammarSchema) =>
+    withLeaves((await llama.createGrammarForJsonSchema(schema as { type: 'string' })).grammar, leaves);
   return {
     name: basename(options.modelPath, extname(options.modelPath)),
     model,
@@ -73,8 +83,16 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
       });
       return contextText.tokenize(model.tokenizer);
     },
-    // The schema is known only at run time; the cast stops the compiler inferring an output type from it.
-    jsonGrammar: (schema) => (schema === undefined ? llama.getGrammarFor('json') : llama.createGrammarForJsonSchema(schema as { type: 'string' })),
+    jsonGrammar: async (schema) =>
+      // node-llama-cpp's JSON grammars stop on blank lines (its root ends in four newlines), which the engine reads as the end.
+      schema === undefined
+        ? llama.getGrammarFor('json')
+        : llama.createGrammar({ grammar: await schemaGrammarText(schema), stopGenerationTriggers: [LlamaText('\n'.repeat(4))], trimWhitespaceSuffix: true }),
+    toolSyntax,
+    toolsGrammar: async (tools, mode, parallel) => {
+      const compiled = await Promise.all(tools.map(async (tool) => ({ name: tool.name, grammar: await schemaGrammarText(tool.parameters) })));
+      return llama.createGrammar({ grammar: toolCallsGrammar(toolSyntax, compiled, mode, parallel) });
+    },
     stopTokens,
     stopTexts,
     dispose: async () => {

@@ -33,7 +33,7 @@ export const bodyTooLarge = (limit: number): EngineHttpError =>
   new EngineHttpError(413, 'invalid_request_error', 'body_too_large', `The request body is larger than ${limit} bytes.`);
 
 export const queueFull = (): EngineHttpError =>
-  new EngineHttpError(429, 'rate_limit_exceeded', 'rate_limit_exceeded', 'The engine is busy and its queue is full; retry shortly.', null, {
+  new EngineHttpError(429, 'requests', 'rate_limit_exceeded', 'The engine is busy and its queue is full; retry shortly.', null, {
     'retry-after': '1',
   });
 

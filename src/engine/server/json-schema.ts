@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import type { GbnfJsonSchema } from 'node-llama-cpp';
 import { invalidRequest } from './errors.ts';
+import { EMAIL_GBNF, integerRange, KNOWN_EMAIL_PATTERNS, type GrammarLeaf, type GrammarSchema } from './grammar-leaves.ts';
 import { isObject } from './request-fields.ts';
 
 /**
@@ -10,13 +12,17 @@ import { isObject } from './request-fields.ts';
  * refused here with a 400 naming where it is. Annotations (title, description, ...) are accepted
  * and change nothing. Objects are generated with every listed property and, as in vLLM's default
  * (xgrammar) strict mode, no property the schema does not list unless `additionalProperties` says so.
+ * Sigil writes the grammar of what node-llama-cpp cannot bound itself (grammar-leaves.ts): integers
+ * within `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, numbers within them (decoded as
+ * whole numbers), and `format: "email"` (with or without the email pattern zod writes beside it).
  */
 
 const ANNOTATIONS = new Set(['title', 'description', '$schema', '$id', '$comment', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly', 'required']);
 const SIMPLE_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 const STRING_FORMATS = new Set(['date-time', 'date', 'time']);
 const KEYWORDS: Record<string, ReadonlySet<string>> = {
-  string: new Set(['type', 'minLength', 'maxLength', 'format']),
+  string: new Set(['type', 'minLength', 'maxLength', 'format', 'pattern']),
+  number: new Set(['type', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum']),
   object: new Set(['type', 'properties', 'additionalProperties', 'minProperties', 'maxProperties']),
   array: new Set(['type', 'items', 'prefixItems', 'minItems', 'maxItems']),
   simple: new Set(['type']),
@@ -24,7 +30,19 @@ const KEYWORDS: Record<string, ReadonlySet<string>> = {
 const DEFINITIONS = ['$defs', 'definitions'] as const;
 const COMBINATORS = ['$ref', 'const', 'enum', 'anyOf', 'oneOf', 'allOf'] as const;
 
-export function toGrammarSchema(schema: unknown, param: string): GbnfJsonSchema {
+/** What the conversion carries along: the names $ref may point at, and the leaves Sigil writes itself. */
+interface Conversion {
+  names: ReadonlySet<string>;
+  leaves: GrammarLeaf[];
+  nonce: string;
+}
+
+export function toGrammarSchema(schema: unknown, param: string): GrammarSchema {
+  const leaves: GrammarLeaf[] = [];
+  return { schema: toSchema(schema, param, leaves), leaves };
+}
+
+function toSchema(schema: unknown, param: string, leaves: GrammarLeaf[]): GbnfJsonSchema {
   if (!isObject(schema)) throw invalidRequest(`${param} must be a JSON Schema object.`, param);
   const lists: Array<[string, Record<string, unknown>]> = [];
   for (const key of DEFINITIONS) {
@@ -33,13 +51,13 @@ export function toGrammarSchema(schema: unknown, param: string): GbnfJsonSchema 
     if (!isObject(list)) throw invalidRequest(`${param}.${key} must be an object of schemas.`, `${param}.${key}`);
     lists.push([key, list]);
   }
-  const names = new Set(lists.flatMap(([, list]) => Object.keys(list)));
+  const ctx: Conversion = { names: new Set(lists.flatMap(([, list]) => Object.keys(list))), leaves, nonce: randomBytes(6).toString('hex') };
   const defs: Record<string, GbnfJsonSchema> = {};
   for (const [key, list] of lists) {
-    for (const [name, def] of Object.entries(list)) defs[name] = convert(def, `${param}.${key}.${name}`, names);
+    for (const [name, def] of Object.entries(list)) defs[name] = convert(def, `${param}.${key}.${name}`, ctx);
   }
   const { $defs: _a, definitions: _b, ...root } = schema;
-  const converted = convert(root, param, names);
+  const converted = convert(root, param, ctx);
   if (Object.keys(defs).length === 0) return converted;
   // node-llama-cpp resolves `#/$defs/NAME` from the enclosing objects, arrays and oneOfs that carry $defs.
   const type = (converted as { type?: unknown }).type;
@@ -47,20 +65,20 @@ export function toGrammarSchema(schema: unknown, param: string): GbnfJsonSchema 
   return { oneOf: [converted], $defs: defs } as GbnfJsonSchema;
 }
 
-function convert(schema: unknown, param: string, names: ReadonlySet<string>): GbnfJsonSchema {
+function convert(schema: unknown, param: string, ctx: Conversion): GbnfJsonSchema {
   if (schema === true || (isObject(schema) && Object.keys(schema).every((key) => ANNOTATIONS.has(key)))) {
     throw invalidRequest(`${param} allows any value; the engine can only constrain output to a schema with a type, enum, const or anyOf.`, param);
   }
   if (!isObject(schema)) throw invalidRequest(`${param} must be a JSON Schema object.`, param);
   const combinator = COMBINATORS.find((key) => schema[key] !== undefined);
-  if (combinator === undefined) return typed(schema, param, names);
+  if (combinator === undefined) return typed(schema, param, ctx);
   // Beside a reference, a value list or alternatives, only annotations and `type` may stand: anything else would be dropped.
   checkKeywords(schema, new Set([combinator, 'type']), param);
   const value = schema[combinator];
   switch (combinator) {
     case '$ref':
       if (typeof value !== 'string') throw invalidRequest(`${param}.$ref must be a string.`, `${param}.$ref`);
-      return { $ref: refName(value, param, names) } as GbnfJsonSchema;
+      return { $ref: refName(value, param, ctx.names) } as GbnfJsonSchema;
     case 'const':
       return { const: scalar(value, `${param}.const`) };
     case 'enum':
@@ -70,15 +88,15 @@ function convert(schema: unknown, param: string, names: ReadonlySet<string>): Gb
     case 'oneOf':
       if (!Array.isArray(value) || value.length === 0)
         throw invalidRequest(`${param}.${combinator} must be a non-empty array of schemas.`, `${param}.${combinator}`);
-      return { oneOf: value.map((option, i) => convert(option, `${param}.${combinator}[${i}]`, names)) };
+      return { oneOf: value.map((option, i) => convert(option, `${param}.${combinator}[${i}]`, ctx)) };
     case 'allOf':
       // pydantic writes a described reference as {"allOf": [{"$ref": ...}], "description": ...}.
       if (!Array.isArray(value) || value.length !== 1) throw unsupported('allOf with more than one schema', `${param}.allOf`);
-      return convert(value[0], `${param}.allOf[0]`, names);
+      return convert(value[0], `${param}.allOf[0]`, ctx);
   }
 }
 
-function typed(schema: Record<string, unknown>, param: string, names: ReadonlySet<string>): GbnfJsonSchema {
+function typed(schema: Record<string, unknown>, param: string, ctx: Conversion): GbnfJsonSchema {
   const { type } = schema;
   if (Array.isArray(type)) {
     if (type.length === 0 || !type.every((t) => typeof t === 'string' && SIMPLE_TYPES.has(t))) {
@@ -89,9 +107,21 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
   }
   if (type === 'string') {
     checkKeywords(schema, KEYWORDS.string!, param);
+    if (schema.format === 'email') {
+      if (schema.pattern !== undefined && !KNOWN_EMAIL_PATTERNS.has(schema.pattern as string))
+        throw unsupported('a pattern beside format "email" other than the email patterns zod writes', `${param}.pattern`);
+      if (schema.minLength !== undefined || schema.maxLength !== undefined) throw unsupported('a length bound beside format', `${param}.format`);
+      return leaf(ctx, EMAIL_GBNF, { type: 'string' });
+    }
+    if (schema.pattern !== undefined) {
+      throw unsupported(
+        'a pattern (only format "email" with its usual pattern is; describe the string with enum, format or length bounds)',
+        `${param}.pattern`,
+      );
+    }
     if (schema.format !== undefined) {
       if (typeof schema.format !== 'string' || !STRING_FORMATS.has(schema.format))
-        throw unsupported(`format ${JSON.stringify(schema.format)} (date-time, date and time are)`, `${param}.format`);
+        throw unsupported(`format ${JSON.stringify(schema.format)} (date-time, date, time and email are)`, `${param}.format`);
       if (schema.minLength !== undefined || schema.maxLength !== undefined) throw unsupported('a length bound beside format', `${param}.format`);
       return { type: 'string', format: schema.format as 'date-time' | 'date' | 'time' };
     }
@@ -102,14 +132,14 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
     const properties: Record<string, GbnfJsonSchema> = {};
     if (schema.properties !== undefined) {
       if (!isObject(schema.properties)) throw invalidRequest(`${param}.properties must be an object of schemas.`, `${param}.properties`);
-      for (const [name, property] of Object.entries(schema.properties)) properties[name] = convert(property, `${param}.properties.${name}`, names);
+      for (const [name, property] of Object.entries(schema.properties)) properties[name] = convert(property, `${param}.properties.${name}`, ctx);
     }
     const required = schema.required;
     if (required !== undefined && (!Array.isArray(required) || required.some((name) => typeof name !== 'string' || !Object.hasOwn(properties, name)))) {
       throw unsupported('required properties that properties does not describe', `${param}.required`);
     }
     const extra = schema.additionalProperties;
-    const additionalProperties = extra === undefined || typeof extra === 'boolean' ? extra : convert(extra, `${param}.additionalProperties`, names);
+    const additionalProperties = extra === undefined || typeof extra === 'boolean' ? extra : convert(extra, `${param}.additionalProperties`, ctx);
     return {
       type: 'object',
       properties,
@@ -120,16 +150,21 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
   }
   if (type === 'array') {
     checkKeywords(schema, KEYWORDS.array!, param);
-    const items = schema.items === undefined ? undefined : convert(schema.items, `${param}.items`, names);
+    const items = schema.items === undefined ? undefined : convert(schema.items, `${param}.items`, ctx);
     const prefix = schema.prefixItems;
     if (prefix !== undefined && !Array.isArray(prefix)) throw invalidRequest(`${param}.prefixItems must be an array of schemas.`, `${param}.prefixItems`);
     return {
       type: 'array',
       ...(items === undefined ? {} : { items }),
-      ...(prefix === undefined ? {} : { prefixItems: prefix.map((p, i) => convert(p, `${param}.prefixItems[${i}]`, names)) }),
+      ...(prefix === undefined ? {} : { prefixItems: prefix.map((p, i) => convert(p, `${param}.prefixItems[${i}]`, ctx)) }),
       ...bound(schema, 'minItems', param),
       ...bound(schema, 'maxItems', param),
     } as GbnfJsonSchema;
+  }
+  if (type === 'integer' || type === 'number') {
+    checkKeywords(schema, KEYWORDS.number!, param);
+    const range = numberRange(schema, param);
+    return range === undefined ? { type } : leaf(ctx, integerRange(range.min, range.max), { type });
   }
   if (typeof type === 'string' && SIMPLE_TYPES.has(type)) {
     checkKeywords(schema, KEYWORDS.simple!, param);
@@ -137,6 +172,34 @@ function typed(schema: Record<string, unknown>, param: string, names: ReadonlySe
   }
   if (type === undefined) throw invalidRequest(`${param} needs a type, enum, const, anyOf or $ref.`, param);
   throw invalidRequest(`${param}.type ${JSON.stringify(type)} is not a JSON Schema type.`, `${param}.type`);
+}
+
+function leaf(ctx: Conversion, gbnf: string, shown: GbnfJsonSchema): GbnfJsonSchema {
+  const placeholder = `sigil-leaf-${ctx.nonce}-${ctx.leaves.length}`;
+  ctx.leaves.push({ placeholder, gbnf, shown });
+  return { const: placeholder };
+}
+
+/**
+ * The whole numbers a bounded integer or number may take (a bounded number is decoded as a whole
+ * number: always valid for its schema), or undefined when it has no bound. A bound past the safe
+ * integers is read as the largest safe integer.
+ */
+function numberRange(schema: Record<string, unknown>, param: string): { min: number; max: number } | undefined {
+  const read = (key: string): number | undefined => {
+    const value = schema[key];
+    if (value === undefined) return undefined;
+    if (typeof value !== 'number' || !Number.isFinite(value)) throw invalidRequest(`${param}.${key} must be a number.`, `${param}.${key}`);
+    return value;
+  };
+  const [minimum, maximum, exclusiveMinimum, exclusiveMaximum] = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].map(read);
+  if ([minimum, maximum, exclusiveMinimum, exclusiveMaximum].every((bound) => bound === undefined)) return undefined;
+  const lows = [minimum === undefined ? -Infinity : Math.ceil(minimum), exclusiveMinimum === undefined ? -Infinity : Math.floor(exclusiveMinimum) + 1];
+  const highs = [maximum === undefined ? Infinity : Math.floor(maximum), exclusiveMaximum === undefined ? Infinity : Math.ceil(exclusiveMaximum) - 1];
+  const min = Math.max(Math.max(...lows), Number.MIN_SAFE_INTEGER);
+  const max = Math.min(Math.min(...highs), Number.MAX_SAFE_INTEGER);
+  if (min > max) throw invalidRequest(`${param} allows no whole number between its bounds; the engine decodes bounded numbers as whole numbers.`, param);
+  return { min, max };
 }
 
 function checkKeywords(schema: Record<string, unknown>, allowed: ReadonlySet<string>, param: string): void {

@@ -1,20 +1,23 @@
-import type { ChatModelFunctions, GbnfJsonSchema } from 'node-llama-cpp';
+import type { ChatModelFunctions } from 'node-llama-cpp';
 import { invalidRequest } from './errors.ts';
+import type { GrammarSchema } from './grammar-leaves.ts';
+import { shownSchema } from './grammar-leaves.ts';
 import { toGrammarSchema } from './json-schema.ts';
 import { isObject, optionalBoolean } from './request-fields.ts';
+import type { ToolCallMode } from './tool-calls.ts';
 
 /**
  * What shape a chat answer must take, from `response_format`, `tools` and `tool_choice`, as vLLM
- * decides it: a named or "required" tool choice constrains the output to the tool's arguments
- * (and wins over `response_format`), `response_format` constrains it to JSON, else it is free text.
- * "auto" needs a parser for the model's own tool-call syntax, which this engine does not have, so it
- * is refused as vLLM refuses it without `--enable-auto-tool-choice`.
+ * decides it: a named tool choice constrains the output to the tool's arguments, "required" to calls
+ * of the declared tools and "auto" (the default with tools) to such calls or text, all three in the
+ * model's own tool-call syntax (see tool-calls.ts) and winning over `response_format`;
+ * `response_format` constrains it to JSON, else it is free text.
  */
 export type AnswerShape =
   | { kind: 'text' }
-  | { kind: 'json'; schema: GbnfJsonSchema | undefined }
-  | { kind: 'named-tool'; name: string; schema: GbnfJsonSchema }
-  | { kind: 'required-tools'; schema: GbnfJsonSchema };
+  | { kind: 'json'; schema: GrammarSchema | undefined }
+  | { kind: 'named-tool'; name: string; schema: GrammarSchema }
+  | { kind: 'tools'; mode: ToolCallMode; tools: Tool[]; parallel: boolean };
 
 export interface ToolsAndShape {
   shape: AnswerShape;
@@ -22,15 +25,15 @@ export interface ToolsAndShape {
   functions: ChatModelFunctions;
 }
 
-interface Tool {
+export interface Tool {
   name: string;
   description: string | undefined;
-  parameters: GbnfJsonSchema;
+  parameters: GrammarSchema;
 }
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 /** A function declared without parameters takes an empty object, as in vLLM. */
-const NO_PARAMETERS: GbnfJsonSchema = { type: 'object', properties: {} };
+const NO_PARAMETERS: GrammarSchema = { schema: { type: 'object', properties: {} }, leaves: [] };
 
 export function parseToolsAndShape(body: Record<string, unknown>): ToolsAndShape {
   const tools = parseTools(body.tools);
@@ -38,8 +41,8 @@ export function parseToolsAndShape(body: Record<string, unknown>): ToolsAndShape
   const parallel = optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true;
   const responseFormat = parseResponseFormat(body.response_format);
   if (choice === 'none' || tools.length === 0) return { shape: responseFormat, functions: {} };
-  const functions: ChatModelFunctions = Object.fromEntries(tools.map((t) => [t.name, { description: t.description, params: t.parameters }]));
-  if (choice === 'required') return { shape: { kind: 'required-tools', schema: requiredToolsSchema(tools, parallel) }, functions };
+  const functions: ChatModelFunctions = Object.fromEntries(tools.map((t) => [t.name, { description: t.description, params: shownSchema(t.parameters) }]));
+  if (choice === 'required' || choice === 'auto') return { shape: { kind: 'tools', mode: choice, tools, parallel }, functions };
   const tool = tools.find((t) => t.name === choice.name)!;
   return { shape: { kind: 'named-tool', name: tool.name, schema: tool.parameters }, functions };
 }
@@ -69,17 +72,11 @@ function parseTools(value: unknown): Tool[] {
   });
 }
 
-function parseToolChoice(value: unknown, tools: readonly Tool[]): 'none' | 'required' | { name: string } {
-  // With tools and no tool_choice, vLLM (like OpenAI) reads "auto".
+function parseToolChoice(value: unknown, tools: readonly Tool[]): ToolCallMode | 'none' | { name: string } {
+  // With tools and no tool_choice, vLLM (like OpenAI) reads "auto"; "auto" without tools is plain text.
   const choice = value ?? (tools.length > 0 ? 'auto' : 'none');
-  if (choice === 'none') return 'none';
-  if (choice === 'auto') {
-    throw invalidRequest(
-      'tool_choice "auto" needs a parser for the model\'s own tool-call syntax, which the built-in engine does not have; ' +
-        'send tool_choice "required" or {"type":"function","function":{"name":...}} to have a tool called, or "none".',
-      'tool_choice',
-    );
-  }
+  if (choice === 'none' || (choice === 'auto' && tools.length === 0)) return 'none';
+  if (choice === 'auto') return 'auto';
   if (choice === 'required') {
     if (tools.length === 0) throw invalidRequest('tool_choice "required" needs at least one tool in tools.', 'tool_choice');
     return 'required';
@@ -106,15 +103,4 @@ export function parseResponseFormat(value: unknown): Extract<AnswerShape, { kind
     return { kind: 'json', schema: toGrammarSchema(spec.schema, 'response_format.json_schema.schema') };
   }
   throw invalidRequest('response_format.type must be "text", "json_object" or "json_schema".', 'response_format.type');
-}
-
-/** vLLM's schema for "required": a list of {name, parameters}, each a declared tool; one only without parallel calls. */
-function requiredToolsSchema(tools: readonly Tool[], parallel: boolean): GbnfJsonSchema {
-  const call = (t: Tool): GbnfJsonSchema => ({ type: 'object', properties: { name: { const: t.name }, parameters: t.parameters } });
-  return {
-    type: 'array',
-    items: tools.length === 1 ? call(tools[0]!) : { oneOf: tools.map(call) },
-    minItems: 1,
-    ...(parallel ? {} : { maxItems: 1 }),
-  } as GbnfJsonSchema;
 }

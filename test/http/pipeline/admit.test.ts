@@ -39,7 +39,7 @@ describe('the admit step', () => {
     expect(rateHeaders(third)).toEqual(['2', '0']);
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await third.json()).toEqual({
-      error: { message: 'Rate limit reached: 2 requests per minute for this API key.', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' },
+      error: { message: 'Rate limit reached: 2 requests per minute for this API key.', type: 'requests', param: null, code: 'rate_limit_exceeded' },
     });
     expect(served.engine.requests.length).toBe(posts);
   });

@@ -68,7 +68,7 @@ describe('the forward step', () => {
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
     expect(await res.json()).toEqual({
-      error: { message: 'renamed is overloaded', type: 'rate_limit_exceeded', param: null, code: 'upstream_rate_limited' },
+      error: { message: 'renamed is overloaded', type: 'requests', param: null, code: 'upstream_rate_limited' },
     });
   });
 });
