@@ -16,7 +16,7 @@ export const MEASURE_SELF_USAGE =
   'addons) and, when not run from the artifact, the node_modules listing, file by file.\n';
 
 /** The catalogue's models with their weights measured, and the SHA-256 of the catalogue bytes that were parsed. */
-async function catalogueModels(config: LoadedConfig, path: string): Promise<{ models: MeasuredModel[]; catalogueSha256: string }> {
+async function catalogueModels(config: LoadedConfig, path: string): Promise<{ models: MeasuredModel[]; catalogueSha256: string | null }> {
   const catalogue = loadCatalogue(path, Object.keys(config.upstreams));
   const models = await measureWeights(catalogue.models, (done, total) =>
     process.stderr.write(`hashing model weights: ${Math.round(done / 1e6)} of ${Math.round(total / 1e6)} MB\n`),
