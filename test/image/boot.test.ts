@@ -2,6 +2,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import {
   copyFileSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -127,6 +128,36 @@ async function configDisk(modelId: string, modelHash: string): Promise<string> {
   return disk;
 }
 
+let unpackedRoot: Promise<string> | undefined;
+
+/**
+ * What Sigil in the VM measures at start for a configuration disk (the manifest a TEE deployment reports and extends
+ * into RTMR3): `sigil measure self --config /config/sigil.yaml`, run in the image's own root file system (unpacked
+ * once, with the model disk at /models and the configuration disk's files at /config) as sigil.service runs Sigil.
+ */
+async function measureSelf(configDir: string): Promise<{ manifestSha384: string; configSha256: string }> {
+  unpackedRoot ??= (async () => {
+    const root = join(work, 'root-full');
+    await run('unsquashfs', ['-no-xattrs', '-d', root, join(out, 'rootfs.squashfs')], { maxBuffer: 64 * 1024 * 1024 });
+    await run('unsquashfs', ['-no-xattrs', '-f', '-d', join(root, 'models'), join(out, 'model.img')]);
+    return root;
+  })();
+  const root = await unpackedRoot;
+  rmSync(join(root, 'config'), { recursive: true, force: true });
+  cpSync(configDir, join(root, 'config'), { recursive: true });
+  const { stdout } = await run('chroot', [
+    root,
+    '/usr/bin/env',
+    '-i',
+    'NODE_ENV=production',
+    '/bin/sh',
+    '-c',
+    'cd /app && exec /usr/local/bin/node /app/bin/sigil.js measure self --config /config/sigil.yaml',
+  ]);
+  const manifest = JSON.parse(stdout.split('\n')[0]!) as { config_sha256: string };
+  return { manifestSha384: /^manifest_sha384 ([0-9a-f]{96})$/m.exec(stdout)![1]!, configSha256: manifest.config_sha256 };
+}
+
 async function servedModels(vm: Vm): Promise<string[]> {
   const r = await fetch(`${vm.url}/v1/models`, { headers: { authorization: `Bearer ${KEY}` } });
   expect(r.status).toBe(200);
@@ -144,6 +175,7 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
   let rootHash = '';
   let booted: { a: Vm; b: Vm; corrupted: Vm } | undefined;
   const seen: Record<string, { policy_hash: string; manifest_sha384: string | null }> = {};
+  const measured: { a?: { manifestSha384: string; configSha256: string } } = {};
 
   beforeAll(
     async () => {
@@ -233,12 +265,21 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
       mkdirSync(rel, { recursive: true });
       // This machine has no firmware of a VM host: the SEV-SNP target is measured with the test vectors' AmdSev OVMF.
       const ovmf = join(repo, 'test/vectors/measure/snp/virtee-sev-snp-measure/fixtures/ovmf_AmdSev_suffix.bin');
-      const env = { ...process.env, SIGIL_OVMF: ovmf, SIGIL_OVMF_SOURCE: 'virtee/sev-snp-measure test fixture (test vector)' };
+      // The release states the self-measurement of this deployment: the image with its configuration disk.
+      measured.a = await measureSelf(join(work, 'config-appliance-a'));
+      const env = {
+        ...process.env,
+        SIGIL_OVMF: ovmf,
+        SIGIL_OVMF_SOURCE: 'virtee/sev-snp-measure test fixture (test vector)',
+        SIGIL_SELF_MEASUREMENT: measured.a.manifestSha384,
+      };
       writeFileSync(join(rel, 'measurements.json'), (await run('bash', [join(repo, 'image/measure.sh'), out], { env })).stdout);
       const predicate = JSON.parse((await run('bash', [join(repo, 'image/release-statement.sh'), rel, 'v0.1.0'], { env })).stdout) as {
         image: { root_hash: string };
+        sigil_self_measurement: string;
       };
       expect(predicate.image.root_hash).toBe(rootHash);
+      expect(predicate.sigil_self_measurement).toBe(measured.a.manifestSha384);
       const rootfsSha256 = createHash('sha256')
         .update(readFileSync(join(out, 'rootfs.squashfs')))
         .digest('hex');
@@ -271,7 +312,7 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
   );
 
   it(
-    'serves another configuration disk as configured, and the state it binds changes with it',
+    'serves another configuration disk as configured, and the manifest Sigil measures and the policy it binds change with it',
     async () => {
       const vm = booted!.b;
       await waitForReady(vm, BOOT_BUDGET_MS);
@@ -279,6 +320,12 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
       seen.b = await startDocument(vm);
       expect(seen.a).toBeDefined();
       expect(seen.b.policy_hash).not.toBe(seen.a!.policy_hash);
+      // The manifest Sigil measures at start names the configuration's bytes: another disk, another manifest.
+      const b = await measureSelf(join(work, 'config-appliance-b'));
+      const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+      expect(b.configSha256).toBe(sha256(join(work, 'config-appliance-b/sigil.yaml')));
+      expect(measured.a?.configSha256).toBe(sha256(join(work, 'config-appliance-a/sigil.yaml')));
+      expect(b.manifestSha384).not.toBe(measured.a?.manifestSha384);
       await vm.stop();
     },
     BOOT_BUDGET_MS + 120_000,
