@@ -2,7 +2,7 @@
 # Builds the measured image twice, in two different directories at two different times, the second on a host with
 # another /etc/resolv.conf and host name (a private mount and UTS namespace), and compares the verity root hash and
 # every digest and measurement (measurements.json). Exit 0 only if they are identical.
-#   image/repro-check.sh [WORKDIR]        (root; about 17 minutes per build on two shared cores)
+#   image/repro-check.sh [WORKDIR]        (root; 2.5 to 17 minutes per build on two shared cores)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 base=${1:-$(mktemp -d "${TMPDIR:-/tmp}/sigil-repro.XXXXXX")}
