@@ -257,6 +257,8 @@ export const configSchema = z.strictObject({
       threads: positiveInt.default(1),
       parallel: positiveInt.default(2),
       context_size: positiveInt.default(4096),
+      /** How long the engine may take to start (a slow machine, e.g. a VM under emulation, needs more). */
+      start_timeout_ms: positiveInt.default(60_000),
     })
     .prefault({}),
   /** Fleet mode (docs/operations.md#fleet-mode): replicas share limits, receipts, signing keys and revocations through Redis. Absent: single node. */

@@ -8,6 +8,8 @@ export interface EngineProcessOptions {
   threads?: number;
   parallel?: number;
   contextSize?: number;
+  /** How long the engine may take to listen and answer /health (default 60 s). */
+  startTimeoutMs?: number;
 }
 
 export interface EngineProcess {
@@ -18,7 +20,7 @@ export interface EngineProcess {
   stop(): Promise<void>;
 }
 
-const START_TIMEOUT_MS = 60_000;
+const DEFAULT_START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 /** Compiled (dist/*.js) the child is plain Node; from the TypeScript sources (tests, development) it needs tsx's loader. */
 const FROM_SOURCES = import.meta.url.endsWith('.ts');
@@ -61,8 +63,9 @@ export async function startEngineProcess(opts: EngineProcessOptions): Promise<En
   });
 
   try {
-    const url = await waitForListening(child, () => stderrTail);
-    await waitForHealth(url);
+    const timeoutMs = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+    const url = await waitForListening(child, () => stderrTail, timeoutMs);
+    await waitForHealth(url, timeoutMs);
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
     return {
       url,
@@ -79,9 +82,9 @@ export async function startEngineProcess(opts: EngineProcessOptions): Promise<En
   }
 }
 
-function waitForListening(child: ChildProcess, stderrTail: () => string): Promise<string> {
+function waitForListening(child: ChildProcess, stderrTail: () => string, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => fail(new Error(`the engine did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS);
+    const timer = setTimeout(() => fail(new Error(`the engine did not start within ${timeoutMs / 1000} s`)), timeoutMs);
     const onExit = (code: number | null, signal: string | null) => {
       fail(new Error(`the engine exited (${signal ?? `code ${code}`}) before listening: ${stderrTail().trim()}`));
     };
@@ -110,8 +113,8 @@ function parseEvent(line: string): { event?: unknown; url?: unknown } | undefine
   }
 }
 
-async function waitForHealth(url: string): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
+async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ok = await fetch(`${url}/health`).then(
       (res) => res.ok,

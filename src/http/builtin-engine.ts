@@ -52,6 +52,7 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
     threads: config.engine.threads,
     parallel: config.engine.parallel,
     contextSize: config.engine.context_size,
+    startTimeoutMs: config.engine.start_timeout_ms,
   });
   logger.info({ model: basename(modelPath), model_hash: modelHash, url: engine.url, ms: Date.now() - started }, 'built-in engine started');
 

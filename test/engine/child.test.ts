@@ -59,4 +59,9 @@ describe('the engine as a child process', () => {
   it('fails with the reason when the model file does not exist', async () => {
     await expect(startEngineProcess({ modelPath: join(dir, 'absent.gguf') })).rejects.toThrow(/exited .* before listening/);
   });
+
+  it('gives up after engine.start_timeout_ms when the engine is not listening by then', async () => {
+    // 20 ms: less than any Node process takes to start, so the child cannot have listened (or exited) yet.
+    await expect(startEngineProcess({ modelPath: join(dir, 'absent.gguf'), startTimeoutMs: 20 })).rejects.toThrow('the engine did not start within 0.02 s');
+  });
 });

@@ -15,10 +15,11 @@ const script = new URL('../../image/repro-check.sh', import.meta.url).pathname;
 
 describe.skipIf(!enabled)('the measured image (SIGIL_IMAGE_REPRO=1)', () => {
   it(
-    'builds twice, in two directories at two times, to the same verity root hash, digests and measurements',
+    'builds twice, in two directories at two times and with another host resolv.conf and host name, to the same verity root hash, digests and measurements',
     async () => {
       const base = mkdtempSync(join(tmpdir(), 'sigil-repro-'));
       const { stdout } = await promisify(execFile)('bash', [script, base], { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, SIGIL_REPRO_PAUSE: '61' } });
+      expect(stdout).toContain('second build: a different host /etc/resolv.conf and host name');
       expect(stdout).toContain('same: root-hash\nsame: cmdline\nsame: measurements.json\n');
       const first = JSON.parse(readFileSync(join(base, 'first/out/measurements.json'), 'utf8')) as { root_hash: string; cmdline: string };
       expect(first.root_hash).toMatch(/^[0-9a-f]{64}$/);
