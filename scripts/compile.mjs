@@ -10,7 +10,7 @@ import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { loadEsbuild } from './load-esbuild.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = resolve(root, process.argv[2] ?? 'dist');
@@ -58,6 +58,8 @@ const relocateUrls = {
 };
 
 await rm(bundleDir, { recursive: true, force: true });
+// esbuild's native binary, or esbuild-wasm where a proxy-only install (--omit=optional) dropped it.
+const { build } = await loadEsbuild();
 await build({
   absWorkingDir: root,
   entryPoints: { main: join(src, 'cli/main.ts') },
@@ -83,10 +85,18 @@ await build({
   logLevel: 'warning',
 });
 
-// koffi's native module for this platform, as koffi itself finds it (@koromix/koffi-<platform>-<arch>).
+// koffi's native module for this platform, as koffi itself finds it (@koromix/koffi-<platform>-<arch>): an optional
+// dependency of koffi, so a proxy-only install (--omit=optional) lacks it. That build then has no addon, and what needs
+// it (NVML for GPU evidence, the SEV-SNP key request) says at use that koffi is not part of this build.
 const triplet = `${process.platform}_${process.arch}`;
 const fromKoffi = createRequire(require.resolve('koffi'));
-const addon = join(dirname(fromKoffi.resolve(`@koromix/koffi-${process.platform}-${process.arch}/package.json`)), triplet, 'koffi.node');
+const koffiPackage = `@koromix/koffi-${process.platform}-${process.arch}`;
 await rm(join(out, 'addons'), { recursive: true, force: true });
 await mkdir(join(out, 'addons'), { recursive: true });
-await copyFile(addon, join(out, 'addons/koffi.node'));
+let koffiRoot;
+try {
+  koffiRoot = dirname(fromKoffi.resolve(`${koffiPackage}/package.json`));
+} catch {
+  process.stderr.write(`build: ${koffiPackage} is not installed (an optional dependency): the artifact has no koffi addon, so no GPU evidence\n`);
+}
+if (koffiRoot !== undefined) await copyFile(join(koffiRoot, triplet, 'koffi.node'), join(out, 'addons/koffi.node'));

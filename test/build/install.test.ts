@@ -52,9 +52,13 @@ describe('a proxy-only source build (npm install --omit=optional && npm run buil
       status: 0,
       stderr:
         'build: node-llama-cpp is not installed: building the proxy without the built-in engine\n' +
+        // Once for the bundle of the artifact, once for the trust page.
+        "build: esbuild's native binary is not installed (an optional dependency): using esbuild-wasm\n" +
+        `build: @koromix/koffi-${process.platform}-${process.arch} is not installed (an optional dependency): the artifact has no koffi addon, so no GPU evidence\n` +
         "build: esbuild's native binary is not installed (an optional dependency): using esbuild-wasm\n",
     });
     expect(existsSync(join(app, 'dist/cli/main.js'))).toBe(true);
+    expect(existsSync(join(app, 'dist/sigil/main.mjs'))).toBe(true);
     expect(existsSync(join(app, 'dist/trust-page/trust/app.js'))).toBe(true);
     const engine = spawnSync(process.execPath, ['bin/sigil.js', 'engine', '--model', 'x.gguf'], { cwd: app, encoding: 'utf8' });
     expect(engine.status).toBe(1);
