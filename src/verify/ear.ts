@@ -33,6 +33,7 @@ export const EAR_CLAIMS: ReadonlyArray<readonly [claim: EarClaim, patterns: read
       'tdx.instance',
       'receipt.*',
       'model_receipt.*',
+      'log.*',
       'live.*',
     ],
   ],

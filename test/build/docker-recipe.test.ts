@@ -51,7 +51,7 @@ describe("the README's docker run recipe", () => {
 
   it('runs the image built from this Dockerfile with a command its entrypoint takes, on a config the image holds', () => {
     expect(imageAt).toBeGreaterThan(0);
-    expect(dockerfile).toContain('ENTRYPOINT ["node", "bin/sigil.js"]');
+    expect(dockerfile).toContain('ENTRYPOINT ["node", "--disable-sigusr1", "bin/sigil.js"]');
     expect(args[0]).toBe('serve');
     expect(runtimeStage()).toMatch(/^COPY config \.\/config$/m);
     expect(configPath.startsWith('config/')).toBe(true);
