@@ -20,11 +20,16 @@ it('every command in a code block of the README and docs is one a user can run: 
   for (const file of ['README.md', ...markdownFiles('docs'), ...markdownFiles('src'), ...markdownFiles('packages')]) {
     // Only blocks a user would paste into a shell: no language, sh, bash, shell or console (not `text` output, not code).
     let shell: boolean | undefined;
+    let continued = false;
     readFileSync(join(ROOT, file), 'utf8')
       .split('\n')
       .forEach((line, i) => {
+        // A comment is not a command, and a line that continues the one before (`\` at its end) holds its arguments.
+        const code = line.replace(/(^|\s)#.*$/, '');
+        const argumentsOnly = continued;
+        continued = /\\\s*$/.test(code);
         if (line.startsWith('```')) shell = shell === undefined ? /^```(sh|bash|shell|console)?\s*$/.test(line) : undefined;
-        else if (shell === true && BARE.test(line) && !/^\s*cli\s/.test(line)) bare.push(`${file}:${i + 1}: ${line.trim()}`);
+        else if (shell === true && !argumentsOnly && BARE.test(code) && !/^\s*cli\s/.test(code)) bare.push(`${file}:${i + 1}: ${line.trim()}`);
       });
   }
   expect(bare).toEqual([]);
