@@ -5,7 +5,7 @@
 // was hashed. It hashes itself and the native addons too, and hands the listing to the bundle, which measures it.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
-import { registerHooks } from 'node:module';
+import * as nodeModule from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,6 +13,13 @@ import { fileURLToPath } from 'node:url';
 // (src/cli/ignore-sigusr1.ts takes over, with its message, once the bundle runs).
 const ignoreUntilBundle = () => undefined;
 process.on('SIGUSR1', ignoreUntilBundle);
+
+// Node 24 LTS or later: older ones lack module.registerHooks, which evaluates the measured bytes (and are out of support).
+const { registerHooks } = nodeModule;
+if (typeof registerHooks !== 'function') {
+  process.stderr.write(`sigil: needs Node 24 LTS or later; this is Node ${process.version} (README.md, "Set-up").\n`);
+  process.exit(1);
+}
 
 const root = new URL('../', import.meta.url);
 const bundleDir = new URL('dist/sigil/', root);
