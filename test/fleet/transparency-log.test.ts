@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
-import { parseVerifierKey } from '../../src/verify/tlog/note.ts';
+import { attestedLog } from '../support/transparency-log.ts';
 import { fetchCheckpoint, verifyReceiptInLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 
 const installed = !redisTestsSkipped();
@@ -41,10 +41,7 @@ afterAll(async () => {
   await redis.stop();
 });
 
-async function logOf(s: TestSigil): Promise<TrustedLog> {
-  const doc = (await (await fetch(`${s.url}/v1/verify/attestation`)).json()) as { binding: { transparency_log: { origin: string; vkey: string } } };
-  return { url: `${s.url}/v1/log`, origin: doc.binding.transparency_log.origin, key: parseVerifierKey(doc.binding.transparency_log.vkey) };
-}
+const logOf = async (s: TestSigil): Promise<TrustedLog> => (await attestedLog(s.url)).log;
 
 describe.skipIf(!installed)('fleet mode: one transparency log per replica', () => {
   it('gives each replica its own origin and key, bound in its own attestation', async () => {

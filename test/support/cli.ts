@@ -1,5 +1,7 @@
+import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import type { EvidenceExtension } from '../../src/cli/evidence-extension.ts';
 import { verifyEvidenceCommand } from '../../src/cli/verify-evidence.ts';
 
@@ -13,6 +15,17 @@ export const SIGIL_FROM_SOURCES = [
   pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href,
   fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url)),
 ];
+
+/** Runs `sigil ARGS` from the sources in a child process; a non-zero exit is returned, not thrown. */
+export async function runSigilCli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...SIGIL_FROM_SOURCES, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
 
 export interface VerifyEvidenceRun {
   code: number;

@@ -1,22 +1,20 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
-import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { runSigilCli } from '../support/cli.ts';
+import { attestedLog, integrated } from '../support/transparency-log.ts';
 import { formatVerifierKey, parseVerifierKey } from '../../src/verify/tlog/note.ts';
 import { checkpointText } from '../../src/verify/tlog/checkpoint.ts';
-import { fetchCheckpoint, verifyWholeLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
+import { verifyWholeLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 import { rootHash } from '../../src/verify/tlog/tree-hashes.ts';
 import { TiledTree } from '../../src/tlog/tiled-tree.ts';
 import { persistTiles, writeDurably } from '../../src/tlog/tile-files.ts';
 import { generateLogKey, signNote } from '../../src/tlog/log-key.ts';
 
-const run = promisify(execFile);
 let engine: TestEngine;
 let sigil: TestSigil | undefined;
 const work = mkdtempSync(join(tmpdir(), 'sigil-tlog-refusals-'));
@@ -40,24 +38,8 @@ async function chats(s: TestSigil, n: number): Promise<void> {
   }
 }
 
-async function trusted(s: TestSigil): Promise<TrustedLog> {
-  const doc = (await (await fetch(`${s.url}/v1/verify/attestation`)).json()) as { binding: { transparency_log: { origin: string; vkey: string } } };
-  return { url: `${s.url}/v1/log`, origin: doc.binding.transparency_log.origin, key: parseVerifierKey(doc.binding.transparency_log.vkey) };
-}
-
-async function integrated(log: TrustedLog, size: number): Promise<void> {
-  while ((await fetchCheckpoint(log)).size < size) await new Promise((r) => setTimeout(r, 10));
-}
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [...SIGIL_FROM_SOURCES, ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const trusted = async (s: TestSigil): Promise<TrustedLog> => (await attestedLog(s.url)).log;
+const cli = runSigilCli;
 
 /** A log of `entries` with some history, written by Sigil, then stopped: what each refusal starts from. */
 async function storedLog(entries: number): Promise<string> {

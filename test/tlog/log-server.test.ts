@@ -1,17 +1,15 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
-import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
-import { formatVerifierKey, parseVerifierKey } from '../../src/verify/tlog/note.ts';
+import { runSigilCli } from '../support/cli.ts';
+import { attestedLog, integrated } from '../support/transparency-log.ts';
+import { formatVerifierKey } from '../../src/verify/tlog/note.ts';
 import { fetchCheckpoint, verifyLogConsistency, verifyReceiptInLog, verifyWholeLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 
-const run = promisify(execFile);
 let engine: TestEngine;
 let sigil: TestSigil | undefined;
 const logDir = mkdtempSync(join(tmpdir(), 'sigil-tlog-'));
@@ -35,33 +33,13 @@ async function chat(s: TestSigil, stream = false): Promise<Response> {
 
 /** The log as a client finds it: the key and origin the attestation binding names. */
 async function trusted(s: TestSigil): Promise<TrustedLog> {
-  const doc = (await (await fetch(`${s.url}/v1/verify/attestation`)).json()) as {
-    binding: { transparency_log: { origin: string; vkey: string }; key_origin: { log: unknown } };
-  };
-  expect(doc.binding.key_origin.log).toEqual({ origin: 'generated' });
-  const key = parseVerifierKey(doc.binding.transparency_log.vkey);
-  expect(key.name).toBe(doc.binding.transparency_log.origin);
-  return { url: `${s.url}/v1/log`, origin: doc.binding.transparency_log.origin, key };
+  const { log, keyOrigin } = await attestedLog(s.url);
+  expect(keyOrigin).toEqual({ origin: 'generated' });
+  expect(log.key.name).toBe(log.origin);
+  return log;
 }
 
-/** Waits until the published checkpoint covers `size` entries (the sequencer integrates every 50 ms here). */
-async function integrated(log: TrustedLog, size: number) {
-  for (;;) {
-    const cp = await fetchCheckpoint(log);
-    if (cp.size >= size) return cp;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [...SIGIL_FROM_SOURCES, ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = runSigilCli;
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m1'] });
