@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch, UNVERIFIED_HEADER, type AttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
 import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
-import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
+import { FORGED_COMPLETION, startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTlsMitm, type TlsMitm } from '../support/tls-mitm.ts';
@@ -19,13 +19,6 @@ let tlsOnly: TestSigil;
 let mitm: TlsMitm;
 let ehbpMitm: TlsMitm;
 const PROMPT = 'the secret prompt 7f3a9c';
-const FORGED_COMPLETION = JSON.stringify({
-  id: 'chatcmpl-forged',
-  object: 'chat.completion',
-  created: 1,
-  model: 'm',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'forged answer' }, finish_reason: 'stop' }],
-});
 const FORGED_STREAM = `data: ${JSON.stringify({ id: 'chatcmpl-forged', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'forged answer' }, finish_reason: null }] })}\n\ndata: [DONE]\n\n`;
 type Refusal = Error & { cause?: { code?: string; message?: string } };
 const refusalOf = (promise: Promise<unknown>) =>

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConnect, type RunningConnect } from '../../src/connect/start.ts';
-import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
+import { FORGED_COMPLETION, startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -10,13 +10,6 @@ let engine: TestEngine;
 let sigil: TestSigil;
 let connect: RunningConnect;
 let client: OpenAI;
-const FORGED_COMPLETION = JSON.stringify({
-  id: 'chatcmpl-forged',
-  object: 'chat.completion',
-  created: 1,
-  model: 'm',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'forged answer' }, finish_reason: 'stop' }],
-});
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m', 'embed'] });

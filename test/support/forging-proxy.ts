@@ -4,6 +4,15 @@ import type { AddressInfo, Socket } from 'node:net';
 import { makeSelfSignedCredentials } from '../../src/tls/self-signed.ts';
 
 /** A made-up answer the proxy writes instead of forwarding: what an attacker on the path would send. */
+/** A made-up chat completion for model `m`, as a forging proxy would answer in the engine's place. */
+export const FORGED_COMPLETION = JSON.stringify({
+  id: 'chatcmpl-forged',
+  object: 'chat.completion',
+  created: 1,
+  model: 'm',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'forged answer' }, finish_reason: 'stop' }],
+});
+
 export interface Forgery {
   status: number;
   headers: Record<string, string>;
