@@ -12,7 +12,7 @@ import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/t
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { keyOriginCheck } from './key-origin.ts';
 import { receiptEventCheck, reportedManifestCheck, runtimeEventChecks } from './runtime-events.ts';
-import { snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
+import { launchValuesNotCompared, snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 
 export type { TrustRoots } from './evidence/trust-roots.ts';
@@ -169,11 +169,14 @@ function measurementCheck(actual: Uint8Array, field: string, documentMeasurement
 export async function verifyAttestationDocument(doc: unknown, opts: VerifyAttestationOptions): Promise<Check[]> {
   const fields = readDocument(doc);
   if (typeof fields === 'string') return [fail('attestation.document', fields)];
-  if (fields.tee === 'none')
+  if (fields.tee === 'none') {
+    const uncompared = launchValuesNotCompared(opts.reference);
     return [
       fail('attestation.tee', 'no hardware evidence: tee is none (development only)'),
+      ...(uncompared === undefined ? [] : [uncompared]),
       reportedManifestCheck(fields.binding, opts.reference?.sigil?.manifest_sha384),
     ];
+  }
 
   const roots = opts.roots ?? DEFAULT_TRUST_ROOTS;
   const now = opts.now ?? new Date();

@@ -13,6 +13,7 @@ import { tlsBindingCheck } from './tls-key.ts';
 import { expectedReportData, readBinding } from './binding.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext, type ServiceExchange } from './exchange.ts';
 import type { ReceiptClaims } from './claims.ts';
+import { launchValuesNotCompared } from './reference/reference-checks.ts';
 import { reportedManifestCheck } from './runtime-events.ts';
 
 /** What was fetched from the service, however it was fetched (Node, a browser, files). */
@@ -277,6 +278,8 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
     );
     checks.push(waivers.noHardwareEnclave === undefined ? noTee : waive(noTee, waivers.noHardwareEnclave));
     checks.push(...developmentDocumentChecks(doc, documentNonce, evidence.jwks, expectedMeasurement));
+    const uncompared = launchValuesNotCompared(expect.reference);
+    if (uncompared !== undefined) checks.push(waivers.noHardwareEnclave === undefined ? uncompared : waive(uncompared, waivers.noHardwareEnclave));
     // The manifest the process reports: shown in words that say no hardware vouches for it; unpinned, it is part of the no-TEE waiver.
     const manifest = reportedManifestCheck(binding, expect.reference?.sigil?.manifest_sha384);
     checks.push(isNotPinned(manifest) && waivers.noHardwareEnclave !== undefined ? waive(manifest, waivers.noHardwareEnclave) : manifest);

@@ -99,6 +99,30 @@ export function referenceFileCheck(ref: ReferenceValues | undefined, tee: 'tdx' 
   return pass('reference.values', `reference values for ${teeName} given: each pinned value below is compared, each unpinned one is listed as not pinned`);
 }
 
+/**
+ * A service without a hardware enclave reports no launch measurement, so launch values the reference (or a
+ * release) pins were compared with nothing: a failure that says so (waived with the no-TEE waiver), never silence.
+ */
+export function launchValuesNotCompared(ref: ReferenceValues | undefined): Check | undefined {
+  const pinned = [
+    ...(ref?.snp === undefined ? [] : [`SEV-SNP (${describePinned(ref.snp, SNP_FIELDS)})`]),
+    ...(ref?.tdx === undefined ? [] : [`TDX (${describePinned(ref.tdx, TDX_REGISTERS)})`]),
+  ];
+  if (pinned.length === 0) return undefined;
+  return fail(
+    'reference.values',
+    `the reference values pin launch measurements for ${pinned.join(' and ')}, but this service runs in no hardware enclave and reports no launch measurement: none of them was compared with what runs`,
+  );
+}
+
+function describePinned(section: object, fields: Record<string, { label: string }>): string {
+  const named = Object.entries(fields)
+    .map(([key, { label }]) => [label, (section as Record<string, unknown>)[key]] as const)
+    .filter((entry): entry is readonly [string, unknown[]] => Array.isArray(entry[1]))
+    .map(([label, values]) => `${label}: ${values.length} value${values.length === 1 ? '' : 's'}`);
+  return named.length === 0 ? 'platform values only' : named.join(', ');
+}
+
 export function tdxReferenceChecks(measured: TdxMeasurements, ref: ReferenceValues | undefined): Check[] {
   const pinned = ref?.tdx;
   const checks = [referenceFileCheck(ref, 'tdx')];
