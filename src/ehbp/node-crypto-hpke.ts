@@ -58,6 +58,12 @@ function privateKeyOf(secretKey: Uint8Array): KeyObject {
   return key;
 }
 
+/** The X25519 private key of a key pair `@hpke/core` made with the primitives below, as node:crypto's KeyObject. */
+export function x25519PrivateKeyObject(privateKey: CryptoKey): KeyObject {
+  if (!(privateKey instanceof XCryptoKey) || privateKey.type !== 'private') throw new TypeError('not an X25519 private key made by this HPKE suite');
+  return privateKeyOf(privateKey.key);
+}
+
 // A JWK import goes straight to EVP_PKEY_new_raw_public_key; a DER one through OpenSSL's decoder, ten times slower.
 const publicKeyOf = (publicKey: Uint8Array): KeyObject =>
   createPublicKey({

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { RecipientContext } from '@hpke/core';
 import { HttpError } from '../protocol/errors.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
+import { BaseModeSchedule, type BaseModeRecipient } from './base-recipient.ts';
 import { deriveResponseKeys, ResponseSealer } from './response-seal.ts';
 import type { EhbpServerKey } from './server-key.ts';
 import { ENC_BYTES, KEY_CONFIG_PROBLEM_TYPE, REQUEST_INFO, RESPONSE_EXPORT_LABEL, RESPONSE_NONCE_BYTES } from './suite.ts';
@@ -18,6 +18,9 @@ export function readEncapsulatedKey(values: readonly string[] | undefined): Uint
   }
   return Buffer.from(values[0]!, 'hex');
 }
+
+/** EHBP's one suite and request `info`: the key schedule's constant part, computed once. */
+const REQUEST_SCHEDULE = new BaseModeSchedule({ aead: 'aes-256-gcm' }, REQUEST_INFO);
 
 /** Response nonces travel in the clear (`Ehbp-Response-Nonce`): cut from a 4 KiB random block, one randomBytes call per 128 requests. */
 let nonceBlock = Buffer.alloc(0);
@@ -40,7 +43,7 @@ export class EhbpExchange {
   authenticated = false;
 
   private constructor(
-    private readonly context: RecipientContext,
+    private readonly context: BaseModeRecipient,
     /** Lowercase hex of a fresh 32-byte response nonce, for `Ehbp-Response-Nonce`. */
     readonly responseNonce: string,
     readonly sealer: ResponseSealer,
@@ -51,13 +54,13 @@ export class EhbpExchange {
   ) {}
 
   static async setup(serverKey: EhbpServerKey, enc: Uint8Array): Promise<EhbpExchange> {
-    let context: RecipientContext;
+    let context: BaseModeRecipient;
     let secret: Uint8Array;
     let receiptNonce: string;
     try {
-      context = await serverKey.suite.createRecipientContext({ recipientKey: serverKey.keyPair, enc, info: REQUEST_INFO });
-      secret = new Uint8Array(await context.export(RESPONSE_EXPORT_LABEL, 32));
-      receiptNonce = await exchangeReceiptNonce({ Export: (label, length) => context.export(label, length) });
+      context = REQUEST_SCHEDULE.setup(serverKey.privateKey, enc);
+      secret = context.export(RESPONSE_EXPORT_LABEL, 32);
+      receiptNonce = await exchangeReceiptNonce({ Export: async (label, length) => context.export(label, length) });
     } catch {
       throw new HttpError('ehbp_invalid_encapsulated_key', 'The Ehbp-Encapsulated-Key header is not a valid X25519 encapsulated key.', {
         param: 'Ehbp-Encapsulated-Key',
@@ -82,9 +85,9 @@ export class EhbpExchange {
       at += 4;
       if (length > body.length - at) throw new HttpError('ehbp_invalid_body', INVALID_BODY);
       if (length === 0) continue;
-      let plaintext: ArrayBuffer;
+      let plaintext: Buffer;
       try {
-        plaintext = await this.context.open(body.subarray(at, at + length));
+        plaintext = this.context.open(body.subarray(at, at + length));
       } catch {
         if (!this.authenticated) {
           throw new HttpError('ehbp_key_config_mismatch', "The request was not encrypted to this server's current key: fetch /.well-known/hpke-keys again.", {
@@ -97,7 +100,7 @@ export class EhbpExchange {
       at += length;
       size += plaintext.byteLength;
       if (size > maxPlaintext) throw new HttpError('request_too_large', `The request body is larger than ${maxPlaintext} bytes.`);
-      parts.push(Buffer.from(plaintext));
+      parts.push(plaintext);
     }
     if (!this.authenticated) throw new HttpError('ehbp_invalid_body', 'An encrypted request must carry a body.');
     return Buffer.concat(parts, size);

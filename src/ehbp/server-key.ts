@@ -1,10 +1,14 @@
+import type { KeyObject } from 'node:crypto';
 import type { CipherSuite } from '@hpke/core';
+import { x25519PrivateKeyObject } from './node-crypto-hpke.ts';
 import { AEAD_ID, ehbpSuite, KDF_ID, KEM_ID } from './suite.ts';
 
 /** The enclave's HPKE key: made in this process, held only in its memory, never written or logged. */
 export interface EhbpServerKey {
   suite: CipherSuite;
   keyPair: CryptoKeyPair;
+  /** The private half as node:crypto's key, what every sealed request is opened with (src/ehbp/base-recipient.ts). */
+  privateKey: KeyObject;
   /** The exact bytes served at /.well-known/hpke-keys (an RFC 9458 key_config): what the binding states. */
   keyConfig: Uint8Array;
   /** Only a primary's key, handed to its workers in memory, may be exported (exportEhbpPrivateKey). */
@@ -34,7 +38,7 @@ export async function makeEhbpServerKey(sealedIkm?: Uint8Array, exportable = fal
   const suite = ehbpSuite();
   const keyPair = sealedIkm === undefined ? await suite.kem.generateKeyPair() : await suite.kem.deriveKeyPair(sealedIkm);
   const publicKey = new Uint8Array(await suite.kem.serializePublicKey(keyPair.publicKey));
-  return { suite, keyPair, keyConfig: encodeKeyConfig(publicKey), exportable };
+  return { suite, keyPair, privateKey: x25519PrivateKeyObject(keyPair.privateKey), keyConfig: encodeKeyConfig(publicKey), exportable };
 }
 
 /** The key a primary made, rebuilt in a worker from its private half and key_config (received over IPC, never from disk). */
@@ -44,7 +48,7 @@ export async function ehbpServerKeyFrom(privateKey: Uint8Array, keyConfig: Uint8
     privateKey: await suite.kem.deserializePrivateKey(privateKey),
     publicKey: await suite.kem.deserializePublicKey(keyConfig.subarray(3, 3 + 32)),
   };
-  return { suite, keyPair, keyConfig, exportable: false };
+  return { suite, keyPair, privateKey: x25519PrivateKeyObject(keyPair.privateKey), keyConfig, exportable: false };
 }
 
 /** The private half, for the primary's hand-off to its workers; the key must have been made exportable. */
