@@ -1,15 +1,14 @@
 import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCommand } from '../../src/cli/connect.ts';
-import { verifyCommand } from '../../src/cli/verify.ts';
 import type { RunningConnect } from '../../src/connect/start.ts';
 import { startForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { runSigilVerify } from '../support/cli.ts';
 
 /** `sigil connect` as a command: what it refuses before anything is sent, a run with --audit-dir, and `sigil verify --audit` over it. */
 let engine: TestEngine;
@@ -52,17 +51,7 @@ async function sigilConnect(argv: string[], during?: (running: RunningConnect) =
   return { code, stdout, stderr };
 }
 
-async function sigilVerify(argv: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await verifyCommand(argv, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    stdin: Readable.from([]),
-    env: {},
-  });
-  return { code, stdout, stderr };
-}
+const sigilVerify = (argv: string[]): Promise<Run> => runSigilVerify(argv);
 
 describe('sigil connect refuses to downgrade, before anything is sent', () => {
   it('prints its usage with --help', async () => {

@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import type { EvidenceExtension } from '../../src/cli/evidence-extension.ts';
+import { verifyCommand, type VerifyIo } from '../../src/cli/verify.ts';
 import { verifyEvidenceCommand } from '../../src/cli/verify-evidence.ts';
 
 /**
@@ -25,6 +27,33 @@ export async function runSigilCli(...args: string[]): Promise<{ code: number; st
     const e = err as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
+}
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `sigil verify` in-process, its output captured: an empty stdin and environment unless given, and any
+ * other `VerifyIo` field (a test's AMD/Intel roots, GPU roots, a clock) as it is.
+ */
+export async function runSigilVerify(
+  argv: string[],
+  opts: { stdin?: string; env?: Record<string, string> } & Partial<Omit<VerifyIo, 'stdout' | 'stderr' | 'stdin' | 'env'>> = {},
+): Promise<CliRun> {
+  const { stdin, env, ...rest } = opts;
+  let stdout = '';
+  let stderr = '';
+  const code = await verifyCommand(argv, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    stdin: Readable.from(stdin === undefined ? [] : [Buffer.from(stdin)]),
+    env: env ?? {},
+    ...rest,
+  });
+  return { code, stdout, stderr };
 }
 
 export interface VerifyEvidenceRun {

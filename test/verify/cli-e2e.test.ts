@@ -1,25 +1,14 @@
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyCommand } from '../../src/cli/verify.ts';
 import type { VerifyReport } from '../../src/cli/verify.ts';
 import { startTestEngine } from '../support/test-engine.ts';
 import type { TestEngine } from '../support/test-engine.ts';
 import { startTestSigil } from '../support/sigil.ts';
 import type { TestSigil } from '../support/sigil.ts';
+import { runSigilVerify } from '../support/cli.ts';
 
 const NO_TEE = 'no hardware evidence exists: this service is not running in a TEE';
 
-async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await verifyCommand(argv, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    stdin: Readable.from([]),
-    env: {},
-  });
-  return { code, stdout, stderr };
-}
+const sigilVerify = (argv: string[]) => runSigilVerify(argv);
 
 const failing = (stdout: string) => [...stdout.matchAll(/^FAIL (\S+) — /gm)].map((m) => m[1]);
 

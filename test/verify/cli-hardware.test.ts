@@ -2,23 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyCommand } from '../../src/cli/verify.ts';
 import type { TrustRoots } from '../../src/verify/attestation.ts';
 import { buildSnpReport, createAmdTestChain, createIntelTestChain } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain, IntelTestChain } from '../support/evidence-fixtures.ts';
 import { startSnpSigil, startTdxSigil, type TeeSigil } from '../support/tee-sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { runSigilVerify } from '../support/cli.ts';
 
-async function sigilVerify(argv: string[], roots?: TrustRoots): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {} };
-  const code = await verifyCommand(argv, roots === undefined ? io : { ...io, roots });
-  return { code, stdout, stderr };
-}
+const sigilVerify = (argv: string[], roots?: TrustRoots) => runSigilVerify(argv, roots === undefined ? {} : { roots });
 
 /** The service's documents, fetched as an auditor saving them would (its self-signed TLS key is what the evidence binds). */
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });

@@ -1,12 +1,11 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyCommand } from '../../src/cli/verify.ts';
 import { keyedSnpRelease, releaseFlags } from '../release/release-fixtures.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { runSigilVerify } from '../support/cli.ts';
 
 const DAY = 86_400_000;
 const UNCOMPARED =
@@ -17,13 +16,7 @@ const save = (name: string, data: string) => {
   return join(dir, name);
 };
 
-async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {} };
-  const code = await verifyCommand(argv, io);
-  return { code, stdout, stderr };
-}
+const sigilVerify = (argv: string[]) => runSigilVerify(argv);
 
 describe('sigil verify --release against a development service (no hardware TEE)', () => {
   let engine: TestEngine;

@@ -2,15 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyCommand } from '../../src/cli/verify.ts';
 import { createAmdTestChain, SNP_PLATFORM_VALUES_YAML } from '../support/evidence-fixtures.ts';
 import type { AmdTestChain } from '../support/evidence-fixtures.ts';
 import { keyedSnpRelease, releaseFlags } from '../release/release-fixtures.ts';
 import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { runSigilVerify } from '../support/cli.ts';
 
 const DAY = 86_400_000;
 const dir = mkdtempSync(join(tmpdir(), 'sigil-verify-release-'));
@@ -32,21 +31,12 @@ afterAll(async () => {
   await insecure.close();
 });
 
-/** `sigil verify` in-process with the test AMD roots, its output captured. */
-async function runSigilVerify(argv: string[], roots: AmdTestChain['roots']): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin: Readable.from([]), env: {}, roots };
-  const code = await verifyCommand(argv, io);
-  return { code, stdout, stderr };
-}
-
 describe('sigil verify --release: a signed release manifest as the reference values', () => {
   let chain: AmdTestChain;
   let service: TeeSigil;
   const measurement = randomBytes(48);
 
-  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, { roots: chain.roots });
 
   const release = (name: string, values: string, expires: Date, tamper?: string, selfMeasurement = service.manifest): string[] =>
     releaseFlags(keyedSnpRelease(values, expires, { selfMeasurement, tamperedTo: tamper }), name, save);
@@ -181,7 +171,7 @@ describe('sigil verify --release with --reference for what a release does not st
   let service: TeeSigil;
   const measurement = randomBytes(48);
 
-  const sigilVerify = (argv: string[]) => runSigilVerify(argv, chain.roots);
+  const sigilVerify = (argv: string[]) => runSigilVerify(argv, { roots: chain.roots });
 
   const release = (name: string) =>
     releaseFlags(keyedSnpRelease(measurement.toString('hex'), new Date(Date.now() + DAY), { selfMeasurement: service.manifest }), name, save);

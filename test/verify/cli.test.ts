@@ -8,7 +8,7 @@ import { verifyCommand } from '../../src/cli/verify.ts';
 import { describeCheck } from '../../src/verify/check-registry.ts';
 import type { VerifyReport } from '../../src/cli/verify.ts';
 import { MEASUREMENT, makeSigner, messageClaims } from './receipt-fixtures.ts';
-import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { SIGIL_FROM_SOURCES, runSigilVerify } from '../support/cli.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { gpuEntry, rimText, VECTOR_NONCE, VECTOR_TIME } from '../support/gpu-fixtures.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
@@ -28,14 +28,7 @@ interface Run {
 }
 
 async function sigilVerify(argv: string[], opts: { stdin?: string; env?: Record<string, string> } = {}): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await verifyCommand(argv, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    stdin: Readable.from([Buffer.from(opts.stdin ?? '')]),
-    env: opts.env ?? {},
-  });
+  const { code, stdout, stderr } = await runSigilVerify(argv, opts);
   const lines = stdout
     .split('\n')
     .map((l) => /^(PASS|FAIL|WAIVED|----) (\S+) — /.exec(l))
