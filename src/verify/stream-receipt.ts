@@ -20,7 +20,8 @@ function tailOf(body: Buffer): string {
     ? body.toString('latin1')
     : body.toString('latin1', body.length - 40).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
 }
-const RECEIPT_COMMENT = /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:: log-index (0|[1-9]\d{0,15})(?:\r\n|\r|\n))?(?:\r\n|\r|\n)?$/;
+const RECEIPT_COMMENT =
+  /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:: log-index (0|[1-9]\d{0,15})(?:\r\n|\r|\n))?(?:\r\n|\r|\n)?$/;
 const MARKER = Buffer.from(': receipt ');
 
 /** Finds the last `: receipt ` comment that starts a line. */
