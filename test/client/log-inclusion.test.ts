@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -200,6 +200,33 @@ describe('a log that omits a leaf, forks or shows a tampered checkpoint is a cle
       expect(verdict.detail).toMatch(/it was truncated or shows a split view/);
     } finally {
       proxy.reset();
+    }
+  });
+
+  it('a state file keeps the last checkpoint across clients: a later client shown an older checkpoint fails', async () => {
+    const state = join(logDir(), 'seen.json');
+    const old = await (await fetch(`${sealed.url}/v1/log/checkpoint`)).text();
+    let receipt = '';
+    const first = await createAttestedFetch({
+      baseURL: `${proxy.url}/v1`,
+      allowNoTee: true,
+      logStateFile: state,
+      onInclusion: () => undefined,
+      onExchange: (exchange) => (receipt = exchange.receiptHeader ?? ''),
+    });
+    const kept = (await (await chat(first, sealed, proxy.url)).inclusion)!;
+    await first.close();
+    const seen = JSON.parse(readFileSync(state, 'utf8')) as Record<string, { size: number }>;
+    expect(seen[kept.checkpoint!.origin]!.size).toBe(kept.checkpoint!.size);
+    const later = await createAttestedFetch({ baseURL: `${proxy.url}/v1`, allowNoTee: true, logStateFile: state, onInclusion: () => undefined });
+    proxy.forge = (method, path) =>
+      method === 'GET' && path === '/v1/log/checkpoint' ? { status: 200, headers: { 'content-type': 'text/plain' }, body: old } : undefined;
+    try {
+      const verdict = await later.checkInclusion(receipt, kept.index);
+      expect(marks(verdict)).toEqual(['PASS log.checkpoint', 'FAIL log.consistency']);
+    } finally {
+      proxy.reset();
+      await later.close();
     }
   });
 
