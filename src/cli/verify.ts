@@ -17,7 +17,9 @@ import { verifyExchange, type ReceiptContext, type ServiceExchange } from '../ve
 import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../verify/live-request.ts';
 import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
-import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
+import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceVerification, type Waivers } from '../verify/verify-service.ts';
+import { InclusionWatch, serviceLog } from '../verify/tlog/receipt-inclusion.ts';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './check-report.ts';
@@ -489,11 +491,27 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       ...result.checks.slice(0, result.checks.length - receiptChecks),
       sent,
       ...result.checks.slice(result.checks.length - receiptChecks),
+      ...(await liveInclusion(base, result, live, dispatcher)),
     ];
     return reportOf('live', checks, result.exchanges[0]!);
   } finally {
     await dispatcher.close();
   }
+}
+
+/**
+ * The live receipts' place in the log the attestation binds (docs/log.md, "Verifying"), once their batch is integrated:
+ * nothing for a service that keeps no log, or whose receipts already failed.
+ */
+async function liveInclusion(base: string, result: ServiceVerification, live: LiveExchange, dispatcher: Dispatcher): Promise<Check[]> {
+  const bound = result.facts.transparencyLog;
+  if (bound === null || verdictOf(result.exchanges[0]!.checks).outcome === 'not-verified') return [];
+  const fetchLog = ((url: string) => undiciFetch(url, { dispatcher })) as unknown as typeof fetch;
+  const watch = new InclusionWatch({ log: async () => serviceLog(bound, base, fetchLog) });
+  const message = await watch.check(live.receipt);
+  if (live.modelReceipt === undefined) return message.checks;
+  const model = (await watch.check(live.modelReceipt)).checks.find((c) => c.name === 'log.inclusion')!;
+  return [...message.checks, { ...model, name: 'log.model_receipt_inclusion' }];
 }
 
 /**

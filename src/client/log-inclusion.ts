@@ -4,8 +4,7 @@ import { streamEndingOf } from '../protocol/stream-ending.ts';
 import { splitReceiptStream } from '../verify/stream-receipt.ts';
 import { TlogError } from '../verify/tlog/errors.ts';
 import type { TrustedLog } from '../verify/tlog/log-client.ts';
-import { parseVerifierKey } from '../verify/tlog/note.ts';
-import type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
+import { serviceLog, type InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 
 /** A receipt a response carried, with the leaf index the response named for it (docs/log.md, "Each receipt names its place"). */
 export interface LoggedReceipt {
@@ -38,9 +37,7 @@ export function loggedReceipts(exchange: Exchange, indexHeader: string | null, s
 export function attestedLog(attested: Attested, baseURL: URL, fetchLog: typeof fetch): TrustedLog {
   if (attested.transparencyLog === null)
     throw new TlogError('ERR_TLOG_VKEY', "the service's attestation names no transparency log (it keeps none, or stopped keeping one)");
-  const key = parseVerifierKey(attested.transparencyLog.vkey);
-  const root = baseURL.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
-  return { url: `${baseURL.origin}${root}/v1/log`, origin: attested.transparencyLog.origin, key, fetch: fetchLog };
+  return serviceLog(attested.transparencyLog, baseURL, fetchLog);
 }
 
 /** One verdict for all the receipts of a response: the first failure, else the message receipt's. */

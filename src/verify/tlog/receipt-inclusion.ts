@@ -4,6 +4,8 @@ import { fail, pass, type Check } from '../check.ts';
 import type { VerifiedCheckpoint } from './checkpoint.ts';
 import { fetchCheckpoint, LeafNotFound, receiptIdOf, verifyLogConsistency, verifyReceiptInLog, type TrustedLog } from './log-client.ts';
 import { checkAgainstSeen } from './seen-checkpoints.ts';
+import { parseVerifierKey } from './note.ts';
+import type { TransparencyLogBinding } from '../../protocol/attestation.ts';
 
 /**
  * A client's watch over the receipts it receives (docs/log.md, "Verifying"): each receipt's leaf is proven included
@@ -13,6 +15,18 @@ import { checkAgainstSeen } from './seen-checkpoints.ts';
 
 /** The log's maximum merge delay (docs/log.md): a receipt's batch is integrated within this many ms of its signature. */
 export const MAX_MERGE_DELAY_MS = 10_000;
+
+/**
+ * The log a verified attestation binds (`binding.transparency_log`), served under the service's `/v1/log/`:
+ * `service` is its base URL, with or without a trailing `/v1`.
+ */
+export function serviceLog(binding: TransparencyLogBinding, service: string | URL, fetchLog?: typeof fetch): TrustedLog {
+  const url = new URL(service);
+  const root = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+  const log: TrustedLog = { url: `${url.origin}${root}/v1/log`, origin: binding.origin, key: parseVerifierKey(binding.vkey) };
+  if (fetchLog !== undefined) log.fetch = fetchLog;
+  return log;
+}
 
 /** One receipt's place in the log, as checked. */
 export interface InclusionVerdict {
