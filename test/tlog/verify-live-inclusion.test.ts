@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -50,6 +50,25 @@ describe('sigil verify --url and the transparency log', () => {
     const r = await sigilVerify(['--url', sigil.url, '--api-key', sigil.key, '--stream', '--allow-no-tee', '--allow-unpinned-code']);
     expect(logLines(r.stdout)).toEqual(['PASS log.checkpoint', 'PASS log.consistency', 'PASS log.inclusion', 'PASS log.model_receipt_inclusion']);
     expect(r.code).toBe(0);
+  });
+
+  it('`sigil verify RECEIPT --url BASE --log` checks a kept receipt later; one the log never held fails', async () => {
+    const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-service-receipt': 'true' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'keep my receipt' }] }),
+    });
+    const jws = res.headers.get('x-service-receipt')!;
+    const index = res.headers.get('x-service-log-index')!;
+    const file = join(mkdtempSync(join(tmpdir(), 'sigil-tlog-kept-')), 'receipt.jws');
+    writeFileSync(file, jws);
+    const byId = await sigilVerify([file, '--url', sigil.url, '--log', '--allow-no-tee', '--allow-unpinned-code']);
+    expect(logLines(byId.stdout)).toEqual(['PASS log.checkpoint', 'PASS log.consistency', 'PASS log.inclusion']);
+    expect(byId.stdout).toMatch(new RegExp(`^PASS log\\.inclusion — receipt \\S+ is entry ${index} of the log`, 'm'));
+    writeFileSync(file, jws.slice(0, -4) + 'AAAA');
+    const other = await sigilVerify([file, '--url', sigil.url, '--log', '--log-index', index, '--allow-no-tee', '--allow-unpinned-code']);
+    expect(logLines(other.stdout)).toEqual(['PASS log.checkpoint', 'PASS log.consistency', 'FAIL log.inclusion']);
+    expect(other.code).toBe(1);
   });
 
   it('a log that omits the leaf fails the verdict', async () => {
