@@ -98,7 +98,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
       book.settle(result, verdict);
       if (!verdict.ok)
         options.onFailedReceipt?.(
-          `receipt ${String(verdict.receiptId)} of the ${result.stream ? 'stream' : 'JSON'} answer to ${result.path} is NOT in the service's transparency log: ${verdict.detail}`,
+          `receipt ${String(verdict.receiptId)} of the ${result.stream ? 'stream' : 'JSON'} answer to ${result.path} failed its transparency-log check: ${verdict.detail}`,
         );
     },
     onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
