@@ -9,7 +9,7 @@ import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './
 
 export const CONNECT_USAGE = `usage:
   sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
-                [--brand NAME] [--ca FILE] [--audit-dir DIR] [--allow-unpinned-code] [--allow-no-tee]
+                [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
                 [--allow-insecure-http] [--allow-unsealed-bodies]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
@@ -28,6 +28,8 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
   --ca FILE              extra CA certificates (PEM) for a load balancer that ends TLS before the enclave
   --audit-dir DIR        keep every receipt, the bytes it covers and the evidence it was verified against;
                          sigil verify --audit DIR checks them again offline (the files hold your prompts)
+  --log-state FILE       keep the service's log checkpoints seen across runs (default: in memory); each receipt
+                         is checked to be in the attested transparency log, failures on stderr and /status
   --allow-unpinned-code  accept measured values no reference value pins (each is WAIVED)
   --allow-no-tee         accept a development service without hardware (tee "none"): nothing is attested
   --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
@@ -73,6 +75,7 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
         brand: { type: 'string' },
         ca: { type: 'string' },
         'audit-dir': { type: 'string' },
+        'log-state': { type: 'string' },
         'allow-unpinned-code': { type: 'boolean', default: false },
         'allow-no-tee': { type: 'boolean', default: false },
         'allow-insecure-http': { type: 'boolean', default: false },
@@ -102,6 +105,7 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
   if (v.collateral !== undefined) options.collateral = v.collateral;
   if (v.brand !== undefined) options.brand = v.brand;
   if (v['audit-dir'] !== undefined) options.auditDir = v['audit-dir'];
+  if (v['log-state'] !== undefined) options.logStateFile = v['log-state'];
   if (v.ca !== undefined) options.ca = (await readText(v.ca, 'CA file')).toString('utf8');
   if (v.release !== undefined) {
     const releaseTrust = await releaseTrustFrom(trust, { read: readText, usage: (m) => new UsageError(m), unreadable: (m) => new UsageError(m) });

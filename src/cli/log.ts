@@ -13,7 +13,7 @@ const USAGE = `usage: sigil log verify URL [options]
        sigil log receipt URL --receipt JWS|FILE [--index N] [options]
 
 verify    checks the whole log: every entry bundle and tile hashes to the checkpoint, signed by the log key
-receipt   checks one receipt is in the log: its inclusion proof leads to the checkpoint (sigil verify receipt --log)
+receipt   checks one receipt is in the log: its inclusion proof leads to the checkpoint (also: sigil verify RECEIPT --url BASE --log)
 
 URL is the service (https://host) or the log itself (https://host/v1/log).
   --log-key VKEY      the log's checkpoint key (C2SP verifier key); default: the one the attestation binding names (NOT PINNED)

@@ -17,7 +17,10 @@ import { verifyExchange, type ReceiptContext, type ServiceExchange } from '../ve
 import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../verify/live-request.ts';
 import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
-import { verifyService, type ServiceEvidence, type ServiceExpectations, type Waivers } from '../verify/verify-service.ts';
+import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceVerification, type Waivers } from '../verify/verify-service.ts';
+import type { TransparencyLogBinding } from '../protocol/attestation.ts';
+import { InclusionWatch, serviceLog } from '../verify/tlog/receipt-inclusion.ts';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './check-report.ts';
@@ -33,7 +36,7 @@ const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
                [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
-               [--allow-unpinned-code] [--json]
+               [--allow-unpinned-code] [--log [--log-index N]] [--json]
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--release FILE RELEASE_TRUST]
                [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
   sigil verify --audit DIR [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
@@ -49,6 +52,10 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --api-key KEY       live mode; or set SIGIL_API_KEY (never printed)
   --model ID          live mode: the model to ask (default: the first one GET /v1/models lists)
   --stream            live mode: stream the answer and check the message receipt after [DONE]
+                      (live mode checks the receipts are in the service's transparency log, when its attestation binds one)
+  --log               with a receipt file and --url: check the receipt is in the transparency log the attestation
+                      binds (docs/log.md), waiting up to the log's maximum merge delay for its batch
+  --log-index N       its leaf index (X-<Brand>-Log-Index, or sealed after the receipt); default: found by receipt id
   --nonce TEXT        the X-<Brand>-Nonce you sent (default: none, so the receipt must carry "")
   --measurement HEX   the enclave measurement you expect (from a reproducible build)
   --policy FILE       the policy document you expect (default with --url: BASE/v1/verify/policy)
@@ -121,6 +128,10 @@ interface Options {
   ear: boolean;
   /** --audit DIR: the receipts sigil connect kept. */
   audit?: string;
+  /** --log: check the kept receipt is in the transparency log the attestation binds (with --url). */
+  log: boolean;
+  /** --log-index N: its leaf index, when known (else it is found by receipt id). */
+  logIndex?: number;
 }
 
 export interface VerifyReport {
@@ -162,6 +173,8 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
         json: { type: 'boolean', default: false },
         format: { type: 'string' },
         audit: { type: 'string' },
+        log: { type: 'boolean', default: false },
+        'log-index': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -181,6 +194,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
     allowUnpinnedCode: v['allow-unpinned-code'],
     json: v.json || v.format === 'json',
     ear: v.format === 'ear',
+    log: v.log,
   };
   const set = <K extends keyof Options>(key: K, value: Options[K] | undefined) => {
     if (value !== undefined) o[key] = value;
@@ -200,6 +214,13 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   set('collateral', v.collateral);
   set('release', v.release);
   set('audit', v.audit);
+  if (v['log-index'] !== undefined) {
+    if (!/^\d{1,15}$/.test(v['log-index'])) throw new UsageError('--log-index is a leaf index (a whole number)');
+    o.logIndex = Number(v['log-index']);
+    o.log = true;
+  }
+  if ((o.log || o.logIndex !== undefined) && (o.receipt === undefined || o.url === undefined))
+    throw new UsageError('--log and --log-index check a kept receipt file against the log of the service at --url BASE');
   releaseUsage(o);
   if (!/^[A-Za-z0-9-]+$/.test(o.brand)) throw new UsageError('--brand is one word of letters, digits and hyphens');
   if (o.measurement !== undefined && !/^(?:[0-9a-f]{2})+$/.test(o.measurement)) throw new UsageError('--measurement is hex');
@@ -387,17 +408,29 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
   const exchange = await keptExchange(o, text.toString('utf8').trim());
   const { checks: releaseChecks, reference } = await referenceFor(o, io);
   const policy = o.policy !== undefined ? await readJsonFile(o.policy, 'policy') : undefined;
+  // Fresh evidence for our nonce, over a connection pinned to the key it presents; with --log, the log is read over it too.
+  const pin = new SpkiPin();
+  const dispatcher = o.url === undefined ? undefined : pinnedAgent(pin);
+  try {
+    return await verifyFileWith(o, io, exchange, releaseChecks, reference, policy, dispatcher === undefined ? undefined : { pin, dispatcher });
+  } finally {
+    await dispatcher?.close();
+  }
+}
+
+async function verifyFileWith(
+  o: Options,
+  io: VerifyIo,
+  exchange: ServiceExchange,
+  releaseChecks: Check[],
+  reference: LoadedReference | undefined,
+  policy: unknown,
+  connection: { pin: SpkiPin; dispatcher: Dispatcher } | undefined,
+): Promise<VerifyReport> {
   let evidence: ServiceEvidence | undefined;
   let nonce: Uint8Array = randomBytes(32);
-  if (o.url !== undefined) {
-    // Fresh evidence for our nonce, over a connection pinned to the key it presents.
-    const pin = new SpkiPin();
-    const dispatcher = pinnedAgent(pin);
-    try {
-      evidence = await fetchServiceEvidence(o.url, nonce, pin, dispatcher);
-    } finally {
-      await dispatcher.close();
-    }
+  if (connection !== undefined) {
+    evidence = await fetchServiceEvidence(o.url!, nonce, connection.pin, connection.dispatcher);
   } else if (o.attestation !== undefined) {
     // A saved document, best the start evidence, which attestation_hash names; it was fetched earlier, over no connection we see.
     const doc = await readJsonFile(o.attestation, 'attestation document');
@@ -418,7 +451,16 @@ async function verifyFile(o: Options, io: VerifyIo): Promise<VerifyReport> {
       noConnection: 'offline: --attestation FILE was saved earlier, so no connection was made to compare its TLS key or HPKE key',
     };
   const result = await verifyService(evidence, expect);
-  return reportOf('file', [...releaseChecks, ...withHints(result.checks)], result.exchanges[0] ?? {});
+  const logged =
+    o.log && connection !== undefined
+      ? await inclusionChecks(
+          result.facts.transparencyLog,
+          o.url!,
+          [{ jws: exchange.receipt!, ...(o.logIndex === undefined ? {} : { index: o.logIndex }) }],
+          connection.dispatcher,
+        )
+      : [];
+  return reportOf('file', [...releaseChecks, ...withHints(result.checks), ...logged], result.exchanges[0] ?? {});
 }
 
 /** A kept receipt with no attestation document: its own checks, and the hardware evidence reported as not checked. */
@@ -489,11 +531,41 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       ...result.checks.slice(0, result.checks.length - receiptChecks),
       sent,
       ...result.checks.slice(result.checks.length - receiptChecks),
+      ...(await liveInclusion(base, result, live, dispatcher)),
     ];
     return reportOf('live', checks, result.exchanges[0]!);
   } finally {
     await dispatcher.close();
   }
+}
+
+/**
+ * Receipts' place in the log the attestation binds (docs/log.md, "Verifying"), once their batch is integrated: the
+ * first one's checks (`log.checkpoint`, `log.consistency`, `log.inclusion`), then each other's `log.inclusion` as `log.<name>`.
+ */
+async function inclusionChecks(
+  bound: TransparencyLogBinding | null,
+  base: string,
+  receipts: Array<{ jws: string; index?: number; name?: string }>,
+  dispatcher: Dispatcher,
+): Promise<Check[]> {
+  if (bound === null) return [fail('log.inclusion', "the service's attestation names no transparency log, so no log can hold the receipt")];
+  const fetchLog = ((url: string) => undiciFetch(url, { dispatcher })) as unknown as typeof fetch;
+  const watch = new InclusionWatch({ log: async () => serviceLog(bound, base, fetchLog) });
+  const checks: Check[] = [];
+  for (const [i, r] of receipts.entries()) {
+    const verdict = await watch.check(r.jws, r.index);
+    if (i === 0) checks.push(...verdict.checks);
+    else checks.push({ ...(verdict.checks.find((c) => c.name === 'log.inclusion') ?? verdict.checks.at(-1)!), name: `log.${r.name!}` });
+  }
+  return checks;
+}
+
+/** The live receipts in the log: nothing for a service that keeps no log, or whose receipts already failed. */
+async function liveInclusion(base: string, result: ServiceVerification, live: LiveExchange, dispatcher: Dispatcher): Promise<Check[]> {
+  if (result.facts.transparencyLog === null || verdictOf(result.exchanges[0]!.checks).outcome === 'not-verified') return [];
+  const receipts = [{ jws: live.receipt }, ...(live.modelReceipt === undefined ? [] : [{ jws: live.modelReceipt, name: 'model_receipt_inclusion' }])];
+  return inclusionChecks(result.facts.transparencyLog, base, receipts, dispatcher);
 }
 
 /**

@@ -17,12 +17,15 @@ import { readFile } from 'node:fs/promises';
 import { verifyExchangeReceipt, type Exchange, type ReceiptResult } from './receipts.ts';
 import { exchangeReceiptNonce, splitSealedJson } from '../protocol/sealed-receipt.ts';
 import { brandHeaders, NONCE_VALUE } from '../protocol/brand-headers.ts';
+import { InclusionWatch, type InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
+import { attestedLog, loggedReceipts, responseVerdict } from './log-inclusion.ts';
 
 export type { Attested } from './attest.ts';
 export type { ReferenceValues } from '../verify/reference/reference-values.ts';
 export type { Exchange, ReceiptResult } from './receipts.ts';
 export type { ReleaseTrust } from '../verify/release/trust.ts';
 export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
+export type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
@@ -66,6 +69,22 @@ export interface AttestedFetchOptions {
   /** `throw` (default): a response whose receipt fails is an error (for a stream, at its end). `report`: only recorded. */
   onInvalidReceipt?: 'throw' | 'report';
   /**
+   * Check that the service's transparency log holds every receipt received (docs/log.md, "Verifying"), when its attestation
+   * binds one: default true. The response is not held back; each verdict settles `ReceiptResult.inclusion` and is given to
+   * `onInclusion`.
+   */
+  checkLogInclusion?: boolean;
+  /**
+   * Called with each response's inclusion verdict. Without it, a failed one is emitted as a process warning
+   * (`SIGIL_LOG_INCLUSION`): a receipt missing from the log, or a log that forked, is never silent.
+   */
+  onInclusion?: (verdict: InclusionVerdict, result: ReceiptResult) => void;
+  /**
+   * A file keeping the largest checkpoint seen of each log across runs (the format of `sigil log --state`); without it the
+   * client keeps them in memory, so each checkpoint must extend the last one this client saw.
+   */
+  logStateFile?: string;
+  /**
    * A collateral bundle: the directory `sigil collateral fetch` wrote (read once, here), or its contents already read
    * (`readCollateralDirectory`). It is used as `sigil verify --collateral` uses it (docs/auditing.md, section 3): on a
    * real SEV-SNP host whose certificate table carries no CRL, AMD's CRL from the bundle is what lets snp.crl pass.
@@ -89,7 +108,12 @@ export interface AttestedFetch {
   readonly attestation: Attested;
   /** The most recent receipt verdicts, newest last (at most 100). */
   readonly receipts: readonly ReceiptResult[];
-  /** Closes the pinned connections. */
+  /**
+   * Checks that the attested service's transparency log holds a receipt (a compact JWS), at `index` if known, else found by
+   * its receipt id; waits for its batch up to the log's maximum merge delay. Never rejects: a failure is `ok: false`.
+   */
+  checkInclusion(receipt: string, index?: number): Promise<InclusionVerdict>;
+  /** Closes the pinned connections; inclusion checks still waiting end with a failed verdict that says so. */
   close(): Promise<void>;
 }
 
@@ -202,13 +226,37 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     options.onReceipt?.(result);
   };
 
-  const check = async (exchange: Parameters<typeof verifyExchangeReceipt>[0]): Promise<ReceiptResult> => {
+  // The log is read over the client's own connections (pinned when TLS ends in the enclave).
+  const fetchLog = ((input: string) => undiciFetch(input, { dispatcher: agent })) as unknown as typeof fetch;
+  const watch = new InclusionWatch({
+    log: async (fresh) => {
+      if (fresh) attested = await reattest();
+      return attestedLog(attested, base, fetchLog);
+    },
+    ...(options.logStateFile === undefined ? {} : { stateFile: options.logStateFile }),
+  });
+  const inclusionOf = async (logged: ReturnType<typeof loggedReceipts>, result: ReceiptResult): Promise<InclusionVerdict> => {
+    const verdict = responseVerdict(await Promise.all(logged.map((r) => watch.check(r.jws, r.index))));
+    if (options.onInclusion !== undefined) options.onInclusion(verdict, result);
+    else if (!verdict.ok) process.emitWarning(`receipt ${String(verdict.receiptId)}: ${verdict.detail}`, { code: 'SIGIL_LOG_INCLUSION' });
+    return verdict;
+  };
+  const checksLog = () => options.checkLogInclusion !== false && attested.transparencyLog !== null;
+
+  const check = async (
+    exchange: Parameters<typeof verifyExchangeReceipt>[0],
+    log: { indexHeader: string | null; sealedIndex?: number | undefined; sealed: boolean } = { indexHeader: null, sealed: false },
+  ): Promise<ReceiptResult> => {
     let result = await verifyExchangeReceipt(exchange, attested);
     // A key the attested JWKS does not hold: the service may have rotated it; re-attest once and look again.
     if (!result.ok && result.checks.some((c) => c.name === 'receipt.signature' && !c.ok)) {
       attested = await reattest();
       result = await verifyExchangeReceipt(exchange, attested);
     }
+    const logged = loggedReceipts(exchange, log.indexHeader, log.sealedIndex, log.sealed);
+    if (logged[0]?.index !== undefined) result.logIndex = logged[0].index;
+    // Only a receipt that verified is looked for; the response is not held back for it.
+    if (result.ok && checksLog() && logged.length > 0) result.inclusion = inclusionOf(logged, result);
     record(result);
     options.onExchange?.(exchange, result, attested);
     return result;
@@ -316,10 +364,10 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
       // Sealed, the receipt is the body's last frame: the caller gets the engine's bytes alone.
       const trailer = encrypts ? splitSealedJson(bytes) : undefined;
       if (trailer !== undefined) bytes = new Uint8Array(trailer.body);
-      const result = await check({
-        ...exchangeOf(response, bytes),
-        receiptHeader: encrypts ? (trailer?.receipt ?? null) : response.headers.get(headerNames.receipt),
-      });
+      const result = await check(
+        { ...exchangeOf(response, bytes), receiptHeader: encrypts ? (trailer?.receipt ?? null) : response.headers.get(headerNames.receipt) },
+        { indexHeader: response.headers.get(headerNames.logIndex), sealedIndex: trailer?.logIndex, sealed: encrypts },
+      );
       if (!result.ok && onInvalid === 'throw')
         throw new AttestationError(
           `the response's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`,
@@ -336,7 +384,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
         controller.enqueue(chunk);
       },
       async flush(controller) {
-        const result = await check(exchangeOf(response, Buffer.concat(chunks)));
+        const result = await check(exchangeOf(response, Buffer.concat(chunks)), { indexHeader: response.headers.get(headerNames.logIndex), sealed: encrypts });
         if (!result.ok && onInvalid === 'throw')
           controller.error(
             new AttestationError(`the stream's receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT'),
@@ -349,6 +397,16 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   return Object.defineProperties(attestedFetch, {
     attestation: { get: () => attested, enumerable: true },
     receipts: { get: () => receipts, enumerable: true },
-    close: { value: () => agent.close(), enumerable: true },
+    checkInclusion: {
+      value: async (receipt: string, index?: number): Promise<InclusionVerdict> => watch.check(receipt, index),
+      enumerable: true,
+    },
+    close: {
+      value: () => {
+        watch.close();
+        return agent.close();
+      },
+      enumerable: true,
+    },
   }) as unknown as AttestedFetch;
 }

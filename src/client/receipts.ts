@@ -2,6 +2,7 @@ import { verdictOf, type Check } from '../verify/check.ts';
 import type { ReceiptClaims } from '../verify/claims.ts';
 import { verifyExchange, type ReceiptContext } from '../verify/exchange.ts';
 import type { Attested } from './attest.ts';
+import type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 
 /** The verdict on one response's receipt, as the attested client exposes it. */
 export interface ReceiptResult {
@@ -14,6 +15,13 @@ export interface ReceiptResult {
   claims?: ReceiptClaims;
   /** A sentence for a response that carried no usable receipt. */
   problem?: string;
+  /** The message receipt's leaf index in the transparency log, when the response named it (docs/log.md). */
+  logIndex?: number;
+  /**
+   * When the attestation binds a transparency log and the receipt verified: the check that the log holds the response's
+   * receipts, settled once their batch is integrated (at most the log's maximum merge delay). Never rejects.
+   */
+  inclusion?: Promise<InclusionVerdict>;
 }
 
 export interface Exchange {

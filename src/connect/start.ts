@@ -1,6 +1,13 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { createAttestedFetch, type AttestedFetch, type AttestedFetchOptions, type Exchange, type ReceiptResult } from '../client/index.ts';
+import {
+  createAttestedFetch,
+  type AttestedFetch,
+  type AttestedFetchOptions,
+  type Exchange,
+  type InclusionVerdict,
+  type ReceiptResult,
+} from '../client/index.ts';
 import type { Attested } from '../client/index.ts';
 import { HttpError, toHttpError } from '../protocol/errors.ts';
 import { AuditDirectory } from './audit.ts';
@@ -29,8 +36,13 @@ export interface ConnectOptions {
   allowUnsealedBodies?: boolean;
   /** Keep every receipt, the bytes it covers and the evidence it was verified against (docs/connect.md, "Audit"). */
   auditDir?: string;
-  /** Told of each answer that failed verification: its path and the failed checks' names, never its content. */
+  /**
+   * Told of each answer that failed verification (its path and the failed checks' names), and of each receipt the
+   * service's transparency log does not hold or a log that forked (its receipt id and why): never any content.
+   */
   onFailedReceipt?: (line: string) => void;
+  /** A file keeping the largest log checkpoint seen across runs (the format of `sigil log --state`); default: in memory. */
+  logStateFile?: string;
 }
 
 export interface RunningConnect {
@@ -81,9 +93,17 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
       if (!result.ok)
         options.onFailedReceipt?.(`${result.stream ? 'stream' : 'JSON'} answer to ${result.path} NOT passed on: ${book.recent.at(-1)!.failed.join(', ')}`);
     },
-    // Where a receipt's inclusion in the receipt transparency log will be checked once that log exists: beside the receipt's own checks, before the audit keeps it.
+    // Each receipt's inclusion in the service's log settles after the answer was passed on (docs/log.md, "Verifying").
+    onInclusion: (verdict: InclusionVerdict, result: ReceiptResult) => {
+      book.settle(result, verdict);
+      if (!verdict.ok)
+        options.onFailedReceipt?.(
+          `receipt ${String(verdict.receiptId)} of the ${result.stream ? 'stream' : 'JSON'} answer to ${result.path} failed its transparency-log check: ${verdict.detail}`,
+        );
+    },
     onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
   };
+  if (options.logStateFile !== undefined) fetchOptions.logStateFile = options.logStateFile;
   for (const key of ['reference', 'release', 'collateral', 'roots', 'gpuRoots', 'ca', 'brand'] as const) {
     if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
   }

@@ -1,4 +1,4 @@
-import type { Attested, ReceiptResult } from '../client/index.ts';
+import type { Attested, InclusionVerdict, ReceiptResult } from '../client/index.ts';
 import { checkMark, type Check } from '../verify/check.ts';
 import { describeCheck } from '../verify/check-registry.ts';
 import { HEADLINE_WORDS, headlineOf, type Headline } from '../verify/headline.ts';
@@ -25,6 +25,11 @@ export interface SeenReceipt {
   /** The checks that failed (waived ones are not failures). */
   failed: string[];
   problem?: string;
+  /** Whether the service's transparency log holds the answer's receipts (docs/log.md); absent when it keeps no log or the receipt failed. */
+  log?: 'pending' | 'included' | 'NOT included';
+  log_index?: number;
+  /** Why the log check failed, in plain words (ids, indexes and checkpoint sizes only). */
+  log_problem?: string;
 }
 
 /** `GET /status` (docs/connect.md): the verdict in the trust page's words, each check, and the receipts seen. */
@@ -38,6 +43,8 @@ export interface ConnectStatus {
   tls: 'pinned to the attested key' | 'not ending in the enclave (bodies sealed instead)' | 'plain HTTP';
   checks: StatusCheck[];
   receipts: { verified: number; failed: number; recent: SeenReceipt[] };
+  /** The inclusion checks of the receipts seen, when the attestation binds a transparency log (`kept_by_service`). */
+  log: { kept_by_service: boolean; included: number; not_included: number; pending: number };
 }
 
 function statusCheck(c: Check): StatusCheck {
@@ -57,7 +64,23 @@ function statusCheck(c: Check): StatusCheck {
 export class ReceiptBook {
   verified = 0;
   failed = 0;
+  included = 0;
+  notIncluded = 0;
+  pendingLog = 0;
   readonly recent: SeenReceipt[] = [];
+  private readonly seenOf = new WeakMap<ReceiptResult, SeenReceipt>();
+
+  /** A receipt's inclusion verdict, once its batch was integrated (or the check gave up). */
+  settle(result: ReceiptResult, verdict: InclusionVerdict): void {
+    const seen = this.seenOf.get(result);
+    if (seen?.log === 'pending') this.pendingLog--;
+    if (verdict.ok) this.included++;
+    else this.notIncluded++;
+    if (seen === undefined) return;
+    seen.log = verdict.ok ? 'included' : 'NOT included';
+    if (verdict.index !== undefined) seen.log_index = verdict.index;
+    if (!verdict.ok) seen.log_problem = verdict.detail;
+  }
 
   add(result: ReceiptResult): void {
     if (result.ok) this.verified++;
@@ -74,6 +97,11 @@ export class ReceiptBook {
       seen.model = result.claims.selected_model.model_id;
     }
     if (result.problem !== undefined) seen.problem = result.problem;
+    if (result.inclusion !== undefined) {
+      seen.log = 'pending';
+      this.pendingLog++;
+      this.seenOf.set(result, seen);
+    }
     this.recent.push(seen);
     if (this.recent.length > KEPT) this.recent.shift();
   }
@@ -97,6 +125,7 @@ export function connectStatus(service: string, attested: Attested, book: Receipt
           : 'not ending in the enclave (bodies sealed instead)',
     checks: attested.checks.map(statusCheck),
     receipts: { verified: book.verified, failed: book.failed, recent: [...book.recent] },
+    log: { kept_by_service: attested.transparencyLog !== null, included: book.included, not_included: book.notIncluded, pending: book.pendingLog },
   };
 }
 
@@ -107,7 +136,7 @@ export function statusPage(s: ConnectStatus): string {
   const row = (c: StatusCheck) =>
     `<tr class="${c.result === 'PASS' ? 'pass' : c.result === 'FAIL' ? 'fail' : 'note'}"><td>${c.result}</td><td><b>${escape(c.title)}</b> <code>${escape(c.name)}</code><br>${escape(c.explains)}<br><small>${escape(c.detail)}${c.waived === undefined ? '' : ` (waived: ${escape(c.waived)})`}</small></td></tr>`;
   const receipt = (r: SeenReceipt) =>
-    `<tr class="${r.ok ? 'pass' : 'fail'}"><td>${r.ok ? 'VERIFIED' : 'FAILED'}</td><td>${escape(r.at)}</td><td>${escape(r.path)}${r.stream ? ' (stream)' : ''}</td><td>${escape(r.model ?? '')}</td><td><code>${escape(r.receipt_id ?? '')}</code>${r.ok ? '' : ` ${escape(r.problem ?? r.failed.join(', '))}`}</td></tr>`;
+    `<tr class="${r.ok ? 'pass' : 'fail'}"><td>${r.ok ? 'VERIFIED' : 'FAILED'}</td><td>${escape(r.at)}</td><td>${escape(r.path)}${r.stream ? ' (stream)' : ''}</td><td>${escape(r.model ?? '')}</td><td><code>${escape(r.receipt_id ?? '')}</code>${r.ok ? '' : ` ${escape(r.problem ?? r.failed.join(', '))}`}</td><td>${r.log === undefined ? '' : `log: ${escape(r.log)}${r.log_index === undefined ? '' : ` (entry ${r.log_index})`}${r.log_problem === undefined ? '' : ` ${escape(r.log_problem)}`}`}</td></tr>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>sigil connect: ${escape(s.service)}</title>
 <style>body{font:15px/1.4 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}table{border-collapse:collapse;width:100%}td{border-top:1px solid #ddd;padding:.3rem;vertical-align:top}.pass td:first-child{color:#060}.fail td:first-child{color:#b00}.note td:first-child{color:#850}h1.pass{color:#060}h1.fail{color:#b00}h1.note{color:#850}</style></head>
@@ -120,6 +149,7 @@ export function statusPage(s: ConnectStatus): string {
 <table>${s.checks.map(row).join('\n')}</table>
 <h2>Receipts</h2>
 <p>${s.receipts.verified} verified, ${s.receipts.failed} failed since connect started.</p>
+<p>${s.log.kept_by_service ? `Transparency log: ${s.log.included} receipts proven included, ${s.log.not_included} NOT included, ${s.log.pending} pending.` : 'The service keeps no transparency log: nothing proves its receipts were published.'}</p>
 <table>${[...s.receipts.recent].reverse().map(receipt).join('\n')}</table>
 <p><a href="/status">/status</a> has the same as JSON.</p>
 </body></html>

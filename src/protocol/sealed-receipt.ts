@@ -27,13 +27,18 @@ export async function exchangeReceiptNonce(context: HpkeExporter): Promise<strin
 /** Once per sealed request on the server, and in browsers (no Buffer): a table, not a map and join per byte. */
 const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 
-/** The last sealed frame of a JSON response that asked for a receipt: the same comment a stream ends with. */
-export function sealedReceiptTrailer(jws: string): string {
-  return `: receipt ${jws}\n\n`;
+/**
+ * The receipt comment that ends a response: `: receipt <JWS>`, then, on a sealed exchange whose receipt is in the
+ * transparency log, `: log-index <N>` (its leaf index travels sealed with it, never in a clear header: docs/log.md),
+ * then the blank line. SSE parsers skip both comment lines. A sealed JSON response sends it as its last frame.
+ */
+export function receiptTrailer(jws: string, logIndex?: number): string {
+  return logIndex === undefined ? `: receipt ${jws}\n\n` : `: receipt ${jws}\n: log-index ${logIndex}\n\n`;
 }
 
 const MARKER = new TextEncoder().encode(': receipt ');
-const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/;
+/** What follows the marker: the JWS (no ':' or ' ' in it), the optional leaf index line, the blank line. */
+const TRAILER = /^([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\n(?:: log-index (0|[1-9]\d{0,15})\n)?\n$/;
 
 function lastIndexOf(bytes: Uint8Array, needle: Uint8Array): number {
   outer: for (let at = bytes.length - needle.length; at >= 0; at--) {
@@ -44,16 +49,16 @@ function lastIndexOf(bytes: Uint8Array, needle: Uint8Array): number {
 }
 
 /**
- * Splits the opened body of a sealed JSON response into the engine's bytes (what `response_hash` covers)
- * and the receipt of the trailer after them; undefined when the body does not end with one trailer (a JWS
- * holds neither ':' nor ' ', so the last marker is the trailer's).
+ * Splits the opened body of a sealed JSON response into the engine's bytes (what `response_hash` covers), the
+ * receipt of the trailer after them and its leaf index when the trailer names one; undefined when the body does not
+ * end with one trailer (a JWS holds neither ':' nor ' ', so the last marker is the trailer's).
  */
-export function splitSealedJson(bytes: Uint8Array): { body: Uint8Array; receipt: string } | undefined {
+export function splitSealedJson(bytes: Uint8Array): { body: Uint8Array; receipt: string; logIndex?: number } | undefined {
   const start = lastIndexOf(bytes, MARKER);
   if (start < 0) return undefined;
-  const tail = new TextDecoder().decode(bytes.subarray(start + MARKER.length));
-  if (!tail.endsWith('\n\n')) return undefined;
-  const receipt = tail.slice(0, -2);
-  if (!JWS.test(receipt)) return undefined;
-  return { body: bytes.slice(0, start), receipt };
+  const trailer = TRAILER.exec(new TextDecoder().decode(bytes.subarray(start + MARKER.length)));
+  if (trailer === null) return undefined;
+  const split: { body: Uint8Array; receipt: string; logIndex?: number } = { body: bytes.slice(0, start), receipt: trailer[1]! };
+  if (trailer[2] !== undefined && Number.isSafeInteger(Number(trailer[2]))) split.logIndex = Number(trailer[2]);
+  return split;
 }

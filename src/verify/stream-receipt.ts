@@ -7,6 +7,8 @@ export interface SplitStream {
   body: Uint8Array;
   /** The JWS of the `: receipt <JWS>` comment after it. */
   receipt: string;
+  /** The receipt's leaf index in the transparency log, from the `: log-index <N>` line a sealed stream adds (docs/log.md). */
+  logIndex?: number;
 }
 
 /** `data: [DONE]` as a whole line (at the start of the body or after a line end), then its blank line. */
@@ -18,7 +20,8 @@ function tailOf(body: Buffer): string {
     ? body.toString('latin1')
     : body.toString('latin1', body.length - 40).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
 }
-const RECEIPT_COMMENT = /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:\r\n|\r|\n)?$/;
+const RECEIPT_COMMENT =
+  /^: receipt ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)(?:\r\n|\r|\n)(?:: log-index (0|[1-9]\d{0,15})(?:\r\n|\r|\n))?(?:\r\n|\r|\n)?$/;
 const MARKER = Buffer.from(': receipt ');
 
 /** Finds the last `: receipt ` comment that starts a line. */
@@ -33,7 +36,7 @@ const EVENT_END = /(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
 
 /**
  * Splits a complete event-stream body; throws ERR_VERIFY_STREAM unless it ends with the receipt
- * comment right after the stream's end: `data: [DONE]` and its blank line for chat and completions
+ * comment (and, sealed, its leaf index line) right after the stream's end: `data: [DONE]` and its blank line for chat and completions
  * (the default), the end of the last event for `/v1/responses` streams (`ending: 'event'`), which
  * have no [DONE].
  */
@@ -50,7 +53,9 @@ export function splitReceiptStream(bytes: Uint8Array, options: { ending?: Stream
   } else if (!DONE_EVENT.test(tailOf(body))) {
     throw new VerifyError('ERR_VERIFY_STREAM', 'the receipt comment does not follow a "data: [DONE]" event');
   }
-  return { body: new Uint8Array(body), receipt: comment[1]! };
+  const split: SplitStream = { body: new Uint8Array(body), receipt: comment[1]! };
+  if (comment[2] !== undefined && Number.isSafeInteger(Number(comment[2]))) split.logIndex = Number(comment[2]);
+  return split;
 }
 
 /** Whether a complete event-stream body ends with `data: [DONE]` (no receipt comment after it). */

@@ -1,4 +1,4 @@
-import { START_NONCE, type GpuEvidence } from '../protocol/attestation.ts';
+import { START_NONCE, type GpuEvidence, type TransparencyLogBinding } from '../protocol/attestation.ts';
 import { verifyAttestationDocument, type TrustRoots, type VerifyAttestationOptions } from './attestation.ts';
 import { evidenceBytes, field, sameJson } from './binding.ts';
 import { fail, isNotPinned, pass, verdictOf, waive, type Check, type Verdict } from './check.ts';
@@ -98,6 +98,8 @@ export interface ServiceFacts {
   gpus: GpuReportSummary[];
   /** The policy document served: the models a receipt may name. */
   policy: unknown;
+  /** The transparency log the attestation binds (origin and checkpoint key, docs/log.md); null for a service without a log. */
+  transparencyLog: TransparencyLogBinding | null;
 }
 
 export interface ServiceVerification {
@@ -232,6 +234,14 @@ function gpuChecks(doc: unknown, evidence: ServiceEvidence, expect: ServiceExpec
   return { checks: [...unread, ...result.checks], gpus: result.gpus };
 }
 
+/** `binding.transparency_log` when it has the shape docs/log.md gives it. */
+function boundLog(binding: unknown): TransparencyLogBinding | null {
+  const log = field(binding, 'transparency_log');
+  const origin = field(log, 'origin');
+  const vkey = field(log, 'vkey');
+  return typeof origin === 'string' && typeof vkey === 'string' ? { origin, vkey } : null;
+}
+
 /**
  * The one verification of a Sigil service (docs/auditing.md, "What a verdict means"): the CLI, the attested
  * client and the trust page fetch in their own way, call this, and render its checks. Pure: no I/O.
@@ -315,6 +325,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
       attestationHash,
       gpus: gpu.gpus,
       policy: evidence.policy,
+      transparencyLog: boundLog(binding),
     },
     exchanges,
   };

@@ -1,6 +1,6 @@
 import { HttpError } from '../../protocol/errors.ts';
 import { editJsonObject, scanJsonObject } from '../../protocol/json-edit.ts';
-import { sealedReceiptTrailer } from '../../protocol/sealed-receipt.ts';
+import { receiptTrailer } from '../../protocol/sealed-receipt.ts';
 import { budgetExhausted } from '../../limits/memory-budget.ts';
 import { readEngineBody } from '../../proxy/engine-request.ts';
 import { endUnlessStalled } from '../stalled-reader.ts';
@@ -57,7 +57,7 @@ async function readBufferedAnswer(x: ForwardedExchange): Promise<Buffer> {
 /**
  * Relay, one JSON answer: read whole (within `limits.max_answer_bytes` and the memory budget), the
  * engine's bytes sent as they came but for the model value put back to the catalogue's, the message
- * receipt in the headers, or sealed, as the last frame after the engine's bytes (docs/ehbp.md#receipts-under-ehbp).
+ * receipt (and its leaf index) in the headers, or sealed, as the last frame after the engine's bytes (docs/ehbp.md#receipts-under-ehbp).
  */
 export async function relayJson(x: ForwardedExchange): Promise<void> {
   const { engine } = x;
@@ -88,7 +88,7 @@ export async function relayJson(x: ForwardedExchange): Promise<void> {
     const completionId = typeof completion.id === 'string' ? completion.id : '';
     const jws = await messageReceipt(x, completionId, sha256(out));
     if (x.sealed) {
-      trailer = sealedReceiptTrailer(jws);
+      trailer = receiptTrailer(jws, x.logIndex);
     } else {
       headers[x.ctx.headers.receipt] = jws;
       headers[x.ctx.headers.receiptId] = x.receiptId;

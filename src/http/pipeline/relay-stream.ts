@@ -1,6 +1,7 @@
 import { teeSseStream } from '../../proxy/sse-relay.ts';
 import type { ForwardedExchange } from './exchange.ts';
 import { messageReceipt, modelReceipt } from './sign.ts';
+import { receiptTrailer } from '../../protocol/sealed-receipt.ts';
 
 /** Whether the engine answered with a stream (relayed event by event) rather than one JSON document. */
 export function streams(x: ForwardedExchange): boolean {
@@ -11,7 +12,7 @@ export function streams(x: ForwardedExchange): boolean {
  * Relay, a stream: the engine's events as they come, unbuffered and byte for byte (the model name put
  * back to the catalogue's), the model receipt in the headers and the message receipt as the stream's
  * last comment when receipts were asked for (docs/receipts.md#the-two-receipts-and-where-they-travel);
- * sealed, only the message receipt, inside the sealed body.
+ * sealed, only the message receipt and its leaf index, inside the sealed body.
  */
 export async function relayStream(x: ForwardedExchange): Promise<void> {
   const { res, ctx, engine } = x;
@@ -56,7 +57,8 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
   if (!result.complete) return;
   if (x.receipt.wanted) {
     const jws = await messageReceipt(x, result.completionId ?? '', result.responseHash!);
-    res.end(`: receipt ${jws}\n\n`);
+    // Sealed, the leaf index travels in the receipt comment (docs/log.md); in the clear the comment is the receipt alone.
+    res.end(receiptTrailer(jws, x.sealed ? x.logIndex : undefined));
   } else {
     res.end();
   }

@@ -61,12 +61,19 @@ export function receiptEntry(jws: string): Buffer {
 }
 
 /** The receipt id a compact JWS's payload names, if it names one. */
-function receiptIdOf(jws: string): string | undefined {
+export function receiptIdOf(jws: string): string | undefined {
   try {
     const claims = JSON.parse(Buffer.from(jws.split('.')[1] ?? '', 'base64url').toString('utf8')) as { receipt_id?: unknown };
     return typeof claims.receipt_id === 'string' ? claims.receipt_id : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/** The log's tree has no leaf where the receipt was looked for: not logged there, or its batch is not integrated yet. */
+export class LeafNotFound extends TlogError {
+  constructor(message: string) {
+    super('ERR_TLOG_PROOF', message);
   }
 }
 
@@ -93,8 +100,7 @@ export async function verifyReceiptInLog(
     throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} failed: ${err.message}`);
   });
   if (res.status === 404) {
-    throw new TlogError(
-      'ERR_TLOG_PROOF',
+    throw new LeafNotFound(
       `the log's tree of ${checkpoint.size} entries has no leaf at ${query.replace('=', ' ')}: the receipt is not logged there (or not yet integrated)`,
     );
   }
