@@ -61,8 +61,11 @@ export type PrimaryCall =
   | { op: 'metrics.scrape' }
   /** More of the memory budget for the worker's lease: `bytes` if the budget has them, else `least`, else nothing; answered with the bytes granted. */
   | { op: 'budget.lease'; bytes: number; least: number }
-  /** A receipt's log entry (SHA-256 of its bytes) for the primary's sequencer; answered with its leaf index. */
-  | { op: 'log.append'; entry: Uint8Array; receiptId: string }
+  /**
+   * A receipt's log entry (SHA-256 of its bytes, in base64: a string crosses the channel for less than a typed array,
+   * which node's serializer copies in JavaScript) for the primary's sequencer; answered with its leaf index.
+   */
+  | { op: 'log.append'; entry: string; receiptId: string }
   /** GET /v1/log/<resource>?<query>, answered from the primary's log as a LogReply. */
   | { op: 'log.read'; resource: string; query: string };
 
