@@ -8,6 +8,8 @@ import { startSigilProcess, workerPids, type SigilProcess } from '../support/sig
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { attestedLog, integrated } from '../support/transparency-log.ts';
 import { once } from '../workers/fresh-connection.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import { servingProcesses } from '../../src/config/workers.ts';
 import { fetchCheckpoint, verifyLogConsistency, verifyReceiptInLog, verifyWholeLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 
 let engine: TestEngine;
@@ -131,5 +133,15 @@ describe('the transparency log with workers: 2', { timeout: 120_000 }, () => {
     await verifyReceiptInLog(again, receipts[0]!.jws, { index: receipts[0]!.index!, checkpoint: after });
     await verifyReceiptInLog(again, res.headers['x-service-receipt'] as string, { index: before.size, checkpoint: after });
     await stop(sigil);
+  });
+});
+
+describe('sizing sigil serve with a transparency log', () => {
+  const config = (yaml: string) =>
+    parseConfig(`auth: { keys_file: api-keys }\ncatalogue: models.yaml\nupstreams: { e: { url: 'http://127.0.0.1:8000/v1' } }\n${yaml}`, '/tmp/sigil.yaml');
+
+  it('runs as many workers as without the log: one per core by default, or as many as `workers` says', () => {
+    expect(servingProcesses(config('transparency_log: { dir: log }\n'), 4)).toBe(4);
+    expect(servingProcesses(config('workers: 3\ntransparency_log: { dir: log }\n'), 4)).toBe(3);
   });
 });
