@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { once as nextOutput } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,7 +45,8 @@ const chat = (s: SigilProcess, stream: boolean) =>
 /** The workers that answered requests of `route`, once `count` of them are in the log lines. */
 async function workersServing(s: SigilProcess, route: string, count: number): Promise<number[]> {
   const served = () => s.logs.filter((l) => l.msg === 'request' && l.route === route).map((l) => l.worker as number);
-  while (served().length < count) await new Promise((r) => setImmediate(r));
+  // Each wait ends with the next output of the primary, which carries its workers' log lines.
+  while (served().length < count) await nextOutput(s.child.stdout!, 'data');
   return [...new Set(served())].sort();
 }
 
