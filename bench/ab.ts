@@ -6,12 +6,14 @@
  * B/A ratios.
  *
  *   npx tsx bench/ab.ts [--base main] [--head REV] [--paths json,stream,receipt,stream-receipt,ehbp] [--rounds 5] [--seconds 3] [--max-stored N]
- *                       [--base-node PATH] [--head-node PATH] [--head-log]
+ *                       [--base-node PATH] [--head-node PATH] [--head-log] [--workers N]
  *
  * --base-node and --head-node run a side on another node binary (default: the one running this script), so a change of
  * runtime is measured like a change of code: `--base ecba9fb --base-node /usr/bin/node` is the old main on Node 20.
  * --head-log turns on the transparency log (docs/log.md) in B's Sigils only: with --base HEAD and the working tree
  * as B, the same code with and without the log.
+ * --workers N runs each Sigil as a primary and N workers (default 1: one process), all on the proxy core; CPU is then
+ * the whole process tree's, the primary's included (with the log, its sequencer and the workers' appends).
  *
  * Paths: json (wrk or autocannon, c=50, CPU per request), stream (50 concurrent streams of 16 token
  * events from bench/load-client.ts, CPU per token event), receipt (json with `X-Service-Receipt: true`,
@@ -32,7 +34,7 @@ import { Agent } from 'undici';
 import { fetchServerIdentity, sealBatch, sendBackToBack } from './ehbp-client.ts';
 import type { LoadResult, Target } from './load-client.ts';
 import { LOAD_CORE, PROXY_CORE, ROOT, startEngine, writeSigilConfig } from './peers.ts';
-import { cpuMicros, freePort, hasTaskset, killAllStarted, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
+import { childPids, cpuMicros, freePort, hasTaskset, killAllStarted, pin, spawnLogged, stopChild, waitForPort, type Spawned } from './processes.ts';
 import { spread } from './stats.ts';
 import { saturate, wrkVersion } from './wrk.ts';
 
@@ -53,6 +55,7 @@ const { values } = parseArgs({
     'base-node': { type: 'string', default: process.execPath },
     'head-node': { type: 'string', default: process.execPath },
     'head-log': { type: 'boolean', default: false },
+    workers: { type: 'string', default: '1' },
   },
 });
 const rounds = Number(values.rounds);
@@ -116,14 +119,14 @@ async function startSigilFrom(root: string, name: string, enginePort: number, re
   const extra = {
     ...(values['max-stored'] ? { receipts: { max_stored: Number(values['max-stored']) } } : {}),
     ...(values['head-log'] && name.startsWith('b-') ? { transparency_log: { dir: join(dir, name, 'tlog') } } : {}),
-    workers: knowsWorkers ? 1 : undefined,
+    workers: knowsWorkers ? Number(values.workers) : undefined,
   };
   const { config, key } = writeSigilConfig(join(dir, name), enginePort, port, 'warn', extra);
   const command = [node, join(root, 'bin', 'sigil.js'), 'serve', '--config', config];
   const [bin, ...args] = hasTaskset ? ['taskset', '-c', String(PROXY_CORE), ...command] : command;
   const spawned = spawnLogged(bin!, args, join(dir, `${name}.log`), { cwd: root });
   await waitForPort(port, 60_000, spawned.child);
-  pin(spawned.pid, PROXY_CORE);
+  for (const pid of [spawned.pid, ...childPids(spawned.pid)]) pin(pid, PROXY_CORE);
   const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
   if (receipts) headers['x-service-receipt'] = 'true';
   return { spawned, target: { host: '127.0.0.1', port, path: '/v1/chat/completions', headers } };
@@ -217,9 +220,11 @@ try {
       const perUnit = new Map<Side, number>();
       for (const side of order) {
         const pid = path === 'receipt' || path === 'stream-receipt' ? side.receipts.spawned.pid : side.plain.spawned.pid;
-        const before = cpuMicros([pid]);
+        // With workers: the primary and its workers (a worker that died and was replaced would show as a missing share).
+        const tree = [pid, ...childPids(pid)];
+        const before = cpuMicros(tree);
         const result = await load(side, path, seconds);
-        const used = (cpuMicros([pid]) - before) / result.units;
+        const used = (cpuMicros(tree) - before) / result.units;
         perUnit.set(side, used);
         push(cpu, `${side.label}/${path}`, used);
         push(rate, `${side.label}/${path}`, result.perSecond);
@@ -232,7 +237,7 @@ try {
   const [a, b] = started as [Side, Side];
   const out: string[] = [];
   out.push(
-    `A = ${a.label}, B = ${b.label}; ${rounds} interleaved rounds of ${seconds} s per path; Sigil pinned to core ${PROXY_CORE}, load to core ${LOAD_CORE}${hasTaskset ? '' : ' (no taskset: not pinned)'}.`,
+    `A = ${a.label}, B = ${b.label}; ${rounds} interleaved rounds of ${seconds} s per path; ${values.workers === '1' ? 'one Sigil process' : `Sigil as a primary and ${values.workers} workers`}${values['head-log'] ? ', B with the transparency log' : ''}; Sigil pinned to core ${PROXY_CORE}, load to core ${LOAD_CORE}${hasTaskset ? '' : ' (no taskset: not pinned)'}.`,
   );
   out.push(
     'CPU is the Sigil process\'s user + system time (/proc) per unit; cells are medians over rounds (min–max); "B/A per round" is the median of the ratios taken within each round.',

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../src/log/logger.ts';
 import { TransparencyLog } from '../src/tlog/transparency-log.ts';
-import { handleLog } from '../src/http/routes/log.ts';
+import { handleLog, servedLocally } from '../src/http/routes/log.ts';
 import type { AppContext } from '../src/http/context.ts';
 import { parseRequestTarget } from '../src/http/request-target.ts';
 import { parseVerifierKey } from '../src/verify/tlog/note.ts';
@@ -73,13 +73,9 @@ let t = performance.now();
 const reopened = await TransparencyLog.open(options);
 const restartS = (performance.now() - t) / 1000;
 
-const ctx = { transparencyLog: reopened } as unknown as AppContext;
+const ctx = { transparencyLog: servedLocally(reopened) } as unknown as AppContext;
 const server = createServer((req, res) => {
-  try {
-    handleLog(req, res, ctx, parseRequestTarget(req.url ?? '/'));
-  } catch {
-    res.writeHead(404).end();
-  }
+  handleLog(req, res, ctx, parseRequestTarget(req.url ?? '/')).catch(() => res.writeHead(404).end());
 });
 await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
 const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/log`;

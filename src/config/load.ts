@@ -59,9 +59,6 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
   const result = configSchema.safeParse(raw);
   if (!result.success) throw new ConfigError(describeIssues(result.error.issues, source, configSchema));
   const config = result.data;
-  if (config.transparency_log !== undefined && (config.workers ?? 1) > 1) {
-    throw new ConfigError(`${source}: transparency_log: the log's sequencer runs in one process; set workers: 1 or leave workers out (docs/log.md)`);
-  }
   const base = dirname(source);
   const at = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   return {

@@ -7,8 +7,6 @@ import type { LoadedConfig } from './load.ts';
  */
 export function servingProcesses(config: LoadedConfig, cores: number = availableParallelism()): number {
   if (config.workers !== undefined) return config.workers;
-  // The transparency log's sequencer lives in the one process that signs (docs/decisions.md, "The transparency log runs in one process").
-  if (config.transparency_log !== undefined) return 1;
   if (Object.keys(config.upstreams).length === 0) return 1;
   return cores;
 }

@@ -17,7 +17,7 @@ import type { SigilMetrics } from '../metrics/registry.ts';
 import type { EhbpSettings } from './pipeline/ehbp.ts';
 import type { RequestTracing } from '../tracing/request-tracing.ts';
 import type { BrandHeaders } from '../protocol/brand-headers.ts';
-import type { TransparencyLog } from '../tlog/transparency-log.ts';
+import type { ServedLog } from '../tlog/served-log.ts';
 
 export { brandHeaders, type BrandHeaders } from '../protocol/brand-headers.ts';
 
@@ -57,6 +57,6 @@ export interface AppContext {
   measured?: MeasuredState;
   /** OpenTelemetry spans, one per request; absent unless `tracing.otlp_endpoint` is set. */
   tracing?: RequestTracing;
-  /** The transparency log every receipt is appended to (docs/log.md); absent unless `transparency_log` is set. */
-  transparencyLog?: TransparencyLog;
+  /** The transparency log every receipt is appended to (docs/log.md): this process's, or the primary's for a worker; absent unless `transparency_log` is set. */
+  transparencyLog?: ServedLog;
 }

@@ -48,6 +48,8 @@ import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
 import { TransparencyLog } from '../tlog/transparency-log.ts';
+import type { ServedLog } from '../tlog/served-log.ts';
+import { servedLocally } from './routes/log.ts';
 
 export interface RunningSigil {
   url: string;
@@ -93,6 +95,8 @@ export interface SigilContext extends Serving {
   counters: LimitCounters;
   /** In fleet mode, the fleet this process joined (a workers' primary passes its views on). */
   fleet?: Fleet;
+  /** The transparency log's sequencer, when `transparency_log` is set (a workers' primary appends its workers' entries to it). */
+  transparencyLog?: TransparencyLog;
   /** Closes what the context opened: engine connections, TLS renewal, fleet, the built-in engine, tracing. */
   close(): Promise<void>;
 }
@@ -345,7 +349,7 @@ async function attest(
         }),
     ...(fleet === undefined ? {} : { fleet: fleet.status }),
     measured: measured.state,
-    ...(transparencyLog === undefined ? {} : { transparencyLog }),
+    ...(transparencyLog === undefined ? {} : { transparencyLog: servedLocally(transparencyLog) }),
   });
   transparencyLog?.start();
   const state = newAppState(ctx);
@@ -358,6 +362,7 @@ async function attest(
     tls,
     counters,
     ...(fleet === undefined ? {} : { fleet }),
+    ...(transparencyLog === undefined ? {} : { transparencyLog }),
     close: async () => {
       await transparencyLog?.close();
       await closeUpstreams(upstreams);
@@ -410,8 +415,8 @@ export interface ContextParts {
   fleet?: FleetStatus;
   /** The runtime events and what a reload measures (the primary's, with or without hardware; a worker has none). */
   measured?: MeasuredState;
-  /** The transparency log (docs/log.md); only in a single serving process. */
-  transparencyLog?: TransparencyLog;
+  /** The transparency log (docs/log.md): this process's own, or the primary's for a worker. */
+  transparencyLog?: ServedLog;
 }
 
 /**

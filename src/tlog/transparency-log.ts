@@ -5,6 +5,7 @@ import type { Logger } from '../log/logger.ts';
 import { checkpointText, parseCheckpoint } from '../verify/tlog/checkpoint.ts';
 import { openNote, parseVerifierKey } from '../verify/tlog/note.ts';
 import type { TileRef } from '../verify/tlog/tile-path.ts';
+import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
 import { generateLogKey, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
@@ -44,7 +45,7 @@ export class TransparencyLog {
   readonly origin: string;
   readonly key: LogKey;
   private readonly tree: TiledTree;
-  private pending: Buffer[] = [];
+  private pending: Uint8Array[] = [];
   private next: number;
   private persisted: number;
   private published: Published;
@@ -117,7 +118,13 @@ export class TransparencyLog {
    * to whoever does not hold it); returns the leaf index the entry will have.
    */
   append(jws: string, receiptId?: string): number {
-    this.pending.push(createHash('sha256').update(jws).digest());
+    return this.appendEntry(createHash('sha256').update(jws).digest(), receiptId);
+  }
+
+  /** Appends an entry a worker hashed (src/workers): 32 bytes, the SHA-256 of a receipt; returns its leaf index. */
+  appendEntry(entry: Uint8Array, receiptId?: string): number {
+    if (entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
+    this.pending.push(entry);
     const index = this.next++;
     if (receiptId !== undefined && receiptId !== '') {
       const known = this.ids.get(receiptId);

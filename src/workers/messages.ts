@@ -5,7 +5,9 @@
 import type { AttestationDocumentV2 } from '../attestation/document.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import type { Jwks, KeyOrigins } from '../protocol/attestation.ts';
+import type { Jwks, KeyOrigins, TransparencyLogBinding } from '../protocol/attestation.ts';
+import type { ErrorCode } from '../protocol/errors.ts';
+import type { LogDocument } from '../tlog/served-log.ts';
 import type { ReceiptContext } from '../receipts/claims.ts';
 import type { ReceiptOwner } from '../receipts/store.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
@@ -41,7 +43,12 @@ export interface Handoff extends ReloadedParts {
   keyOrigin: KeyOrigins | undefined;
   /** Fleet mode: the primary holds the fleet's connection; the worker gets its name and views, kept current by messages. */
   fleet?: { replicaId: string; health: FleetHealth; revoked: string[] };
+  /** The transparency log's origin and key, which the worker's fresh attestations bind; the log itself stays in the primary. */
+  transparencyLog?: TransparencyLogBinding;
 }
+
+/** The primary's answer to `log.read`: the resource, or the catalogue error the worker sends instead. */
+export type LogReply = LogDocument | { error: { code: ErrorCode; message: string; param: string | null } };
 
 export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
@@ -53,7 +60,14 @@ export type PrimaryCall =
   | { op: 'replays.claim'; id: string }
   | { op: 'metrics.scrape' }
   /** More of the memory budget for the worker's lease: `bytes` if the budget has them, else `least`, else nothing; answered with the bytes granted. */
-  | { op: 'budget.lease'; bytes: number; least: number };
+  | { op: 'budget.lease'; bytes: number; least: number }
+  /**
+   * A receipt's log entry (SHA-256 of its bytes, in base64: a string crosses the channel for less than a typed array,
+   * which node's serializer copies in JavaScript) for the primary's sequencer; answered with its leaf index.
+   */
+  | { op: 'log.append'; entry: string; receiptId: string }
+  /** GET /v1/log/<resource>?<query>, answered from the primary's log as a LogReply. */
+  | { op: 'log.read'; resource: string; query: string };
 
 /** A message the worker does not wait on: an admitted request has finished, or leased bytes of the memory budget come back. */
 export type PrimaryNotice = { op: 'limits.finish'; keyHash: string; tokensUsed: number } | { op: 'budget.return'; bytes: number };

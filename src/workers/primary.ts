@@ -53,6 +53,7 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
     tlsSpkiSha256: ctx.attestation.tlsSpkiSha256,
     hpkeKeyConfig: ctx.attestation.hpkeKeyConfig,
     keyOrigin: ctx.attestation.sources.keyOrigin,
+    ...(ctx.attestation.transparencyLog === undefined ? {} : { transparencyLog: ctx.attestation.transparencyLog }),
   };
 }
 
@@ -73,6 +74,7 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
     received: metrics.received,
     scrape: () => scrape.text(workers.values()),
     buffers: new MemoryBudget(config.limits.buffer_budget_bytes),
+    ...(built.transparencyLog === undefined ? {} : { log: built.transparencyLog }),
   };
   cluster.setupPrimary({ serialization: 'advanced' });
 

@@ -8,11 +8,25 @@
  * in one turn of a worker's event loop leave as one IPC message, and the primary's answers to them too.
  */
 import type { Worker } from 'node:cluster';
+import { createHash } from 'node:crypto';
+import { logDocument } from '../http/routes/log.ts';
+import { HttpError, httpError } from '../protocol/errors.ts';
+import type { LogDocument, ServedLog } from '../tlog/served-log.ts';
+import type { TransparencyLog } from '../tlog/transparency-log.ts';
 import type { ChatAdmission, CountedAdmission, Verdict } from '../limits/admission.ts';
 import type { MemoryBudget } from '../limits/memory-budget.ts';
 import type { ReceiptOwner, ReceiptStore } from '../receipts/store.ts';
 import type { ReplayVerdict, ReplayWindow } from '../limits/replay-window.ts';
-import { isWorkerMessage, type Answer, type CallBatch, type PrimaryCall, type PrimaryNotice, type ToPrimary, type ToWorker } from './messages.ts';
+import {
+  isWorkerMessage,
+  type Answer,
+  type CallBatch,
+  type LogReply,
+  type PrimaryCall,
+  type PrimaryNotice,
+  type ToPrimary,
+  type ToWorker,
+} from './messages.ts';
 
 /** Collects what is sent in one turn of the event loop and sends it as one message when the turn ends. */
 class Outbox<T> {
@@ -132,6 +146,38 @@ export class PrimaryReplayWindow implements ReplayWindow {
   }
 }
 
+/**
+ * A worker's transparency log: the primary's sequencer. The worker hashes the receipt and sends the 32-byte entry; the
+ * primary hands back its leaf index. A message receipt's append leaves with the store's put, in one message.
+ */
+export class PrimaryLog implements ServedLog {
+  readonly #channel: PrimaryChannel;
+
+  constructor(channel: PrimaryChannel) {
+    this.#channel = channel;
+  }
+
+  append(jws: string, receiptId: string): Promise<number> {
+    return this.#channel.call({ op: 'log.append', entry: createHash('sha256').update(jws).digest('base64'), receiptId });
+  }
+
+  async read(resource: string, query: string): Promise<LogDocument> {
+    const reply = await this.#channel.call<LogReply>({ op: 'log.read', resource, query });
+    if ('error' in reply) throw httpError(reply.error.code, reply.error.message, reply.error.param);
+    return reply;
+  }
+}
+
+/** A resource of the primary's log for a worker: a refusal travels as the catalogue error, for the worker to send. */
+function readLog(log: TransparencyLog, resource: string, query: string): LogReply {
+  try {
+    return logDocument(log, resource, query);
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    return { error: { code: err.code, message: err.message, param: err.param } };
+  }
+}
+
 /** What the primary holds for every worker. */
 export interface SharedState {
   admission: CountedAdmission;
@@ -143,6 +189,8 @@ export interface SharedState {
   scrape?: () => Promise<string>;
   /** `limits.buffer_budget_bytes`, for all workers together: each worker leases from it (src/workers/leased-budget.ts). */
   buffers?: MemoryBudget;
+  /** The transparency log's sequencer: every worker's receipts are appended to it, and /v1/log/ is read from it. */
+  log?: TransparencyLog;
 }
 
 /**
@@ -150,7 +198,7 @@ export interface SharedState {
  * remembered, so a worker that dies does not keep their slots: `releaseAll` frees them when it exits.
  */
 export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(): void } {
-  const { admission, receipts, replays, received, scrape } = shared;
+  const { admission, receipts, replays, received, scrape, log } = shared;
   const admitted = new Map<string, number>();
   // What this worker leased of the memory budget: all of it comes back when the worker exits.
   const lease = shared.buffers?.hold();
@@ -175,6 +223,12 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
         if (lease === undefined) return 0;
         if (await lease.grow(call.bytes)) return call.bytes;
         return (await lease.grow(call.least)) ? call.least : 0;
+      case 'log.append':
+        if (log === undefined) throw new Error('no transparency log');
+        return log.appendEntry(Buffer.from(call.entry, 'base64'), call.receiptId);
+      case 'log.read':
+        if (log === undefined) throw new Error('no transparency log');
+        return readLog(log, call.resource, call.query);
     }
   };
   const finish = (notice: PrimaryNotice) => {

@@ -24,7 +24,7 @@ import type { FleetHealth } from '../fleet/connection.ts';
 import { FleetKeyRing } from '../fleet/revocations.ts';
 import type { Jwks } from '../protocol/attestation.ts';
 import { isWorkerMessage, type Handoff, type ReloadedParts, type ToPrimary, type ToWorker } from './messages.ts';
-import { PrimaryAdmission, PrimaryChannel, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
+import { PrimaryAdmission, PrimaryChannel, PrimaryLog, PrimaryReceiptStore, PrimaryReplayWindow } from './shared-state.ts';
 import { LeasedBudget } from './leased-budget.ts';
 
 function handoffReceived(): Promise<Handoff> {
@@ -107,8 +107,16 @@ async function contextFrom(handoff: Handoff, channel: PrimaryChannel, views: Fle
     receiptContext: handoff.receiptContext,
     jwks: views.jwks,
     documents: { ...handoff.documents, jwks: JSON.stringify(views.jwks) },
-    attestation: { sources, tlsSpkiSha256: handoff.tlsSpkiSha256, hpkeKeyConfig: handoff.hpkeKeyConfig, start: handoff.start },
+    attestation: {
+      sources,
+      tlsSpkiSha256: handoff.tlsSpkiSha256,
+      hpkeKeyConfig: handoff.hpkeKeyConfig,
+      start: handoff.start,
+      ...(handoff.transparencyLog === undefined ? {} : { transparencyLog: handoff.transparencyLog }),
+    },
     ...(ehbp === undefined ? {} : { ehbp }),
+    // The log's sequencer is the primary's: this worker's receipts are appended there, and /v1/log/ is read from it.
+    ...(handoff.transparencyLog === undefined ? {} : { transparencyLog: new PrimaryLog(channel) }),
     ...(handoff.fleet === undefined ? {} : { fleet: { replicaId: handoff.fleet.replicaId, health: () => views.health } }),
   });
 }

@@ -18,8 +18,8 @@ export function modelReceipt(x: ValidExchange): Promise<string> {
   const jws =
     log === undefined
       ? signed
-      : signed.then((receipt) => {
-          x.logIndex = log.append(receipt, x.receiptId);
+      : signed.then(async (receipt) => {
+          x.logIndex = await log.append(receipt, x.receiptId);
           return receipt;
         });
   // Signed while the engine starts: a failure surfaces where it is awaited, and is not left unhandled when the engine fails first.
@@ -50,7 +50,8 @@ export async function messageReceipt(x: ValidExchange, completionId: string, res
       responseHash,
     }),
   );
-  if (x.ctx.transparencyLog !== undefined) x.logIndex = x.ctx.transparencyLog.append(jws, x.receiptId);
-  await x.ctx.receiptStore.put(x.receiptId, x.caller, jws);
+  // Both leave in the same turn: in a worker, one IPC message carries the append and the store's put, and one round trip answers both.
+  const [index] = await Promise.all([x.ctx.transparencyLog?.append(jws, x.receiptId), x.ctx.receiptStore.put(x.receiptId, x.caller, jws)]);
+  if (index !== undefined) x.logIndex = index;
   return jws;
 }

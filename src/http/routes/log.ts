@@ -4,38 +4,49 @@ import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../../protocol/errors.ts';
 import { parseTilePath } from '../../verify/tlog/tile-path.ts';
 import type { TransparencyLog } from '../../tlog/transparency-log.ts';
-import { sendJson } from '../respond.ts';
+import type { LogDocument, ServedLog } from '../../tlog/served-log.ts';
 
 /**
  * The transparency log under /v1/log/ (docs/log.md): `checkpoint` and `tile/...` as C2SP tlog-tiles (static,
  * mirrorable), and two dynamic helpers over the same tree: `proof?index=N|receipt_id=ID[&size=S]` (inclusion)
- * and `consistency?from=A[&to=B]`.
+ * and `consistency?from=A[&to=B]`. With workers, the resource is read from the primary's log (src/workers).
  */
-export function handleLog(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): void {
+export async function handleLog(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
   const log = ctx.transparencyLog;
   if (log === undefined) throw httpError('not_found', 'This service keeps no transparency log (transparency_log is not configured).');
-  const path = url.pathname.slice('/v1/log/'.length);
-  const head = req.method === 'HEAD';
-  if (path === 'checkpoint') {
-    const body = Buffer.from(log.checkpoint.note);
-    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-cache, max-age=1' });
-    res.end(head ? undefined : body);
-    return;
-  }
-  if (path === 'proof') return sendJson(res, 200, JSON.stringify(inclusion(log, url.searchParams)));
-  if (path === 'consistency') return sendJson(res, 200, JSON.stringify(consistency(log, url.searchParams)));
-  if (path.startsWith('tile/')) {
+  const document = await log.read(url.pathname.slice('/v1/log/'.length), url.searchParams.toString());
+  res.writeHead(200, {
+    'content-type': document.contentType,
+    'content-length': document.body.length,
+    ...(document.cacheControl === undefined ? {} : { 'cache-control': document.cacheControl }),
+  });
+  res.end(req.method === 'HEAD' ? undefined : document.body);
+}
+
+/** The log of this process, served as it is: the sequencer's own (one serving process, or the primary answering its workers). */
+export function servedLocally(log: TransparencyLog): ServedLog {
+  return { append: (jws, receiptId) => log.append(jws, receiptId), read: (resource, query) => logDocument(log, resource, query) };
+}
+
+const json = (value: unknown): LogDocument => ({ contentType: 'application/json', body: Buffer.from(JSON.stringify(value)) });
+
+/** A resource of the log: its bytes, or an HttpError. */
+export function logDocument(log: TransparencyLog, resource: string, query: string): LogDocument {
+  const params = new URLSearchParams(query);
+  if (resource === 'checkpoint')
+    return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(log.checkpoint.note) };
+  if (resource === 'proof') return json(inclusion(log, params));
+  if (resource === 'consistency') return json(consistency(log, params));
+  if (resource.startsWith('tile/')) {
     let tile;
     try {
-      tile = parseTilePath(path);
+      tile = parseTilePath(resource);
     } catch {
       throw httpError('not_found', 'Not a tile path (C2SP tlog-tiles: tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>]).');
     }
     const bytes = log.tile(tile);
     if (bytes === undefined) throw httpError('not_found', 'The published tree has no such tile yet.');
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes.length, 'cache-control': 'public, max-age=31536000, immutable' });
-    res.end(head ? undefined : bytes);
-    return;
+    return { contentType: 'application/octet-stream', cacheControl: 'public, max-age=31536000, immutable', body: bytes };
   }
   throw httpError('not_found', 'The log serves checkpoint, tile/..., proof and consistency.');
 }
