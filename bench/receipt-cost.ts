@@ -2,7 +2,9 @@
  * Receipt cost in µs of CPU, measured in-process with process.cpuUsage over N iterations of exactly
  * what Sigil does per request: a receipt id, SHA-256 of the request and response bytes, the claims,
  * and one ES256 signature (a stream adds a second signature: the model receipt in its header). Signatures are made on
- * libuv's thread pool, as Sigil makes them; process.cpuUsage counts every thread.
+ * the calling thread, as every Sigil of the bench makes them (pinned to one core, it has no core free for libuv's
+ * thread pool: docs/decisions.md, "Receipts are signed on the event loop unless a core is free"); process.cpuUsage
+ * counts every thread.
  */
 import { createHash, randomUUID, sign as signBytes } from 'node:crypto';
 import { messageReceiptClaims, modelReceiptClaims, type ReceiptContext } from '../src/receipts/claims.ts';
@@ -36,7 +38,7 @@ async function cpuUsPer(iterations: number, fn: () => unknown): Promise<number> 
 
 export async function measureReceiptCost(iterations: number): Promise<ReceiptCost> {
   const key = await loadSigningKey();
-  const sign = createReceiptSigner(key);
+  const sign = createReceiptSigner(key, false);
   const ctx: ReceiptContext = { measurement: '00'.repeat(48), tee: 'none', policyHash: 'sha256:' + '11'.repeat(32) };
   const model = { provider: 'bench', model_id: 'bench-model', model_hash: 'sha256:' + 'ab'.repeat(32) };
   const request = Buffer.from(

@@ -334,7 +334,7 @@ export function renderMarkdown(r: Report): string {
   const c = r.receiptCost;
   L.push('');
   L.push(
-    `**Receipt cost** (µs of CPU per request, in-process over ${c.iterations} iterations): one bare ES256 signature through node:crypto ${fmt(c.bareSignUs, 1)}; Sigil's receipt signer ${fmt(c.signUs, 1)}, request + response SHA-256 ${fmt(c.hashUs, 1)}; all a JSON receipt adds ${fmt(c.jsonReceiptUs, 1)}; a stream's two receipts ${fmt(c.streamReceiptUs, 1)}.` +
+    `**Receipt cost** (µs of CPU per request, in-process over ${c.iterations} iterations): one bare ES256 signature through node:crypto ${fmt(c.bareSignUs, 1)}; Sigil's receipt signer (on the calling thread, as the bench's one-core Sigils sign) ${fmt(c.signUs, 1)}, request + response SHA-256 ${fmt(c.hashUs, 1)}; all a JSON receipt adds ${fmt(c.jsonReceiptUs, 1)}; a stream's two receipts ${fmt(c.streamReceiptUs, 1)}.` +
       (c.endToEndUs
         ? ` End to end (Sigil's CPU per request with minus without receipts, JSON c=50): ${cell(c.endToEndUs)} µs, ${fmt(c.endToEndUs.median / c.bareSignUs, 2)}× one bare signature (target ≤ 2×).`
         : ''),

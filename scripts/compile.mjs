@@ -6,7 +6,7 @@
 // sources compile against a stand-in declaration (scripts/proxy-only/) and `sigil engine` says at run time that the
 // engine is not installed. It stays outside the bundle either way: the built-in engine loads it in its own process.
 import { spawnSync } from 'node:child_process';
-import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -84,6 +84,28 @@ await build({
   plugins: [relocateUrls],
   logLevel: 'warning',
 });
+
+// V8 keeps every module's source as a string for the life of the process, at one byte a character while the text
+// is Latin-1 and two bytes otherwise: one `—` in a comment doubled a chunk's memory (about 5 MB for the four largest).
+// esbuild writes code ASCII-only (its default charset) but keeps comments as written, so what is wider is in comments:
+// spelled in ASCII there. A wide character found anywhere else stops the build rather than change code.
+const WIDE = /[\u0100-\u{10ffff}]/gu;
+const ASCII_FOR = { '\u2014': '--', '\u2013': '-', '\u2212': '-', '\u2026': '...', '\u2018': "'", '\u2019': "'", '\u201c': '"', '\u201d': '"' };
+for (const name of await readdir(bundleDir)) {
+  if (!name.endsWith('.mjs')) continue;
+  const file = join(bundleDir, name);
+  const text = await readFile(file, 'utf8');
+  if (text.search(WIDE) === -1) continue;
+  const narrowed = text.replace(WIDE, (char, at) => {
+    const line = text.slice(text.lastIndexOf('\n', at - 1) + 1, at);
+    const inBlockComment = text.lastIndexOf('/*', at) > text.lastIndexOf('*/', at);
+    if (!inBlockComment && !line.includes('//')) {
+      throw new Error(`build: ${name} has ${JSON.stringify(char)} outside a comment: ${JSON.stringify(line.slice(-60))}`);
+    }
+    return ASCII_FOR[char] ?? '?';
+  });
+  await writeFile(file, narrowed);
+}
 
 // koffi's native module for this platform, as koffi itself finds it (@koromix/koffi-<platform>-<arch>): an optional
 // dependency of koffi, so a proxy-only install (--omit=optional) lacks it. That build then has no addon, and what needs

@@ -8,8 +8,8 @@ export interface Caller {
   keyHash: string;
   keyId: string;
   /**
-   * 32 bytes derived from the presented key (HKDF-SHA256), kept for this request only: what seals the
-   * caller's receipts at rest and salts its prefix cache. The stored key hash does not give it.
+   * 32 bytes derived from the presented key (HKDF-SHA256), kept in memory while the key is in the key set:
+   * what seals the caller's receipts at rest and salts its prefix cache. The stored key hash does not give it.
    */
   secret: Buffer;
 }
@@ -19,21 +19,29 @@ const CALLER_SECRET_SALT = 'sigil caller secret';
 /**
  * An authenticated caller. Its secret is derived on first use: most requests never need it (only a
  * salted engine or a receipt sealed at rest does), and HKDF was the largest item of the JSON profile.
+ * Once derived, it is kept by its key hash in `secrets` (the key ring's), so the key's later requests
+ * read it (every receipt does, handed to the primary by a worker) without an HKDF each.
  */
 class AuthenticatedCaller implements Caller {
   readonly keyHash: string;
   readonly keyId: string;
   #key: string;
-  #secret: Buffer | undefined;
+  #secrets: Map<string, Buffer>;
 
-  constructor(keyHash: string, key: string) {
+  constructor(keyHash: string, key: string, secrets: Map<string, Buffer>) {
     this.keyHash = keyHash;
     this.keyId = keyHash.slice(0, 12);
     this.#key = key;
+    this.#secrets = secrets;
   }
 
   get secret(): Buffer {
-    return (this.#secret ??= Buffer.from(hkdfSync('sha256', this.#key, CALLER_SECRET_SALT, '', 32)));
+    let secret = this.#secrets.get(this.keyHash);
+    if (secret === undefined) {
+      secret = Buffer.from(hkdfSync('sha256', this.#key, CALLER_SECRET_SALT, '', 32));
+      this.#secrets.set(this.keyHash, secret);
+    }
+    return secret;
   }
 }
 
@@ -43,6 +51,8 @@ class AuthenticatedCaller implements Caller {
  */
 export class KeyRing {
   #byHash = new Map<string, Buffer>();
+  /** The secrets of this set's keys derived so far (a key's secret is a function of the key its hash names): at most one per key. */
+  #secrets = new Map<string, Buffer>();
 
   constructor(keys: readonly StoredKey[]) {
     this.replace(keys);
@@ -51,6 +61,7 @@ export class KeyRing {
   /** Swaps the whole set at once, so a reload never leaves a half-read file in use. */
   replace(keys: readonly StoredKey[]): void {
     this.#byHash = new Map(keys.map((k) => [k.hash, Buffer.from(k.hash, 'hex')]));
+    this.#secrets = new Map();
   }
 
   get size(): number {
@@ -71,6 +82,6 @@ export class KeyRing {
     if (stored === undefined || !timingSafeEqual(stored, digest)) {
       throw httpError('invalid_api_key', 'Incorrect API key provided.');
     }
-    return new AuthenticatedCaller(hex, match[1]!);
+    return new AuthenticatedCaller(hex, match[1]!, this.#secrets);
   }
 }

@@ -96,6 +96,18 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
     const left = compiledFiles(join(app, 'dist')).filter((file) => /(?:from\s*|import\s*\(\s*)["']\.{1,2}\/[^"']*\.ts["']/.test(readFileSync(file, 'utf8')));
     expect(left).toEqual([]);
   });
+
+  it('keeps every file of the bundle to Latin-1, so V8 holds each module source at one byte a character', () => {
+    const bundle = join(app, 'dist', 'sigil');
+    const wide = readdirSync(bundle)
+      .filter((name) => name.endsWith('.mjs'))
+      .flatMap((name) => {
+        const text = readFileSync(join(bundle, name), 'utf8');
+        const at = text.search(/[\u0100-\u{10ffff}]/u);
+        return at === -1 ? [] : [`${name}: ${JSON.stringify(text.slice(Math.max(0, at - 30), at + 5))}`];
+      });
+    expect(wide).toEqual([]);
+  });
 });
 
 describe('bin/sigil.js runs the bundle', () => {
