@@ -10,6 +10,7 @@
  * - storage: bytes on disk for `--entries` entries (du of the folder);
  * - restart: the seconds a start spends checking that stored log;
  * - verify: the seconds `sigil log verify` (verifyWholeLog, over HTTP on loopback) takes for the whole log;
+ * - proofs: µs per inclusion proof of a random leaf (its tiles mostly read back from the folder, checked: docs/log.md#memory);
  * - memory: the process's RSS, V8 heap and Buffer (arrayBuffers) bytes once `--entries` are appended, and again once
  *   the log is reopened and checked, after a full GC when run with --expose-gc (`node --expose-gc --import tsx bench/tlog.ts`).
  */
@@ -86,6 +87,12 @@ const reopened = await TransparencyLog.open(options);
 const restartS = (performance.now() - t) / 1000;
 const restarted = memory();
 
+// Inclusion proofs of random leaves: most tiles they need are out of memory and read back (8 KiB files, page cache).
+const proofs = 2000;
+t = performance.now();
+for (let i = 0; i < proofs; i++) reopened.inclusion(Math.floor(Math.random() * entries));
+const proofUs = ((performance.now() - t) * 1000) / proofs;
+
 const ctx = { transparencyLog: servedLocally(reopened) } as unknown as AppContext;
 const server = createServer((req, res) => {
   handleLog(req, res, ctx, parseRequestTarget(req.url ?? '/')).catch(() => res.writeHead(404).end());
@@ -110,6 +117,8 @@ const result = {
   restart_check_s: +restartS.toFixed(1),
   verify_whole_log_s: +verifyS.toFixed(1),
   verified_entries: report.entries,
+  random_inclusion_proof_us: +proofUs.toFixed(1),
+  tiles_in_memory: reopened.tilesInMemory,
   gc: typeof (globalThis as { gc?: unknown }).gc === 'function',
   memory_before: baseline,
   memory_appended: appended,

@@ -49,8 +49,9 @@ export class StoredTiles {
     try {
       tile = readFileSync(join(this.dir, path));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StoredTileError(`${path} is missing from the log folder: it was written and is gone`);
-      throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') throw new StoredTileError(`${path} is missing from the log folder: it was written and is gone`);
+      throw new StoredTileError(`${path} could not be read from the log folder (${code ?? (err as Error).message})`);
     }
     if (tile.length !== bytes)
       throw new StoredTileError(`${path} in the log folder is ${tile.length} bytes, not ${bytes}: it was altered after it was written`);
