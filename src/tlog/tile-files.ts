@@ -96,12 +96,13 @@ export class StoredLogError extends Error {}
 /**
  * Rebuilds the tree from the stored entry bundles (contiguous from 0, only the last one partial), then checks
  * every stored Merkle tile against it, byte for byte. Each full tile is checked as the rebuild completes it and then
- * dropped from memory (docs/log.md#memory); one the disk lacks stays in memory until `writeTiles` writes it.
+ * dropped from memory (docs/log.md#memory); one the disk lacks stays in memory until it is written (`writeTiles`).
  */
 export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; missing: TileRef[] }> {
   const stored = await storedTiles(dir);
   const tree = new TiledTree(dir);
   const missing: TileRef[] = [];
+  const kept = new Set<string>();
   const compare = async (tile: TileRef) => {
     if (!tree.read(tile)!.equals(await readFile(join(dir, tilePath(tile)))))
       throw new StoredLogError(`${tilePath(tile)} does not match the hashes of the stored entries: the log was altered`);
@@ -118,9 +119,12 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
       const tile = { level, index: tree.size / span - 1, width: TILE_WIDTH };
       if (stored.get(`${level}/${tile.index}`)?.width === TILE_WIDTH) await compare(tile);
       // A full tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
-      else missing.push(tile);
+      else {
+        missing.push(tile);
+        kept.add(`${level}/${tile.index}`);
+      }
     }
-    tree.dropWritten(new Set(missing.map((t) => `${t.level}/${t.index}`)));
+    tree.dropWritten(kept);
   }
   for (const tile of stored.values()) {
     if (tile.level === 'entries') {
@@ -134,8 +138,7 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
   return { tree, missing };
 }
 
-/** Writes the given tiles of the tree, then drops them from memory. */
+/** Writes the given tiles of the tree. */
 export async function writeTiles(dir: string, tree: TiledTree, tiles: readonly TileRef[]): Promise<void> {
   for (const tile of tiles) await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
-  tree.dropWritten();
 }

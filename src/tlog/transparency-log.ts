@@ -92,6 +92,7 @@ export class TransparencyLog {
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
       await writeTiles(options.dir, tree, loaded.missing);
+      tree.dropWritten();
     }
     const key = generateLogKey(origin);
     await writeDurably(

@@ -88,9 +88,13 @@ describe('the log in memory: its right edge and a few tiles read back', () => {
     await sigil.close();
     sigil = undefined;
 
-    // And in process again: the restart check leaves only the right edge in memory; proofs still verify.
+    // And in process again, with two full tiles deleted (as by a crash between writes): the start writes them again
+    // from the entries, and leaves only the right edge in memory; proofs still verify.
+    const deleted = ['tile/0/100', 'tile/1/001'].map((path) => ({ path, bytes: readFileSync(join(dir, path)) }));
+    for (const { path } of deleted) rmSync(join(dir, path));
     const again = await open(dir);
     expect(again.tilesInMemory).toBeLessThanOrEqual(RIGHT_EDGE);
+    for (const { path, bytes } of deleted) expect(readFileSync(join(dir, path)).equals(bytes)).toBe(true);
     const reopened = openCheckpoint(again.checkpoint.note, parseVerifierKey(again.key.vkey), again.origin);
     expect(reopened.root.equals(checkpoint.root)).toBe(true);
     for (const index of [3, 99_999, ENTRIES - 1])
