@@ -124,7 +124,7 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
         kept.add(`${level}/${tile.index}`);
       }
     }
-    tree.dropWritten(kept);
+    tree.dropWritten(tree.size, kept);
   }
   for (const tile of stored.values()) {
     if (tile.level === 'entries') {

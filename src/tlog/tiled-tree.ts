@@ -62,13 +62,14 @@ export class TiledTree {
   }
 
   /**
-   * Drops the full tiles and bundles from memory: the caller wrote them all to the log folder (or found them there,
-   * checked), except those named in `kept` ("<level>/<index>"), which stay until written.
+   * Drops from memory the tiles and bundles that were full at tree size `written`: the caller wrote every one of them
+   * to the log folder (or found it there, checked), except those named in `kept` ("<level>/<index>"), which stay
+   * until written. Tiles that filled after `written` stay.
    */
-  dropWritten(kept: ReadonlySet<string> = new Set()): void {
+  dropWritten(written: number, kept: ReadonlySet<string> = new Set()): void {
     if (this.stored === undefined) throw new Error('a tree without a log folder keeps every tile');
     const drop = (tiles: Map<number, Buffer>, level: number | 'entries') => {
-      const full = Math.floor(TiledTree.countAt(level, this.size) / TILE_WIDTH);
+      const full = Math.floor(TiledTree.countAt(level, Math.min(written, this.size)) / TILE_WIDTH);
       for (const index of tiles.keys()) if (index < full && !kept.has(`${level}/${index}`)) tiles.delete(index);
     };
     drop(this.bundles, 'entries');

@@ -92,7 +92,7 @@ export class TransparencyLog {
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
       await writeTiles(options.dir, tree, loaded.missing);
-      tree.dropWritten();
+      tree.dropWritten(tree.size);
     }
     const key = generateLogKey(origin);
     await writeDurably(
@@ -202,7 +202,7 @@ export class TransparencyLog {
     try {
       await persistTiles(this.options.dir, this.tree, this.persisted);
       this.persisted = size;
-      this.tree.dropWritten();
+      this.tree.dropWritten(size);
       const note = signNote(checkpointText(this.origin, size, rootHash(this.tree.reader, size)), this.key);
       await writeDurably(join(this.options.dir, 'checkpoint'), note);
       this.published = { size, note };
