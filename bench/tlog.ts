@@ -9,7 +9,10 @@
  *   Ed25519 checkpoint per batch), at `--batch` entries a batch;
  * - storage: bytes on disk for `--entries` entries (du of the folder);
  * - restart: the seconds a start spends checking that stored log;
- * - verify: the seconds `sigil log verify` (verifyWholeLog, over HTTP on loopback) takes for the whole log.
+ * - verify: the seconds `sigil log verify` (verifyWholeLog, over HTTP on loopback) takes for the whole log;
+ * - proofs: µs per inclusion proof of a random leaf (its tiles mostly read back from the folder, checked: docs/log.md#memory);
+ * - memory: the process's RSS, V8 heap and Buffer (arrayBuffers) bytes once `--entries` are appended, and again once
+ *   the log is reopened and checked, after a full GC when run with --expose-gc (`node --expose-gc --import tsx bench/tlog.ts`).
  */
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -33,6 +36,14 @@ const batch = Number(values.batch);
 const dir = mkdtempSync(join(tmpdir(), 'sigil-tlog-bench-'));
 const logger = createLogger('warn');
 const options = { dir, originPrefix: 'bench.example', batchMs: 1000, idsKept: 100_000, logger };
+const megabytes = (n: number) => +(n / 1e6).toFixed(1);
+/** The process's memory after a full collection when --expose-gc allows one. */
+const memory = () => {
+  (globalThis as { gc?: () => void }).gc?.();
+  const m = process.memoryUsage();
+  return { rss_mb: megabytes(m.rss), heap_used_mb: megabytes(m.heapUsed), array_buffers_mb: megabytes(m.arrayBuffers) };
+};
+const baseline = memory();
 const cpu = (before: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(before);
   return used.user + used.system;
@@ -42,7 +53,7 @@ const cpu = (before: NodeJS.CpuUsage) => {
 const body = randomBytes(760).toString('base64url');
 const receipts = Array.from({ length: 1024 }, (_, i) => `eyJhbGciOiJFUzI1NiJ9.${body}${i.toString(36)}.${randomBytes(64).toString('base64url')}`);
 
-const log = await TransparencyLog.open(options);
+let log: TransparencyLog | undefined = await TransparencyLog.open(options);
 let appendUs = 0;
 let integrateUs = 0;
 const started = performance.now();
@@ -58,6 +69,8 @@ for (let done = 0; done < entries;) {
   if (done % 100_000 === 0) process.stderr.write(`tlog: ${done} entries (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);
 }
 await log.close();
+const appended = memory();
+log = undefined; // the reopened log's figures are its own
 const bytes = Number(
   execSync(`du -sb ${JSON.stringify(dir)}`)
     .toString()
@@ -72,6 +85,13 @@ const files = Number(
 let t = performance.now();
 const reopened = await TransparencyLog.open(options);
 const restartS = (performance.now() - t) / 1000;
+const restarted = memory();
+
+// Inclusion proofs of random leaves: most tiles they need are out of memory and read back (8 KiB files, page cache).
+const proofs = 2000;
+t = performance.now();
+for (let i = 0; i < proofs; i++) reopened.inclusion(Math.floor(Math.random() * entries));
+const proofUs = ((performance.now() - t) * 1000) / proofs;
 
 const ctx = { transparencyLog: servedLocally(reopened) } as unknown as AppContext;
 const server = createServer((req, res) => {
@@ -97,5 +117,11 @@ const result = {
   restart_check_s: +restartS.toFixed(1),
   verify_whole_log_s: +verifyS.toFixed(1),
   verified_entries: report.entries,
+  random_inclusion_proof_us: +proofUs.toFixed(1),
+  tiles_in_memory: reopened.tilesInMemory,
+  gc: typeof (globalThis as { gc?: unknown }).gc === 'function',
+  memory_before: baseline,
+  memory_appended: appended,
+  memory_reopened: restarted,
 };
 process.stdout.write(JSON.stringify(result, null, 2) + '\n');

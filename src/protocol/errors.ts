@@ -41,6 +41,7 @@ const CATALOGUE = {
   request_header_fields_too_large: { status: 431, type: 'invalid_request_error' },
   internal_error: { status: 500, type: 'server_error' },
   stored_receipt_invalid: { status: 500, type: 'server_error' },
+  log_tile_invalid: { status: 500, type: 'server_error' },
   upstream_unreachable: { status: 502, type: 'upstream_error' },
   upstream_bad_response: { status: 502, type: 'upstream_error' },
   upstream_server_error: { status: 502, type: 'upstream_error' },

@@ -1,6 +1,6 @@
 import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../verify/tlog/tile-path.ts';
+import { TILE_WIDTH, parseTilePath, tilePath, type TileRef } from '../verify/tlog/tile-path.ts';
 import { TiledTree } from './tiled-tree.ts';
 import { parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
 
@@ -95,11 +95,18 @@ export class StoredLogError extends Error {}
 
 /**
  * Rebuilds the tree from the stored entry bundles (contiguous from 0, only the last one partial), then checks
- * every stored Merkle tile against it, byte for byte.
+ * every stored Merkle tile against it, byte for byte. Each full tile is checked as the rebuild completes it and then
+ * dropped from memory (docs/log.md#memory); one the disk lacks stays in memory until it is written (`writeTiles`).
  */
 export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; missing: TileRef[] }> {
   const stored = await storedTiles(dir);
-  const tree = new TiledTree();
+  const tree = new TiledTree(dir);
+  const missing: TileRef[] = [];
+  const kept = new Set<string>();
+  const compare = async (tile: TileRef) => {
+    if (!tree.read(tile)!.equals(await readFile(join(dir, tilePath(tile)))))
+      throw new StoredLogError(`${tilePath(tile)} does not match the hashes of the stored entries: the log was altered`);
+  };
   for (let index = 0; ; index++) {
     const bundle = stored.get(`entries/${index}`);
     if (bundle === undefined) break;
@@ -107,19 +114,27 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
     const entries = parseEntryBundle(await readFile(join(dir, tilePath(bundle))));
     if (entries.length !== bundle.width) throw new StoredLogError(`${tilePath(bundle)} holds ${entries.length} entries, not ${bundle.width}`);
     for (const entry of entries) tree.append(entry);
+    // The Merkle tiles this bundle completed: checked against their files while in memory, or missing.
+    for (let level = 0, span = TILE_WIDTH; bundle.width === TILE_WIDTH && tree.size % span === 0; level++, span *= TILE_WIDTH) {
+      const tile = { level, index: tree.size / span - 1, width: TILE_WIDTH };
+      if (stored.get(`${level}/${tile.index}`)?.width === TILE_WIDTH) await compare(tile);
+      // A full tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
+      else {
+        missing.push(tile);
+        kept.add(`${level}/${tile.index}`);
+      }
+    }
+    tree.dropWritten(tree.size, kept);
   }
   for (const tile of stored.values()) {
     if (tile.level === 'entries') {
       if (tile.index * TILE_WIDTH >= tree.size) throw new StoredLogError(`${tilePath(tile)} is stored but an earlier entry bundle is missing`);
       continue;
     }
-    const expected = tree.read(tile);
-    if (expected === undefined) throw new StoredLogError(`${tilePath(tile)} covers entries the stored entry bundles do not hold: entries were lost`);
-    if (!expected.equals(await readFile(join(dir, tilePath(tile)))))
-      throw new StoredLogError(`${tilePath(tile)} does not match the hashes of the stored entries: the log was altered`);
+    if (tile.width === TILE_WIDTH && tile.index * TILE_WIDTH + TILE_WIDTH <= TiledTree.countAt(tile.level, tree.size)) continue; // compared above
+    if (tree.read(tile) === undefined) throw new StoredLogError(`${tilePath(tile)} covers entries the stored entry bundles do not hold: entries were lost`);
+    await compare(tile);
   }
-  // A full tile the entries imply but the disk lacks (a crash between two writes, or a deleted file) is written again from them.
-  const missing = tilesOfTree(tree.size).filter((t) => t.width === TILE_WIDTH && stored.get(`${t.level}/${t.index}`)?.width !== TILE_WIDTH);
   return { tree, missing };
 }
 

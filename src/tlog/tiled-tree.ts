@@ -3,26 +3,38 @@ import { hashOfRun } from '../verify/tlog/tile-hashes.ts';
 import { TILE_HEIGHT, TILE_WIDTH, type TileRef } from '../verify/tlog/tile-path.ts';
 import type { HashReader } from '../verify/tlog/tree-hashes.ts';
 
-import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
+import { ENTRY_BYTES, parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
+import { StoredTiles } from './stored-tiles.ts';
 
 const BUNDLED = 2 + ENTRY_BYTES;
 const TILE_BYTES = TILE_WIDTH * HASH_BYTES;
 
 /**
- * The log's Merkle tree as C2SP tiles in memory: per tile level, 8 KiB buffers of 256 hashes (the rightmost one
- * filling up), and the entry bundles. A full tile's hash is pushed to the level above as it fills, so appending
- * costs one leaf hash and, every 256 entries, 255 node hashes per level.
+ * The log's Merkle tree as C2SP tiles: per tile level, 8 KiB buffers of 256 hashes (the rightmost one filling up),
+ * and the entry bundles. A full tile's hash is pushed to the level above as it fills, so appending costs one leaf
+ * hash and, every 256 entries, 255 node hashes per level.
+ *
+ * Memory (docs/log.md#memory): the tree holds the tiles being filled (the right edge: one per level and the
+ * partial bundle) and the full ones not yet written. Once written to the log folder, full tiles are dropped
+ * (`dropWritten`) and read back from it when needed, each checked against the hash the level above holds (a
+ * bundle against the level-0 tile), the last 64 kept (StoredTiles). A tree without a folder keeps every tile.
  */
 export class TiledTree {
   size = 0;
-  private readonly levels: Buffer[][] = [];
-  private readonly bundles: Buffer[] = [];
+  private readonly levels: Array<Map<number, Buffer>> = [];
+  private readonly bundles = new Map<number, Buffer>();
+  private readonly stored: StoredTiles | undefined;
+
+  /** `dir`: the log folder full tiles are read back from once dropped. */
+  constructor(dir?: string) {
+    this.stored = dir === undefined ? undefined : new StoredTiles(dir);
+  }
 
   /** Appends one entry (32 bytes). */
   append(entry: Uint8Array): void {
     if (entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
     const i = this.size;
-    const bundle = (this.bundles[Math.floor(i / TILE_WIDTH)] ??= Buffer.alloc(TILE_WIDTH * BUNDLED));
+    const bundle = this.filling('entries', Math.floor(i / TILE_WIDTH));
     const at = (i % TILE_WIDTH) * BUNDLED;
     bundle.writeUInt16BE(ENTRY_BYTES, at);
     bundle.set(entry, at + 2);
@@ -31,10 +43,17 @@ export class TiledTree {
   }
 
   private push(level: number, index: number, hash: Uint8Array): void {
-    const tiles = (this.levels[level] ??= []);
-    const tile = (tiles[Math.floor(index / TILE_WIDTH)] ??= Buffer.alloc(TILE_BYTES));
+    const tile = this.filling(level, Math.floor(index / TILE_WIDTH));
     tile.set(hash, (index % TILE_WIDTH) * HASH_BYTES);
     if (index % TILE_WIDTH === TILE_WIDTH - 1) this.push(level + 1, Math.floor(index / TILE_WIDTH), hashOfRun(tile, 0, TILE_WIDTH));
+  }
+
+  /** The tile (or bundle) at `level` and `index` that appends fill, made when its first hash arrives. */
+  private filling(level: number | 'entries', index: number): Buffer {
+    const tiles = level === 'entries' ? this.bundles : (this.levels[level] ??= new Map());
+    let tile = tiles.get(index);
+    if (tile === undefined) tiles.set(index, (tile = Buffer.alloc(level === 'entries' ? TILE_WIDTH * BUNDLED : TILE_BYTES)));
+    return tile;
   }
 
   /** How many hashes tile level `level` holds for a tree of `size`. */
@@ -42,18 +61,63 @@ export class TiledTree {
     return level === 'entries' ? size : Math.floor(size / TILE_WIDTH ** level);
   }
 
+  /**
+   * Drops from memory the tiles and bundles that were full at tree size `written`: the caller wrote every one of them
+   * to the log folder (or found it there, checked), except those named in `kept` ("<level>/<index>"), which stay
+   * until written. Tiles that filled after `written` stay.
+   */
+  dropWritten(written: number, kept: ReadonlySet<string> = new Set()): void {
+    if (this.stored === undefined) throw new Error('a tree without a log folder keeps every tile');
+    const drop = (tiles: Map<number, Buffer>, level: number | 'entries') => {
+      const full = Math.floor(TiledTree.countAt(level, Math.min(written, this.size)) / TILE_WIDTH);
+      for (const index of tiles.keys()) if (index < full && !kept.has(`${level}/${index}`)) tiles.delete(index);
+    };
+    drop(this.bundles, 'entries');
+    this.levels.forEach(drop);
+  }
+
+  /** How many tiles and bundles are in memory: those held (the right edge, and full ones not yet written) and those read back. */
+  get tilesInMemory(): number {
+    return this.bundles.size + this.levels.reduce((n, tiles) => n + tiles.size, 0) + (this.stored?.size ?? 0);
+  }
+
+  /** The whole tile (or bundle) at `level` and `index`: held, or read back from the log folder and checked. */
+  private tileAt(level: number | 'entries', index: number): Buffer {
+    const held = (level === 'entries' ? this.bundles : this.levels[level])?.get(index);
+    if (held !== undefined) return held;
+    if (this.stored === undefined) throw new RangeError(`no tile ${level}/${index}`);
+    if (level === 'entries') {
+      return this.stored.read(level, index, TILE_WIDTH * BUNDLED, (bundle) => {
+        const leaves = this.tileAt(0, index);
+        let entries: Buffer[];
+        try {
+          entries = parseEntryBundle(bundle);
+        } catch (err) {
+          return `is not an entry bundle (${(err as Error).message})`;
+        }
+        return entries.every((entry, i) => leafHash(entry).equals(leaves.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES)))
+          ? undefined
+          : 'holds entries the level-0 tile does not hash';
+      });
+    }
+    return this.stored.read(level, index, TILE_BYTES, (tile) => {
+      const above = this.tileAt(level + 1, Math.floor(index / TILE_WIDTH));
+      const at = (index % TILE_WIDTH) * HASH_BYTES;
+      return hashOfRun(tile, 0, TILE_WIDTH).equals(above.subarray(at, at + HASH_BYTES)) ? undefined : `does not hash to its hash in tile level ${level + 1}`;
+    });
+  }
+
   /** The bytes of a tile or entry bundle of the tree at `size` (default: its current size), or undefined when the tree had not that many hashes there. */
   read(tile: TileRef, size = this.size): Buffer | undefined {
     const available = TiledTree.countAt(tile.level, Math.min(size, this.size)) - tile.index * TILE_WIDTH;
     if (available < tile.width) return undefined;
-    if (tile.level === 'entries') return this.bundles[tile.index]!.subarray(0, tile.width * BUNDLED);
-    return this.levels[tile.level]![tile.index]!.subarray(0, tile.width * HASH_BYTES);
+    return this.tileAt(tile.level, tile.index).subarray(0, tile.width * (tile.level === 'entries' ? BUNDLED : HASH_BYTES));
   }
 
   /** The leaf data (entry) at `index`. */
   entry(index: number): Buffer {
     const at = (index % TILE_WIDTH) * BUNDLED + 2;
-    return this.bundles[Math.floor(index / TILE_WIDTH)]!.subarray(at, at + ENTRY_BYTES);
+    return this.tileAt('entries', Math.floor(index / TILE_WIDTH)).subarray(at, at + ENTRY_BYTES);
   }
 
   /** Complete-subtree hashes below the current size, for roots and proofs (src/verify/tlog/tree-hashes.ts). */
@@ -61,8 +125,7 @@ export class TiledTree {
     const tileLevel = Math.floor(level / TILE_HEIGHT);
     const count = 2 ** (level % TILE_HEIGHT);
     const first = index * count;
-    const tile = this.levels[tileLevel]?.[Math.floor(first / TILE_WIDTH)];
-    if (tile === undefined || (index + 1) * count > TiledTree.countAt(tileLevel, this.size)) throw new RangeError(`no hash at level ${level} index ${index}`);
-    return hashOfRun(tile, first % TILE_WIDTH, count);
+    if ((index + 1) * count > TiledTree.countAt(tileLevel, this.size)) throw new RangeError(`no hash at level ${level} index ${index}`);
+    return hashOfRun(this.tileAt(tileLevel, Math.floor(first / TILE_WIDTH)), first % TILE_WIDTH, count);
   };
 }

@@ -10,6 +10,7 @@ import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-
 import { generateLogKey, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { TiledTree } from './tiled-tree.ts';
+import { StoredTileError } from './stored-tiles.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -91,6 +92,7 @@ export class TransparencyLog {
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
       await writeTiles(options.dir, tree, loaded.missing);
+      tree.dropWritten(tree.size);
     }
     const key = generateLogKey(origin);
     await writeDurably(
@@ -150,21 +152,39 @@ export class TransparencyLog {
     return this.published;
   }
 
-  /** A tile or entry bundle of the published tree; undefined when the published tree does not have it. */
+  /** How many tiles and entry bundles the log holds in memory (docs/log.md#memory). */
+  get tilesInMemory(): number {
+    return this.tree.tilesInMemory;
+  }
+
+  /**
+   * A tile or entry bundle of the published tree; undefined when the published tree does not have it. Here and in
+   * the proofs, a tile read back from the folder that is missing or altered throws StoredTileError.
+   */
   tile(tile: TileRef): Buffer | undefined {
-    return this.tree.read(tile, this.published.size);
+    return this.readingBack(() => this.tree.read(tile, this.published.size));
   }
 
   /** The inclusion proof of leaf `index` in the published tree of `size` (default: the latest), and the entry there. */
   inclusion(index: number, size = this.published.size): { entry: Buffer; proof: Buffer[] } | undefined {
     if (!(index >= 0 && index < size && size <= this.published.size)) return undefined;
-    return { entry: this.tree.entry(index), proof: inclusionProof(this.tree.reader, index, size) };
+    return this.readingBack(() => ({ entry: this.tree.entry(index), proof: inclusionProof(this.tree.reader, index, size) }));
   }
 
   /** The consistency proof between two published tree sizes. */
   consistency(from: number, to = this.published.size): Buffer[] | undefined {
     if (!(from >= 0 && from <= to && to <= this.published.size)) return undefined;
-    return consistencyProof(this.tree.reader, from, to);
+    return this.readingBack(() => consistencyProof(this.tree.reader, from, to));
+  }
+
+  /** Runs a read of the tree; a tile refused on reading it back is logged for the operator, then thrown. */
+  private readingBack<T>(read: () => T): T {
+    try {
+      return read();
+    } catch (err) {
+      if (err instanceof StoredTileError) this.options.logger.error({ err: err.message }, 'transparency log: a stored tile was refused on reading it back');
+      throw err;
+    }
   }
 
   /** Integrates what is pending: appends, writes the tiles, signs and writes one checkpoint, then publishes it. */
@@ -182,6 +202,7 @@ export class TransparencyLog {
     try {
       await persistTiles(this.options.dir, this.tree, this.persisted);
       this.persisted = size;
+      this.tree.dropWritten(size);
       const note = signNote(checkpointText(this.origin, size, rootHash(this.tree.reader, size)), this.key);
       await writeDurably(join(this.options.dir, 'checkpoint'), note);
       this.published = { size, note };

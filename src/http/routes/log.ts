@@ -4,6 +4,7 @@ import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../../protocol/errors.ts';
 import { parseTilePath } from '../../verify/tlog/tile-path.ts';
 import type { TransparencyLog } from '../../tlog/transparency-log.ts';
+import { StoredTileError } from '../../tlog/stored-tiles.ts';
 import type { LogDocument, ServedLog } from '../../tlog/served-log.ts';
 
 /**
@@ -32,6 +33,16 @@ const json = (value: unknown): LogDocument => ({ contentType: 'application/json'
 
 /** A resource of the log: its bytes, or an HttpError. */
 export function logDocument(log: TransparencyLog, resource: string, query: string): LogDocument {
+  try {
+    return readLog(log, resource, query);
+  } catch (err) {
+    // The log folder lost or altered a tile written earlier: it is never served or used in a proof.
+    if (err instanceof StoredTileError) throw httpError('log_tile_invalid', `The log's ${err.message}; it is not served.`);
+    throw err;
+  }
+}
+
+function readLog(log: TransparencyLog, resource: string, query: string): LogDocument {
   const params = new URLSearchParams(query);
   if (resource === 'checkpoint')
     return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(log.checkpoint.note) };
