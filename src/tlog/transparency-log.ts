@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.ts';
@@ -9,7 +9,7 @@ import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
 import { generateLogKey, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
-import { TiledTree } from './tiled-tree.ts';
+import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -45,7 +45,8 @@ export class TransparencyLog {
   readonly origin: string;
   readonly key: LogKey;
   private readonly tree: TiledTree;
-  private pending: Uint8Array[] = [];
+  /** Entries appended since the last batch, in base64: a string per entry costs the heap less than a Buffer. */
+  private pending: string[] = [];
   private next: number;
   private persisted: number;
   private published: Published;
@@ -118,12 +119,19 @@ export class TransparencyLog {
    * to whoever does not hold it); returns the leaf index the entry will have.
    */
   append(jws: string, receiptId?: string): number {
-    return this.appendEntry(createHash('sha256').update(jws).digest(), receiptId);
+    return this.appendPending(hash('sha256', jws, 'base64'), receiptId);
   }
 
-  /** Appends an entry a worker hashed (src/workers): 32 bytes, the SHA-256 of a receipt; returns its leaf index. */
-  appendEntry(entry: Uint8Array, receiptId?: string): number {
-    if (entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
+  /**
+   * Appends an entry hashed elsewhere: 32 bytes, the SHA-256 of a receipt, or the same in base64 as a worker sends it
+   * (src/workers); returns its leaf index.
+   */
+  appendEntry(entry: Uint8Array | string, receiptId?: string): number {
+    if (typeof entry === 'string' ? !isBase64Entry(entry) : entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
+    return this.appendPending(typeof entry === 'string' ? entry : Buffer.from(entry.buffer, entry.byteOffset, entry.length).toString('base64'), receiptId);
+  }
+
+  private appendPending(entry: string, receiptId: string | undefined): number {
     this.pending.push(entry);
     const index = this.next++;
     if (receiptId !== undefined && receiptId !== '') {
@@ -177,7 +185,7 @@ export class TransparencyLog {
     const batch = this.pending;
     if (batch.length === 0 && this.persisted === this.tree.size) return;
     this.pending = [];
-    for (const entry of batch) this.tree.append(entry);
+    for (const entry of batch) this.tree.appendBase64(entry);
     const size = this.tree.size;
     try {
       await persistTiles(this.options.dir, this.tree, this.persisted);
