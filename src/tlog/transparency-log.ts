@@ -53,8 +53,8 @@ export class TransparencyLog {
   private integrating: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: TransparencyLogOptions;
-  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id). */
-  private readonly ids = new Map<string, number[]>();
+  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id): one index as is, no array for it. */
+  private readonly ids = new Map<string, number | number[]>();
   /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
   private readonly idRing: Array<string | undefined>;
   private idAt = 0;
@@ -136,13 +136,14 @@ export class TransparencyLog {
     const index = this.next++;
     if (receiptId !== undefined && receiptId !== '') {
       const known = this.ids.get(receiptId);
-      if (known !== undefined) known.push(index);
+      if (typeof known === 'number') this.ids.set(receiptId, [known, index]);
+      else if (known !== undefined) known.push(index);
       else {
         const oldest = this.idRing[this.idAt];
         if (oldest !== undefined) this.ids.delete(oldest);
         this.idRing[this.idAt] = receiptId;
         this.idAt = (this.idAt + 1) % this.idRing.length;
-        this.ids.set(receiptId, [index]);
+        this.ids.set(receiptId, index);
       }
     }
     return index;
@@ -150,7 +151,8 @@ export class TransparencyLog {
 
   /** The leaf indexes of a recent receipt id, or undefined when the log does not remember it. */
   indexesOf(receiptId: string): readonly number[] | undefined {
-    return this.ids.get(receiptId);
+    const known = this.ids.get(receiptId);
+    return typeof known === 'number' ? [known] : known;
   }
 
   /** The latest signed checkpoint. */
