@@ -226,8 +226,8 @@ try {
         const result = await load(side, path, seconds);
         const used = (cpuMicros(tree) - before) / result.units;
         perUnit.set(side, used);
-        push(cpu, `${side.label}/${path}`, used);
-        push(rate, `${side.label}/${path}`, result.perSecond);
+        push(cpu, `${started.indexOf(side)}/${path}`, used);
+        push(rate, `${started.indexOf(side)}/${path}`, result.perSecond);
       }
       ratios.set(path, [...(ratios.get(path) ?? []), perUnit.get(started[1]!)! / perUnit.get(started[0]!)!]);
     }
@@ -250,10 +250,10 @@ try {
     return `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
   };
   for (const path of paths) {
-    const ca = cpu.get(`${a.label}/${path}`)!;
-    const cb = cpu.get(`${b.label}/${path}`)!;
-    const ra = rate.get(`${a.label}/${path}`)!;
-    const rb = rate.get(`${b.label}/${path}`)!;
+    const ca = cpu.get(`0/${path}`)!;
+    const cb = cpu.get(`1/${path}`)!;
+    const ra = rate.get(`0/${path}`)!;
+    const rb = rate.get(`1/${path}`)!;
     out.push(
       `| ${path} | ${UNIT[path]} | ${cell(ca, 1)} | ${cell(cb, 1)} | **${spread(ratios.get(path)!).median.toFixed(2)}** (${spread(ratios.get(path)!).min.toFixed(2)}–${spread(ratios.get(path)!).max.toFixed(2)}) | ${cell(ra, 0)} | ${cell(rb, 0)} | ${(spread(rb).median / spread(ra).median).toFixed(2)} |`,
     );

@@ -59,11 +59,15 @@ const ignoreMissing = (err: NodeJS.ErrnoException) => {
  * served from memory, as the specification requires; on start they are rebuilt from the entries.
  */
 export async function persistTiles(dir: string, tree: TiledTree, from: number): Promise<void> {
-  for (const { tile, before } of changedTiles(tree, from)) {
-    await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
-    if (before > 0 && before < TILE_WIDTH) await unlink(join(dir, tilePath({ ...tile, width: before }))).catch(ignoreMissing);
-    if (tile.width === TILE_WIDTH && before > 0) await rmdir(join(dir, tilePath(tile) + '.p')).catch(ignoreMissing);
-  }
+  // All at once: each file is still written, synced and renamed before its stale partial copy goes, but syncs issued
+  // together share the file system's journal commits, which costs less CPU than one commit per file in turn.
+  await Promise.all(
+    changedTiles(tree, from).map(async ({ tile, before }) => {
+      await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
+      if (before > 0 && before < TILE_WIDTH) await unlink(join(dir, tilePath({ ...tile, width: before }))).catch(ignoreMissing);
+      if (tile.width === TILE_WIDTH && before > 0) await rmdir(join(dir, tilePath(tile) + '.p')).catch(ignoreMissing);
+    }),
+  );
 }
 
 /** Every stored tile and bundle, by its path, widest copy of each index. */
@@ -140,5 +144,5 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
 
 /** Writes the given tiles of the tree. */
 export async function writeTiles(dir: string, tree: TiledTree, tiles: readonly TileRef[]): Promise<void> {
-  for (const tile of tiles) await writeDurably(join(dir, tilePath(tile)), tree.read(tile)!);
+  await Promise.all(tiles.map((tile) => writeDurably(join(dir, tilePath(tile)), tree.read(tile)!)));
 }

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.ts';
@@ -9,7 +9,7 @@ import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
 import { generateLogKey, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
-import { TiledTree } from './tiled-tree.ts';
+import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
 
 export interface TransparencyLogOptions {
@@ -46,15 +46,16 @@ export class TransparencyLog {
   readonly origin: string;
   readonly key: LogKey;
   private readonly tree: TiledTree;
-  private pending: Uint8Array[] = [];
+  /** Entries appended since the last batch, in base64: a string per entry costs the heap less than a Buffer. */
+  private pending: string[] = [];
   private next: number;
   private persisted: number;
   private published: Published;
   private integrating: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: TransparencyLogOptions;
-  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id). */
-  private readonly ids = new Map<string, number[]>();
+  /** Recent receipt ids and their leaf indexes (a model and a message receipt share an id): one index as is, no array for it. */
+  private readonly ids = new Map<string, number | number[]>();
   /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
   private readonly idRing: Array<string | undefined>;
   private idAt = 0;
@@ -120,23 +121,31 @@ export class TransparencyLog {
    * to whoever does not hold it); returns the leaf index the entry will have.
    */
   append(jws: string, receiptId?: string): number {
-    return this.appendEntry(createHash('sha256').update(jws).digest(), receiptId);
+    return this.appendPending(hash('sha256', jws, 'base64'), receiptId);
   }
 
-  /** Appends an entry a worker hashed (src/workers): 32 bytes, the SHA-256 of a receipt; returns its leaf index. */
-  appendEntry(entry: Uint8Array, receiptId?: string): number {
-    if (entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
+  /**
+   * Appends an entry hashed elsewhere: 32 bytes, the SHA-256 of a receipt, or the same in base64 as a worker sends it
+   * (src/workers); returns its leaf index.
+   */
+  appendEntry(entry: Uint8Array | string, receiptId?: string): number {
+    if (typeof entry === 'string' ? !isBase64Entry(entry) : entry.length !== ENTRY_BYTES) throw new RangeError(`a log entry is ${ENTRY_BYTES} bytes`);
+    return this.appendPending(typeof entry === 'string' ? entry : Buffer.from(entry.buffer, entry.byteOffset, entry.length).toString('base64'), receiptId);
+  }
+
+  private appendPending(entry: string, receiptId: string | undefined): number {
     this.pending.push(entry);
     const index = this.next++;
     if (receiptId !== undefined && receiptId !== '') {
       const known = this.ids.get(receiptId);
-      if (known !== undefined) known.push(index);
+      if (typeof known === 'number') this.ids.set(receiptId, [known, index]);
+      else if (known !== undefined) known.push(index);
       else {
         const oldest = this.idRing[this.idAt];
         if (oldest !== undefined) this.ids.delete(oldest);
         this.idRing[this.idAt] = receiptId;
         this.idAt = (this.idAt + 1) % this.idRing.length;
-        this.ids.set(receiptId, [index]);
+        this.ids.set(receiptId, index);
       }
     }
     return index;
@@ -144,7 +153,8 @@ export class TransparencyLog {
 
   /** The leaf indexes of a recent receipt id, or undefined when the log does not remember it. */
   indexesOf(receiptId: string): readonly number[] | undefined {
-    return this.ids.get(receiptId);
+    const known = this.ids.get(receiptId);
+    return typeof known === 'number' ? [known] : known;
   }
 
   /** The latest signed checkpoint. */
@@ -197,7 +207,7 @@ export class TransparencyLog {
     const batch = this.pending;
     if (batch.length === 0 && this.persisted === this.tree.size) return;
     this.pending = [];
-    for (const entry of batch) this.tree.append(entry);
+    for (const entry of batch) this.tree.appendBase64(entry);
     const size = this.tree.size;
     try {
       await persistTiles(this.options.dir, this.tree, this.persisted);

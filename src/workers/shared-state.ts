@@ -8,7 +8,7 @@
  * in one turn of a worker's event loop leave as one IPC message, and the primary's answers to them too.
  */
 import type { Worker } from 'node:cluster';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { logDocument } from '../http/routes/log.ts';
 import { HttpError, httpError } from '../protocol/errors.ts';
 import type { LogDocument, ServedLog } from '../tlog/served-log.ts';
@@ -158,7 +158,7 @@ export class PrimaryLog implements ServedLog {
   }
 
   append(jws: string, receiptId: string): Promise<number> {
-    return this.#channel.call({ op: 'log.append', entry: createHash('sha256').update(jws).digest('base64'), receiptId });
+    return this.#channel.call({ op: 'log.append', entry: hash('sha256', jws, 'base64'), receiptId });
   }
 
   async read(resource: string, query: string): Promise<LogDocument> {
@@ -225,7 +225,7 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
         return (await lease.grow(call.least)) ? call.least : 0;
       case 'log.append':
         if (log === undefined) throw new Error('no transparency log');
-        return log.appendEntry(Buffer.from(call.entry, 'base64'), call.receiptId);
+        return log.appendEntry(call.entry, call.receiptId);
       case 'log.read':
         if (log === undefined) throw new Error('no transparency log');
         return readLog(log, call.resource, call.query);
