@@ -48,6 +48,7 @@ import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
 import { TransparencyLog } from '../tlog/transparency-log.ts';
+import { LogFolderBusy } from '../tlog/folder-lock.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/log.ts';
 
@@ -387,6 +388,7 @@ async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promis
       logger,
     });
   } catch (err) {
+    if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',

@@ -11,6 +11,7 @@ import { generateLogKey, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
+import { lockLogFolder } from './folder-lock.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -59,6 +60,8 @@ export class TransparencyLog {
   /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
   private readonly idRing: Array<string | undefined>;
   private idAt = 0;
+  /** Gives the log folder back (folder-lock.ts); set by open. */
+  private release: () => void = () => undefined;
 
   private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
     this.options = options;
@@ -77,6 +80,18 @@ export class TransparencyLog {
    * refused with StoredLogError, never truncated or forked. Then a new key signs a checkpoint that extends it.
    */
   static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
+    const release = lockLogFolder(options.dir);
+    try {
+      const log = await TransparencyLog.openLocked(options);
+      log.release = release;
+      return log;
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  private static async openLocked(options: TransparencyLogOptions): Promise<TransparencyLog> {
     const identity = await readIdentity(options.dir);
     let origin: string;
     let keys: string[];
@@ -230,7 +245,11 @@ export class TransparencyLog {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.integrating;
-    await this.integrate();
+    try {
+      await this.integrate();
+    } finally {
+      this.release();
+    }
   }
 }
 
