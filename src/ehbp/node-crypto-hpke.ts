@@ -8,12 +8,12 @@
 import {
   createCipheriv,
   createDecipheriv,
-  createHmac,
   createPrivateKey,
   createPublicKey,
   createSecretKey,
   decapsulate,
   diffieHellman,
+  hash,
   randomBytes,
   type KeyObject,
 } from 'node:crypto';
@@ -99,31 +99,47 @@ export const x25519: MontgomeryECDH = {
 };
 
 const SHA256_BYTES = 32;
+const SHA256_BLOCK = 64;
 
 /**
- * Keys go to node:crypto as KeyObjects: on Node 24 (OpenSSL 3.5) a Buffer key costs about 10 µs more per
- * createHmac or createCipheriv call than createSecretKey and the call together (bench/README.md, "EHBP on Node 24").
+ * HMAC-SHA256 (RFC 2104, FIPS 198-1) of two one-shot SHA-256 calls: H((K0 ^ opad) || H((K0 ^ ipad) || message)).
+ * node:crypto's `createHmac` allocates a native Hmac and, on Node 24, a KeyObject per call, whose garbage costs
+ * the server more than the hashing (bench/README.md, "EHBP on Node 24"); `crypto.hash` allocates neither. Tested
+ * against Wycheproof's HMAC-SHA256 and HKDF-SHA256 vectors (test/ehbp/hmac.test.ts).
  */
-const secretKey = (key: Uint8Array): KeyObject => createSecretKey(key);
-const NO_SALT = secretKey(new Uint8Array(SHA256_BYTES));
+export function hmacSha256(key: Uint8Array, message: Uint8Array): Buffer {
+  const k0 = key.byteLength > SHA256_BLOCK ? hash('sha256', key, 'buffer') : key;
+  const inner = Buffer.allocUnsafe(SHA256_BLOCK + message.byteLength);
+  const outer = Buffer.allocUnsafe(SHA256_BLOCK + SHA256_BYTES);
+  for (let i = 0; i < SHA256_BLOCK; i++) {
+    const byte = i < k0.byteLength ? k0[i]! : 0;
+    inner[i] = byte ^ 0x36;
+    outer[i] = byte ^ 0x5c;
+  }
+  inner.set(message, SHA256_BLOCK);
+  outer.set(hash('sha256', inner, 'buffer'), SHA256_BLOCK);
+  return hash('sha256', outer, 'buffer');
+}
 
-/** HKDF-SHA256 Extract (RFC 5869 §2.2) by node:crypto's HMAC: hkdfSync costs three HMACs' time for one step. */
+/** HKDF-SHA256 Extract (RFC 5869 §2.2): HMAC(salt, IKM); an empty salt is HashLen zeros, which HMAC pads the same way. */
 export function hkdfExtract(salt: Uint8Array, ikm: Uint8Array): Uint8Array {
-  return owned(
-    createHmac('sha256', salt.byteLength === 0 ? NO_SALT : secretKey(salt))
-      .update(ikm)
-      .digest(),
-  );
+  return owned(hmacSha256(salt, ikm));
 }
 
 /** HKDF-SHA256 Expand (RFC 5869 §2.3): T(i) = HMAC(PRK, T(i-1) || info || i), cut to `length` bytes. */
 export function hkdfExpand(prk: Uint8Array, info: Uint8Array | string, length: number): Uint8Array {
   if (length > 255 * SHA256_BYTES) throw new RangeError('HKDF-Expand: at most 255 blocks');
+  const infoBytes = typeof info === 'string' ? Buffer.from(info, 'utf8') : info;
   const okm = new Uint8Array(length);
-  const key = secretKey(prk);
-  let block: Uint8Array = new Uint8Array(0);
+  // T(i-1) || info || i, with room for T(i-1) after the first block.
+  const input = Buffer.allocUnsafe(SHA256_BYTES + infoBytes.byteLength + 1);
+  let block: Buffer | undefined;
   for (let i = 1, at = 0; at < length; i++, at += SHA256_BYTES) {
-    block = createHmac('sha256', key).update(block).update(info).update(Uint8Array.of(i)).digest();
+    const from = block === undefined ? SHA256_BYTES : 0;
+    if (block !== undefined) input.set(block, 0);
+    input.set(infoBytes, SHA256_BYTES);
+    input[input.length - 1] = i;
+    block = hmacSha256(prk, input.subarray(from));
     okm.set(block.subarray(0, Math.min(SHA256_BYTES, length - at)), at);
   }
   return okm;
@@ -181,7 +197,7 @@ class AesGcmNodeContext implements AeadEncryptionContext {
     private readonly algorithm: 'aes-128-gcm' | 'aes-256-gcm',
     key: Uint8Array,
   ) {
-    this.key = secretKey(key);
+    this.key = createSecretKey(key);
   }
 
   async seal(iv: Bytes, data: Bytes, aad: Bytes): Promise<ArrayBuffer> {
