@@ -9,26 +9,10 @@ import { StoredTiles } from './stored-tiles.ts';
 const BUNDLED = 2 + ENTRY_BYTES;
 const TILE_BYTES = TILE_WIDTH * HASH_BYTES;
 
-// The sequencer hashes into these and carries each hash as a 32-character latin1 ('binary') string: a string costs the heap less
-// than a Buffer's own memory, and the hashes land in the tiles with one copy.
+// The sequencer hashes leaves into this and carries each hash as a 32-character latin1 ('binary') string: a string costs
+// the heap less than a Buffer's own memory, and the hashes land in the tiles with one copy.
 /** 0x00 || entry: a leaf hash's input. */
 const LEAF_INPUT = Buffer.alloc(1 + ENTRY_BYTES, 0x00);
-/** 0x01 || left || right: a node hash's input. */
-const NODE_INPUT = Buffer.alloc(1 + 2 * HASH_BYTES, 0x01);
-/** A full tile's hashes, reduced in place to its root. */
-const RUN = Buffer.alloc(TILE_BYTES);
-
-/** MTH of a full tile's 256 hashes (what hashOfRun(tile, 0, 256) gives), as a latin1 ('binary') string. */
-function fullTileHash(tile: Buffer): string {
-  tile.copy(RUN);
-  for (let width = TILE_WIDTH; width > 1; width /= 2) {
-    for (let j = 0; j < width / 2; j++) {
-      RUN.copy(NODE_INPUT, 1, j * 2 * HASH_BYTES, (j + 1) * 2 * HASH_BYTES);
-      RUN.write(hash('sha256', NODE_INPUT, 'binary'), j * HASH_BYTES, HASH_BYTES, 'binary');
-    }
-  }
-  return RUN.toString('binary', 0, HASH_BYTES);
-}
 
 /** Whether `entry` is an entry (32 bytes) in canonical base64. */
 export const isBase64Entry = (entry: string): boolean => /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/.test(entry);
@@ -89,7 +73,7 @@ export class TiledTree {
   private push(level: number, index: number, hashed: string): void {
     const tile = this.filling(level, Math.floor(index / TILE_WIDTH));
     tile.write(hashed, (index % TILE_WIDTH) * HASH_BYTES, HASH_BYTES, 'binary');
-    if (index % TILE_WIDTH === TILE_WIDTH - 1) this.push(level + 1, Math.floor(index / TILE_WIDTH), fullTileHash(tile));
+    if (index % TILE_WIDTH === TILE_WIDTH - 1) this.push(level + 1, Math.floor(index / TILE_WIDTH), hashOfRun(tile, 0, TILE_WIDTH).toString('binary'));
   }
 
   /** The tile (or bundle) at `level` and `index` that appends fill, made when its first hash arrives. */
