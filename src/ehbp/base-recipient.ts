@@ -6,14 +6,13 @@
  * copies (bench/README.md, "EHBP on Node 24"). Tested against RFC 9180 Appendix A.1 and against `@hpke/core`'s
  * sender (test/ehbp/base-recipient.test.ts); keys, senders and the other modes stay `@hpke/core`'s.
  */
-import { createDecipheriv, createSecretKey, decapsulate, type KeyObject } from 'node:crypto';
-import { hkdfExpand, hkdfExtract } from './node-crypto-hpke.ts';
+import { createSecretKey, decapsulate, type KeyObject } from 'node:crypto';
+import { hkdfExpand, hkdfExtract, openAesGcm } from './node-crypto-hpke.ts';
 
 const KEM_X25519_HKDF_SHA256 = 0x0020;
 const KDF_HKDF_SHA256 = 0x0001;
 const MODE_BASE = 0x00;
 const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
 const HASH_BYTES = 32;
 const VERSION_LABEL = Buffer.from('HPKE-v1');
 
@@ -89,19 +88,13 @@ export class BaseModeRecipient {
    * opened, so a forged message does not desynchronise the context. Throws when the tag does not verify.
    */
   open(sealed: Uint8Array, aad: Uint8Array = new Uint8Array(0)): Buffer {
-    if (sealed.byteLength < TAG_BYTES) throw new RangeError('HPKE Open: the ciphertext is shorter than its tag');
     // A request has a handful of frames; 2^32 of them (a 12-byte nonce allows 2^96) is far beyond any body.
     if (this.#seq >= 2 ** 32) throw new RangeError('HPKE Open: message limit reached');
     const nonce = Buffer.from(this.baseNonce);
     nonce.writeUInt32BE((nonce.readUInt32BE(NONCE_BYTES - 4) ^ this.#seq) >>> 0, NONCE_BYTES - 4);
-    const body = sealed.byteLength - TAG_BYTES;
-    const decipher = createDecipheriv(this.aead, this.key, nonce, { authTagLength: TAG_BYTES });
-    decipher.setAAD(aad);
-    decipher.setAuthTag(sealed.subarray(body));
-    const head = decipher.update(sealed.subarray(0, body));
-    const tail = decipher.final();
+    const opened = openAesGcm(this.aead, this.key, nonce, sealed, aad);
     this.#seq++;
-    return tail.length === 0 ? head : Buffer.concat([head, tail]);
+    return opened;
   }
 
   /** Export(exporter_context, L) = LabeledExpand(exporter_secret, "sec", exporter_context, L) (§5.3). */

@@ -212,17 +212,21 @@ class AesGcmNodeContext implements AeadEncryptionContext {
   }
 
   async open(iv: Bytes, data: Bytes, aad: Bytes): Promise<ArrayBuffer> {
-    const sealed = bytes(data);
-    if (sealed.byteLength < TAG_BYTES) throw new RangeError('AES-GCM: ciphertext shorter than its tag');
-    const body = sealed.byteLength - TAG_BYTES;
-    const decipher = createDecipheriv(this.algorithm, this.key, bytes(iv), { authTagLength: TAG_BYTES });
-    decipher.setAAD(bytes(aad));
-    decipher.setAuthTag(sealed.subarray(body));
-    const out = new Uint8Array(body);
-    out.set(decipher.update(sealed.subarray(0, body)), 0);
-    decipher.final();
-    return out.buffer;
+    return owned(openAesGcm(this.algorithm, this.key, bytes(iv), bytes(data), bytes(aad))).buffer as ArrayBuffer;
   }
+}
+
+/** AES-GCM decryption of ciphertext || 16-byte tag; throws when the tag does not verify. */
+export function openAesGcm(algorithm: 'aes-128-gcm' | 'aes-256-gcm', key: KeyObject, iv: Uint8Array, sealed: Uint8Array, aad: Uint8Array): Buffer {
+  if (sealed.byteLength < TAG_BYTES) throw new RangeError('AES-GCM: ciphertext shorter than its tag');
+  const body = sealed.byteLength - TAG_BYTES;
+  const decipher = createDecipheriv(algorithm, key, iv, { authTagLength: TAG_BYTES });
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.subarray(body));
+  const head = decipher.update(sealed.subarray(0, body));
+  // GCM is a stream mode: final() adds no bytes, it only checks the tag.
+  decipher.final();
+  return head;
 }
 
 /** AES-128-GCM (AEAD id 1) or AES-256-GCM (id 2, EHBP's). */
