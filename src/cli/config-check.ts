@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseOrUsage } from './command-line.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
 import { loadConfig, type LoadedConfig } from '../config/load.ts';
@@ -52,21 +52,12 @@ function summarise(config: LoadedConfig, tee: HardwareTee | undefined): string[]
 
 /** `sigil config check`: the config and what it names, checked without serving (as LiteLLM's and llama-swap's users ask). */
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { config: { type: 'string' }, tee: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    });
-  } catch (err) {
-    process.stderr.write(`sigil config: ${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (parsed.values.help === true) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseOrUsage('config', USAGE, {
+    args: argv,
+    allowPositionals: true,
+    options: { config: { type: 'string' }, tee: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (typeof parsed === 'number') return parsed;
   if (parsed.positionals.length !== 1 || parsed.positionals[0] !== 'check') {
     process.stderr.write(USAGE);
     return 2;

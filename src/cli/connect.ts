@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { ConnectRefusal, startConnect, type ConnectOptions, type RunningConnect } from '../connect/start.ts';
 import { AttestationError } from '../client/index.ts';
 import { isVerifyError } from '../verify/errors.ts';
 import { formatChecks } from './check-report.ts';
 import { UsageError } from './cli-errors.ts';
+import { parseCommandLine } from './command-line.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 
 export const CONNECT_USAGE = `usage:
@@ -61,31 +61,26 @@ function parseListen(value: string): { host: string; port: number } {
 }
 
 async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        listen: { type: 'string', default: '127.0.0.1:8480' },
-        reference: { type: 'string' },
-        release: { type: 'string' },
-        ...RELEASE_TRUST_OPTIONS,
-        collateral: { type: 'string' },
-        brand: { type: 'string' },
-        ca: { type: 'string' },
-        'audit-dir': { type: 'string' },
-        'log-state': { type: 'string' },
-        'allow-unpinned-code': { type: 'boolean', default: false },
-        'allow-no-tee': { type: 'boolean', default: false },
-        'allow-insecure-http': { type: 'boolean', default: false },
-        'allow-unsealed-bodies': { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const parsed = parseCommandLine({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      listen: { type: 'string', default: '127.0.0.1:8480' },
+      reference: { type: 'string' },
+      release: { type: 'string' },
+      ...RELEASE_TRUST_OPTIONS,
+      collateral: { type: 'string' },
+      brand: { type: 'string' },
+      ca: { type: 'string' },
+      'audit-dir': { type: 'string' },
+      'log-state': { type: 'string' },
+      'allow-unpinned-code': { type: 'boolean', default: false },
+      'allow-no-tee': { type: 'boolean', default: false },
+      'allow-insecure-http': { type: 'boolean', default: false },
+      'allow-unsealed-bodies': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
   const { values: v, positionals } = parsed;
   if (v.help) return 'help';
   if (positionals.length !== 1) throw new UsageError('give the service URL, e.g. sigil connect https://inference.example.com');

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseOrUsage } from './command-line.ts';
 import { addKey, keyId, readKeysFile, revokeKey } from '../auth/keys-file.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { revokeAcrossFleet } from '../fleet/join.ts';
@@ -14,21 +14,12 @@ revoke   removes a key; ID is the id shown by add or list (a unique prefix will 
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    });
-  } catch (err) {
-    process.stderr.write(`sigil keys: ${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (parsed.values.help === true) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseOrUsage('keys', USAGE, {
+    args: argv,
+    allowPositionals: true,
+    options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (typeof parsed === 'number') return parsed;
   const [action, target] = parsed.positionals;
   if (action !== 'add' && action !== 'list' && !(action === 'revoke' && target !== undefined)) {
     process.stderr.write(USAGE);

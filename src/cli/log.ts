@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { fail, notPinned, pass, verdictOf, waive, type Check } from '../verify/check.ts';
 import type { VerifiedCheckpoint } from '../verify/tlog/checkpoint.ts';
@@ -98,18 +98,9 @@ function readReceipt(value: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
-  } catch (err) {
-    process.stderr.write(`sigil log: ${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const parsed = parseOrUsage('log', USAGE, { args: argv, allowPositionals: true, options: OPTIONS });
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  if (values.help === true) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
   const [action, url] = positionals;
   if ((action !== 'verify' && action !== 'receipt') || url === undefined || positionals.length > 2 || (action === 'receipt' && values.receipt === undefined)) {
     process.stderr.write(USAGE);

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { MEASURE_SELF_USAGE, run as runMeasureSelf } from './measure-self.ts';
 import { MeasureError } from '../measure/errors.ts';
 import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
@@ -11,6 +10,7 @@ import { DEFAULT_ACPI_DATA_SIZE } from '../measure/qemu-kernel-setup.ts';
 import { measureTdx } from '../measure/tdx-measurements.ts';
 import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
+import { parseCommandLine } from './command-line.ts';
 
 /** Exit statuses: 0 printed; 1 the inputs cannot be measured; 2 bad usage; 3 an input could not be read. */
 export const MEASURE_EXIT = { ok: 0, failed: 1, usage: 2, unreadable: 3 } as const;
@@ -162,12 +162,12 @@ export function snpReferenceFile(digest: Buffer, inputs: string[]): string {
 
 /** Computes the launch digest named by `argv` and describes its inputs for the printed file's comment. */
 async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({ args: argv, options: SNP_OPTIONS, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
+  const { values }: { values: Record<string, string | boolean | undefined> } = parseCommandLine({
+    args: argv,
+    options: SNP_OPTIONS,
+    strict: true,
+    allowPositionals: false,
+  });
   const mode = String(values.mode).toLowerCase();
   if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode))
     throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
@@ -286,12 +286,12 @@ export function memorySizeOption(value: string): number {
 const RTMR0_FILES = ['acpi-tables', 'acpi-rsdp', 'acpi-loader', 'boot-order'] as const;
 
 async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
-  let values: Record<string, string | boolean | string[] | undefined>;
-  try {
-    ({ values } = parseArgs({ args: argv, options: TDX_OPTIONS, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
+  const { values }: { values: Record<string, string | boolean | string[] | undefined> } = parseCommandLine({
+    args: argv,
+    options: TDX_OPTIONS,
+    strict: true,
+    allowPositionals: false,
+  });
   const order = String(values['page-add-order']);
   if (order !== 'single-pass' && order !== 'two-pass') throw new UsageError(`--page-add-order must be single-pass or two-pass, got ${JSON.stringify(order)}`);
   if (typeof values.firmware !== 'string') throw new UsageError('--firmware FILE is required: MRTD is the measurement of the firmware');

@@ -1,5 +1,4 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { parseReleaseStatement, ReleaseManifestError } from '../verify/release/manifest.ts';
 import { signReleaseWithKey } from '../verify/release/sign-with-key.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
@@ -9,6 +8,7 @@ import type { ReleaseReferenceValues } from '../verify/reference/reference-value
 import { formatChecks } from './check-report.ts';
 import { releaseTrustFrom } from './release-trust.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
+import { parseCommandLine } from './command-line.ts';
 
 export const RELEASE_USAGE = `usage:
   sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
@@ -146,12 +146,7 @@ export async function releaseCommand(argv: string[], io: ReleaseIo): Promise<num
       io.stdout.write(RELEASE_USAGE);
       return sub === undefined ? RELEASE_EXIT.usage : RELEASE_EXIT.ok;
     }
-    let parsed;
-    try {
-      parsed = parseArgs({ args: rest, options: OPTIONS, allowPositionals: true });
-    } catch (err) {
-      throw new UsageError((err as Error).message);
-    }
+    const parsed = parseCommandLine({ args: rest, options: OPTIONS, allowPositionals: true });
     const values = parsed.values as Record<string, string | undefined>;
     if (sub === 'sign') return await sign(values, parsed.positionals, io);
     if (sub === 'verify') return await verify(values, parsed.positionals, io);

@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { isNotPinned, verdictOf, waive } from '../verify/check.ts';
 import type { Check } from '../verify/check.ts';
 import { decodeEvidenceText } from '../verify/evidence/evidence-text.ts';
@@ -19,6 +18,7 @@ import { formatChecks } from './check-report.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
+import { parseCommandLine } from './command-line.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
@@ -114,13 +114,8 @@ const BASE_OPTIONS = {
 } as const;
 
 function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], now: Date): Options | 'help' {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    const options = Object.assign({}, ...extensions.map((e) => e.options), BASE_OPTIONS) as typeof BASE_OPTIONS;
-    values = parseArgs({ args: argv, options, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const options = Object.assign({}, ...extensions.map((e) => e.options), BASE_OPTIONS) as typeof BASE_OPTIONS;
+  const values = parseCommandLine({ args: argv, options, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
   if (values.help === true) return 'help';
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const o: Options = {

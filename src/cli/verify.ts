@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { parseArgs } from 'node:util';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import { readReferenceValues } from '../verify/reference/load.ts';
 import { readCollateralDirectory, type CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
@@ -26,6 +25,7 @@ import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
+import { parseCommandLine } from './command-line.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
 import { readAuditDirectory, type AuditedAttestation } from '../connect/audit.ts';
 
@@ -146,41 +146,36 @@ export interface VerifyReport {
 }
 
 function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        jwks: { type: 'string' },
-        url: { type: 'string' },
-        'api-key': { type: 'string' },
-        model: { type: 'string' },
-        stream: { type: 'boolean', default: false },
-        nonce: { type: 'string' },
-        measurement: { type: 'string' },
-        policy: { type: 'string' },
-        attestation: { type: 'string' },
-        request: { type: 'string' },
-        response: { type: 'string' },
-        reference: { type: 'string' },
-        collateral: { type: 'string' },
-        release: { type: 'string' },
-        ...RELEASE_TRUST_OPTIONS,
-        brand: { type: 'string', default: 'Service' },
-        'allow-no-tee': { type: 'boolean', default: false },
-        'allow-unpinned-code': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        format: { type: 'string' },
-        audit: { type: 'string' },
-        log: { type: 'boolean', default: false },
-        'log-index': { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const parsed = parseCommandLine({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      jwks: { type: 'string' },
+      url: { type: 'string' },
+      'api-key': { type: 'string' },
+      model: { type: 'string' },
+      stream: { type: 'boolean', default: false },
+      nonce: { type: 'string' },
+      measurement: { type: 'string' },
+      policy: { type: 'string' },
+      attestation: { type: 'string' },
+      request: { type: 'string' },
+      response: { type: 'string' },
+      reference: { type: 'string' },
+      collateral: { type: 'string' },
+      release: { type: 'string' },
+      ...RELEASE_TRUST_OPTIONS,
+      brand: { type: 'string', default: 'Service' },
+      'allow-no-tee': { type: 'boolean', default: false },
+      'allow-unpinned-code': { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      format: { type: 'string' },
+      audit: { type: 'string' },
+      log: { type: 'boolean', default: false },
+      'log-index': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
   const { values: v, positionals } = parsed;
   if (v.help) return 'help';
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');

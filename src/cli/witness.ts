@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId, parseNote } from '../verify/tlog/note.ts';
 import { openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
@@ -69,29 +69,20 @@ function addToOut(file: string, note: string, line: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        key: { type: 'string' },
-        name: { type: 'string' },
-        state: { type: 'string' },
-        'log-key': { type: 'string' },
-        out: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    process.stderr.write(`sigil witness: ${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const parsed = parseOrUsage('witness', USAGE, {
+    args: argv,
+    allowPositionals: true,
+    options: {
+      key: { type: 'string' },
+      name: { type: 'string' },
+      state: { type: 'string' },
+      'log-key': { type: 'string' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  if (values.help === true) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
   try {
     if (positionals[0] === 'keygen' && positionals.length === 1) return keygen(values.name, values.key);
     if (positionals.length !== 1 || values.key === undefined || values.state === undefined)
