@@ -53,6 +53,8 @@ export interface JoinFleetParts {
   attest?: (nonce: Uint8Array) => Promise<Omit<FreshEvidence, 'nonce'>>;
   /** The AMD and Intel roots peers' evidence must chain to; the built-in ones unless a test brings its own. */
   roots?: TrustRoots;
+  /** For tests: the clock of the per-key rate windows; default `Date.now`. */
+  now?: () => number;
 }
 
 /**
@@ -123,7 +125,7 @@ export async function joinFleet(fleet: FleetConfig, config: LoadedConfig, parts:
   return {
     status: { replicaId, health: () => connection.health },
     keyRing: new FleetKeyRing(readKeysFile(config.auth.keys_file), watcher.revoked),
-    counters: new RedisLimitCounters(connection, keys, { logger }),
+    counters: new RedisLimitCounters(connection, keys, { logger, now: parts.now }),
     receiptStore: new RedisReceiptStore(connection, keys, {
       retentionS: config.receipts.retention_s,
       maxEntries: config.receipts.max_stored,

@@ -40,6 +40,7 @@ import type { FleetStatus } from '../fleet/connection.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { createRequestTracing } from '../tracing/request-tracing.ts';
 import { reloadFiles, watchFiles, type ReloadOutcome } from './reload.ts';
+import { createSigilEvents, type SigilEvents } from './sigil-events.ts';
 import { createHttpServer, type AppState } from './server.ts';
 import { metricsAccess } from './routes/metrics.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
@@ -57,6 +58,8 @@ export interface RunningSigil {
   state: AppState;
   /** Re-reads the keys file and catalogue (SIGHUP); resolves once both are swapped in or kept. */
   reload(): Promise<ReloadOutcome>;
+  /** Tells when a reload is done (a change on disk included) and when the listener stops accepting. */
+  events: SigilEvents;
   /**
    * Answers /readyz with 503 for `drainMs` while still serving (default 0 here; `sigil serve` passes
    * `limits.shutdown_drain_ms` on SIGTERM), stops accepting, lets requests in flight finish for up to
@@ -82,6 +85,8 @@ export interface StartOptions {
   trustRoots?: TrustRoots;
   /** Makes the HPKE private key exportable, for a primary that hands it to its workers in memory. */
   handOffKeys?: boolean;
+  /** For tests: the clock of the windows and expiries kept here (per-key rate windows, the EHBP replay window, receipt retention); default `Date.now`. */
+  now?: () => number;
 }
 
 /** What a listener serves: the live state and the TLS it ends, if any. */
@@ -133,17 +138,24 @@ export async function startSigil(configured: LoadedConfig, options: StartOptions
     await built.close();
     throw err;
   }
-  const unwatch = watchFiles(built.state);
+  const events = createSigilEvents();
+  const reload = async () => {
+    const outcome = await reloadFiles(built.state);
+    events.emit('reloaded', outcome);
+    return outcome;
+  };
+  const unwatch = watchFiles(built.state, reload);
   let closing: Promise<void> | undefined;
   const { config, logger } = built.state.ctx;
   return {
     url: listening.url,
     state: built.state,
-    reload: () => reloadFiles(built.state),
+    reload,
+    events,
     close: (graceMs = config.limits.shutdown_grace_ms, drainMs = 0) =>
       (closing ??= (async () => {
         unwatch();
-        await drain(built, listening, graceMs, drainMs);
+        await drain(built, listening, graceMs, drainMs, () => events.emit('listener-closed'));
         await built.close();
         logger.info({ url: listening.url }, 'sigil stopped');
       })()),
@@ -300,6 +312,7 @@ async function attest(
       ? undefined
       : await joinFleet(config.fleet, config, {
           logger,
+          now: options.now,
           signingKey,
           startDocument,
           manifest: manifest(),
@@ -320,8 +333,9 @@ async function attest(
 
   const metrics = createMetrics();
   observeUpstreams(metrics, upstreams);
-  const counters = fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters();
+  const counters = fleet?.counters ?? options.limitCounters ?? new MemoryLimitCounters(options.now);
   const ctx = assembleContext({
+    now: options.now,
     config,
     logger,
     metrics,
@@ -330,7 +344,7 @@ async function attest(
     catalogue,
     upstreams,
     signingKey,
-    receiptStore: fleet?.receiptStore ?? memoryReceiptStore(config),
+    receiptStore: fleet?.receiptStore ?? memoryReceiptStore(config, options.now),
     receiptContext,
     jwks: fleet?.jwks ?? jwks,
     documents: {
@@ -345,7 +359,9 @@ async function attest(
           ehbp: {
             key: ehbpKey,
             keyConfig: keyConfig!,
-            replays: fleet?.replayWindow ?? new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries }),
+            replays:
+              fleet?.replayWindow ??
+              new MemoryReplayWindow({ windowS: config.ehbp.replay_window_s, maxEntries: config.ehbp.replay_max_entries, now: options.now }),
           },
         }),
     ...(fleet === undefined ? {} : { fleet: fleet.status }),
@@ -419,6 +435,8 @@ export interface ContextParts {
   measured?: MeasuredState;
   /** The transparency log (docs/log.md): this process's own, or the primary's for a worker. */
   transparencyLog?: ServedLog;
+  /** For tests: the clock the rate-limit headers count from; default `Date.now`. */
+  now?: () => number;
 }
 
 /**
@@ -427,7 +445,7 @@ export interface ContextParts {
  * is derived here, so the two cannot drift apart.
  */
 export function assembleContext(parts: ContextParts): AppContext {
-  const { config, metrics, signingKey, admission, ehbp, ...rest } = parts;
+  const { config, metrics, signingKey, admission, ehbp, now, ...rest } = parts;
   const tracing = createRequestTracing(config.tracing);
   return {
     ...rest,
@@ -435,7 +453,7 @@ export function assembleContext(parts: ContextParts): AppContext {
     metrics,
     signingKey,
     headers: brandHeaders(config.brand),
-    limits: new ChatLimits(config.limits, admission),
+    limits: new ChatLimits(config.limits, admission, now),
     signReceipt: countedSigner(signingKey, metrics, signsOnThreadPool(config)),
     signNonce: createNonceSigner(signingKey),
     ...(tracing === undefined ? {} : { tracing }),
@@ -444,11 +462,12 @@ export function assembleContext(parts: ContextParts): AppContext {
 }
 
 /** The receipt store of one process: in memory, bounded by `receipts.*`. */
-export function memoryReceiptStore(config: LoadedConfig): MemoryReceiptStore {
+export function memoryReceiptStore(config: LoadedConfig, now?: () => number): MemoryReceiptStore {
   return new MemoryReceiptStore({
     retentionS: config.receipts.retention_s,
     maxEntries: config.receipts.max_stored,
     maxPerKey: config.receipts.max_stored_per_key,
+    now,
   });
 }
 
@@ -510,8 +529,9 @@ const CUT_STREAMS_MS = 500;
 /**
  * Stops a listener gracefully: /readyz answers 503 for `drainMs`, the server stops accepting, requests in
  * flight get `graceMs` to finish, then what is left is cut (a stream ends with one error event).
+ * `stoppedAccepting` is called as soon as a new connection is refused.
  */
-export async function drain(serving: Serving, listening: Listening, graceMs: number, drainMs: number): Promise<void> {
+export async function drain(serving: Serving, listening: Listening, graceMs: number, drainMs: number, stoppedAccepting?: () => void): Promise<void> {
   const { state } = serving;
   const { server } = listening;
   const { logger } = state.ctx;
@@ -521,6 +541,7 @@ export async function drain(serving: Serving, listening: Listening, graceMs: num
     await new Promise((r) => setTimeout(r, drainMs));
   }
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  stoppedAccepting?.();
   server.closeIdleConnections();
   const waiting = state.inFlight.count;
   logger.info(

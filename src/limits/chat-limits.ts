@@ -17,10 +17,12 @@ function tooMany(message: string, retryAfterS: number, headers: Record<string, s
 export class ChatLimits {
   readonly #config: ChatLimitsConfig;
   readonly #admission: ChatAdmission;
+  readonly #now: () => number;
 
-  constructor(config: ChatLimitsConfig, admission: ChatAdmission) {
+  constructor(config: ChatLimitsConfig, admission: ChatAdmission, now: () => number = Date.now) {
     this.#config = config;
     this.#admission = admission;
+    this.#now = now;
   }
 
   /** Takes this request's slots and returns what the response should carry; a refusal is thrown as a 429. */
@@ -45,7 +47,7 @@ export class ChatLimits {
     return {
       'x-ratelimit-limit': String(limit),
       'x-ratelimit-remaining': String(Math.max(0, limit - verdict.rate.total)),
-      'x-ratelimit-reset': String(Math.ceil((verdict.rate.resetAt - Date.now()) / 1000)),
+      'x-ratelimit-reset': String(Math.ceil((verdict.rate.resetAt - this.#now()) / 1000)),
     };
   }
 
@@ -59,7 +61,7 @@ export class ChatLimits {
       case 'tokens_per_minute':
         return tooMany(
           `Rate limit reached: ${c.tokens_per_minute} tokens per minute for this API key.`,
-          ((verdict.resetAt ?? Date.now()) - Date.now()) / 1000,
+          ((verdict.resetAt ?? this.#now()) - this.#now()) / 1000,
           headers,
         );
       case 'concurrent_per_key':

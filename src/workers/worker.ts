@@ -157,6 +157,7 @@ function applyReload(serving: Serving, parts: ReloadedParts): void {
     attestation: { ...now.attestation, start: parts.start },
     documents: { ...now.documents, ...parts.documents },
   };
+  now.logger.info('worker applied the reload');
 }
 
 /** This worker's registry, for the primary's scrape of the whole server. */

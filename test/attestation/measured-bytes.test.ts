@@ -10,6 +10,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import type { AttestationDocumentV2 } from '../../src/protocol/attestation.ts';
 import { catalogueEntry, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const WEIGHTS = Buffer.from('weights the engine loads later, in another process\n');
 const MODEL_HASH = 'sha256:' + createHash('sha256').update(WEIGHTS).digest('hex');
@@ -53,15 +54,6 @@ const modelIds = async (sigil: TestSigil) =>
 const reportedManifest = async (sigil: TestSigil) =>
   ((await (await fetch(`${sigil.url}/v1/verify/attestation`)).json()) as AttestationDocumentV2).binding.manifest_sha384;
 
-/** Resolves once `done` holds (each try a request to the server), or fails after 20 s. */
-async function until(done: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error('the server never reached the state waited for');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** What `sigil measure self` computes for this config with the catalogue bytes given. */
 async function measuredAs(sigil: TestSigil, catalogue: Buffer): Promise<string> {
   const path = join(sigil.dir, 'sigil.yaml');
@@ -86,12 +78,12 @@ describe('the bytes measured are the bytes used', () => {
     // A reload (the watcher sees the file change): swapped while it hashes, then once more after it is served.
     await writeFile(catalogue, catalogueOf('c', fifo));
     const reparsed = await swapWhileHashing(fifo, catalogue, catalogueOf('d', fifo));
-    await until(async () => (await modelIds(sigil)).join() === 'c');
+    await waitFor('the catalogue c served', async () => (await modelIds(sigil)).join() === 'c');
     expect(await reportedManifest(sigil)).toBe(await measuredAs(sigil, reparsed));
     const writer = await open(fifo, 'w'); // the watcher's reload of d hashes the weights again
     await writer.write(WEIGHTS);
     await writer.close();
-    await until(async () => (await modelIds(sigil)).join() === 'd');
+    await waitFor('the catalogue d served', async () => (await modelIds(sigil)).join() === 'd');
     expect(await reportedManifest(sigil)).toBe(await measuredAs(sigil, catalogueOf('d', fifo)));
   });
 

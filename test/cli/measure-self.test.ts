@@ -36,7 +36,8 @@ beforeAll(async () => {
     stringify({ upstreams: { e: { url: 'http://127.0.0.1:9' } }, catalogue: 'models.yaml', auth: { keys_file: 'api-keys' } }),
   );
   first = cloneAndBuild('first');
-  await new Promise((r) => setTimeout(r, 1500)); // a later build: file times differ, the digest must not
+  // real clock: a later build, so that file times differ (whole seconds in an archive); the digest must not
+  await new Promise((r) => setTimeout(r, 1500));
   second = cloneAndBuild('second');
 }, 600_000);
 

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { catalogueEntry } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
 const running: Array<{ child: ChildProcess; engine: TestEngine }> = [];
@@ -20,7 +21,15 @@ afterEach(async () => {
 });
 
 /** `sigil serve` as its own process, as an operator runs it. */
-async function serve(): Promise<{ child: ChildProcess; url: string; dir: string; key: string; engine: TestEngine; exited: Promise<number | null> }> {
+async function serve(): Promise<{
+  child: ChildProcess;
+  url: string;
+  dir: string;
+  key: string;
+  engine: TestEngine;
+  exited: Promise<number | null>;
+  logs: Array<{ msg?: string }>;
+}> {
   const engine = await startTestEngine({ modelNames: ['m'] });
   const dir = mkdtempSync(join(tmpdir(), 'sigil-signals-'));
   writeFileSync(join(dir, 'models.yaml'), stringify({ models: [catalogueEntry({ id: 'm' }, 0)] }));
@@ -39,17 +48,19 @@ async function serve(): Promise<{ child: ChildProcess; url: string; dir: string;
   const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'pipe', 'inherit'] });
   running.push({ child, engine });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const logs: Array<{ msg?: string }> = [];
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('sigil did not start')), 20_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const entry = JSON.parse(line) as { msg?: string; url?: string };
+      logs.push(entry);
       if (entry.msg === 'sigil listening') {
         clearTimeout(timer);
         resolve(entry.url!);
       }
     });
   });
-  return { child, url, dir, key, engine, exited };
+  return { child, url, dir, key, engine, exited, logs };
 }
 
 const chat = (url: string, key: string, stream = false) =>
@@ -65,7 +76,7 @@ describe('signals to sigil serve', () => {
     const { key } = addKey(join(sigil.dir, 'keys'), 'late');
     expect((await chat(sigil.url, key)).status).toBe(401);
     sigil.child.kill('SIGHUP');
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the reload logged', () => sigil.logs.some((l) => l.msg === 'catalogue reloaded'));
     expect((await chat(sigil.url, key)).status).toBe(200);
   });
 

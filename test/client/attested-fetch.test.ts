@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import type { Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch, UNVERIFIED_HEADER, type AttestedFetch } from '../../src/client/index.ts';
@@ -10,6 +12,7 @@ import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.t
 import { startTlsMitm, type TlsMitm } from '../support/tls-mitm.ts';
 import { createAmdTestChain, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** The attested client (docs/tls.md, "The attested client"), with the official openai package, and a man in the middle it refuses. */
 let engine: TestEngine;
@@ -213,6 +216,15 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
 
   it('appearing after attestation is cut during the handshake: no request byte reaches it', async () => {
     mitm.setMode('pass');
+    // The client's connections to the interceptor, as undici reports them made, kept until they close.
+    const clientConnections = new Set<Socket>();
+    const connected = (message: unknown) => {
+      const { socket } = message as { socket: Socket };
+      if (socket.remotePort !== Number(new URL(mitm.url).port)) return;
+      clientConnections.add(socket);
+      socket.once('close', () => clientConnections.delete(socket));
+    };
+    subscribe('undici:client:connected', connected);
     const attested = await createAttestedFetch({ baseURL: `${mitm.url}/v1`, allowNoTee: true });
     const client = new OpenAI({ baseURL: `${mitm.url}/v1`, apiKey: tlsOnly.key, maxRetries: 0, fetch: attested as unknown as typeof fetch });
     try {
@@ -220,9 +232,10 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
       expect(attested.receipts.at(-1)?.ok).toBe(true);
       const seenBefore = mitm.seen().length;
       const before = chatRequests();
+      expect(clientConnections.size).toBeGreaterThan(0);
       mitm.setMode('intercept');
       // Let the client see its kept-alive connection closed, so the next request opens a new one through the interceptor.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await waitFor('the client seeing its connections cut', () => clientConnections.size === 0);
       const refused = (await refusalOf(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] })))!;
       expect(refused).toBeInstanceOf(OpenAI.APIConnectionError);
       // The connector refused the interceptor's key; re-attesting through it fails on exactly that key.
@@ -233,6 +246,7 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
       expect(mitm.seen()).not.toContain(PROMPT);
       expect(chatRequests()).toBe(before);
     } finally {
+      unsubscribe('undici:client:connected', connected);
       await attested.close();
     }
   });

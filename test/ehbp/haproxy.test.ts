@@ -10,6 +10,7 @@ import { freePort } from '../support/free-port.ts';
 import { selfSignedLocalhost } from '../support/self-signed.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /**
  * SPEC 9 / issue 13: a real load balancer (Debian's haproxy) in front of Sigil, ending TLS and logging what
@@ -84,19 +85,16 @@ beforeAll(async () => {
   const keep = (d: Buffer) => haproxyLog.push(...d.toString('latin1').split('\n').filter(Boolean));
   haproxy.stdout!.on('data', keep);
   haproxy.stderr!.on('data', keep);
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const up = await new Promise<boolean>((resolve) => {
+  await waitFor('haproxy listening', async () => {
+    if (haproxy.exitCode !== null) throw new Error(`haproxy did not start: ${haproxyLog.join(' | ')}`);
+    return new Promise<boolean>((resolve) => {
       const s = connect(port, '127.0.0.1', () => {
         s.destroy();
         resolve(true);
       });
       s.on('error', () => resolve(false));
     });
-    if (up) break;
-    if (haproxy.exitCode !== null || Date.now() > deadline) throw new Error(`haproxy did not start: ${haproxyLog.join(' | ')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  });
   haproxyUrl = `https://localhost:${port}`;
 });
 
@@ -125,8 +123,10 @@ describe('Sigil behind haproxy ending TLS', () => {
       expect(attested.receipts.at(-1)).toMatchObject({ ok: true, stream: true });
 
       // haproxy handled the requests: its log has both POSTs with their (sealed) bodies.
-      await new Promise((r) => setTimeout(r, 200));
-      const posts = haproxyLog.filter((l) => l.startsWith('POST /v1/chat/completions 200 reqbody='));
+      const posts = await waitFor('both POSTs in the log', () => {
+        const logged = haproxyLog.filter((l) => l.startsWith('POST /v1/chat/completions 200 reqbody='));
+        return logged.length >= 2 && logged;
+      });
       expect(posts.length).toBe(2);
       expect(posts.every((l) => l.length > 'POST /v1/chat/completions 200 reqbody='.length + 20)).toBe(true);
       // Its log holds the bodies in hex: read them back as bytes, as an operator with the log could.

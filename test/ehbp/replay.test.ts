@@ -11,12 +11,19 @@ import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 let engine: TestEngine;
 let sigil: TestSigil;
 let tiny: TestSigil;
+/** The clock of `tiny`'s replay window, moved by the test. */
+let tinyNow = Date.now();
 
 beforeAll(async () => {
   engine = await startTestEngine({ modelNames: ['m'] });
   [sigil, tiny] = await Promise.all([
     startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] }),
-    startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { ehbp: { replay_window_s: 1, replay_max_entries: 2 } } }),
+    startTestSigil({
+      upstreams: { e: { url: engine.baseUrl } },
+      models: [{ id: 'm' }],
+      config: { ehbp: { replay_window_s: 1, replay_max_entries: 2 } },
+      start: { now: () => tinyNow },
+    }),
   ]);
 });
 
@@ -81,7 +88,7 @@ describe('a replayed sealed request', () => {
     );
     expect((await a.send()).status).toBe(409);
     expect(enginePosts()).toBe(before);
-    await new Promise((r) => setTimeout(r, 1100));
+    tinyNow += 1001;
     const later = await (await capture(tiny)).send();
     expect(later.status).toBe(200);
     await later.arrayBuffer();

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { freePort } from '../support/free-port.ts';
 import { killChild } from '../support/kill-child.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** A real `redis-server` on a free loopback port, without persistence, for fleet tests. */
 export interface TestRedis {
@@ -35,12 +36,10 @@ export async function startTestRedis(): Promise<TestRedis> {
   const start = async () => {
     const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     child = proc;
-    const deadline = Date.now() + 10_000;
-    while (!(await accepts(port))) {
+    await waitFor(`redis-server listening on port ${port}`, () => {
       if (proc.exitCode !== null) throw new Error(`redis-server exited with ${proc.exitCode} on port ${port}`);
-      if (Date.now() > deadline) throw new Error(`redis-server did not listen on port ${port}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return accepts(port);
+    });
   };
   const kill = async () => {
     const proc = child;

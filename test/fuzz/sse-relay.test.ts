@@ -19,7 +19,6 @@ const CATALOGUE_ID = 'renamed';
 const ENGINE_NAME = 'engine/renamed';
 
 const sha256 = (bytes: Buffer) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Eol = '\n' | '\r' | '\r\n';
 
@@ -244,7 +243,9 @@ describe('a stream through Sigil, from an engine that writes each chunk in its o
         res.flushHeaders();
         void (async () => {
           // A pause after each write puts it in its own TCP segment; byte-by-byte splits only yield to the loop.
-          const pause = pieces.length > 64 ? () => new Promise((r) => setImmediate(r)) : () => sleep(1);
+          // real clock: a millisecond between writes is what puts each in a TCP segment of its own
+          const segmentGap = () => new Promise((r) => setTimeout(r, 1));
+          const pause = pieces.length > 64 ? () => new Promise((r) => setImmediate(r)) : segmentGap;
           for (const piece of pieces) {
             res.write(piece);
             await pause();

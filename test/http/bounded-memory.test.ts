@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
 import { hostPort } from '../support/raw-http.ts';
 import { killChild } from '../support/kill-child.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const MIB = 1024 * 1024;
 const ANSWER_BYTES = 60 * MIB;
@@ -83,12 +84,8 @@ function neverReadingClient(sigil: SigilProcess): Promise<NeverReadingClient> {
 }
 
 async function logLines(sigil: SigilProcess, msg: string, count: number, timeoutMs: number): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const n = sigil.logs.filter((l) => l.msg === msg).length;
-    if (n >= count || Date.now() > deadline) return n;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const logged = () => sigil.logs.filter((l) => l.msg === msg).length;
+  return waitFor(`${count} log lines '${msg}'`, () => logged() >= count && logged(), { timeoutMs });
 }
 
 describe('memory under clients that never read their answers', () => {

@@ -5,6 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { addKey, revokeKey, hashApiKey } from '../../src/auth/keys-file.ts';
 import { catalogueEntry, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { nextEvent, waitFor } from '../support/wait-for.ts';
+import type { ReloadOutcome } from '../../src/http/reload.ts';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -34,9 +36,9 @@ describe('graceful shutdown (SIGTERM)', () => {
     engine.behaviour = { chunkDelayMs: 40 };
     const res = await chat(sigil, sigil.key, true);
     const body = res.text();
-    await new Promise((r) => setTimeout(r, 60));
+    const stoppedAccepting = nextEvent(sigil.events, 'listener-closed');
     const closing = sigil.close(5000);
-    await new Promise((r) => setTimeout(r, 20));
+    await stoppedAccepting;
     await expect(fetch(`${sigil.url}/healthz`)).rejects.toMatchObject({ message: 'fetch failed', cause: { code: 'ECONNREFUSED' } });
     const text = await body;
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
@@ -91,9 +93,11 @@ describe('reload (SIGHUP or file change)', () => {
     const statuses: number[] = [];
     let reloading = true;
     const reloads = (async () => {
+      // Each reload waits for a batch of requests to be answered, so that reloads and requests interleave.
       for (let i = 0; i < 20; i++) {
         await sigil.reload();
-        await new Promise((r) => setTimeout(r, 5));
+        const answered = statuses.length;
+        await waitFor('a batch answered since the reload', () => statuses.length > answered);
       }
       reloading = false;
     })();
@@ -115,14 +119,10 @@ describe('reload (SIGHUP or file change)', () => {
       .readFileSync(join(sigil.dir, 'other-keys'), 'utf8')
       .split('\n')
       .find((l) => l.startsWith('sha256:'))!;
+    const reloaded = nextEvent<[ReloadOutcome]>(sigil.events, 'reloaded');
     appendFileSync(join(sigil.dir, 'api-keys'), `${line}\n`);
-    const deadline = Date.now() + 5000;
-    let status = 401;
-    while (status !== 200 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      status = (await chat(sigil, key)).status;
-    }
-    expect(status).toBe(200);
+    expect((await reloaded)[0].keys).toBe(true);
+    expect((await chat(sigil, key)).status).toBe(200);
   });
 });
 
@@ -132,13 +132,12 @@ describe('engine restart', () => {
     const port = Number(new URL(engine.url).port);
     expect((await fetch(`${sigil.url}/readyz`)).status).toBe(200);
     await engine.close();
-    await new Promise((r) => setTimeout(r, 1100));
-    expect((await fetch(`${sigil.url}/readyz`)).status).toBe(503);
+    // /readyz keeps its engine probe a second: the answer changes once the cached probe has expired.
+    await waitFor('/readyz answering 503', async () => (await fetch(`${sigil.url}/readyz`)).status === 503);
     expect((await chat(sigil)).status).toBe(502);
     const again = await startTestEngine({ modelNames: ['m'], port });
     cleanup.push(() => again.close());
-    await new Promise((r) => setTimeout(r, 1100));
-    expect((await fetch(`${sigil.url}/readyz`)).status).toBe(200);
+    await waitFor('/readyz answering 200', async () => (await fetch(`${sigil.url}/readyz`)).status === 200);
     expect((await chat(sigil)).status).toBe(200);
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startForwardingProxy } from '../support/forwarding-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let engine: TestEngine;
 let sigil: TestSigil;
@@ -43,10 +44,13 @@ describe('GET /metrics', () => {
     engine.behaviour = { status: 500 };
     await chat(false);
     engine.behaviour = {};
-    await new Promise((r) => setTimeout(r, 20));
-    const res = await fetch(`${sigil.url}/metrics`);
+    // Each exchange is counted as its connection closes, a moment after the client has the body.
+    const { res, text } = await waitFor('the four exchanges counted', async () => {
+      const scraped = await fetch(`${sigil.url}/metrics`);
+      const body = await scraped.text();
+      return metric(body, 'sigil_request_duration_seconds_count{route="/v1/chat/completions"}') === 4 && { res: scraped, text: body };
+    });
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
-    const text = await res.text();
     expect(metric(text, 'sigil_requests_total{route="/v1/chat/completions",model="m",status="200"}')).toBe(3);
     expect(metric(text, 'sigil_requests_total{route="/v1/chat/completions",model="m",status="502"}')).toBe(1);
     expect(metric(text, 'sigil_receipts_signed_total{type="message"}')).toBe(2);

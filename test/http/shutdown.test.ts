@@ -4,13 +4,12 @@ import { startSigilProcess } from '../support/sigil-process.ts';
 import { startTestEngine } from '../support/test-engine.ts';
 import { hostPort } from '../support/raw-http.ts';
 import { killChild } from '../support/kill-child.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
   it(
@@ -33,12 +32,12 @@ describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
       engine.behaviour = { chunkDelayMs: 200 };
       const stream = await chat(true);
       const streamed = stream.text();
-      await sleep(300);
+      await waitFor('the stream at the engine', () => engine.requests.some((r) => r.path === '/v1/chat/completions'));
       engine.behaviour = {};
 
       const signalled = Date.now();
       sigil.child.kill('SIGTERM');
-      await sleep(200);
+      await waitFor('the drain begun', () => sigil.logs.some((l) => l.msg === 'shutting down: /readyz answers 503 while load balancers move on'));
       const readyz = await fetch(`${sigil.url}/readyz`);
       expect(readyz.status).toBe(503);
       expect(await readyz.json()).toEqual({ error: { message: 'Not ready: shutting down.', type: 'service_unavailable', param: null, code: 'not_ready' } });
@@ -48,13 +47,12 @@ describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
       expect(served.headers.get('connection')).toBe('close');
 
       // Once the window is over, the listener is closed.
-      let refusedAt = 0;
-      while (refusedAt === 0 && Date.now() - signalled < 10_000) {
-        await fetch(`${sigil.url}/healthz`).then(
-          () => sleep(50),
-          () => (refusedAt = Date.now()),
-        );
-      }
+      const refusedAt = await waitFor('the listener closed', () =>
+        fetch(`${sigil.url}/healthz`).then(
+          () => false as const,
+          () => Date.now(),
+        ),
+      );
       expect(refusedAt - signalled).toBeGreaterThanOrEqual(2000);
 
       // The stream outlived drain + grace: it ends with exactly one error event, no [DONE].
@@ -88,7 +86,9 @@ describe('shutdown a load balancer can follow (SIGTERM to sigil serve)', () => {
     socket.on('error', () => undefined);
     await new Promise<void>((r) => socket.once('close', () => r()));
     expect(received).toBe('');
-    await sleep(200);
+    // A request after it: its log line comes after anything logged for the spare connection.
+    expect((await fetch(`${sigil.url}/healthz`)).status).toBe(200);
+    await waitFor('the later request logged', () => sigil.logs.slice(from).some((l) => l.msg === 'request' && l.route === '/healthz'));
     expect(sigil.logs.slice(from).filter((l) => (l.level as number) >= 40)).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine } from '../support/test-engine.ts';
 import { hostPort } from '../support/raw-http.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -42,7 +43,7 @@ describe('slow request bodies', () => {
     // In batches, so the listen backlog never overflows into SYN retries.
     for (let i = 0; i < SLOW_SENDERS; i += 100)
       senders.push(...(await Promise.all(Array.from({ length: Math.min(100, SLOW_SENDERS - i) }, () => slowSender(sigil)))));
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('every slow sender in flight', () => sigil.state.inFlight.count === SLOW_SENDERS);
 
     const statuses = await Promise.all(
       Array.from({ length: 20 }, () =>

@@ -5,6 +5,7 @@ import { checkMark } from '../../src/verify/check.ts';
 import { startForwardingProxy, type ForwardingProxy } from '../support/forwarding-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /**
  * docs/attestation.md, "Freshness from a signed nonce", and docs/configuration.md, `listen.trusted_proxies`: behind a
@@ -34,10 +35,6 @@ afterAll(async () => {
   await engine.close();
 });
 
-const until = async (done: () => boolean) => {
-  while (!done()) await new Promise((r) => setTimeout(r, 20));
-};
-
 const freshNonce = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex');
 
 type Route = 'report' | 'signature';
@@ -48,6 +45,7 @@ function startFlood(base: string, routes: Route[], headers: () => Record<string,
   const { hostname, port } = new URL(base);
   let flooding = true;
   let sent = 0;
+  let answered = 0;
   const started = performance.now();
   const loop = (async () => {
     while (flooding) {
@@ -57,9 +55,14 @@ function startFlood(base: string, routes: Route[], headers: () => Record<string,
         { host: hostname, port, localAddress: '127.0.0.1', path: `/v1/verify/attestation?nonce=${freshNonce()}&proof=${route}`, headers: headers() },
         (res) => {
           statuses[route].push(res.statusCode ?? 0);
+          answered++;
           res.resume();
         },
-      ).on('error', () => statuses[route].push(0));
+      ).on('error', () => {
+        statuses[route].push(0);
+        answered++;
+      });
+      // real clock: the flood's rate (50 requests a second) is what the allowances are tested against
       await new Promise((r) => setTimeout(r, Math.max(0, 20 - (Date.now() - tick))));
     }
   })();
@@ -69,7 +72,7 @@ function startFlood(base: string, routes: Route[], headers: () => Record<string,
     stop: async () => {
       flooding = false;
       await loop;
-      await new Promise((r) => setTimeout(r, 200));
+      await waitFor('every flood request answered', () => answered === sent);
     },
   };
 }
@@ -78,9 +81,9 @@ function startFlood(base: string, routes: Route[], headers: () => Record<string,
 async function clientsDuringFlood(flood: ReturnType<typeof startFlood>, clients: AttestedFetchOptions[]) {
   let results: PromiseSettledResult<Awaited<ReturnType<typeof createAttestedFetch>>>[] = [];
   try {
-    await until(() => flood.statuses.report.includes(429));
+    await waitFor('a 429 for the flood', () => flood.statuses.report.includes(429));
     results = await Promise.allSettled(clients.map((options) => createAttestedFetch(options)));
-    await until(() => flood.statuses.report.filter((s) => s === 429).length > 30);
+    await waitFor('over 30 429s for the flood', () => flood.statuses.report.filter((s) => s === 429).length > 30);
   } finally {
     await flood.stop();
   }
@@ -145,7 +148,7 @@ describe('attestation allowances behind a load balancer', () => {
     let n = 0;
     const flood = startFlood(behindProxy.url, ['report'], () => ({ 'x-forwarded-for': `192.0.2.${++n % 250}` }));
     try {
-      await until(() => flood.statuses.report.filter((s) => s === 429).length > 10);
+      await waitFor('over 10 429s for the flood', () => flood.statuses.report.filter((s) => s === 429).length > 10);
     } finally {
       await flood.stop();
     }

@@ -1,7 +1,36 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryLimitCounters, type LimitCounters } from '../../src/limits/counters.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
+
+/** Counters the test can watch: tokens charged and slots released, and (when `gated`) each `acquire` held until the test lets it on. */
+class WatchedCounters extends MemoryLimitCounters {
+  charged = 0;
+  released = 0;
+  readonly held: Array<() => void> = [];
+  constructor(private gated = false) {
+    super();
+  }
+  override async add(name: string, amount: number, windowMs: number) {
+    const count = await super.add(name, amount, windowMs);
+    if (name.startsWith('tpm:')) this.charged += amount;
+    return count;
+  }
+  override async acquire(name: string, max: number): Promise<boolean> {
+    if (this.gated) await new Promise<void>((r) => this.held.push(r));
+    return super.acquire(name, max);
+  }
+  override async release(name: string): Promise<void> {
+    await super.release(name);
+    this.released++;
+  }
+  /** Lets every held `acquire` on, and the ones after it through at once. */
+  open(): void {
+    this.gated = false;
+    for (const go of this.held.splice(0)) go();
+  }
+}
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -70,11 +99,12 @@ describe('per-key request rate', () => {
 
 describe('per-key token rate', () => {
   it('refuses new requests once the tokens the engine reported reach the limit', async () => {
-    const { sigil } = await setup({ tokens_per_minute: 20 });
+    const counters = new WatchedCounters();
+    const { sigil } = await setup({ tokens_per_minute: 20 }, counters);
     // Each exchange: 3 prompt + 10 completion tokens.
     expect((await (await chat(sigil)).json()).usage.total_tokens).toBe(13);
     expect((await chat(sigil)).status).toBe(200);
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor('both exchanges charged', () => counters.charged === 26);
     const refused = await chat(sigil);
     expect(refused.status).toBe(429);
     expect((await refused.json()).error.message).toBe('Rate limit reached: 20 tokens per minute for this API key.');
@@ -83,7 +113,8 @@ describe('per-key token rate', () => {
 
 describe('concurrency', () => {
   it('allows max_concurrent_per_key streams per key at once and frees the slot when one ends', async () => {
-    const { engine, sigil } = await setup({ max_concurrent_per_key: 2 });
+    const counters = new WatchedCounters();
+    const { engine, sigil } = await setup({ max_concurrent_per_key: 2 }, counters);
     engine.behaviour = { chunkDelayMs: 30 };
     const a = await chat(sigil, sigil.key, true);
     const b = await chat(sigil, sigil.key, true);
@@ -94,27 +125,23 @@ describe('concurrency', () => {
     expect((await chat(sigil, sigil.otherKey)).status).toBe(200);
     await a.text();
     await b.text();
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the slots of the two streams and the other key freed', () => counters.released === 3);
     const d = await chat(sigil, sigil.key, true);
     expect(d.status).toBe(200);
     await d.text();
   });
 
   it('frees the slot of a client that leaves while a slow shared counter is still answering', async () => {
-    // A counter store as slow as a distant Redis: acquiring a slot takes 300 ms.
-    class SlowCounters extends MemoryLimitCounters {
-      override async acquire(name: string, max: number): Promise<boolean> {
-        await new Promise((r) => setTimeout(r, 300));
-        return super.acquire(name, max);
-      }
-    }
-    const { sigil } = await setup({ max_concurrent_per_key: 1 }, new SlowCounters());
+    // A counter store as slow as a distant Redis: acquiring a slot answers only once the client has left.
+    const counters = new WatchedCounters(true);
+    const { sigil } = await setup({ max_concurrent_per_key: 1 }, counters);
     const controller = new AbortController();
     const leaving = chatWith(sigil, controller.signal).catch(() => 'aborted');
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor('the slot asked of the counters', () => counters.held.length === 1);
     controller.abort();
     expect(await leaving).toBe('aborted');
-    await new Promise((r) => setTimeout(r, 400));
+    counters.open();
+    await waitFor('the slot freed', () => counters.released === 1);
     expect((await chat(sigil)).status).toBe(200);
   });
 
@@ -132,15 +159,15 @@ describe('concurrency', () => {
 describe('limits that hold however the timing falls (issue 10)', () => {
   it('max_concurrent cannot be exceeded by two requests that both wait on a slow shared counter', async () => {
     // Before: the overall cap was checked before the await on the counter and counted after it, so both passed.
-    class SlowCounters extends MemoryLimitCounters {
-      override async acquire(name: string, max: number): Promise<boolean> {
-        await new Promise((r) => setTimeout(r, 200));
-        return super.acquire(name, max);
-      }
-    }
-    const { engine, sigil } = await setup({ max_concurrent: 1 }, new SlowCounters());
+    const counters = new WatchedCounters(true);
+    const { engine, sigil } = await setup({ max_concurrent: 1 }, counters);
     engine.behaviour = { chunkDelayMs: 30 };
-    const [a, b] = await Promise.all([chat(sigil, sigil.key, true), chat(sigil, sigil.otherKey, true)]);
+    let answered = 0;
+    const count = (response: Promise<Response>) => response.finally(() => answered++);
+    const both = Promise.all([count(chat(sigil, sigil.key, true)), count(chat(sigil, sigil.otherKey, true))]);
+    await waitFor('one request waiting on the counters and the other answered, or both waiting', () => counters.held.length + answered === 2);
+    counters.open();
+    const [a, b] = await both;
     expect([a.status, b.status].sort()).toEqual([200, 429]);
     await Promise.all([a.text(), b.text()]);
   });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/free-port.ts';
 import { requestLines, startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let live: TestEngine;
 let revived: TestEngine | undefined;
@@ -60,8 +61,7 @@ describe('a model served by several upstreams', () => {
 
   it('goes back to the first upstream once a health check finds it answering', async () => {
     revived = await startTestEngine({ modelNames: ['m'], port: deadPort });
-    const deadline = Date.now() + 5000;
-    while (value(await metrics(), 'sigil_upstream_up{upstream="first"}') !== 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitFor('the first upstream up again', async () => value(await metrics(), 'sigil_upstream_up{upstream="first"}') === 1);
     expect(value(await metrics(), 'sigil_upstream_up{upstream="first"}')).toBe(1);
     expect(revived.requests.map((r) => `${r.method} ${r.path}`)).toContain('GET /v1/models');
     const before = sigil.logs.length;

@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSigilProcess, workerPids, type SigilProcess } from '../support/sigil-process.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
 
@@ -51,13 +52,9 @@ const accepts = (port: number) =>
 async function answerToSigusr1(sigil: SigilProcess, pid: number): Promise<string> {
   const from = sigil.stderr.length;
   process.kill(pid, 'SIGUSR1');
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const line = sigil.stderr.slice(from).find((l) => l.includes(`SIGUSR1 ignored (pid ${pid})`) || /Debugger listening|Starting inspector/.test(l));
-    if (line !== undefined) return line;
-    if (Date.now() > deadline) throw new Error(`no answer to SIGUSR1 from pid ${pid}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return waitFor(`an answer to SIGUSR1 from pid ${pid}`, () =>
+    sigil.stderr.slice(from).find((l) => l.includes(`SIGUSR1 ignored (pid ${pid})`) || /Debugger listening|Starting inspector/.test(l)),
+  );
 }
 
 describe('SIGUSR1 does not open the inspector', () => {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { rawRequest } from '../support/raw-http.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /**
  * Runs mixed real traffic (JSON, streams, an aborted stream, receipts with nonces, bad requests,
@@ -151,7 +152,7 @@ describe('logs after mixed real traffic', () => {
     expect(await done(noKey)).toBe(401);
 
     // Every request left its line (the close hook logs after the response ends).
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('a line for every request', () => sigil.logs.filter((l) => l.includes('"msg":"request"')).length >= requests);
     const requestLines = sigil.logs.filter((l) => l.includes('"msg":"request"'));
     expect(requestLines.length).toBeGreaterThanOrEqual(requests);
 

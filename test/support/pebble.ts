@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { freePort } from './free-port.ts';
 import { killChild } from './kill-child.ts';
+import { waitFor } from './wait-for.ts';
 
 /**
  * A real ACME server: Debian's `pebble` on loopback ports, with a CA made for its own HTTPS listener.
@@ -96,19 +97,12 @@ export async function startTestPebble(): Promise<TestPebble> {
     const keep = (chunk: Buffer) => logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
     proc.stdout!.on('data', keep);
     proc.stderr!.on('data', keep);
-    const deadline = Date.now() + 15_000;
-    for (;;) {
+    await waitFor('pebble answering its directory', async () => {
       if (proc.exitCode !== null) throw new Error(`pebble exited with ${proc.exitCode}: ${logs.slice(-5).join(' | ')}`);
-      try {
-        const response = await request(directoryUrl, { dispatcher: trusting });
-        await response.body.dump();
-        if (response.statusCode === 200) return;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error('pebble did not answer its directory in 15 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      const response = await request(directoryUrl, { dispatcher: trusting });
+      await response.body.dump();
+      return response.statusCode === 200;
+    });
   };
   const kill = async () => {
     const proc = child;

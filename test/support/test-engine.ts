@@ -58,7 +58,8 @@ export interface TestEngine {
 
 const GENERATING_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// real clock: the engine's configured latency (firstByteDelayMs, chunkDelayMs) is the slowness a test puts Sigil under
+const latency = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function countPromptTokens(messages: unknown): number {
   if (!Array.isArray(messages)) return 0;
@@ -117,7 +118,7 @@ export async function startTestEngine(
       waiters.forEach((w) => w());
     });
     if (b.hang) return;
-    if (b.firstByteDelayMs) await sleep(b.firstByteDelayMs);
+    if (b.firstByteDelayMs) await latency(b.firstByteDelayMs);
     if (b.status) {
       res
         .writeHead(b.status, { 'content-type': 'application/json', ...(b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {}) })
@@ -223,22 +224,24 @@ export async function startTestEngine(
       for (const piece of b.rawStream) {
         if (res.destroyed) return;
         if (!res.write(piece)) await new Promise((r) => res.once('drain', r));
-        if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+        if (b.chunkDelayMs) await latency(b.chunkDelayMs);
       }
       res.end();
       return;
     }
     let sent = 0;
+    let written: Promise<unknown> = Promise.resolve();
     for (const event of events) {
       if (res.destroyed) return;
       if (b.dropAfterEvents !== undefined && sent >= b.dropAfterEvents) {
-        await sleep(20);
+        // The events sent reach the client before the connection drops.
+        await written;
         res.socket?.destroy();
         return;
       }
-      res.write(event);
+      written = new Promise((r) => res.write(event, r));
       sent++;
-      if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+      if (b.chunkDelayMs) await latency(b.chunkDelayMs);
     }
     // Responses streams end with their response.completed event, without [DONE].
     if (b.omitDone || path === '/v1/responses') res.end();

@@ -1,6 +1,7 @@
 import { parseVerifierKey } from '../../src/verify/tlog/note.ts';
 import type { VerifiedCheckpoint } from '../../src/verify/tlog/checkpoint.ts';
 import { fetchCheckpoint, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
+import { waitFor } from './wait-for.ts';
 
 /** A service's transparency log as a client finds it: the origin and key its attestation binding names, and where that key came from. */
 export async function attestedLog(serviceUrl: string): Promise<{ log: TrustedLog; keyOrigin: unknown }> {
@@ -13,9 +14,8 @@ export async function attestedLog(serviceUrl: string): Promise<{ log: TrustedLog
 
 /** Waits until the published checkpoint covers `size` entries (tests run the sequencer every 50 ms), and returns it. */
 export async function integrated(log: TrustedLog, size: number): Promise<VerifiedCheckpoint> {
-  for (;;) {
+  return waitFor(`a checkpoint of ${size} entries`, async () => {
     const checkpoint = await fetchCheckpoint(log);
-    if (checkpoint.size >= size) return checkpoint;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+    return checkpoint.size >= size && checkpoint;
+  });
 }

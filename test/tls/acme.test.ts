@@ -6,6 +6,7 @@ import { freePort } from '../support/free-port.ts';
 import { startTestPebble, type TestPebble } from '../support/pebble.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** SPEC 8 / issue 12: tls.mode acme against a real RFC 8555 server (Debian's pebble), http-01 answered by Sigil. */
 let pebble: TestPebble;
@@ -58,16 +59,6 @@ async function boundKey(sigil: TestSigil): Promise<string> {
 
 const spki = (c: X509Certificate) => c.publicKey.export({ type: 'spki', format: 'der' }).toString('hex');
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('tls.mode acme', () => {
   it('gets a certificate from the ACME server for a key made in the process, and binds that key', async () => {
     const sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }], config: { tls: acmeConfig() } });
@@ -100,7 +91,7 @@ describe('tls.mode acme', () => {
     try {
       const first = await presented(sigil.url);
       const bound = await boundKey(sigil);
-      const renewed = await until('a renewed certificate', async () => {
+      const renewed = await waitFor('a renewed certificate', async () => {
         const now = await presented(sigil.url);
         return now.serialNumber !== first.serialNumber ? now : undefined;
       });
@@ -109,7 +100,7 @@ describe('tls.mode acme', () => {
 
       await pebble.kill();
       const logged = sigil.logs.length;
-      await until('a failed renewal', async () =>
+      await waitFor('a failed renewal', async () =>
         sigil.logs.slice(logged).some((l) => l.includes('tls certificate renewal failed: keeping the current certificate')) ? true : undefined,
       );
       const during = await presented(sigil.url);
@@ -119,7 +110,7 @@ describe('tls.mode acme', () => {
       await served.body.dump();
 
       await pebble.start();
-      const after = await until('a renewal once the ACME server is back', async () => {
+      const after = await waitFor('a renewal once the ACME server is back', async () => {
         const now = await presented(sigil.url);
         return now.serialNumber !== during.serialNumber ? now : undefined;
       });

@@ -8,6 +8,7 @@ import { redisTestsSkipped, startTestRedis, type TestRedis } from '../fleet/redi
 import { startSigilProcess, type SigilProcess } from '../support/sigil-process.ts';
 import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const installed = !redisTestsSkipped();
 const namespace = `workers-fleet-${randomBytes(4).toString('hex')}`;
@@ -29,14 +30,6 @@ const chat = (url: string, key: string, headers: Record<string, string> = {}) =>
 
 const fetchReceipt = (url: string, key: string, id: string) => once(url, `/v1/receipts/${id}`, { headers: { authorization: `Bearer ${key}` } });
 
-async function eventually(probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 const kidOf = (replica: SigilProcess) => replica.logs.find((l) => l.msg === 'sigil listening')!.kid as string;
 
 /** The worker that served each logged request to `route`, in order. */
@@ -50,12 +43,16 @@ beforeAll(async () => {
   a = await startSigilProcess(engine.baseUrl, { workers: 2, receipts: { retention_s: 60 }, fleet: fleet('replica-a') });
   revokedKey = addKey(join(a.dir, 'keys'), 'to-revoke').key;
   a.child.kill('SIGHUP');
-  await eventually(async () => (await chat(a.url, revokedKey)).status === 200 && (await chat(a.url, revokedKey)).status === 200, 20_000);
+  await waitFor(
+    'the revoked key served by both workers before the revocation',
+    async () => (await chat(a.url, revokedKey)).status === 200 && (await chat(a.url, revokedKey)).status === 200,
+    { timeoutMs: 20_000 },
+  );
   b = await startSigilProcess(engine.baseUrl, { workers: 1, receipts: { retention_s: 60 }, fleet: fleet('replica-b') });
   // B reads its own copy of A's keys file, as each machine of a fleet holds its own.
   copyFileSync(join(a.dir, 'keys'), join(b.dir, 'keys'));
   b.child.kill('SIGHUP');
-  await eventually(async () => (await chat(b.url, a.key)).status === 200, 20_000);
+  await waitFor('the key of A accepted by replica B', async () => (await chat(b.url, a.key)).status === 200, { timeoutMs: 20_000 });
 }, 120_000);
 
 afterAll(async () => {
@@ -87,16 +84,16 @@ describe.skipIf(!installed)('sigil serve with workers: 2 in fleet mode (real Red
       expect(JSON.parse(fetched.body)).toEqual({ id, receipt });
     }
     // B serves it once it admitted A's key (it reads the receipt from Redis and checks A's signature).
-    await eventually(async () => (await fetchReceipt(b.url, a.key, id)).status === 200, 20_000);
+    await waitFor('the receipt fetched through B', async () => (await fetchReceipt(b.url, a.key, id)).status === 200, { timeoutMs: 20_000 });
     expect(JSON.parse((await fetchReceipt(b.url, a.key, id)).body)).toEqual({ id, receipt });
 
     const onB = await chat(b.url, a.key, { 'x-service-receipt': 'true' });
     const idOnB = onB.headers['x-service-receipt-id'] as string;
     const receiptOnB = /\n: receipt (\S+)\n\n$/.exec(onB.body)![1];
-    await eventually(async () => (await fetchReceipt(a.url, a.key, idOnB)).status === 200, 20_000);
+    await waitFor('the receipt made on B fetched through A', async () => (await fetchReceipt(a.url, a.key, idOnB)).status === 200, { timeoutMs: 20_000 });
     for (let i = 0; i < 2; i++) expect(JSON.parse((await fetchReceipt(a.url, a.key, idOnB)).body)).toEqual({ id: idOnB, receipt: receiptOnB });
     // Both workers answered receipt fetches.
-    await eventually(async () => new Set(servedBy('/v1/receipts/{id}')).size === 2, 10_000);
+    await waitFor('both workers serving receipts', async () => new Set(servedBy('/v1/receipts/{id}')).size === 2, { timeoutMs: 10_000 });
     // The JWKS every worker serves is the fleet's: A's key and B's.
     for (let i = 0; i < 2; i++) {
       const kids = (JSON.parse((await once(a.url, '/v1/verify/jwks.json')).body) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid).sort();
@@ -107,7 +104,7 @@ describe.skipIf(!installed)('sigil serve with workers: 2 in fleet mode (real Red
   it('refuses, on both workers, a key revoked on replica B while it is still in A’s keys file', async () => {
     expect(await runKeysCli(['revoke', revokedKey, '--config', join(b.dir, 'sigil.yaml')])).toBe(0);
     expect(readFileSync(join(a.dir, 'keys'), 'utf8')).toContain(hashApiKey(revokedKey));
-    await eventually(async () => (await chat(a.url, revokedKey)).status === 401, 10_000);
+    await waitFor('the key revoked on B refused by A', async () => (await chat(a.url, revokedKey)).status === 401, { timeoutMs: 10_000 });
     for (let i = 0; i < 4; i++) expect((await chat(a.url, revokedKey)).status).toBe(401);
     expect((await chat(a.url, a.key)).status).toBe(200);
   });

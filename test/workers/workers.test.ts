@@ -5,6 +5,7 @@ import { addKey } from '../../src/auth/keys-file.ts';
 import { startSigilProcess, workerPids, type SigilProcess } from '../support/sigil-process.ts';
 import { once } from './fresh-connection.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const running: Array<{ sigil: SigilProcess; engine: TestEngine }> = [];
 
@@ -88,8 +89,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     }
     // Both workers served (connections go to each in turn): each counted its own, and only the sum is the number sent.
     const served = () => sigil.logs.filter((l) => l.msg === 'request' && l.route === '/v1/chat/completions').map((l) => l.worker);
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && served().length < sent) await new Promise((r) => setTimeout(r, 50));
+    await waitFor('every request logged', () => served().length >= sent);
     expect(served().sort()).toEqual([1, 1, 1, 2, 2, 2]);
   });
 
@@ -119,8 +119,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     const { sigil, engine } = await serve({ limits: { max_concurrent: 1 } });
     engine.behaviour.chunkDelayMs = 100;
     const first = chat(sigil, {}, true);
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline && engine.requests.filter((r) => r.path === '/v1/chat/completions').length === 0) await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the stream at the engine', () => engine.requests.some((r) => r.path === '/v1/chat/completions'));
     const refused = [];
     // Each on a connection of its own: the cluster hands them to both workers in turn.
     for (let i = 0; i < 2; i++) refused.push(await chat(sigil));
@@ -130,9 +129,10 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     ]);
     expect((await first).status).toBe(200);
     // The slot is freed once the primary has the worker's finish notice (sent after the stream's last byte).
-    const freed = Date.now() + 10_000;
-    while (Date.now() < freed && metric(await scrape(sigil.url), /^sigil_worker_calls_total\{op="limits.finish"\} (\d+)$/m) < 1)
-      await new Promise((r) => setTimeout(r, 50));
+    await waitFor(
+      'the finish notice at the primary',
+      async () => metric(await scrape(sigil.url), /^sigil_worker_calls_total\{op="limits.finish"\} (\d+)$/m) >= 1,
+    );
     engine.behaviour.chunkDelayMs = 0;
     expect((await chat(sigil)).status).toBe(200);
   });
@@ -158,9 +158,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     const { key } = addKey(join(sigil.dir, 'keys'), 'added');
     const withKey = () => once(sigil.url, '/v1/models', { headers: { authorization: `Bearer ${key}` } });
     sigil.child.kill('SIGHUP');
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline && !sigil.logs.some((l) => l.msg === 'catalogue reloaded')) await new Promise((r) => setTimeout(r, 100));
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('the reload applied by both workers', () => sigil.logs.filter((l) => l.msg === 'worker applied the reload').length === 2);
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push((await chatWith(sigil, key)).status);
     expect(statuses).toEqual([200, 200, 200, 200]);
@@ -171,8 +169,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     const { sigil } = await serve();
     const [victim] = workerPids(sigil.child.pid!);
     process.kill(victim!, 'SIGKILL');
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline && sigil.logs.filter((l) => l.msg === 'worker listening').length < 3) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the replacement worker listening', () => sigil.logs.filter((l) => l.msg === 'worker listening').length >= 3);
     expect(sigil.logs.find((l) => l.msg === 'worker died; starting a replacement')).toMatchObject({
       level: 40,
       pid: victim,
@@ -196,7 +193,7 @@ describe('sigil serve with workers: 2', { timeout: 120_000 }, () => {
     engine.behaviour.chunkDelayMs = 150;
     const workers = workerPids(sigil.child.pid!);
     const streams = [chat(sigil, {}, true), chat(sigil, {}, true)];
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor('both streams at the engine', () => engine.requests.filter((r) => r.path === '/v1/chat/completions').length === 2);
     sigil.child.kill('SIGTERM');
     for (const answer of await Promise.all(streams)) {
       expect(answer.status).toBe(200);

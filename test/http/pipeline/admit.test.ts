@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { rawRequest } from '../../support/raw-http.ts';
 import { engineAndSigil } from '../../support/engine-and-sigil.ts';
+import { waitFor } from '../../support/wait-for.ts';
 
 const served = engineAndSigil({
   modelNames: ['m'],
@@ -21,7 +22,7 @@ describe('the admit step', () => {
   it('takes no slot for a body still arriving: a slow sender does not hold the one slot of its key', async () => {
     const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${served.sigil.otherKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
     const slow = rawRequest(served.sigil.url, [head, body.slice(0, 10)], { waitMs: 1500 });
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor('the slow request started', () => served.sigil.state.inFlight.count === 1);
     const meanwhile = await chat(served.sigil.otherKey);
     expect(meanwhile.status).toBe(200);
     await slow;
