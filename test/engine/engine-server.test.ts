@@ -5,6 +5,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeModel } from '../../src/engine/model/make-model.ts';
 import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const SENTENCE = 'The quick brown fox jumps over the lazy dog.';
 const USER = [{ role: 'user' as const, content: 'hi there' }];
@@ -210,11 +211,10 @@ describe('one sequence, a bounded queue', () => {
     });
     first.abort();
     await first.done;
-    let status = 429;
-    for (let tries = 0; status === 429 && tries < 50; tries++) {
-      status = (await post(unqueued, { messages: USER, max_tokens: 1 })).status;
-      if (status === 429) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    const status = await waitFor('the slot of the aborted request freed', async () => {
+      const answered = (await post(unqueued, { messages: USER, max_tokens: 1 })).status;
+      return answered !== 429 && answered;
+    });
     expect(status).toBe(200);
   });
 

@@ -9,6 +9,7 @@ import { addKey, hashApiKey } from '../../src/auth/keys-file.ts';
 import { run as runKeysCli } from '../../src/cli/keys.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
 
 const installed = !redisTestsSkipped();
@@ -16,7 +17,9 @@ const installed = !redisTestsSkipped();
 const RPM = 6;
 const KEY_TTL_S = 2;
 const sha256 = (bytes: Buffer | string) => 'sha256:' + createHash('sha256').update(bytes).digest('hex');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The replicas' clock for their rate windows: the real one, unless a test holds it at one moment. */
+let heldAt: number | undefined;
+const windowClock = () => heldAt ?? Date.now();
 
 let redis: TestRedis;
 let engine: TestEngine;
@@ -49,6 +52,7 @@ beforeAll(async () => {
           limits: { requests_per_minute: RPM },
           fleet: { redis_url: redis.url, replica_id: `replica-${'abc'[i]}`, namespace, key_ttl_s: KEY_TTL_S, admit_unattested_peers: true },
         },
+        start: { now: windowClock },
       }),
     );
   }
@@ -94,12 +98,15 @@ async function verifyWith(jwks: { keys: JWK[] }, jws: string): Promise<{ kid: st
 
 async function eventually<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs: number): Promise<{ value: T; afterMs: number }> {
   const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (accept(value)) return { value, afterMs: Date.now() - started };
-    if (Date.now() - started > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
-    await sleep(50);
-  }
+  const { value } = await waitFor(
+    'the fleet to agree',
+    async () => {
+      const probed = await probe();
+      return accept(probed) && { value: probed };
+    },
+    { timeoutMs },
+  );
+  return { value, afterMs: Date.now() - started };
 }
 
 const kids = () => replicas.map((r) => r.state.ctx.signingKey.kid).sort();
@@ -153,27 +160,30 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
   });
 
   it(`shares the per-key quota: ${RPM} requests a minute across the replicas, then 429 with Retry-After on any replica`, async () => {
-    // Fixed one-minute windows: do not straddle a window boundary.
-    const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 55_000) await sleep(60_000 - intoMinute + 100);
-    const statuses: number[] = [];
-    for (let i = 0; i < RPM; i++) {
-      const res = await post(replicas[i % 3]!, keys.quota);
-      await res.arrayBuffer();
-      statuses.push(res.status);
-      expect(res.headers.get('x-ratelimit-remaining')).toBe(String(RPM - 1 - i));
+    // Fixed one-minute windows: the replicas' window clock is held, so the requests cannot straddle a window's end.
+    heldAt = Date.now();
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < RPM; i++) {
+        const res = await post(replicas[i % 3]!, keys.quota);
+        await res.arrayBuffer();
+        statuses.push(res.status);
+        expect(res.headers.get('x-ratelimit-remaining')).toBe(String(RPM - 1 - i));
+      }
+      expect(statuses).toEqual(Array(RPM).fill(200));
+      for (const replica of replicas) {
+        const refused = await post(replica, keys.quota);
+        expect(refused.status).toBe(429);
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect(Number(refused.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+        expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded');
+      }
+      const other = await post(replicas[0]!, keys.other);
+      await other.arrayBuffer();
+      expect(other.status).toBe(200);
+    } finally {
+      heldAt = undefined;
     }
-    expect(statuses).toEqual(Array(RPM).fill(200));
-    for (const replica of replicas) {
-      const refused = await post(replica, keys.quota);
-      expect(refused.status).toBe(429);
-      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-      expect(Number(refused.headers.get('retry-after'))).toBeLessThanOrEqual(60);
-      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded');
-    }
-    const other = await post(replicas[0]!, keys.other);
-    await other.arrayBuffer();
-    expect(other.status).toBe(200);
   });
 
   it('a key revoked with `sigil keys revoke` on replica A is refused by every replica within 5 seconds', async () => {
@@ -213,7 +223,9 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     );
     await inspector.zadd(`${namespace}:signing-keys`, Date.now(), kid);
     await inspector.publish(`${namespace}:members`, kid);
-    await sleep(KEY_TTL_S * 1000);
+    await waitFor('the planted key refused', () =>
+      replicas[0]!.logs.some((line) => line.includes(kid) && line.includes("is not this replica's nor one of fleet.trusted_measurements")),
+    );
     for (const replica of replicas) expect((await jwksOf(replica)).keys.map((k) => k.kid)).toEqual(kids());
     expect(replicas[0]!.logs.some((line) => line.includes(kid) && line.includes("is not this replica's nor one of fleet.trusted_measurements"))).toBe(true);
   });
@@ -278,7 +290,8 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     });
 
     it('the JWKS keeps its last good view and revoked keys stay refused', async () => {
-      await sleep(KEY_TTL_S * 1000);
+      // real clock: the view must outlast a key TTL of the replicas' clocks while Redis is down
+      await new Promise((r) => setTimeout(r, KEY_TTL_S * 1000));
       for (const replica of replicas) {
         expect(await jwksOf(replica)).toEqual(jwksBefore);
         expect((await post(replica, keys.revoked)).status).toBe(401);
@@ -344,7 +357,8 @@ describe.skipIf(!installed)('a fleet of three replicas on one Redis', () => {
     const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     const score = Number(await inspector.zscore(`${namespace}:signing-keys`, kid));
     expect(score).toBeLessThanOrEqual(redisNow - KEY_TTL_S * 1000);
-    await sleep(KEY_TTL_S * 1000 + 500);
+    // real clock: the retired key must still be served once its TTL has passed on Redis's clock
+    await new Promise((r) => setTimeout(r, KEY_TTL_S * 1000 + 500));
     for (const replica of replicas) expect((await jwksOf(replica)).keys.map((k) => k.kid)).toEqual(all);
   });
 });

@@ -19,11 +19,11 @@ import { amdCertTable, buildSnpReport, createAmdTestChain, type AmdTestChain } f
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const installed = !redisTestsSkipped();
 const KEY_TTL_S = 2;
 const MEASUREMENT = Buffer.alloc(48, 0x5a);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let redis: TestRedis;
 let engine: TestEngine;
@@ -64,13 +64,7 @@ const jwksKids = async (s: TestSigil) =>
   ((await (await fetch(`${s.url}/v1/verify/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
 const startDocument = async (s: TestSigil) => (await (await fetch(`${s.url}/v1/verify/attestation`)).json()) as AttestationDocumentV2;
 
-async function eventually(probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
+const eventually = (probe: () => Promise<boolean>, timeoutMs: number) => waitFor('the peers to agree', probe, { timeoutMs });
 
 let a: TestSigil;
 let b: TestSigil;
@@ -152,7 +146,8 @@ describe.skipIf(!installed)('a fleet on hardware admits a peer key only on fresh
     await eventually(async () => b.logs.some((l) => l.includes(intruder.kid) && l.includes('a peer signing key is not served')), 5000);
     const reason = JSON.parse(b.logs.find((l) => l.includes(intruder.kid) && l.includes('a peer signing key is not served'))!).reason as string;
     expect(reason).toContain('attestation.report_data');
-    await sleep(KEY_TTL_S * 1000);
+    // real clock: the refused key must stay out across a key TTL of refreshes
+    await new Promise((r) => setTimeout(r, KEY_TTL_S * 1000));
     expect(await jwksKids(a)).toEqual([kidOf(a), kidOf(b)].sort());
     expect(await jwksKids(b)).toEqual([kidOf(a), kidOf(b)].sort());
   });

@@ -12,7 +12,8 @@ import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-serve
 /** deploy/README.md, "What Redis can and cannot do to you": a Redis writer against one replica, on a real redis-server. */
 const installed = !redisTestsSkipped();
 const RPM = 3;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The replica's clock for its rate windows: the real one until a test holds it (holdWindowClock). */
+let heldAt: number | undefined;
 
 let redis: TestRedis;
 let engine: TestEngine;
@@ -39,6 +40,7 @@ beforeAll(async () => {
       limits: { requests_per_minute: RPM, max_concurrent_per_key: 1 },
       fleet: { redis_url: redis.url, replica_id: 'replica-a', namespace },
     },
+    start: { now: () => heldAt ?? Date.now() },
   });
 });
 
@@ -71,10 +73,9 @@ async function rpmCounter(apiKey: string): Promise<string> {
   return found[0]!;
 }
 
-/** Fixed one-minute windows: a test that counts within one must not straddle its end. */
-async function awayFromMinuteEnd(): Promise<void> {
-  const intoMinute = Date.now() % 60_000;
-  if (intoMinute > 50_000) await sleep(60_000 - intoMinute + 100);
+/** Fixed one-minute windows: a test that counts within one holds the replica's window clock, so it cannot straddle the window's end. */
+function holdWindowClock(): void {
+  heldAt = Date.now();
 }
 
 describe.skipIf(!installed)('what a Redis writer cannot do', () => {
@@ -84,7 +85,7 @@ describe.skipIf(!installed)('what a Redis writer cannot do', () => {
     ['text', 'lots'],
     ['huge', '99999999999999999999999'],
   ])('lift a quota by writing a counter that is not a count (%s): the key is refused as exhausted, and the value is logged as refused', async (name, value) => {
-    await awayFromMinuteEnd();
+    holdWindowClock();
     expect(await status(keys[name]!)).toBe(200);
     const counter = await rpmCounter(keys[name]!);
     await writer.set(counter, value, 'KEEPTTL');
@@ -100,7 +101,7 @@ describe.skipIf(!installed)('what a Redis writer cannot do', () => {
   });
 
   it("lift a key's request quota on a replica by deleting its counter: the replica's own count still refuses it", async () => {
-    await awayFromMinuteEnd();
+    holdWindowClock();
     for (let i = 0; i < RPM; i++) expect(await status(keys.deleted!)).toBe(200);
     expect(await status(keys.deleted!)).toBe(429);
     await writer.del(await rpmCounter(keys.deleted!));
@@ -146,7 +147,7 @@ describe.skipIf(!installed)('what a Redis writer cannot do', () => {
 
 describe.skipIf(!installed)('what a Redis writer can do', () => {
   it("exhaust a key's quota by raising its counter: the key is refused until the window ends", async () => {
-    await awayFromMinuteEnd();
+    holdWindowClock();
     expect(await status(keys.exhausted!)).toBe(200);
     await writer.set(await rpmCounter(keys.exhausted!), '1000', 'KEEPTTL');
     expect(await status(keys.exhausted!)).toBe(429);

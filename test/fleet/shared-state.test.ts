@@ -16,9 +16,9 @@ import { loadSigningKey, type SigningKey } from '../../src/receipts/signing-key.
 import { createJwsSigner } from '../../src/receipts/signer.ts';
 import { signHeartbeat } from '../../src/fleet/heartbeat.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const installed = !redisTestsSkipped();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const logLines: string[] = [];
 const logger = createLogger(
   'info',
@@ -71,7 +71,8 @@ describe.skipIf(!installed)('RedisLimitCounters', () => {
     expect(await a.acquire('conc:k', 2, 400)).toBe(true);
     expect(await b.acquire('conc:k', 2, 400)).toBe(false);
     // Replica a "dies" holding two slots: they expire on their own.
-    await sleep(450);
+    // real clock: a slot expires by Redis's clock (400 ms TTL)
+    await new Promise((r) => setTimeout(r, 450));
     expect(await b.acquire('conc:k', 2, 400)).toBe(true);
     expect(await b.acquire('conc:k', 2, 400)).toBe(true);
   });
@@ -90,7 +91,8 @@ describe.skipIf(!installed)('RedisReceiptStore', () => {
     expect(await b.get('r1', owner)).toBe(jws);
     // Another key: same hash claimed, another secret (the hash alone opens nothing).
     expect(await b.get('r1', { keyHash: owner.keyHash, secret: randomBytes(32) })).toBeUndefined();
-    await sleep(1100);
+    // real clock: Redis expires the receipt by its own clock (PX, 1 s retention)
+    await new Promise((r) => setTimeout(r, 1100));
     expect(await b.get('r1', owner)).toBeUndefined();
   });
 });
@@ -135,10 +137,10 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     expect(a.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([a.kid, b.kid].sort());
     await b.registry.stop();
     const stoppedAt = Date.now();
-    await sleep(400);
+    // Retired, still served; how long it stays is measured below, when it is dropped.
     await a.registry.refresh();
     expect(a.registry.jwks.keys.map((k) => k.kid).sort()).toEqual([a.kid, b.kid].sort());
-    while (a.registry.jwks.keys.length > 1 && Date.now() - stoppedAt < 3000) await sleep(50);
+    await waitFor('the retired key dropped', () => a.registry.jwks.keys.length === 1, { timeoutMs: 3000 });
     expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
     expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(700);
     await a.registry.stop();
@@ -168,7 +170,9 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     const intruder = await loadSigningKey();
     await plant(ns, intruder, { beatAt: Date.now(), score: Date.now() + DAY });
     await a.registry.refresh();
-    await sleep(100);
+    await waitFor('the copied entry refused', () =>
+      logLines.some((l) => l.includes(intruder.kid) && l.includes('set fleet.admit_unattested_peers to serve such keys')),
+    );
     await a.registry.refresh();
     expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
     expect(logLines.some((l) => l.includes(intruder.kid) && l.includes('set fleet.admit_unattested_peers to serve such keys'))).toBe(true);
@@ -191,8 +195,7 @@ describe.skipIf(!installed)('KeyRegistry', () => {
     expect(logLines.some((l) => l.includes(future.kid) && l.includes('ms in the future'))).toBe(true);
     // The live peer stops beating; Redis pushes its score a day ahead: it still retires after TTL + retention.
     await (await connect()).client.zadd(fleetKeys(ns).signingKeys, Date.now() + DAY, live.kid);
-    const stoppedAt = Date.now();
-    while (a.registry.jwks.keys.length > 1 && Date.now() - stoppedAt < 3000) await sleep(50);
+    await waitFor('the live peer retired', () => a.registry.jwks.keys.length === 1, { timeoutMs: 3000 });
     expect(a.registry.jwks.keys.map((k) => k.kid)).toEqual([a.kid]);
     await a.registry.stop();
   });
@@ -297,11 +300,10 @@ describe.skipIf(!installed)('joinFleet', () => {
       expect(fleet.jwks.keys.map((k) => k.kid)).toEqual([signingKey.kid]);
       expect((await fleet.counters.add('rpm:x', 1, 60_000)).total).toBe(1);
       await down.start();
-      const deadline = Date.now() + 5000;
-      while (fleet.status.health() !== 'up' && Date.now() < deadline) await sleep(50);
+      await waitFor('the fleet up', () => fleet.status.health() === 'up', { timeoutMs: 5000 });
       expect(fleet.status.health()).toBe('up');
       const inspector = await connect(down.url);
-      while ((await inspector.client.zrange('late:signing-keys', 0, -1)).length === 0 && Date.now() < deadline) await sleep(50);
+      await waitFor('the key published', async () => (await inspector.client.zrange('late:signing-keys', 0, -1)).length > 0, { timeoutMs: 5000 });
       expect(await inspector.client.zrange('late:signing-keys', 0, -1)).toEqual([signingKey.kid]);
     } finally {
       await fleet.close();

@@ -8,6 +8,7 @@ import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { redisTestsSkipped, startTestRedis, type TestRedis } from './redis-server.ts';
 import { attestedLog } from '../support/transparency-log.ts';
 import { fetchCheckpoint, verifyReceiptInLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const installed = !redisTestsSkipped();
 let redis: TestRedis;
@@ -60,16 +61,15 @@ describe.skipIf(!installed)('fleet mode: one transparency log per replica', () =
     expect(res.status).toBe(200);
     const jws = res.headers.get('x-acme-receipt')!;
     const logA = await logOf(a);
-    while ((await fetchCheckpoint(logA)).size < 1) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the receipt in the log of A', async () => (await fetchCheckpoint(logA)).size >= 1);
     expect((await verifyReceiptInLog(logA, jws, { index: Number(res.headers.get('x-acme-log-index')) })).index).toBe(0);
     await expect(verifyReceiptInLog(await logOf(b), jws, { index: 0 })).rejects.toThrow(
       /tree of 0 entries has no leaf at index 0: the receipt is not logged there/,
     );
     // Peers admit each other (their bindings declare the log key's origin too): B's JWKS comes to hold A's receipt key.
-    for (;;) {
-      const jwks = (await (await fetch(`${b.url}/v1/verify/jwks.json`)).json()) as { keys: unknown[] };
-      if (jwks.keys.length === 2) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(
+      'the key of A in the JWKS of B',
+      async () => ((await (await fetch(`${b.url}/v1/verify/jwks.json`)).json()) as { keys: unknown[] }).keys.length === 2,
+    );
   });
 });

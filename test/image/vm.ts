@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { killChild } from '../support/kill-child.ts';
 import { freePort } from '../support/free-port.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** The disks of one boot: the measured image's (from image/build.sh OUT), a root file system to use instead, a configuration disk. */
 export interface BootDisks {
@@ -92,21 +93,50 @@ export interface BootTimes {
  * soon as the VM stops, or after `budgetMs` (a boot under TCG takes minutes on a shared machine), with the console's tail.
  */
 export async function waitForReady(vm: Vm, budgetMs: number): Promise<BootTimes> {
-  const started = Date.now();
   let stopped = false;
   let loginMs: number | undefined;
   void vm.exited.then(() => (stopped = true));
-  while (!stopped) {
-    if (Date.now() - started > budgetMs) throw new Error(`Sigil in the VM was not ready after ${budgetMs} ms:\n${tail(vm.console())}`);
-    if (loginMs === undefined && vm.console().includes('sigil login:')) loginMs = Date.now() - vm.startedAt;
-    const ready = await fetch(`${vm.url}/readyz`, { signal: AbortSignal.timeout(5000) }).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ready) return { loginMs, readyMs: Date.now() - vm.startedAt };
-    await Promise.race([new Promise((r) => setTimeout(r, 1000)), vm.exited]);
+  const outcome = await waitFor(
+    'Sigil in the VM ready',
+    async () => {
+      if (stopped) return 'stopped';
+      if (loginMs === undefined && vm.console().includes('sigil login:')) loginMs = Date.now() - vm.startedAt;
+      const ready = await fetch(`${vm.url}/readyz`, { signal: AbortSignal.timeout(5000) }).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      return ready && 'ready';
+    },
+    { timeoutMs: budgetMs, intervalMs: 1000 },
+  ).catch(() => {
+    throw new Error(`Sigil in the VM was not ready after ${budgetMs} ms:\n${tail(vm.console())}`);
+  });
+  if (outcome === 'stopped') throw new Error(`the VM stopped before Sigil was ready:\n${tail(vm.console())}`);
+  return { loginMs, readyMs: Date.now() - vm.startedAt };
+}
+
+/** What the image's initrd prints first (image/initrd-init.sh), and before it fails for any reason of the image's. */
+const INITRD_SPEAKS = 'sigil-initrd: ';
+
+/**
+ * Boots with `start` until the guest's initrd runs. A guest that stops before its initrd printed a line crashed in the
+ * emulator (TCG on a loaded machine: an Oops in the kernel's own timers), which says nothing of the image, so it is
+ * booted again, at most `attempts` times in all; a fault of the image shows only after the initrd has spoken.
+ */
+export async function bootPastInitrd(start: () => Promise<Vm>, budgetMs: number, attempts = 3): Promise<Vm> {
+  for (let attempt = 1; ; attempt++) {
+    const vm = await start();
+    let stopped = false;
+    void vm.exited.then(() => (stopped = true));
+    const reached = await waitFor('the initrd to run', () => (vm.console().includes(INITRD_SPEAKS) ? 'initrd' : stopped && 'stopped'), {
+      timeoutMs: budgetMs,
+      intervalMs: 1000,
+    });
+    if (reached === 'initrd') return vm;
+    const crash = `the guest stopped before its initrd ran (an emulator crash, not an image fault):\n${tail(vm.console())}`;
+    if (attempt >= attempts) throw new Error(`${attempts} boots in a row: ${crash}`);
+    process.stdout.write(`boot ${attempt} of ${attempts}: ${crash}\nbooting again\n`);
   }
-  throw new Error(`the VM stopped before Sigil was ready:\n${tail(vm.console())}`);
 }
 
 export function tail(text: string, lines = 40): string {

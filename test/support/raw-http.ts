@@ -40,11 +40,13 @@ export async function rawRequest(url: string, parts: Array<string | Buffer>, opt
     socket.once('error', reject);
   });
   for (const [i, part] of parts.entries()) {
+    // real clock: a sender's pace (gapMs between its writes) is what the server's timeouts are tested against
     if (i > 0 && options.gapMs) await new Promise((r) => setTimeout(r, options.gapMs));
     if (socket.destroyed) break;
     socket.write(part);
   }
   let timer: NodeJS.Timeout | undefined;
+  // real clock: how long the server keeps a connection it does not answer is what a caller watches for (waitMs)
   await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
   clearTimeout(timer);
   socket.destroy();

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 interface OtlpSpan {
   traceId: string;
@@ -61,15 +62,7 @@ const chat = (target: TestSigil, headers: Record<string, string>) =>
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: PROMPT }], stream: true, stream_options: { include_usage: true } }),
   }).then((r) => r.text());
 
-async function spanOfTrace(traceId: string): Promise<OtlpSpan | undefined> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const found = spans.find((s) => s.traceId === traceId);
-    if (found) return found;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return undefined;
-}
+const spanOfTrace = (traceId: string): Promise<OtlpSpan> => waitFor(`the span of trace ${traceId}`, () => spans.find((s) => s.traceId === traceId));
 
 const attribute = (span: OtlpSpan, key: string) => {
   const value = span.attributes.find((a) => a.key === key)?.value;
@@ -111,7 +104,10 @@ describe('OpenTelemetry tracing with an OTLP endpoint', () => {
     const sent = engine.requests.length;
     await chat(untraced, { traceparent });
     expect(engine.requests[sent]!.headers.traceparent).toBe(traceparent);
-    await new Promise((r) => setTimeout(r, 500));
+    // A traced request after it: once its span is in, any span sent before it by then would be too.
+    const later = 'cccccccccccccccccccccccccccccccc';
+    await chat(sigil, { traceparent: `00-${later}-dddddddddddddddd-01` });
+    await spanOfTrace(later);
     expect(spans.filter((s) => s.traceId === traceId)).toEqual([]);
   });
 });
