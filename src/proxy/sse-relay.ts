@@ -284,7 +284,9 @@ export class SseTee {
 
   onError(err: unknown): void {
     const failure = engineFailure(err);
-    this.fail(failure.code === 'upstream_timeout' ? failure : new HttpError('upstream_bad_response', 'The engine connection failed before the stream finished.'));
+    this.fail(
+      failure.code === 'upstream_timeout' ? failure : new HttpError('upstream_bad_response', 'The engine connection failed before the stream finished.'),
+    );
   }
 
   onDrain(): void {
@@ -383,7 +385,11 @@ export class SseTee {
     const payload = buf.subarray(payloadStart, end);
     const scan = scanJsonObject(payload);
     if (scan.duplicate !== undefined) return PASS;
-    this.replacement = Buffer.concat([buf.subarray(start, payloadStart), editJsonObject(payload, scan, { set: { model: modelJson } }), buf.subarray(end, eolEnd)]);
+    this.replacement = Buffer.concat([
+      buf.subarray(start, payloadStart),
+      editJsonObject(payload, scan, { set: { model: modelJson } }),
+      buf.subarray(end, eolEnd),
+    ]);
     return EDIT;
   }
 
