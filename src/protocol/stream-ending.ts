@@ -47,3 +47,31 @@ export function isFinalEventLine(line: string): boolean {
   if (field === null) return false;
   return field[1] === 'data' ? FINAL_DATA.has(field[2]!) : FINAL_EVENT_TYPES.has(field[2]!);
 }
+
+const latin1 = new TextDecoder('latin1');
+/** A line end, then the blank line: the end of an event. */
+const EVENT_END = /(?:\r\n|\r|\n)(?:\r\n|\r|\n)$/;
+/** Per sentinel, the sentinel's `data:` line as a whole line (at the start of the body or after a line end), then its blank line. */
+const SENTINEL_EVENTS = new Map(
+  Object.values(STREAM_ENDING_RULES).flatMap((rule) =>
+    rule.endData === undefined
+      ? []
+      : [[rule.endData, new RegExp(`(?:^|\\r\\n|\\r|\\n)data: ?${rule.endData.replace(/[[\]]/g, '\\$&')}(?:\\r\\n|\\r|\\n)(?:\\r\\n|\\r|\\n)$`)] as const],
+  ),
+);
+
+/**
+ * Whether a body ends where a stream of kind `ending` ends: with the sentinel event (`data: [DONE]` and its blank line)
+ * for a sentinel-ended stream, at the end of an event for one that ends with its last event. What the verifier cuts by.
+ */
+export function endsWhereStreamEnds(bytes: Uint8Array, ending: StreamEnding): boolean {
+  const { endData } = STREAM_ENDING_RULES[ending];
+  if (endData === undefined) return EVENT_END.test(latin1.decode(bytes.subarray(Math.max(0, bytes.length - 4))));
+  return SENTINEL_EVENTS.get(endData)!.test(tailOf(bytes, endData.length + 32));
+}
+
+/** The last `length` bytes of a body, the partial line they start with replaced by one NUL (a line that does not start there), or all of a short body. */
+function tailOf(bytes: Uint8Array, length: number): string {
+  if (bytes.length <= length) return latin1.decode(bytes);
+  return latin1.decode(bytes.subarray(bytes.length - length)).replace(/^[^\r\n]*/, (head) => (head.length === 0 ? '' : '\u0000'));
+}
