@@ -1,12 +1,12 @@
 import type { ServerResponse } from 'node:http';
 import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
-import { EventStreamLines } from '../protocol/event-stream-lines.ts';
+import { CLIENT_MAX_EVENT_BYTES, EventStreamLines } from '../protocol/event-stream-lines.ts';
 import { isReceiptCommentLine } from '../protocol/receipt-comment.ts';
 import { isFinalEventLine } from '../protocol/stream-ending.ts';
 import { cutStreamError } from './verification-error.ts';
 
-/** The largest event relayed (8× the service's default limits.max_sse_event_bytes): a longer one ends the app's stream. */
-export const MAX_RELAYED_EVENT_BYTES = 8 * 1024 * 1024;
+/** The largest event relayed: a longer one ends the app's stream. */
+export const MAX_RELAYED_EVENT_BYTES = CLIENT_MAX_EVENT_BYTES;
 /** Longer lines cannot be `data: [DONE]` or an `event:` that ends a stream: not decoded to look. */
 const FINAL_LINE_MAX = 64;
 

@@ -7,6 +7,9 @@
  * Reading allocates nothing for a line inside one chunk: the current line is `bytes[start, end)`, its line end
  * `bytes[end, eolEnd)`. Only a line begun in an earlier chunk is joined into a new array (`joined`).
  */
+/** The largest event a client reading a service's stream accepts (8× the service's default limits.max_sse_event_bytes). */
+export const CLIENT_MAX_EVENT_BYTES = 8 * 1024 * 1024;
+
 export class EventStreamLines {
   /** The array holding the current line: the chunk, or (when `joined`) a new array holding all of it from 0. */
   bytes: Uint8Array = EMPTY;
