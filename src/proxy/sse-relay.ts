@@ -135,6 +135,8 @@ export class SseTee {
   private usage: TokenUsage | undefined;
   private dropped = 0;
   private sentBytes = 0;
+  /** Bytes the engine sent after the completing event, all dropped. */
+  private afterEndBytes = 0;
   /** The last byte written (LF before the first write: the stream starts a line). */
   private lastByte = LF;
   /** The last line's own line end went out (an LF finishing its CRLF in the next chunk goes out with it). */
@@ -228,6 +230,8 @@ export class SseTee {
         this.mayMatter = chunkMayMatter;
       }
       const lineEnd = lines.restStart;
+      // Past the end nothing is relayed; an engine that goes on is cut after one event's worth, blank lines or not.
+      if (action === DROP && this.state === 'closed' && (this.afterEndBytes += lines.eolEnd - lines.start) > this.maxEventBytes) return this.tooLarge();
       if (action === PASS) {
         runEnd = lineEnd;
       } else {

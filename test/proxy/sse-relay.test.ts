@@ -87,6 +87,23 @@ describe('the SSE tee, behaviour by behaviour', () => {
     expect((await relayed(['data: {"id":"c1"}\n\ndata: [DONE]'])).text).toBe('data: {"id":"c1"}\n\ndata: [DONE]\n\n');
   });
 
+  it('cuts an engine that goes on past the end for more than one event of bytes, blank lines or not', async () => {
+    const { text, result } = await relayed(['data: {"id":"c1"}\n\ndata: [DONE]\n\n', 'data: more\n\n'.repeat(120)]);
+    expect(text).toBe(
+      'data: {"id":"c1"}\n\ndata: [DONE]\n\ndata: ' +
+        JSON.stringify({
+          error: {
+            message: 'The engine sent a stream event larger than 1024 bytes (limits.max_sse_event_bytes).',
+            type: 'upstream_error',
+            param: null,
+            code: 'upstream_bad_response',
+          },
+        }) +
+        '\n\n',
+    );
+    expect(result).toMatchObject({ complete: false, clientGone: false });
+  });
+
   it('reads the id and usage of a response stream, which ends at response.completed', async () => {
     const completed = 'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r1","usage":{"input_tokens":3,"output_tokens":4}}}\n\n';
     const { text, result } = await relayed(
