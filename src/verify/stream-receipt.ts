@@ -12,10 +12,13 @@ export interface SplitStream {
   logIndex?: number;
 }
 
+/** The marker as a Buffer: the browser's Buffer finds only a Buffer, a string or a byte. */
+const MARKER = Buffer.from(RECEIPT_COMMENT_MARKER);
+
 /** Finds the last `: receipt ` comment that starts a line. */
 function lastCommentStart(bytes: Buffer): number {
-  let at = bytes.lastIndexOf(RECEIPT_COMMENT_MARKER);
-  while (at > 0 && bytes[at - 1] !== 0x0a && bytes[at - 1] !== 0x0d) at = bytes.lastIndexOf(RECEIPT_COMMENT_MARKER, at - 1);
+  let at = bytes.lastIndexOf(MARKER);
+  while (at > 0 && bytes[at - 1] !== 0x0a && bytes[at - 1] !== 0x0d) at = bytes.lastIndexOf(MARKER, at - 1);
   return at;
 }
 
