@@ -204,9 +204,9 @@ export class SseTee {
     const { lines } = this;
     const wasOpen = this.state === 'open';
     let out: Buffer[] | undefined;
-    /** The bytes of this chunk sent as they came and not yet in `out`. */
     const firstLine = lines.push(chunk);
-    // An LF finishing a CRLF whose CR was sent goes out with the run; one whose CR was not, is not sent either.
+    // The bytes of this chunk sent as they came and not yet in `out`. An LF finishing a CRLF whose CR was sent goes
+    // out with them; one whose CR was not, is not sent either.
     let runStart = this.sentLastEol ? 0 : firstLine;
     let runEnd = firstLine;
     const chunkMayMatter = chunk.includes(USAGE) || (this.endEventBytes !== undefined && chunk.includes(this.endEventBytes));
