@@ -66,6 +66,9 @@ async function relayed(chunks: string[], options: Partial<SseRelayOptions> = {})
   }
 }
 
+/** The one error event a failed stream ends with. */
+const errorEvent = (message: string) =>
+  `data: ${JSON.stringify({ error: { message, type: 'upstream_error', param: null, code: 'upstream_bad_response' } })}\n\n`;
 const sha256 = (text: string) => 'sha256:' + createHash('sha256').update(text).digest('hex');
 
 describe('the SSE tee, behaviour by behaviour', () => {
@@ -90,16 +93,7 @@ describe('the SSE tee, behaviour by behaviour', () => {
   it('cuts an engine that goes on past the end for more than one event of bytes, blank lines or not', async () => {
     const { text, result } = await relayed(['data: {"id":"c1"}\n\ndata: [DONE]\n\n', 'data: more\n\n'.repeat(120)]);
     expect(text).toBe(
-      'data: {"id":"c1"}\n\ndata: [DONE]\n\ndata: ' +
-        JSON.stringify({
-          error: {
-            message: 'The engine sent a stream event larger than 1024 bytes (limits.max_sse_event_bytes).',
-            type: 'upstream_error',
-            param: null,
-            code: 'upstream_bad_response',
-          },
-        }) +
-        '\n\n',
+      'data: {"id":"c1"}\n\ndata: [DONE]\n\n' + errorEvent('The engine sent a stream event larger than 1024 bytes (limits.max_sse_event_bytes).'),
     );
     expect(result).toMatchObject({ complete: false, clientGone: false });
   });
@@ -129,26 +123,9 @@ describe('the SSE tee, behaviour by behaviour', () => {
 
   it('ends the stream with one error event when an event passes maxEventBytes, and when the engine stops before the end', async () => {
     const large = await relayed(['data: {"id":"c1"}\n\n', `data: ${'x'.repeat(1100)}`]);
-    expect(large.text).toBe(
-      'data: {"id":"c1"}\n\ndata: ' +
-        JSON.stringify({
-          error: {
-            message: 'The engine sent a stream event larger than 1024 bytes (limits.max_sse_event_bytes).',
-            type: 'upstream_error',
-            param: null,
-            code: 'upstream_bad_response',
-          },
-        }) +
-        '\n\n',
-    );
+    expect(large.text).toBe('data: {"id":"c1"}\n\n' + errorEvent('The engine sent a stream event larger than 1024 bytes (limits.max_sse_event_bytes).'));
     expect(large.result).toMatchObject({ complete: false, clientGone: false });
     const cut = await relayed(['data: {"id":"c1"}\n\n']);
-    expect(cut.text).toBe(
-      'data: {"id":"c1"}\n\ndata: ' +
-        JSON.stringify({
-          error: { message: 'The engine ended the stream before it finished.', type: 'upstream_error', param: null, code: 'upstream_bad_response' },
-        }) +
-        '\n\n',
-    );
+    expect(cut.text).toBe('data: {"id":"c1"}\n\n' + errorEvent('The engine ended the stream before it finished.'));
   });
 });
