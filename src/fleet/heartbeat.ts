@@ -1,6 +1,7 @@
-import { compactVerify, importJWK } from 'jose';
 import { createJwsSigner } from '../receipts/signer.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
+import { importJwks } from '../verify/jwks.ts';
+import { verifyCompactJws } from '../verify/jws.ts';
 import type { PublicJwk } from './peer-admission.ts';
 
 /** How far ahead of this replica's clock a peer's heartbeat may be: clocks of one fleet agree within seconds. */
@@ -25,8 +26,9 @@ export function signHeartbeat(key: SigningKey, replicaId: string, at: number): s
 export async function readHeartbeat(jws: string, jwk: PublicJwk, now: number): Promise<{ at: number } | { refused: string }> {
   let claims: HeartbeatClaims;
   try {
-    const { payload, protectedHeader } = await compactVerify(jws, await importJWK(jwk, 'ES256'), { algorithms: ['ES256'] });
-    if (protectedHeader.typ !== 'sigil-heartbeat') return { refused: 'the heartbeat is not a Sigil heartbeat' };
+    // The one JWS verifier of receipts: ES256 only, and a header that points at another key is refused.
+    const { payload, header } = verifyCompactJws(jws, (await importJwks({ keys: [jwk] })).keys);
+    if (header.typ !== 'sigil-heartbeat') return { refused: 'the heartbeat is not a Sigil heartbeat' };
     claims = JSON.parse(new TextDecoder().decode(payload)) as HeartbeatClaims;
   } catch {
     return { refused: "the heartbeat is not signed by the peer's key" };

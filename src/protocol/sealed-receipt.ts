@@ -1,3 +1,5 @@
+import { RECEIPT_COMMENT_MARKER, readReceiptComment, writeReceiptComment } from './receipt-comment.ts';
+
 /**
  * Receipts of encrypted (EHBP) exchanges travel sealed, never in clear headers (docs/ehbp.md, "Receipts
  * under EHBP"). The server, the attested client and the trust page share these definitions.
@@ -28,17 +30,10 @@ export async function exchangeReceiptNonce(context: HpkeExporter): Promise<strin
 const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 
 /**
- * The receipt comment that ends a response: `: receipt <JWS>`, then, on a sealed exchange whose receipt is in the
- * transparency log, `: log-index <N>` (its leaf index travels sealed with it, never in a clear header: docs/log.md),
- * then the blank line. SSE parsers skip both comment lines. A sealed JSON response sends it as its last frame.
+ * The receipt comment that ends a response (src/protocol/receipt-comment.ts). A sealed JSON response sends it as its
+ * last frame.
  */
-export function receiptTrailer(jws: string, logIndex?: number): string {
-  return logIndex === undefined ? `: receipt ${jws}\n\n` : `: receipt ${jws}\n: log-index ${logIndex}\n\n`;
-}
-
-const MARKER = new TextEncoder().encode(': receipt ');
-/** What follows the marker: the JWS (no ':' or ' ' in it), the optional leaf index line, the blank line. */
-const TRAILER = /^([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\n(?:: log-index (0|[1-9]\d{0,15})\n)?\n$/;
+export const receiptTrailer = writeReceiptComment;
 
 function lastIndexOf(bytes: Uint8Array, needle: Uint8Array): number {
   outer: for (let at = bytes.length - needle.length; at >= 0; at--) {
@@ -54,11 +49,12 @@ function lastIndexOf(bytes: Uint8Array, needle: Uint8Array): number {
  * end with one trailer (a JWS holds neither ':' nor ' ', so the last marker is the trailer's).
  */
 export function splitSealedJson(bytes: Uint8Array): { body: Uint8Array; receipt: string; logIndex?: number } | undefined {
-  const start = lastIndexOf(bytes, MARKER);
+  const start = lastIndexOf(bytes, RECEIPT_COMMENT_MARKER);
   if (start < 0) return undefined;
-  const trailer = TRAILER.exec(new TextDecoder().decode(bytes.subarray(start + MARKER.length)));
-  if (trailer === null) return undefined;
-  const split: { body: Uint8Array; receipt: string; logIndex?: number } = { body: bytes.slice(0, start), receipt: trailer[1]! };
-  if (trailer[2] !== undefined && Number.isSafeInteger(Number(trailer[2]))) split.logIndex = Number(trailer[2]);
+  const trailer = readReceiptComment(bytes.subarray(start));
+  // Sigil writes the trailer with LF line ends and its blank line; nothing else is one.
+  if (trailer === undefined || !trailer.blankLine || !trailer.lfOnly) return undefined;
+  const split: { body: Uint8Array; receipt: string; logIndex?: number } = { body: bytes.slice(0, start), receipt: trailer.receipt };
+  if (trailer.logIndex !== undefined) split.logIndex = trailer.logIndex;
   return split;
 }

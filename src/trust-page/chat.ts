@@ -1,4 +1,5 @@
 import { Identity } from 'ehbp';
+import { CLIENT_MAX_EVENT_BYTES, EventStreamLines } from '../protocol/event-stream-lines.ts';
 import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
@@ -42,25 +43,20 @@ function randomNonce(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** Content deltas of the chat-completion chunks in complete SSE lines; returns the unfinished tail. */
-function readDeltas(text: string, onText: (t: string) => void): string {
-  const lines = text.split(/\r\n|\r|\n/);
-  const tail = lines.pop() ?? '';
-  for (const line of lines) {
-    if (!line.startsWith('data:')) continue;
-    const data = line.slice(5).trim();
-    if (data === '[DONE]' || data === '') continue;
-    try {
-      const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }>; error?: { message?: string } };
-      if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
-      const content = chunk.choices?.[0]?.delta?.content;
-      if (typeof content === 'string' && content !== '') onText(content);
-    } catch (err) {
-      if (err instanceof SyntaxError) continue;
-      throw err;
-    }
+/** The content delta of one chat-completion chunk's SSE line, if it carries one. */
+function readDelta(line: string, onText: (t: string) => void): void {
+  if (!line.startsWith('data:')) return;
+  const data = line.slice(5).trim();
+  if (data === '[DONE]' || data === '') return;
+  try {
+    const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }>; error?: { message?: string } };
+    if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
+    const content = chunk.choices?.[0]?.delta?.content;
+    if (typeof content === 'string' && content !== '') onText(content);
+  } catch (err) {
+    if (err instanceof SyntaxError) return;
+    throw err;
   }
-  return tail;
 }
 
 async function errorMessage(response: Response): Promise<string> {
@@ -107,18 +103,23 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   if (!response.ok || response.body === null) throw new Error(await errorMessage(response));
 
   const parts: Uint8Array[] = [];
-  const decoder = new TextDecoder();
-  let pending = '';
+  const lines = new EventStreamLines(CLIENT_MAX_EVENT_BYTES);
   let reply = '';
+  const onText = (text: string) => {
+    reply += text;
+    options.onText(text);
+  };
   const reader = response.body.getReader();
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     parts.push(value);
-    pending = readDeltas(pending + decoder.decode(value, { stream: true }), (text) => {
-      reply += text;
-      options.onText(text);
-    });
+    lines.push(value);
+    while (lines.nextLine()) readDelta(lines.text(), onText);
+    if (lines.overflow) {
+      await reader.cancel();
+      throw new Error(`the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
+    }
   }
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;

@@ -40,3 +40,30 @@ it('the trust page names its icon inline, so browsers do not ask for /favicon.ic
   const html = readFileSync(new URL('../../src/trust-page/index.html', import.meta.url), 'utf8');
   expect(html).toMatch(/<link rel="icon" href="data:," ?\/?>/);
 });
+
+it("the trust page's chat shows each delta of a stream ended by bare CRs, and refuses an event that never ends within the cap", async () => {
+  const big = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: {"choices":[{"delta":{"content":"Hel"}}]}\r\rdata: {"choices":[{"delta":{"content":"lo"}}]}\r\r');
+    // One event that never ends: past the 8 MiB a client accepts.
+    const line = 'x'.repeat(1024 * 1024);
+    for (let i = 0; i <= 8; i++) res.write(line);
+    res.end();
+  });
+  await new Promise<void>((resolve) => big.listen(0, '127.0.0.1', resolve));
+  try {
+    const deltas: string[] = [];
+    const chat = sendChat({
+      base: `http://127.0.0.1:${(big.address() as AddressInfo).port}`,
+      apiKey: 'sk-test',
+      model: 'demo-tiny-random',
+      messages: [{ role: 'user', content: 'Hi' }],
+      receipts: { jwks: { keys: [] } },
+      onText: (text) => deltas.push(text),
+    });
+    await expect(chat).rejects.toThrow('the service sent a stream event larger than 8388608 bytes');
+    expect(deltas).toEqual(['Hel', 'lo']);
+  } finally {
+    await new Promise<void>((resolve) => big.close(() => resolve()));
+  }
+});

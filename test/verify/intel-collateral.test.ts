@@ -5,24 +5,17 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Check } from '../../src/verify/check.ts';
 import { readCollateralBundle } from '../../src/verify/evidence/collateral/bundle.ts';
-import { matchTdxTcbLevel, verifyIntelCollateral, type IntelCollateral } from '../../src/verify/evidence/collateral/intel-collateral.ts';
+import { matchTdxTcbLevel, verifyIntelCollateral } from '../../src/verify/evidence/collateral/intel-collateral.ts';
 import { readTdxQuote } from '../../src/verify/evidence/tdx-quote.ts';
 import { verifyTdxEvidenceWithCollateral } from '../../src/verify/evidence/tdx-verify.ts';
 import { DEFAULT_TRUST_ROOTS } from '../../src/verify/evidence/trust-roots.ts';
 import { parseReferenceValues } from '../../src/verify/reference/reference-values.ts';
+import { collateral } from './evidence/collateral/intel-collateral-steps.ts';
 
 const dir = new URL('../vectors/tdx/', import.meta.url);
 const vector = (name: string) => readFileSync(new URL(name, dir));
 const quoteBytes = new Uint8Array(vector('spr-e4-quote.bin'));
 const quote = readTdxQuote(quoteBytes);
-const collateral = (): IntelCollateral => ({
-  tcbInfo: vector('intel-tcbinfo-response.json').toString('utf8'),
-  qeIdentity: vector('intel-qeidentity-response.json').toString('utf8'),
-  tcbSigningChain: vector('intel-tcb-signing-chain.pem').toString('utf8'),
-  pckCrl: new Uint8Array(vector('intel-pck-crl.der')),
-  pckCrlIssuerChain: vector('intel-pck-crl-issuer-chain.pem').toString('utf8'),
-  rootCrl: new Uint8Array(vector('intel-root-crl.der')),
-});
 // Inside every validity window of the sample collateral: TCB info 2023-06-18..07-18, QE identity and PCK CRL 06-08..07-08.
 const IN_2023 = new Date('2023-06-20T00:00:00Z');
 const TODAY = new Date('2026-11-24T00:00:00Z');
