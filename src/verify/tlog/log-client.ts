@@ -101,9 +101,14 @@ export function openLogCheckpoint(log: TrustedLog, note: string): VerifiedCheckp
   return openCheckpoint(note, log.key, log.origin, log.witnesses);
 }
 
+/** The log's latest checkpoint as served (a signed note, not yet opened), under the checkpoint's cap and deadline. */
+export async function fetchCheckpointNote(log: TrustedLog): Promise<string> {
+  return (await bytesOf(log, 'checkpoint')).toString('utf8');
+}
+
 /** Fetches and opens the log's latest checkpoint. */
 export async function fetchCheckpoint(log: TrustedLog): Promise<VerifiedCheckpoint> {
-  return openLogCheckpoint(log, (await bytesOf(log, 'checkpoint')).toString('utf8'));
+  return openLogCheckpoint(log, await fetchCheckpointNote(log));
 }
 
 /** The log entry of a receipt: SHA-256 of its compact JWS bytes. */
