@@ -4,7 +4,7 @@
 // bundle URL from memory and refuses any other file in that folder, so no later read of a file can differ from what
 // was hashed. It hashes itself and the native addons too, and hands the listing to the bundle, which measures it.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import * as nodeModule from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +32,41 @@ const namesIn = (folder) => {
   }
 };
 
-const bundle = new Map(namesIn('dist/sigil/').map((path) => [new URL(path, root).href, readFileSync(new URL(path, root))]));
+const refuse = (why) => {
+  process.stderr.write(`sigil: ${why}: refusing to run unmeasured code.\n`);
+  process.exit(1);
+};
+const kindOf = (stat) =>
+  stat.isFIFO()
+    ? 'a FIFO'
+    : stat.isCharacterDevice() || stat.isBlockDevice()
+      ? 'a device'
+      : stat.isDirectory()
+        ? 'a folder'
+        : stat.isSocket()
+          ? 'a socket'
+          : 'not a regular file';
+// One open that follows no link and waits on no FIFO, then the bytes of what was opened: what is hashed is what was read.
+const readRegularFile = (path) => {
+  let fd;
+  try {
+    fd = openSync(join(fileURLToPath(root), path), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if (err.code === 'ELOOP') refuse(`${path} is a link (Node would load what it points to, not the bytes measured)`);
+    throw err;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) refuse(`${path} is ${kindOf(stat)}, not a regular file`);
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+};
+// The bundle's folder is the one its URLs name: were it (or dist/) a link, Node would resolve its modules elsewhere.
+if (existsSync(bundleDir) && realpathSync(bundleDir) !== join(realpathSync(root), 'dist/sigil'))
+  refuse(`dist/sigil resolves outside the artifact (${realpathSync(bundleDir)})`);
+const bundle = new Map(namesIn('dist/sigil/').map((path) => [new URL(path, root).href, readRegularFile(path)]));
 if (!bundle.has(new URL('main.mjs', bundleDir).href)) {
   process.stderr.write('sigil: dist/sigil/main.mjs is missing: run `npm run build` first.\n');
   process.exit(1);
@@ -54,7 +88,8 @@ if (existsSync(join(engineDir, 'node_modules'))) {
         process.exit(1);
       }
       engineFiles.push({ path, bytes: Buffer.from(`link:${readlinkSync(full)}`) });
-    } else if (entry.isFile()) engineFiles.push({ path, bytes: readFileSync(full) });
+    } else if (entry.isFile()) engineFiles.push({ path, bytes: readRegularFile(path) });
+    else if (!entry.isDirectory()) refuse(`${path} is ${kindOf(entry)}, neither a file, a folder nor a link inside engine/`);
   }
 }
 const files = [
@@ -78,6 +113,10 @@ const engineParent = engineFiles.length > 0 ? new URL('engine/package.json', roo
 registerHooks({
   resolve(specifier, context, next) {
     const fromBundle = context.parentURL?.startsWith(bundleDir.href) === true;
+    // A module of the bundle is named by its URL as measured, never by where Node's resolver would realpath it.
+    const inBundle = URL.canParse(specifier, context.parentURL) ? new URL(specifier, context.parentURL).href : undefined;
+    if ((fromBundle || context.parentURL === undefined || specifier.startsWith(bundleDir.href)) && inBundle !== undefined && bundle.has(inBundle))
+      return { url: inBundle, format: 'module', shortCircuit: true };
     if (engineParent !== undefined && fromBundle && (specifier === 'node-llama-cpp' || specifier.startsWith('node-llama-cpp/'))) {
       return next(specifier, { ...context, parentURL: engineParent });
     }

@@ -22,6 +22,12 @@ const writable = (path: string): boolean => {
   }
 };
 
+/** `engine/a/b/c.js`'s folders: `engine`, `engine/a`, `engine/a/b`. */
+function foldersAbove(file: string): string[] {
+  const parts = file.split('/').slice(0, -1);
+  return parts.map((_, i) => parts.slice(0, i + 1).join('/'));
+}
+
 /** Each way code could run from outside the measured artifact, named; empty when there is none. */
 export function codeOutsideArtifact(code: RunningCode, env: NodeJS.ProcessEnv, moduleFolders: readonly string[] = globalPaths()): string[] {
   if (!('artifact' in code)) {
@@ -38,13 +44,17 @@ export function codeOutsideArtifact(code: RunningCode, env: NodeJS.ProcessEnv, m
     if (dirname(dir) === dir) break;
   }
   for (const folder of moduleFolders) if (existsSync(folder)) found.push(`a global module folder at ${folder} (require() would search it)`);
+  const files = [...artifactFiles(code.artifact).keys()];
+  // The engine's files are read again when the engine loads them: their folders, too, must be beyond this process's reach.
+  const engineFolders = new Set(files.filter((f) => f.startsWith('engine/')).flatMap((f) => foldersAbove(f)));
   const paths = [
     root,
     join(root, 'bin'),
     join(root, 'dist'),
     join(root, 'dist/sigil'),
     join(root, 'dist/addons'),
-    ...[...artifactFiles(code.artifact).keys()].map((f) => join(root, f)),
+    ...[...engineFolders].sort().map((f) => join(root, f)),
+    ...files.map((f) => join(root, f)),
   ];
   for (const path of paths) if (existsSync(path) && writable(path)) found.push(`${path} is writable by this process (the code could change under it)`);
   return found;

@@ -10,7 +10,8 @@ import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './
 export const CONNECT_USAGE = `usage:
   sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
                 [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
-                [--allow-insecure-http] [--allow-unsealed-bodies]
+                [--allow-insecure-http] [--allow-unsealed-bodies] [--allow-host NAME]... [--expose-to-network]
+                [--max-answer-mib N]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
@@ -20,7 +21,8 @@ An answer that does not verify reaches the app as an error (502, param naming th
 whose receipt fails ends with an error event instead of data: [DONE]. Point the app's base URL at
 http://LISTEN/v1; its API key passes through. GET / and GET /status show the verdict and the receipts.
 
-  --listen HOST:PORT     where the app connects, loopback only (default 127.0.0.1:8480; port 0: any free one)
+  --listen HOST:PORT     where the app connects (default 127.0.0.1:8480; port 0: any free one); loopback only
+                         unless --expose-to-network
   --reference FILE       reference values (docs/auditing.md), as sigil verify takes them
   --release FILE         a signed release manifest whose values are reference values, with RELEASE_TRUST
   --collateral DIR       a collateral bundle (sigil collateral fetch), used offline as sigil verify uses it
@@ -34,6 +36,13 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
   --allow-no-tee         accept a development service without hardware (tee "none"): nothing is attested
   --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
   --allow-unsealed-bodies  accept a service with no attested HPKE key: bodies protected only by TLS to the enclave
+  --allow-host NAME      also answer requests addressed to NAME (repeatable), e.g. host.docker.internal for an app
+                         in Docker; a web page can then rebind NAME to this machine only if it controls NAME's DNS
+  --expose-to-network    listen beyond loopback (--listen 0.0.0.0:8480): anyone who reaches the port and knows the
+                         local token uses your verified channel and your service key. Every app must send
+                         SIGIL_CONNECT_TOKEN (at least 32 characters) as its API key; connect sends SIGIL_API_KEY
+                         to the service instead. Traffic between the app and connect is plain HTTP on your network
+  --max-answer-mib N     the largest JSON answer held for its receipt, in MiB (default 64)
 
 Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage.
 `;
@@ -43,6 +52,8 @@ interface ConnectIo {
   stderr: { write(text: string): unknown };
   /** Resolves when the command should stop (a signal); the CLI waits for SIGINT or SIGTERM. */
   stopped: Promise<unknown>;
+  /** Where SIGIL_CONNECT_TOKEN and SIGIL_API_KEY are read (--expose-to-network); the CLI passes process.env. */
+  env?: Record<string, string | undefined>;
   onListening?: (running: RunningConnect) => void;
 }
 
@@ -60,7 +71,18 @@ function parseListen(value: string): { host: string; port: number } {
   return { host: match[1]!.replace(/^\[|\]$/g, ''), port: Number(match[2]) };
 }
 
-async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
+/** --expose-to-network: the local token the apps send and the service key connect sends, both from the environment. */
+function networkFrom(env: Record<string, string | undefined>): NonNullable<ConnectOptions['network']> {
+  const localToken = env.SIGIL_CONNECT_TOKEN;
+  const serviceApiKey = env.SIGIL_API_KEY;
+  if (localToken === undefined || localToken === '')
+    throw new UsageError('--expose-to-network needs SIGIL_CONNECT_TOKEN: the local token every app must send as its API key');
+  if (serviceApiKey === undefined || serviceApiKey === '')
+    throw new UsageError('--expose-to-network needs SIGIL_API_KEY: the key connect sends to the service instead of the local token');
+  return { localToken, serviceApiKey };
+}
+
+async function optionsFrom(argv: string[], env: Record<string, string | undefined>): Promise<ConnectOptions | 'help'> {
   const parsed = parseCommandLine({
     args: argv,
     allowPositionals: true,
@@ -78,6 +100,9 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
       'allow-no-tee': { type: 'boolean', default: false },
       'allow-insecure-http': { type: 'boolean', default: false },
       'allow-unsealed-bodies': { type: 'boolean', default: false },
+      'allow-host': { type: 'string', multiple: true, default: [] },
+      'expose-to-network': { type: 'boolean', default: false },
+      'max-answer-mib': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -101,6 +126,13 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
   if (v.brand !== undefined) options.brand = v.brand;
   if (v['audit-dir'] !== undefined) options.auditDir = v['audit-dir'];
   if (v['log-state'] !== undefined) options.logStateFile = v['log-state'];
+  if (v['allow-host'].length > 0) options.allowHosts = v['allow-host'];
+  if (v['expose-to-network']) options.network = networkFrom(env);
+  if (v['max-answer-mib'] !== undefined) {
+    const mib = Number(v['max-answer-mib']);
+    if (!Number.isInteger(mib) || mib < 1) throw new UsageError('--max-answer-mib is a whole number of MiB, at least 1');
+    options.maxAnswerBytes = mib * 1024 * 1024;
+  }
   if (v.ca !== undefined) options.ca = (await readText(v.ca, 'CA file')).toString('utf8');
   if (v.release !== undefined) {
     const releaseTrust = await releaseTrustFrom(trust, { read: readText, usage: (m) => new UsageError(m), unreadable: (m) => new UsageError(m) });
@@ -113,7 +145,7 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
 export async function connectCommand(argv: string[], io: ConnectIo): Promise<number> {
   let options: ConnectOptions | 'help';
   try {
-    options = await optionsFrom(argv);
+    options = await optionsFrom(argv, io.env ?? {});
   } catch (err) {
     io.stderr.write(`sigil connect: ${(err as Error).message}\n\n${CONNECT_USAGE}`);
     return 2;
@@ -153,5 +185,5 @@ export async function run(argv: string[]): Promise<number> {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
-  return connectCommand(argv, { stdout: process.stdout, stderr: process.stderr, stopped });
+  return connectCommand(argv, { stdout: process.stdout, stderr: process.stderr, stopped, env: process.env });
 }

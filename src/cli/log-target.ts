@@ -1,6 +1,7 @@
 import { parseVerifierKey, type NoteVerifier } from '../verify/tlog/note.ts';
 import { TlogError } from '../verify/tlog/errors.ts';
 import { notPinned, pass, type Check } from '../verify/check.ts';
+import { fetchStartAttestation } from '../verify/service.ts';
 import type { TrustedLog } from '../verify/tlog/log-client.ts';
 import { UsageError } from './cli-errors.ts';
 
@@ -37,8 +38,7 @@ export async function resolveLog(url: string, logKey: string | undefined, witnes
   if (service === undefined) throw new UsageError('give --log-key VKEY, or the service URL so its attestation binding names the key');
   let binding: { transparency_log?: { vkey?: unknown } } | undefined;
   try {
-    const res = await fetch(`${service}/v1/verify/attestation`);
-    binding = ((await res.json()) as { binding?: typeof binding }).binding;
+    binding = ((await fetchStartAttestation(service)) as { binding?: typeof binding } | null)?.binding;
   } catch (err) {
     throw new TlogError('ERR_TLOG_FETCH', `GET ${service}/v1/verify/attestation failed: ${(err as Error).message}`);
   }

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId, parseNote } from '../verify/tlog/note.ts';
-import { openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
+import { fetchCheckpointNote, openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
 import { UsageError } from './cli-errors.ts';
 import { resolveLog } from './log-target.ts';
 
@@ -89,9 +89,7 @@ export async function run(argv: string[]): Promise<number> {
       throw new UsageError('give the log URL, --key FILE and --state FILE');
     const witness = readWitnessKey(values.key);
     const { log } = await resolveLog(positionals[0]!, values['log-key'], [], 0);
-    const res = await fetch(`${log.url}/checkpoint`);
-    if (!res.ok) throw new Error(`GET ${log.url}/checkpoint answered ${res.status}`);
-    const note = await res.text();
+    const note = await fetchCheckpointNote(log);
     const checkpoint = openLogCheckpoint(log, note);
     const state: WitnessState = existsSync(values.state) ? (JSON.parse(readFileSync(values.state, 'utf8')) as WitnessState) : {};
     const last = state[checkpoint.origin];

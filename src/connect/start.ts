@@ -11,7 +11,8 @@ import {
 import type { Attested } from '../client/index.ts';
 import { HttpError, toHttpError } from '../protocol/errors.ts';
 import { AuditDirectory } from './audit.ts';
-import { relay, sendError } from './relay.ts';
+import { checkHost, checkLocalToken, checkOrigin, LOOPBACK, MIN_LOCAL_TOKEN_LENGTH, type AccessRules } from './access.ts';
+import { relay, sendError, type RelayTarget } from './relay.ts';
 import { connectStatus, ReceiptBook, statusPage, type ConnectStatus } from './status.ts';
 
 export interface ConnectOptions {
@@ -43,6 +44,15 @@ export interface ConnectOptions {
   onFailedReceipt?: (line: string) => void;
   /** A file keeping the largest log checkpoint seen across runs (the format of `sigil log --state`); default: in memory. */
   logStateFile?: string;
+  /** Host names accepted besides loopback ones, e.g. `host.docker.internal` for an app in Docker (docs/connect.md). */
+  allowHosts?: string[];
+  /**
+   * Listen beyond loopback (`--expose-to-network`): every app must send `localToken` as its key, and connect sends
+   * `serviceApiKey` to the service instead. Without it, `listen.host` must be a loopback address.
+   */
+  network?: { localToken: string; serviceApiKey: string };
+  /** The largest JSON answer held for its receipt, in bytes (default 64 MiB). */
+  maxAnswerBytes?: number;
 }
 
 export interface RunningConnect {
@@ -55,8 +65,6 @@ export interface RunningConnect {
 
 /** Why connect refuses to start: a usage it will not accept, named with the flag that would accept it. */
 export class ConnectRefusal extends Error {}
-
-const LOOPBACK = /^(127(\.\d{1,3}){3}|::1|localhost)$/;
 
 /** The service's root: what the app's path (`/v1/...`) is appended to. */
 export function serviceOrigin(service: string): string {
@@ -71,10 +79,16 @@ export function serviceOrigin(service: string): string {
  * the flag that names what is given up.
  */
 export async function startConnect(options: ConnectOptions): Promise<RunningConnect> {
-  if (!LOOPBACK.test(options.listen.host))
+  if (!LOOPBACK.test(options.listen.host) && options.network === undefined)
     throw new ConnectRefusal(
-      `--listen ${options.listen.host}: sigil connect listens on loopback only (127.0.0.1, ::1, localhost): any app that reaches it uses your verified channel`,
+      `--listen ${options.listen.host}: sigil connect listens on loopback only (127.0.0.1, ::1, localhost): any app that reaches it uses your verified channel. --expose-to-network accepts that, with a local token every app must send (SIGIL_CONNECT_TOKEN)`,
     );
+  if (options.network !== undefined && options.network.localToken.length < MIN_LOCAL_TOKEN_LENGTH)
+    throw new ConnectRefusal(
+      `the local token is shorter than ${MIN_LOCAL_TOKEN_LENGTH} characters: anyone on the network could guess it (e.g. openssl rand -hex 32)`,
+    );
+  const access: AccessRules = { allowHosts: (options.allowHosts ?? []).map((h) => h.toLowerCase()) };
+  if (options.network !== undefined) access.localToken = options.network.localToken;
   const url = new URL(options.service);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConnectRefusal(`${options.service} is not an http(s) URL`);
   if (url.protocol === 'http:' && options.allowInsecureHttp !== true)
@@ -114,17 +128,17 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
       `${origin} offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts bodies protected only by TLS ending in the enclave`,
     );
   }
-  const target = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
+  const target: RelayTarget = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
+  if (options.maxAnswerBytes !== undefined) target.maxAnswerBytes = options.maxAnswerBytes;
+  if (options.network !== undefined) target.serviceApiKey = options.network.serviceApiKey;
   const status = () => connectStatus(origin, attestedFetch.attestation, book);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    // A page elsewhere that rebinds its name to 127.0.0.1 must not read the status or use the channel: loopback names only.
-    const host = /^(?:\[([^\]]+)\]|([^:]+))(?::\d+)?$/.exec(req.headers.host ?? '');
-    if (host === null || !LOOPBACK.test(host[1] ?? host[2] ?? ''))
-      throw new HttpError('invalid_value', 'sigil connect answers only requests addressed to a loopback host (127.0.0.1, [::1], localhost).', {
-        param: 'Host',
-      });
+    checkHost(req, access);
+    checkOrigin(req);
     const path = (req.url ?? '/').split('?')[0]!;
+    // Beyond loopback the status, too, names the service: shown without the token only to this machine.
+    if (path.startsWith('/v1/') || !LOOPBACK.test(req.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '')) checkLocalToken(req, access);
     if (req.method === 'GET' && (path === '/' || path === '/status')) {
       const body = path === '/' ? statusPage(status()) : JSON.stringify(status(), null, 2);
       res.writeHead(200, { 'content-type': path === '/' ? 'text/html; charset=utf-8' : 'application/json', 'cache-control': 'no-store' });

@@ -23,6 +23,7 @@ const CATALOGUE = {
   missing_api_key: { status: 401, type: 'authentication_error' },
   invalid_api_key: { status: 401, type: 'authentication_error' },
   metrics_loopback_only: { status: 403, type: 'permission_error' },
+  cross_origin_refused: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   receipt_not_found: { status: 404, type: 'invalid_request_error' },
   log_entry_not_found: { status: 404, type: 'invalid_request_error' },

@@ -11,6 +11,7 @@ import { DEFAULT_TRUST_ROOTS, type TrustRoots } from './evidence/trust-roots.ts'
 import { verifyTdxEventLog, type TdxEventLogInput } from './evidence/event-log/tdx-event-log.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { keyOriginCheck } from './key-origin.ts';
+import { attestationDocumentShapeProblem } from './document-shape.ts';
 import { receiptEventCheck, reportedManifestCheck, runtimeEventChecks } from './runtime-events.ts';
 import { launchValuesNotCompared, snpReferenceChecks, tdxReferenceChecks, type TdxMeasurements } from './reference/reference-checks.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
@@ -96,6 +97,8 @@ function readEventLog(value: unknown): TdxEventLogInput | string | null {
 function readDocument(doc: unknown): DocumentFields | string {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return 'the attestation document is not a JSON object';
   const d = doc as Record<string, unknown>;
+  const shape = attestationDocumentShapeProblem(doc);
+  if (shape !== undefined) return shape;
   if (d.version !== ATTESTATION_DOCUMENT_VERSION)
     return `the document's version is ${JSON.stringify(d.version)}; this verifier reads version ${ATTESTATION_DOCUMENT_VERSION}`;
   if (d.tee !== 'sev-snp' && d.tee !== 'tdx' && d.tee !== 'none') return `tee ${JSON.stringify(d.tee)} is not "sev-snp", "tdx" or "none"`;

@@ -1,5 +1,6 @@
 import { request, type Dispatcher } from 'undici';
 import { brandHeaders } from '../protocol/brand-headers.ts';
+import { readBounded } from './bounded-read.ts';
 import { VerifyError } from './errors.ts';
 import { errorSummary, fetchJson, serviceUrl } from './service.ts';
 import { splitReceiptStream } from './stream-receipt.ts';
@@ -36,6 +37,8 @@ export interface LiveExchange {
 }
 
 const TIMEOUT_MS = 300_000;
+/** The test request asks for a few tokens: an answer of 16 MiB is not one. */
+const LIVE_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
 
 function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
   const value = headers[name.toLowerCase()];
@@ -110,7 +113,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
     });
     status = response.statusCode;
     headers = response.headers;
-    responseBytes = Buffer.from(await response.body.arrayBuffer());
+    responseBytes = await readBounded(response.body, { what: 'the answer to the test request', maxBytes: LIVE_ANSWER_MAX_BYTES });
   } catch (err) {
     throw new VerifyError('ERR_VERIFY_FETCH', `POST ${url.href}: ${(err as Error).message}`);
   }

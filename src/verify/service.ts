@@ -1,5 +1,6 @@
 import { request, type Dispatcher } from 'undici';
 import { field, sameJson } from './binding.ts';
+import { beforeDeadline, deadlineError, isBoundedReadError, readBounded, readDeadline, tooLargeError, type ReadDeadline } from './bounded-read.ts';
 import { VerifyError } from './errors.ts';
 import type { SpkiPin } from './tls-pin.ts';
 import type { ServiceEvidence } from './verify-service.ts';
@@ -13,6 +14,28 @@ export interface VerificationMaterial {
 }
 
 const TIMEOUT_MS = 30_000;
+
+/** What one fetch of a service's documents may cost: bytes per document and time for the whole fetch (docs/verify.md). */
+export interface ServiceReadLimits {
+  /** The largest document accepted (the attestation document, the JWKS, the policy, the HPKE key config), in bytes. */
+  maxDocumentBytes: number;
+  /** The deadline for the whole fetch, every request and every body in it, in milliseconds. */
+  deadlineMs: number;
+}
+
+/** An attestation document of 64 GPUs' evidence is about 1 MiB; a minute is many times a fresh report's cost. */
+export const DEFAULT_SERVICE_READ_LIMITS: ServiceReadLimits = { maxDocumentBytes: 4 * 1024 * 1024, deadlineMs: 60_000 };
+
+/** One fetch's bounds: the cap of each document and the deadline all its requests share. */
+export interface ServiceRead {
+  maxBytes: number;
+  deadline: ReadDeadline;
+}
+
+/** Bounds that start counting now. */
+export function serviceRead(limits: ServiceReadLimits = DEFAULT_SERVICE_READ_LIMITS): ServiceRead {
+  return { maxBytes: limits.maxDocumentBytes, deadline: readDeadline(limits.deadlineMs) };
+}
 
 /** `https://host/` and `https://host/v1` both name the same service. */
 export function serviceUrl(base: string, path: string): URL {
@@ -31,31 +54,84 @@ export function errorSummary(status: number, text: string): string {
   return `HTTP ${status}: ${text.slice(0, 200)}`;
 }
 
-/** GET `url` through `dispatcher` (a pinned one, when given): the body's bytes of a 200, else an ERR_VERIFY_FETCH naming the URL. */
-export async function fetchBytes(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<Buffer> {
-  let status: number;
-  let bytes: Buffer;
-  try {
-    const response = await request(url, {
-      method: 'GET',
-      headers,
-      headersTimeout: TIMEOUT_MS,
-      bodyTimeout: TIMEOUT_MS,
-      ...(dispatcher === undefined ? {} : { dispatcher }),
-    });
-    status = response.statusCode;
-    bytes = Buffer.from(await response.body.arrayBuffer());
-  } catch (err) {
-    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${(err as Error).message}`);
-  }
-  if (status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(status, bytes.toString('utf8'))}`);
-  return bytes;
+interface Answer {
+  status: number;
+  contentType: string | undefined;
+  bytes: Buffer;
 }
 
-export async function fetchJson(url: URL, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<unknown> {
-  const text = (await fetchBytes(url, { accept: 'application/json', ...headers }, dispatcher)).toString('utf8');
+/** GET `url` under `read`'s cap and deadline; any failure to get a whole answer is an ERR_VERIFY_FETCH naming the URL and the bound. */
+async function getAnswer(url: URL, headers: Record<string, string>, dispatcher: Dispatcher | undefined, what: string, read: ServiceRead): Promise<Answer> {
   try {
-    return JSON.parse(text) as unknown;
+    const response = await beforeDeadline(
+      what,
+      read.deadline,
+      request(url, {
+        method: 'GET',
+        headers,
+        headersTimeout: TIMEOUT_MS,
+        bodyTimeout: TIMEOUT_MS,
+        signal: read.deadline.signal,
+        ...(dispatcher === undefined ? {} : { dispatcher }),
+      }),
+    );
+    const declared = Number(response.headers['content-length'] ?? '0');
+    if (declared > read.maxBytes) {
+      response.body.destroy();
+      throw tooLargeError({ what, maxBytes: read.maxBytes });
+    }
+    const contentType = response.headers['content-type'];
+    return {
+      status: response.statusCode,
+      contentType: Array.isArray(contentType) ? contentType[0] : contentType,
+      bytes: await readBounded(response.body, { what, maxBytes: read.maxBytes, deadline: read.deadline }),
+    };
+  } catch (err) {
+    const reason = read.deadline.signal.aborted && !isBoundedReadError(err) ? deadlineError(what, read.deadline) : (err as Error);
+    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${reason.message}`);
+  }
+}
+
+/**
+ * GET `url` through `dispatcher` (a pinned one, when given): the body's bytes of a 200, else an ERR_VERIFY_FETCH
+ * naming the URL. `what` names the document in a bound's error; `read` caps its size and sets the deadline
+ * (default: DEFAULT_SERVICE_READ_LIMITS, counted from now).
+ */
+export async function fetchBytes(
+  url: URL,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+  what = `the answer to GET ${url.pathname}`,
+  read: ServiceRead = serviceRead(),
+): Promise<Buffer> {
+  const answer = await getAnswer(url, headers, dispatcher, what, read);
+  if (answer.status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(answer.status, answer.bytes.toString('utf8'))}`);
+  return answer.bytes;
+}
+
+/** A JSON media type: `application/json` or a `+json` suffix, with any parameters. */
+export function isJsonContentType(value: string | undefined | null): boolean {
+  const type = (value ?? '').split(';')[0]!.trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
+}
+
+/** fetchBytes for a JSON document: refused unless it comes as JSON (Content-Type) and parses. */
+export async function fetchJson(
+  url: URL,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+  what = `the answer to GET ${url.pathname}`,
+  read: ServiceRead = serviceRead(),
+): Promise<unknown> {
+  const answer = await getAnswer(url, { accept: 'application/json', ...headers }, dispatcher, what, read);
+  if (answer.status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(answer.status, answer.bytes.toString('utf8'))}`);
+  if (!isJsonContentType(answer.contentType))
+    throw new VerifyError(
+      'ERR_VERIFY_FETCH',
+      `GET ${url.href}: ${what} came as ${answer.contentType === undefined ? 'no content type' : JSON.stringify(answer.contentType)}, not application/json`,
+    );
+  try {
+    return JSON.parse(answer.bytes.toString('utf8')) as unknown;
   } catch {
     throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the body is not JSON`);
   }
@@ -68,8 +144,8 @@ function asJwks(value: unknown, where: string): { keys: unknown[] } {
   return value as { keys: unknown[] };
 }
 
-export async function fetchJwks(source: URL, dispatcher?: Dispatcher): Promise<{ keys: unknown[] }> {
-  return asJwks(await fetchJson(source, {}, dispatcher), source.href);
+export async function fetchJwks(source: URL, dispatcher?: Dispatcher, read: ServiceRead = serviceRead()): Promise<{ keys: unknown[] }> {
+  return asJwks(await fetchJson(source, {}, dispatcher, 'the JWKS', read), source.href);
 }
 
 /**
@@ -81,20 +157,21 @@ export async function fetchVerificationMaterial(
   nonce: Uint8Array,
   dispatcher?: Dispatcher,
   attestationHeaders: Record<string, string> = {},
+  read: ServiceRead = serviceRead(),
 ): Promise<VerificationMaterial> {
   const attestationUrl = serviceUrl(base, 'v1/verify/attestation');
   attestationUrl.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
   const [jwks, policy, attestation] = await Promise.all([
-    fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
-    fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
-    fetchJson(attestationUrl, attestationHeaders, dispatcher),
+    fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher, read),
+    fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher, 'the policy document', read),
+    fetchJson(attestationUrl, attestationHeaders, dispatcher, 'the attestation document', read),
   ]);
   return { jwks, policy, attestation };
 }
 
 /** GET /v1/verify/attestation without a nonce: the evidence made at start, which `attestation_hash` names. */
-export async function fetchStartAttestation(base: string, dispatcher?: Dispatcher): Promise<unknown> {
-  return fetchJson(serviceUrl(base, 'v1/verify/attestation'), {}, dispatcher);
+export async function fetchStartAttestation(base: string, dispatcher?: Dispatcher, read: ServiceRead = serviceRead()): Promise<unknown> {
+  return fetchJson(serviceUrl(base, 'v1/verify/attestation'), {}, dispatcher, 'the start attestation document', read);
 }
 
 /**
@@ -106,19 +183,20 @@ export async function fetchSignedNonce(
   nonce: Uint8Array,
   dispatcher?: Dispatcher,
   headers: Record<string, string> = {},
+  read: ServiceRead = serviceRead(),
 ): Promise<{ attestation: unknown; signedNonce: string }> {
   const url = serviceUrl(base, 'v1/verify/attestation');
   url.searchParams.set('nonce', Buffer.from(nonce).toString('hex'));
   url.searchParams.set('proof', 'signature');
-  const body = await fetchJson(url, headers, dispatcher);
+  const body = await fetchJson(url, headers, dispatcher, 'the attestation document', read);
   const signed = typeof body === 'object' && body !== null ? (body as { signed_nonce?: unknown }).signed_nonce : undefined;
   if (typeof signed !== 'string') throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: the answer has no signed_nonce`);
   return { attestation: (body as { attestation?: unknown }).attestation, signedNonce: signed };
 }
 
 /** GET /.well-known/hpke-keys: the exact key config bytes the service serves for encrypted bodies (docs/ehbp.md). */
-export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher): Promise<Uint8Array> {
-  return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher));
+export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher, read: ServiceRead = serviceRead()): Promise<Uint8Array> {
+  return new Uint8Array(await fetchBytes(serviceUrl(base, '.well-known/hpke-keys'), {}, dispatcher, 'the HPKE key config', read));
 }
 
 /**
@@ -129,6 +207,7 @@ export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher):
  * (docs/attestation.md, "Freshness from a signed nonce"), falling back to a fresh report when the JWKS served has
  * grown past the one key the start evidence binds (a fleet). `attestationHeaders` go with the nonce's request only
  * (an API key, so that the service counts the request against that key's allowance and not its address's).
+ * `limits` caps each document and sets one deadline for the whole fetch: a bound passed is an ERR_VERIFY_FETCH naming it.
  */
 export async function fetchServiceEvidence(
   base: string,
@@ -137,24 +216,26 @@ export async function fetchServiceEvidence(
   dispatcher: Dispatcher,
   proof: 'report' | 'signature' = 'report',
   attestationHeaders: Record<string, string> = {},
+  limits: ServiceReadLimits = DEFAULT_SERVICE_READ_LIMITS,
 ): Promise<ServiceEvidence> {
+  const read = serviceRead(limits);
   let evidence: ServiceEvidence | undefined;
   if (proof === 'signature') {
     const [jwks, policy, signed] = await Promise.all([
-      fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher),
-      fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher),
-      fetchSignedNonce(base, nonce, dispatcher, attestationHeaders),
+      fetchJwks(serviceUrl(base, 'v1/verify/jwks.json'), dispatcher, read),
+      fetchJson(serviceUrl(base, 'v1/verify/policy'), {}, dispatcher, 'the policy document', read),
+      fetchSignedNonce(base, nonce, dispatcher, attestationHeaders, read),
     ]);
     if (sameJson(field(field(signed.attestation, 'binding'), 'jwks'), jwks))
       evidence = { attestation: signed.attestation, signedNonce: signed.signedNonce, jwks, policy };
   }
   if (evidence === undefined) {
-    const material = await fetchVerificationMaterial(base, nonce, dispatcher, attestationHeaders);
+    const material = await fetchVerificationMaterial(base, nonce, dispatcher, attestationHeaders, read);
     evidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy };
-    if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher);
+    if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher, read);
   }
   if (typeof field(field(evidence.attestation, 'binding'), 'hpke_key_config') === 'string') {
-    evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(base, dispatcher).catch((err: Error) => err);
+    evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(base, dispatcher, read).catch((err: Error) => err);
   }
   evidence.connection = { url: new URL(base), presentedTlsKeys: pin.accepted };
   return evidence;

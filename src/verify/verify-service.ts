@@ -15,6 +15,7 @@ import { verifyExchange, type ExchangeVerification, type ReceiptContext, type Se
 import type { ReceiptClaims } from './claims.ts';
 import { launchValuesNotCompared } from './reference/reference-checks.ts';
 import { reportedManifestCheck } from './runtime-events.ts';
+import { attestationDocumentShapeProblem } from './document-shape.ts';
 
 /** What was fetched from the service, however it was fetched (Node, a browser, files). */
 export interface ServiceEvidence {
@@ -242,12 +243,32 @@ function boundLog(binding: unknown): TransparencyLogBinding | null {
   return typeof origin === 'string' && typeof vkey === 'string' ? { origin, vkey } : null;
 }
 
+/** A document refused for its shape before anything in it was believed: one failed check, and facts that vouch for nothing. */
+function refusedDocument(problem: string, evidence: ServiceEvidence): ServiceVerification {
+  const checks = [fail('attestation.document', problem)];
+  const facts: ServiceFacts = {
+    tee: 'none',
+    measurement: '',
+    tlsSpkiSha256: null,
+    hpkeKeyConfig: null,
+    jwks: evidence.jwks,
+    policyHash: '',
+    attestationHash: undefined,
+    gpus: [],
+    policy: evidence.policy,
+    transparencyLog: null,
+  };
+  return { checks, verdict: verdictOf(checks), facts, exchanges: [] };
+}
+
 /**
  * The one verification of a Sigil service (docs/auditing.md, "What a verdict means"): the CLI, the attested
  * client and the trust page fetch in their own way, call this, and render its checks. Pure: no I/O.
  */
 export async function verifyService(evidence: ServiceEvidence, expect: ServiceExpectations): Promise<ServiceVerification> {
   const doc = evidence.attestation;
+  const shape = attestationDocumentShapeProblem(doc) ?? attestationDocumentShapeProblem(evidence.startAttestation);
+  if (shape !== undefined) return refusedDocument(shape, evidence);
   const waivers = expect.waive ?? {};
   const now = expect.now ?? new Date();
   const tee = field(doc, 'tee');

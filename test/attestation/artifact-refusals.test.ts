@@ -66,3 +66,21 @@ describe('on hardware, Sigil refuses code that could come from outside its artif
     expect(codeOutsideArtifact({ dir: '/work/sigil/src' }, {}, [])).toEqual([]);
   });
 });
+
+describe("the built-in engine's folders", () => {
+  it('are held to the same rule as the bundle: each one this process may write is named', () => {
+    const code = artifactAt('engine');
+    const root = code.artifact.root;
+    mkdirSync(join(root, 'engine/node_modules/llama'), { recursive: true });
+    writeFileSync(join(root, 'engine/node_modules/llama/index.js'), 'engine');
+    code.artifact.listing += `${'0'.repeat(64)}  engine/node_modules/llama/index.js\n`;
+    const writable = codeOutsideArtifact(code, {}, []).filter((f) => beyondWritable([f]).length === 0);
+    expect(writable).toEqual(
+      expect.arrayContaining(
+        ['engine', 'engine/node_modules', 'engine/node_modules/llama', 'engine/node_modules/llama/index.js'].map(
+          (f) => `${join(root, f)} is writable by this process (the code could change under it)`,
+        ),
+      ),
+    );
+  });
+});

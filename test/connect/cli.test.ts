@@ -88,6 +88,14 @@ describe('sigil connect refuses to downgrade, before anything is sent', () => {
   });
 });
 
+describe('sigil connect beyond loopback, from the command line', () => {
+  it('needs the local token and the service key from its environment with --expose-to-network', async () => {
+    const run = await sigilConnect([plain.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '0.0.0.0:0', '--expose-to-network']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^sigil connect: --expose-to-network needs SIGIL_CONNECT_TOKEN: the local token every app must send as its API key\n/);
+  });
+});
+
 describe('sigil connect tells the person running it', () => {
   it('of each answer it did not pass on, by path and failed check, never its content', async () => {
     const proxy = await startForgingProxy(unsealed.url);

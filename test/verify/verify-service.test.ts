@@ -238,3 +238,59 @@ describe('verifyService', () => {
     expect(waived.verdict.outcome).toBe('verified-with-waivers');
   });
 });
+
+describe('verifyService holds the attestation document to its shape', () => {
+  const refused = async (attestation: unknown) => {
+    const result = await verifyService(fetched({ attestation }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(result.verdict.outcome).not.toBe('verified');
+    return result.checks.map((c) => `${checkMark(c)} ${c.name} — ${c.detail}`);
+  };
+  const refusal = (detail: string) => [`FAIL attestation.document — ${detail}`];
+
+  it('refuses a field version 2 does not have, at the top or inside the binding, the event log or a GPU entry', async () => {
+    const suffix = 'is not a field of the attestation document version 2: this verifier refuses what it cannot weigh';
+    expect(await refused({ ...document, trusted: true })).toEqual(refusal(`trusted ${suffix}`));
+    expect(await refused({ ...document, binding: { ...binding, debug: false } })).toEqual(refusal(`binding.debug ${suffix}`));
+    const eventLog = document.event_log as Record<string, unknown>;
+    expect(await refused({ ...document, event_log: { ...eventLog, runtime_events: [{ ...startEvent, note: 'x' }] } })).toEqual(
+      refusal(`event_log.runtime_events[0].note ${suffix}`),
+    );
+    const gpu = { index: 0, arch: 'hopper', report: '', certificates: '', nonce: '00'.repeat(32), firmware: 'ok' };
+    expect(await refused({ ...document, gpu_evidence: [gpu] })).toEqual(refusal(`gpu_evidence[0].firmware ${suffix}`));
+    expect(await refused({ ...document, binding: { ...binding, key_origin: { ...binding.key_origin, receipt: { origin: 'generated', hsm: 1 } } } })).toEqual(
+      refusal(`binding.key_origin.receipt.hsm ${suffix}`),
+    );
+  });
+
+  it('refuses lists past their ceiling before checking any entry', async () => {
+    const gpus = Array.from({ length: 65 }, (_, index) => ({ index, arch: 'hopper', report: '', certificates: '', nonce: '00'.repeat(32) }));
+    expect(await refused({ ...document, gpu_evidence: gpus })).toEqual(refusal('gpu_evidence lists 65 GPU reports, more than the 64 this verifier accepts'));
+    const eventLog = document.event_log as Record<string, unknown>;
+    const events = Array.from({ length: 4097 }, () => startEvent);
+    expect(await refused({ ...document, event_log: { ...eventLog, runtime_events: events } })).toEqual(
+      refusal('event_log.runtime_events lists 4097 runtime events, more than the 4096 this verifier accepts'),
+    );
+    expect(await refused({ ...document, binding: { ...binding, gpu_evidence_sha256: Array.from({ length: 65 }, () => '00'.repeat(32)) } })).toEqual(
+      refusal('binding.gpu_evidence_sha256 lists 65 GPU reports, more than the 64 this verifier accepts'),
+    );
+    const keys = Array.from({ length: 65 }, () => jwks.keys[0]);
+    expect(await refused({ ...document, binding: { ...binding, jwks: { keys } } })).toEqual(
+      refusal('binding.jwks.keys lists 65 keys, more than the 64 this verifier accepts'),
+    );
+  });
+
+  it('refuses a start document with an unknown field too', async () => {
+    const result = await verifyService(fetched({ startAttestation: { ...document, extra: 1 } }), { nonce, reference: PINNED, roots: chain.roots });
+    expect(result.checks.map((c) => c.name)).toEqual(['attestation.document']);
+  });
+
+  it('accepts a JWK member it does not know (RFC 7517: ignored)', async () => {
+    const keys = [{ ...(jwks.keys[0] as object), x5t: 'abc' }];
+    const result = await verifyService(fetched({ attestation: { ...document, binding: { ...binding, jwks: { keys } } } }), {
+      nonce,
+      reference: PINNED,
+      roots: chain.roots,
+    });
+    expect(result.checks.find((c) => c.name === 'attestation.document')).toBeUndefined();
+  });
+});

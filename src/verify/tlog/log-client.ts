@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { beforeDeadline, deadlineError, isBoundedReadError, readDeadline, readResponseBounded } from '../bounded-read.ts';
 import { TlogError } from './errors.ts';
 import { openCheckpoint, type VerifiedCheckpoint, type WitnessPolicy } from './checkpoint.ts';
 import { parseEntryBundle } from './entry-bundle.ts';
@@ -21,25 +22,75 @@ export interface TrustedLog {
   key: NoteVerifier;
   witnesses?: WitnessPolicy;
   fetch?: typeof fetch;
+  /** The deadline of each request, connecting and reading the body alike, in milliseconds; default LOG_FETCH_DEADLINE_MS. */
+  deadlineMs?: number;
 }
+
+/** A log answers from static files or one tree walk: 30 s is many times what either costs. */
+export const LOG_FETCH_DEADLINE_MS = 30_000;
+/** A full tile is 256 hashes of 32 bytes (C2SP tlog-tiles); an entry bundle 256 entries of a 2-byte length and 32 bytes. */
+export const MAX_TILE_BYTES = 256 * 32;
+export const MAX_ENTRY_BUNDLE_BYTES = 256 * (2 + 32);
+/** A signed note of a few lines and its signatures, witnesses' included. */
+export const MAX_CHECKPOINT_BYTES = 64 * 1024;
+/** An answer of inclusion or consistency proofs: at most 63 hashes a proof, a few proofs. */
+export const MAX_PROOF_ANSWER_BYTES = 1024 * 1024;
 
 function resource(log: TrustedLog, path: string): string {
   return `${log.url.replace(/\/+$/, '')}/${path}`;
 }
 
-async function get(log: TrustedLog, path: string): Promise<Response> {
-  let res: Response;
-  try {
-    res = await (log.fetch ?? fetch)(resource(log, path));
-  } catch (err) {
-    throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, path)} failed: ${(err as Error).message}`);
-  }
-  if (!res.ok) throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, path)} answered ${res.status}`);
-  return res;
+/** What a resource of the log is called in an error, and the most bytes it may have. */
+function boundsOf(path: string): { what: string; maxBytes: number } {
+  if (path === 'checkpoint') return { what: "the log's checkpoint", maxBytes: MAX_CHECKPOINT_BYTES };
+  if (path.startsWith('tile/entries/')) return { what: `the log's entry bundle ${path}`, maxBytes: MAX_ENTRY_BUNDLE_BYTES };
+  if (path.startsWith('tile/')) return { what: `the log's ${path}`, maxBytes: MAX_TILE_BYTES };
+  return { what: `the log's answer to ${path.split('?')[0]!}`, maxBytes: MAX_PROOF_ANSWER_BYTES };
 }
 
-const bytesOf = async (log: TrustedLog, path: string) => Buffer.from(await (await get(log, path)).arrayBuffer());
-const jsonOf = async <T>(log: TrustedLog, path: string) => (await (await get(log, path)).json()) as T;
+interface LogAnswer {
+  status: number;
+  contentType: string | null;
+  body: Buffer;
+}
+
+/** GET a resource of the log under its cap and the request's deadline; any failure is an ERR_TLOG_FETCH naming it. */
+async function get(log: TrustedLog, path: string): Promise<LogAnswer> {
+  const bounds = boundsOf(path);
+  const deadline = readDeadline(log.deadlineMs ?? LOG_FETCH_DEADLINE_MS);
+  try {
+    const res = await beforeDeadline(bounds.what, deadline, (log.fetch ?? fetch)(resource(log, path), { signal: deadline.signal }));
+    return { status: res.status, contentType: res.headers.get('content-type'), body: await readResponseBounded(res, { ...bounds, deadline }) };
+  } catch (err) {
+    const reason = deadline.signal.aborted && !isBoundedReadError(err) ? deadlineError(bounds.what, deadline) : (err as Error);
+    throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, path)} failed: ${reason.message}`);
+  }
+}
+
+async function getOk(log: TrustedLog, path: string): Promise<LogAnswer> {
+  const answer = await get(log, path);
+  if (answer.status < 200 || answer.status > 299) throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, path)} answered ${answer.status}`);
+  return answer;
+}
+
+const bytesOf = async (log: TrustedLog, path: string) => (await getOk(log, path)).body;
+
+/** A JSON answer of the log (a proof), refused unless it comes as application/json and parses. */
+function parsedJson<T>(log: TrustedLog, path: string, answer: LogAnswer): T {
+  const type = (answer.contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json')
+    throw new TlogError(
+      'ERR_TLOG_FETCH',
+      `GET ${resource(log, path)} came as ${JSON.stringify(answer.contentType ?? 'no content type')}, not application/json`,
+    );
+  try {
+    return JSON.parse(answer.body.toString('utf8')) as T;
+  } catch {
+    throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, path)} is not JSON`);
+  }
+}
+
+const jsonOf = async <T>(log: TrustedLog, path: string) => parsedJson<T>(log, path, await getOk(log, path));
 const fromBase64 = (hashes: unknown): Buffer[] => {
   if (!Array.isArray(hashes) || !hashes.every((h) => typeof h === 'string')) throw new TlogError('ERR_TLOG_PROOF', 'the proof is not a list of base64 hashes');
   return hashes.map((h: string) => Buffer.from(h, 'base64'));
@@ -50,9 +101,14 @@ export function openLogCheckpoint(log: TrustedLog, note: string): VerifiedCheckp
   return openCheckpoint(note, log.key, log.origin, log.witnesses);
 }
 
+/** The log's latest checkpoint as served (a signed note, not yet opened), under the checkpoint's cap and deadline. */
+export async function fetchCheckpointNote(log: TrustedLog): Promise<string> {
+  return (await bytesOf(log, 'checkpoint')).toString('utf8');
+}
+
 /** Fetches and opens the log's latest checkpoint. */
 export async function fetchCheckpoint(log: TrustedLog): Promise<VerifiedCheckpoint> {
-  return openLogCheckpoint(log, (await bytesOf(log, 'checkpoint')).toString('utf8'));
+  return openLogCheckpoint(log, await fetchCheckpointNote(log));
 }
 
 /** The log entry of a receipt: SHA-256 of its compact JWS bytes. */
@@ -96,16 +152,15 @@ export async function verifyReceiptInLog(
   const query = options.index !== undefined ? `index=${options.index}` : id !== undefined ? `receipt_id=${encodeURIComponent(id)}` : undefined;
   if (query === undefined) throw new TlogError('ERR_TLOG_PROOF', 'the receipt names no receipt_id and no leaf index was given');
   type ProofAnswer = { tree_size?: unknown; proofs?: Array<{ index?: unknown; entry?: unknown; proof?: unknown }> };
-  const res = await (log.fetch ?? fetch)(resource(log, `proof?${query}&size=${checkpoint.size}`)).catch((err: Error) => {
-    throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} failed: ${err.message}`);
-  });
+  const path = `proof?${query}&size=${checkpoint.size}`;
+  const res = await get(log, path);
   if (res.status === 404) {
     throw new LeafNotFound(
       `the log's tree of ${checkpoint.size} entries has no leaf at ${query.replace('=', ' ')}: the receipt is not logged there (or not yet integrated)`,
     );
   }
-  if (!res.ok) throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} answered ${res.status}`);
-  const answer = (await res.json()) as ProofAnswer;
+  if (res.status < 200 || res.status > 299) throw new TlogError('ERR_TLOG_FETCH', `GET ${resource(log, 'proof')} answered ${res.status}`);
+  const answer = parsedJson<ProofAnswer>(log, path, res);
   const entry = receiptEntry(jws);
   const mine = (answer.proofs ?? []).find((p) => typeof p.entry === 'string' && Buffer.from(p.entry, 'base64').equals(entry));
   if (mine === undefined || typeof mine.index !== 'number') {
