@@ -296,6 +296,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** The folder of the tiles, checkpoint and log.json; public data, so outside the enclave is fine. */
       dir: z.string().min(1),
+      /** The last signed checkpoint, kept outside `dir` so a rolled-back folder is refused (docs/log.md#rollback); default `<dir>.state`. */
+      state: z.string().min(1).optional(),
       /** A new log's origin is this prefix, a slash and a random log ID. */
       origin_prefix: z
         .string()

@@ -47,7 +47,8 @@ import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.t
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
-import { TransparencyLog } from '../tlog/transparency-log.ts';
+import { LogRolledBack, TransparencyLog } from '../tlog/transparency-log.ts';
+import { LogStateError } from '../tlog/signed-state.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/log.ts';
@@ -263,7 +264,7 @@ async function attest(
     ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
     : undefined;
   const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
-  const transparencyLog = await openTransparencyLog(config, logger);
+  const transparencyLog = await openTransparencyLog(config, logger, sealed);
   const keyOrigin: KeyOrigins = {
     receipt: receiptKeyOrigin(signingKey),
     tls: tls?.keyOrigin ?? null,
@@ -376,12 +377,14 @@ async function attest(
 }
 
 /** Opens (or creates) the transparency log when `transparency_log` is set; a stored log that does not hold together stops the start (docs/log.md#lost-or-corrupted). */
-async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promise<TransparencyLog | undefined> {
+async function openTransparencyLog(config: LoadedConfig, logger: Logger, sealed: SealedSeed | undefined): Promise<TransparencyLog | undefined> {
   const settings = config.transparency_log;
   if (settings === undefined) return undefined;
   try {
     return await TransparencyLog.open({
       dir: settings.dir,
+      ...(settings.state === undefined ? {} : { statePath: settings.state }),
+      ...(sealed === undefined ? {} : { stateKey: sealedKeyMaterial(sealed, 'log-state', 32) }),
       originPrefix: settings.origin_prefix,
       batchMs: settings.batch_ms,
       idsKept: settings.ids_kept,
@@ -389,6 +392,7 @@ async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promis
     });
   } catch (err) {
     if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
+    if (err instanceof LogRolledBack || err instanceof LogStateError) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#rollback)`);
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',
