@@ -393,6 +393,12 @@ async function openTransparencyLog(config: LoadedConfig, logger: Logger, sealed:
   } catch (err) {
     if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
     if (err instanceof LogRolledBack || err instanceof LogStateError) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#rollback)`);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EDQUOT')
+      throw new ConfigError(
+        `transparency_log: cannot write the log folder ${settings.dir} (${code}: ${(err as Error).message}). ` +
+          'Free space or make it writable, then start again: the log on disk is as the last run left it, and the next start extends it (docs/log.md#faults).',
+      );
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',

@@ -30,6 +30,8 @@ export interface FolderLockTiming {
 }
 
 const LOCK = 'lock';
+/** The tokens of the locks this process holds now: a lock naming this pid with another token was left by an earlier holder here. */
+const heldHere = new Set<string>();
 const HEARTBEAT_MS = 10_000;
 export const LOCK_STALE_MS = 30_000;
 
@@ -81,14 +83,15 @@ export function lockLogFolder(dir: string, timing: FolderLockTiming = {}): Folde
   mkdirSync(dir, { recursive: true });
   const path = join(dir, LOCK);
   const pidns = pidNamespace();
+  const token = randomBytes(16).toString('hex');
   const mine: Holder = {
     pid: process.pid,
     host: hostname(),
     ...(pidns === undefined ? {} : { pidns }),
-    token: randomBytes(16).toString('hex'),
+    token,
     since: new Date().toISOString(),
   };
-  const held = () => readHolder(path)?.token === mine.token;
+  const held = () => readHolder(path)?.token === token;
   for (let attempt = 0; ; attempt++) {
     try {
       writeFileSync(path, JSON.stringify(mine) + '\n', { flag: 'wx' });
@@ -102,7 +105,7 @@ export function lockLogFolder(dir: string, timing: FolderLockTiming = {}): Folde
     const untouched = Date.now() - statSync(path).mtimeMs > staleMs;
     // A pid of another pid namespace (another container on this host name) says nothing here: only staleness counts.
     const visible = holder !== undefined && holder.host === mine.host && (holder.pidns ?? pidns) === pidns;
-    const ended = visible && holder.pid !== process.pid && !running(holder.pid);
+    const ended = visible && (holder.pid === process.pid ? holder.token !== undefined && !heldHere.has(holder.token) : !running(holder.pid));
     if (!(untouched || ended)) {
       const who =
         holder === undefined
@@ -114,6 +117,7 @@ export function lockLogFolder(dir: string, timing: FolderLockTiming = {}): Folde
     }
     unlinkSync(path);
   }
+  heldHere.add(token);
   const heartbeat = setInterval(() => {
     try {
       // Never refresh a lock another Sigil took over: that would keep it from ever going stale.
@@ -129,7 +133,12 @@ export function lockLogFolder(dir: string, timing: FolderLockTiming = {}): Folde
     held,
     release: () => {
       clearInterval(heartbeat);
-      if (held()) unlinkSync(path);
+      heldHere.delete(token);
+      try {
+        if (held()) unlinkSync(path);
+      } catch {
+        // A read-only or vanished folder: the lock left behind names an ended holder, which the next start takes over.
+      }
     },
   };
 }
