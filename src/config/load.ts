@@ -85,6 +85,7 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
         : {
             ...config.transparency_log,
             dir: at(config.transparency_log.dir),
+            key_file: config.transparency_log.key_file === undefined ? undefined : at(config.transparency_log.key_file),
             // Beside the folder, not in it: a copy of the folder restored over it does not reach the state.
             state: at(config.transparency_log.state ?? `${config.transparency_log.dir.replace(/\/+$/u, '')}.state`),
           },

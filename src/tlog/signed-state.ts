@@ -37,7 +37,10 @@ export async function readLastSigned(path: string, macKey: Buffer | undefined): 
     const expected = Buffer.from(mac(macKey, state.checkpoint));
     const given = Buffer.from(typeof state.hmac === 'string' ? state.hmac : '');
     if (given.length !== expected.length || !timingSafeEqual(given, expected))
-      throw new LogStateError(`the log's state file ${path} was not written by this enclave (its seal does not verify): it was edited, or made by other code`);
+      throw new LogStateError(
+        `the log's state file ${path} was not written by this enclave (its seal does not verify): it was edited, or made by other code. ` +
+          'A code upgrade is a new log identity (docs/log.md#identity): give transparency_log.dir and transparency_log.state new places (and transparency_log.origin a new name), and keep this folder for auditors',
+      );
   }
   return state.checkpoint;
 }

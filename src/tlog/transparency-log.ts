@@ -1,4 +1,4 @@
-import { hash, randomBytes } from 'node:crypto';
+import { hash, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.ts';
@@ -7,7 +7,7 @@ import { openNote, parseNote, parseVerifierKey } from '../verify/tlog/note.ts';
 import type { TileRef } from '../verify/tlog/tile-path.ts';
 import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
-import { generateLogKey, signNote, type LogKey } from './log-key.ts';
+import { generateLogKey, logKeyOf, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
@@ -20,6 +20,10 @@ export interface TransparencyLogOptions {
   dir: string;
   /** The first part of a new log's origin; a random log ID follows it. */
   originPrefix: string;
+  /** The origin of a new log, instead of the prefix and a random ID; a stored log of another origin is refused. */
+  origin?: string;
+  /** The checkpoint key (Ed25519), the same across starts (a key file, sealed key material); absent, a new one at this start. */
+  privateKey?: KeyObject;
   /** How often pending entries are integrated and one checkpoint signed for all of them. */
   batchMs: number;
   /** How many recent receipt ids are remembered with their leaf indexes. */
@@ -35,6 +39,9 @@ export interface TransparencyLogOptions {
   /** How the folder lock is refreshed and when a silent one is taken over (folder-lock.ts); tests shorten it. */
   lockTiming?: FolderLockTiming;
 }
+
+/** A log folder that keeps another origin than the one configured: the origin is the log's name, and changing it is a new log. */
+export class LogOriginMismatch extends Error {}
 
 /** A log whose folder rolled back behind a checkpoint it or its witnesses signed: extending it would sign a fork. */
 export class LogRolledBack extends Error {}
@@ -117,8 +124,12 @@ export class TransparencyLog {
     let origin: string;
     let keys: string[];
     let tree: TiledTree;
+    if (identity !== undefined && options.origin !== undefined && identity.origin !== options.origin)
+      throw new LogOriginMismatch(
+        `${options.dir} keeps the log ${identity.origin}, and transparency_log.origin is ${options.origin}: the origin is the log's name. Set it back to ${identity.origin}, or start the new log in an empty folder with a state file of its own`,
+      );
     if (identity === undefined) {
-      origin = `${options.originPrefix}/${randomBytes(8).toString('hex')}`;
+      origin = options.origin ?? `${options.originPrefix}/${randomBytes(8).toString('hex')}`;
       keys = [];
       const { tree: stored } = await loadStoredTree(options.dir);
       if (stored.size > 0) throw new StoredLogError(`${options.dir} holds entries but no log.json: the log's origin and keys were lost`);
@@ -132,10 +143,11 @@ export class TransparencyLog {
       await writeTiles(options.dir, tree, loaded.missing);
       tree.dropWritten(tree.size);
     }
-    const key = generateLogKey(origin);
+    const key = options.privateKey === undefined ? generateLogKey(origin) : logKeyOf(origin, options.privateKey);
     await writeDurably(
       join(options.dir, 'log.json'),
-      JSON.stringify({ origin, created: identity?.created ?? new Date().toISOString(), keys: [...keys, key.vkey] }, null, 2) + '\n',
+      JSON.stringify({ origin, created: identity?.created ?? new Date().toISOString(), keys: keys.includes(key.vkey) ? keys : [...keys, key.vkey] }, null, 2) +
+        '\n',
     );
     const note = signNote(checkpointText(origin, tree.size, rootHash(tree.reader, tree.size)), key);
     if (options.statePath !== undefined) await writeLastSigned(options.statePath, note, options.stateKey);

@@ -113,7 +113,8 @@ describe('a log never signs a checkpoint inconsistent with one it signed before'
     const refusal = await open(dir, { statePath, stateKey }).catch((err: Error) => err);
     expect(refusal).toBeInstanceOf(LogStateError);
     expect((refusal as Error).message).toBe(
-      `the log's state file ${statePath} was not written by this enclave (its seal does not verify): it was edited, or made by other code`,
+      `the log's state file ${statePath} was not written by this enclave (its seal does not verify): it was edited, or made by other code. ` +
+        'A code upgrade is a new log identity (docs/log.md#identity): give transparency_log.dir and transparency_log.state new places (and transparency_log.origin a new name), and keep this folder for auditors',
     );
   });
 
