@@ -134,6 +134,8 @@ export class TransparencyLog {
       const { tree: stored } = await loadStoredTree(options.dir);
       if (stored.size > 0) throw new StoredLogError(`${options.dir} holds entries but no log.json: the log's origin and keys were lost`);
       tree = stored;
+      // A folder emptied under a configured origin is a rollback to nothing when the state says that origin signed.
+      await checkNotRolledBack(options, { origin, keys: [], created: '' }, tree);
     } else {
       ({ origin, keys } = identity);
       const loaded = await loadStoredTree(options.dir);

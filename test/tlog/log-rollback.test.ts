@@ -77,6 +77,19 @@ describe('a log never signs a checkpoint inconsistent with one it signed before'
     expect(JSON.parse(readFileSync(statePath, 'utf8'))).toEqual({ checkpoint: again.checkpoint.note });
   });
 
+  it('refuses an emptied folder under a configured origin the state file says signed (a rollback to nothing)', async () => {
+    const statePath = join(work, `state-${randomBytes(4).toString('hex')}`);
+    const dir = mkdtempSync(join(work, 'emptied-'));
+    const log = await TransparencyLog.open({ dir, origin: 'log.example.com/v1/log', originPrefix: 'x', batchMs: 1000, idsKept: 1, logger, statePath });
+    await grow(log, 3);
+    await log.close();
+    rmSync(dir, { recursive: true });
+    await expect(
+      TransparencyLog.open({ dir, origin: 'log.example.com/v1/log', originPrefix: 'x', batchMs: 1000, idsKept: 1, logger, statePath }),
+    ).rejects.toThrow(`the state file ${statePath} shows this log signed a checkpoint of 3 entries, and ${dir} holds 0: the folder was rolled back`);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('refuses a folder whose entries differ from the signed ones at the same size (another history), naming the state file', async () => {
     const statePath = join(work, `state-${randomBytes(4).toString('hex')}`);
     const { dir, rollBack } = await logWithOlderCopy({ statePath });
