@@ -639,7 +639,11 @@ function reportOf(mode: VerifyReport['mode'], found: Check[], result: { claims?:
 }
 
 export function formatReport(r: VerifyReport): string {
-  return formatChecks(r.checks) + (r.notes ?? []).map((note) => `note: ${note}\n`).join('');
+  const text = formatChecks(r.checks);
+  if (r.notes === undefined) return text;
+  // The notes go just above the verdict, which stays the last line.
+  const verdictAt = text.lastIndexOf('\n', text.length - 2) + 1;
+  return text.slice(0, verdictAt) + r.notes.map((note) => `note: ${note}\n`).join('') + text.slice(verdictAt);
 }
 
 /** `sigil verify` with its input and output given, so tests run it in-process. */
