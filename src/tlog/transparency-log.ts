@@ -62,7 +62,7 @@ export interface Published {
 /**
  * Sigil's transparency log (docs/log.md): each receipt appended on the request's path is a hash pushed onto an
  * array and an index handed back; a sequencer integrates the pending hashes every `batchMs`, writes the tiles,
- * and signs one checkpoint for the batch with a key made in the enclave at this start.
+ * and signs one checkpoint for the batch with the log key (docs/log.md#identity); a receipt's index is handed out once its entry is on disk.
  */
 export class TransparencyLog {
   readonly origin: string;
@@ -105,7 +105,8 @@ export class TransparencyLog {
   /**
    * Opens the log in `dir`, or creates a new one with a new origin when the folder holds none. A stored log is
    * checked first (entries, tiles, the last checkpoint's root and signature); one that does not hold together is
-   * refused with StoredLogError, never truncated or forked. Then a new key signs a checkpoint that extends it.
+   * refused with StoredLogError, never truncated or forked; one that does not extend a checkpoint the log signed before
+   * (the state file, checkpoint.cosigned) with LogRolledBack. Then the log's key signs a checkpoint that extends it.
    */
   static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
     const lock = lockLogFolder(options.dir, options.lockTiming);
@@ -409,6 +410,11 @@ async function checkNotRolledBack(options: TransparencyLogOptions, identity: Log
     // The state file is this log's own (sealed where a seed exists): its signer may be a key a rolled-back log.json lost.
     const last = await readLastSigned(options.statePath, options.stateKey);
     if (last !== undefined) known.push({ note: last, where: `the state file ${options.statePath}`, signed: false });
+    else if (tree.size > 0)
+      options.logger.warn(
+        { state: options.statePath, size: tree.size },
+        'transparency log: no state file for a log that holds entries (a first start with one, or it was lost): this start cannot tell a rolled-back folder; only checkpoint.cosigned and the witnesses guard it',
+      );
   }
   const cosigned = await readFile(join(options.dir, 'checkpoint.cosigned'), 'utf8').catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined;
