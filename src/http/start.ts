@@ -406,6 +406,15 @@ function transparencyLogKey(config: LoadedConfig, sealed: SealedSeed | undefined
   return { privateKey, origin: { origin: 'loaded', file } };
 }
 
+/**
+ * The log's origin as configured: `transparency_log.origin`, else its URL prefix without the scheme (as tlog-tiles
+ * recommends) where Sigil knows its public name (ACME's first hostname); undefined: a random one for a new folder.
+ */
+export function configuredLogOrigin(config: LoadedConfig): string | undefined {
+  if (config.transparency_log?.origin !== undefined) return config.transparency_log.origin;
+  return config.tls.mode === 'acme' && config.tls.hostnames[0] !== undefined ? `${config.tls.hostnames[0]}/v1/log` : undefined;
+}
+
 async function openTransparencyLog(
   config: LoadedConfig,
   logger: Logger,
@@ -414,9 +423,7 @@ async function openTransparencyLog(
 ): Promise<TransparencyLog | undefined> {
   const settings = config.transparency_log;
   if (settings === undefined) return undefined;
-  // The log's URL prefix, schema-less, as tlog-tiles recommends, where Sigil knows its public name.
-  const hostname = config.tls.mode === 'acme' ? config.tls.hostnames[0] : undefined;
-  const origin = settings.origin ?? (hostname === undefined ? undefined : `${hostname}/v1/log`);
+  const origin = configuredLogOrigin(config);
   try {
     return await TransparencyLog.open({
       dir: settings.dir,

@@ -7,6 +7,8 @@ import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { attestedLog } from '../support/transparency-log.ts';
 import { fetchCheckpoint } from '../../src/verify/tlog/log-client.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import { configuredLogOrigin } from '../../src/http/start.ts';
 
 let engine: TestEngine;
 const work = mkdtempSync(join(tmpdir(), 'sigil-tlog-identity-'));
@@ -72,5 +74,13 @@ describe('one log identity across restarts', () => {
     await expect(start({ dir: join(work, 'p256-log'), key_source: 'file', key_file: keyFile })).rejects.toThrow(
       `transparency_log.key_file ${keyFile}: a log key is Ed25519 (C2SP signed-note), not ec`,
     );
+  });
+
+  it('the origin defaults to the log’s URL prefix without its scheme where Sigil knows its public name (ACME), else to none (a random one)', () => {
+    const base = 'listen: {port: 0}\nauth: {keys_file: k}\n';
+    const acme = 'tls: {mode: acme, hostnames: [ai.example.com, other.example.com], acme: {directory_url: "https://acme.example/dir"}}\n';
+    expect(configuredLogOrigin(parseConfig(`${base}${acme}transparency_log: {dir: log}\n`, 'sigil.yaml'))).toBe('ai.example.com/v1/log');
+    expect(configuredLogOrigin(parseConfig(`${base}${acme}transparency_log: {dir: log, origin: log.example.net}\n`, 'sigil.yaml'))).toBe('log.example.net');
+    expect(configuredLogOrigin(parseConfig(`${base}transparency_log: {dir: log}\n`, 'sigil.yaml'))).toBeUndefined();
   });
 });
