@@ -13,6 +13,7 @@ import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { killChild } from '../support/kill-child.ts';
 import { startTestEngine } from '../support/test-engine.ts';
 import { startTestSigil } from '../support/sigil.ts';
+import { startSigilProcess } from '../support/sigil-process.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'sigil-tlog-fencing-'));
@@ -104,6 +105,35 @@ describe('a lock that fences', () => {
       expect(readFileSync(join(dir, 'lock'), 'utf8')).toBe(other);
     } finally {
       await sigil.close();
+      await engine.close();
+    }
+  });
+
+  it('with workers, the refusal travels from the primary to the worker that took the request: 503 log_unavailable', async () => {
+    const engine = await startTestEngine({ modelNames: ['m'] });
+    const dir = mkdtempSync(join(work, 'workers-'));
+    const sigil = await startSigilProcess(engine.baseUrl, { brand: 'Acme', workers: 2, transparency_log: { dir, batch_ms: 50 } });
+    try {
+      const chat = () =>
+        fetch(`${sigil.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-acme-receipt': 'true' },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello' }] }),
+        });
+      expect((await chat()).headers.get('x-acme-log-index')).toBe('0');
+      writeFileSync(join(dir, 'lock'), JSON.stringify({ pid: process.pid, host: hostname(), token: 'another start', since: new Date().toISOString() }));
+      for (let i = 0; i < 2; i++) {
+        const refused = await chat();
+        expect(refused.status).toBe(503);
+        expect(((await refused.json()) as { error: { code: string; type: string } }).error).toMatchObject({
+          code: 'log_unavailable',
+          type: 'service_unavailable',
+        });
+      }
+    } finally {
+      // SIGTERM: the primary stops its workers with it.
+      sigil.child.kill('SIGTERM');
+      await sigil.exited;
       await engine.close();
     }
   });
