@@ -14,7 +14,7 @@ export interface SealedSeed {
   boundTo: string;
 }
 
-export type SealedKeyPurpose = 'receipt' | 'hpke';
+export type SealedKeyPurpose = 'receipt' | 'hpke' | 'log' | 'log-state';
 
 /** Asks the firmware for the seed; `library` is for tests (a stand-in for libc's open/ioctl). */
 export function unsealSeed(sealing: SealingConfig, library?: string): SealedSeed {

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { NO_LOG_NOTE } from '../verify/tlog/no-log.ts';
 import { ConnectRefusal, startConnect, type ConnectOptions, type RunningConnect } from '../connect/start.ts';
 import { AttestationError } from '../client/index.ts';
 import { isVerifyError } from '../verify/errors.ts';
@@ -173,6 +174,7 @@ export async function connectCommand(argv: string[], io: ConnectIo): Promise<num
   }
   const attestation = running.fetch.attestation;
   io.stdout.write(formatChecks(attestation.checks));
+  if (attestation.transparencyLog === null) io.stdout.write(`sigil connect: note: ${NO_LOG_NOTE}\n`);
   io.stdout.write(`sigil connect: ${options.service} verified; point your client at ${running.url}/v1 (status: ${running.url}/)\n`);
   io.onListening?.(running);
   await io.stopped;

@@ -3,6 +3,7 @@ import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { fail, notPinned, pass, verdictOf, waive, type Check } from '../verify/check.ts';
 import type { VerifiedCheckpoint } from '../verify/tlog/checkpoint.ts';
+import { formatVerifierKey } from '../verify/tlog/note.ts';
 import { fetchCheckpoint, openLogCheckpoint, verifyLogConsistency, verifyReceiptInLog, verifyWholeLog } from '../verify/tlog/log-client.ts';
 import { checkAgainstSeen } from '../verify/tlog/seen-checkpoints.ts';
 import { formatChecks } from './check-report.ts';
@@ -91,6 +92,30 @@ async function checkpointChecks(
   return { checks, checkpoint };
 }
 
+/**
+ * For a log whose every check passed but some were compared with nothing: the options that would pin them, with the
+ * values seen now, so the next run can hold the log to them (docs/log.md#verifying).
+ */
+function whatToPin(checks: readonly Check[], target: LogTarget): string {
+  const verdict = verdictOf(checks);
+  if (verdict.failed.length > 0 || verdict.notPinned.length === 0) return '';
+  const lines: string[] = [];
+  for (const check of verdict.notPinned) {
+    if (check.name === 'log.key')
+      lines.push(
+        `  --log-key ${formatVerifierKey(target.log.key)}   the key seen now; check it against the service's attested binding (sigil verify) once, then pin it`,
+      );
+    if (check.name === 'log.witnesses')
+      lines.push('  --witness VKEY [--witnesses N]   the cosignature keys of witnesses you trust (the operator publishes which witness the log)');
+    if (check.name === 'log.consistency')
+      lines.push(`  --state ${stateFileFor(target.log.origin)}   a file of your own: each later run checks the log only grew from what this one saw`);
+  }
+  return `\nThe log holds together, but nothing pins it yet. To hold it to what you trust, run again with:\n${lines.join('\n')}\n`;
+}
+
+/** A state file name a user can keep per log: the origin, made a file name. */
+const stateFileFor = (origin: string) => `sigil-log-${origin.replace(/[^A-Za-z0-9.-]+/gu, '_')}.json`;
+
 function readReceipt(value: string): string {
   const jws = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(value.trim()) ? value.trim() : readFileSync(value, 'utf8').trim();
   if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(jws)) throw new UsageError('--receipt is neither a compact JWS nor a file holding one');
@@ -140,7 +165,7 @@ export async function run(argv: string[]): Promise<number> {
         checks.push(fail('log.inclusion', describeError(err)));
       }
     }
-    process.stdout.write(formatChecks(checks));
+    process.stdout.write(formatChecks(checks) + whatToPin(checks, target));
     return verdictOf(checks).outcome === 'not-verified' ? 1 : 0;
   } catch (err) {
     if (err instanceof UsageError) {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { NO_LOG_NOTE } from '../verify/tlog/no-log.ts';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
@@ -143,6 +144,8 @@ export interface VerifyReport {
   claims?: ReceiptClaims;
   /** RFC 7638 thumbprint of the key that verified the receipt. */
   kid?: string;
+  /** What the user should know that no check decides (a service keeping no log), printed after the checks. */
+  notes?: string[];
 }
 
 function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
@@ -528,7 +531,9 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       ...result.checks.slice(result.checks.length - receiptChecks),
       ...(await liveInclusion(base, result, live, dispatcher)),
     ];
-    return reportOf('live', checks, result.exchanges[0]!);
+    const report = reportOf('live', checks, result.exchanges[0]!);
+    if (result.facts.transparencyLog === null) report.notes = [NO_LOG_NOTE];
+    return report;
   } finally {
     await dispatcher.close();
   }
@@ -634,7 +639,11 @@ function reportOf(mode: VerifyReport['mode'], found: Check[], result: { claims?:
 }
 
 export function formatReport(r: VerifyReport): string {
-  return formatChecks(r.checks);
+  const text = formatChecks(r.checks);
+  if (r.notes === undefined) return text;
+  // The notes go just above the verdict, which stays the last line.
+  const verdictAt = text.lastIndexOf('\n', text.length - 2) + 1;
+  return text.slice(0, verdictAt) + r.notes.map((note) => `note: ${note}\n`).join('') + text.slice(verdictAt);
 }
 
 /** `sigil verify` with its input and output given, so tests run it in-process. */

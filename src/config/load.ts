@@ -79,7 +79,16 @@ export function parseConfig(text: string, source: string, sha256 = createHash('s
           : { ...config.tls.acme, ca_file: config.tls.acme.ca_file === undefined ? undefined : at(config.tls.acme.ca_file) },
     },
     trust_page: config.trust_page?.dir === undefined ? config.trust_page : { dir: at(config.trust_page.dir) },
-    transparency_log: config.transparency_log === undefined ? undefined : { ...config.transparency_log, dir: at(config.transparency_log.dir) },
+    transparency_log:
+      config.transparency_log === undefined
+        ? undefined
+        : {
+            ...config.transparency_log,
+            dir: at(config.transparency_log.dir),
+            key_file: config.transparency_log.key_file === undefined ? undefined : at(config.transparency_log.key_file),
+            // Beside the folder, not in it: a copy of the folder restored over it does not reach the state.
+            state: at(config.transparency_log.state ?? `${config.transparency_log.dir.replace(/\/+$/u, '')}.state`),
+          },
   };
 }
 

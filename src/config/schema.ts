@@ -296,6 +296,16 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** The folder of the tiles, checkpoint and log.json; public data, so outside the enclave is fine. */
       dir: z.string().min(1),
+      /** The last signed checkpoint, kept outside `dir` so a rolled-back folder is refused (docs/log.md#rollback); default `<dir>.state`. */
+      state: z.string().min(1).optional(),
+      /** The log's name in its checkpoints; default: `<tls.hostnames[0]>/v1/log` (its URL prefix, schema-less) when set, else origin_prefix and a random ID. */
+      origin: z
+        .string()
+        .regex(/^[^\s+]+$/u, 'must hold no spaces or plus signs')
+        .optional(),
+      /** generated: a new checkpoint key at each start; file: `key_file` (PKCS#8 PEM Ed25519); sealed: derived by the SEV-SNP firmware, the same while the code is. */
+      key_source: z.enum(['generated', 'file', 'sealed']).default('generated'),
+      key_file: z.string().min(1).optional(),
       /** A new log's origin is this prefix, a slash and a random log ID. */
       origin_prefix: z
         .string()
@@ -305,6 +315,12 @@ export const configSchema = z.strictObject({
       batch_ms: positiveInt.max(10_000).default(1000),
       /** How many recent receipt ids the log remembers for GET /v1/log/proof?receipt_id= (the leaf index always works). */
       ids_kept: positiveInt.default(100_000),
+    })
+    .superRefine((log, ctx) => {
+      if (log.key_source === 'file' && log.key_file === undefined)
+        ctx.addIssue({ code: 'custom', path: ['key_file'], message: 'transparency_log.key_source file needs transparency_log.key_file' });
+      if (log.key_source !== 'file' && log.key_file !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['key_file'], message: `transparency_log.key_file is read only with key_source file, not ${log.key_source}` });
     })
     .optional(),
 });

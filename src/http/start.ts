@@ -1,3 +1,5 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setMaxListeners } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,7 +10,7 @@ import { codeListings, runningCode } from '../attestation/manifest.ts';
 import { measureStart, refuseUnmeasuredRuntime, type MeasuredState } from '../attestation/measured-state.ts';
 import { currentRuntime, type ProcessRuntime } from '../attestation/runtime-options.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
-import { START_NONCE, type Jwks, type KeyOrigins } from '../protocol/attestation.ts';
+import { START_NONCE, type Jwks, type KeyOrigin, type KeyOrigins } from '../protocol/attestation.ts';
 import { selectAttestationProvider } from '../attestation/select.ts';
 import type { AttestationProvider } from '../attestation/provider.ts';
 import { KeyRing } from '../auth/bearer.ts';
@@ -48,7 +50,9 @@ import { buildServedCatalogue, type ServedCatalogue } from './served-catalogue.t
 import { provisionTls, type ServedTls } from '../tls/provision.ts';
 import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
-import { TransparencyLog } from '../tlog/transparency-log.ts';
+import { LogOriginMismatch, LogRolledBack, TransparencyLog } from '../tlog/transparency-log.ts';
+import { ed25519FromSeed } from '../tlog/log-key.ts';
+import { LogStateError } from '../tlog/signed-state.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/log.ts';
@@ -237,6 +241,7 @@ function unsealWhenAsked(config: LoadedConfig, provider: AttestationProvider, li
   const asking = [
     config.receipts.key_source === 'sealed' ? 'receipts.key_source' : undefined,
     config.ehbp.enabled && config.ehbp.key_source === 'sealed' ? 'ehbp.key_source' : undefined,
+    config.transparency_log?.key_source === 'sealed' ? 'transparency_log.key_source' : undefined,
   ].filter((name) => name !== undefined);
   if (asking.length === 0) return undefined;
   if (provider.tee !== 'sev-snp') {
@@ -275,12 +280,13 @@ async function attest(
     ? await makeEhbpServerKey(sealedHpke === undefined ? undefined : sealedKeyMaterial(sealedHpke, 'hpke', 32), options.handOffKeys === true)
     : undefined;
   const hpkeOrigin: KeyOrigins['hpke'] = sealedHpke === undefined ? { origin: 'generated' } : { origin: 'sealed', bound_to: sealedHpke.boundTo };
-  const transparencyLog = await openTransparencyLog(config, logger);
+  const logKey = transparencyLogKey(config, sealed);
+  const transparencyLog = await openTransparencyLog(config, logger, sealed, logKey?.privateKey);
   const keyOrigin: KeyOrigins = {
     receipt: receiptKeyOrigin(signingKey),
     tls: tls?.keyOrigin ?? null,
     hpke: ehbpKey === undefined ? null : hpkeOrigin,
-    ...(transparencyLog === undefined ? {} : { log: { origin: 'generated' } }),
+    ...(transparencyLog === undefined ? {} : { log: logKey?.origin ?? { origin: 'generated' } }),
   };
   const sources: EvidenceSources = {
     provider,
@@ -392,12 +398,55 @@ async function attest(
 }
 
 /** Opens (or creates) the transparency log when `transparency_log` is set; a stored log that does not hold together stops the start (docs/log.md#lost-or-corrupted). */
-async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promise<TransparencyLog | undefined> {
+/**
+ * The log's checkpoint key when it is to be the same across starts: sealed (derived from the sealed seed, the same while
+ * the measured code is) or read from `key_file` (declared `loaded`, which verifiers on hardware refuse unless waived).
+ * Undefined: a new key at this start, declared `generated`.
+ */
+function transparencyLogKey(config: LoadedConfig, sealed: SealedSeed | undefined): { privateKey: KeyObject; origin: KeyOrigin } | undefined {
+  const settings = config.transparency_log;
+  if (settings?.key_source === 'sealed')
+    return { privateKey: ed25519FromSeed(sealedKeyMaterial(sealed!, 'log', 32)), origin: { origin: 'sealed', bound_to: sealed!.boundTo } };
+  if (settings?.key_source !== 'file') return undefined;
+  const file = settings.key_file!;
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(readFileSync(file));
+  } catch (err) {
+    throw new ConfigError(
+      `transparency_log.key_file ${file}: not a readable private key (${(err as Error).message}); make one with: openssl genpkey -algorithm ed25519 -out ${file}`,
+    );
+  }
+  if (privateKey.asymmetricKeyType !== 'ed25519')
+    throw new ConfigError(`transparency_log.key_file ${file}: a log key is Ed25519 (C2SP signed-note), not ${privateKey.asymmetricKeyType ?? 'unknown'}`);
+  return { privateKey, origin: { origin: 'loaded', file } };
+}
+
+/**
+ * The log's origin as configured: `transparency_log.origin`, else its URL prefix without the scheme (as tlog-tiles
+ * recommends) where Sigil knows its public name (ACME's first hostname); undefined: a random one for a new folder.
+ */
+export function configuredLogOrigin(config: LoadedConfig): string | undefined {
+  if (config.transparency_log?.origin !== undefined) return config.transparency_log.origin;
+  return config.tls.mode === 'acme' && config.tls.hostnames[0] !== undefined ? `${config.tls.hostnames[0]}/v1/log` : undefined;
+}
+
+async function openTransparencyLog(
+  config: LoadedConfig,
+  logger: Logger,
+  sealed: SealedSeed | undefined,
+  privateKey: KeyObject | undefined,
+): Promise<TransparencyLog | undefined> {
   const settings = config.transparency_log;
   if (settings === undefined) return undefined;
+  const origin = configuredLogOrigin(config);
   try {
     return await TransparencyLog.open({
       dir: settings.dir,
+      ...(origin === undefined ? {} : { origin }),
+      ...(privateKey === undefined ? {} : { privateKey }),
+      ...(settings.state === undefined ? {} : { statePath: settings.state }),
+      ...(sealed === undefined ? {} : { stateKey: sealedKeyMaterial(sealed, 'log-state', 32) }),
       originPrefix: settings.origin_prefix,
       batchMs: settings.batch_ms,
       idsKept: settings.ids_kept,
@@ -405,6 +454,14 @@ async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promis
     });
   } catch (err) {
     if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
+    if (err instanceof LogOriginMismatch) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#identity)`);
+    if (err instanceof LogRolledBack || err instanceof LogStateError) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#rollback)`);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EDQUOT')
+      throw new ConfigError(
+        `transparency_log: cannot write the log folder ${settings.dir} (${code}: ${(err as Error).message}). ` +
+          'Free space or make it writable, then start again: the log on disk is as the last run left it, and the next start extends it (docs/log.md#faults).',
+      );
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',

@@ -53,6 +53,8 @@ const CATALOGUE = {
   not_ready: { status: 503, type: 'service_unavailable' },
   server_busy: { status: 503, type: 'service_unavailable' },
   ehbp_replay_window_full: { status: 503, type: 'service_unavailable' },
+  // The transparency log cannot hold a receipt's entry (a failed write, its folder taken over): no receipt is given (docs/log.md).
+  log_unavailable: { status: 503, type: 'service_unavailable' },
   upstream_timeout: { status: 504, type: 'upstream_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

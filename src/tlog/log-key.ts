@@ -1,7 +1,7 @@
-import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { ED25519, formatVerifierKey, noteKeyId } from '../verify/tlog/note.ts';
 
-/** The log's Ed25519 checkpoint key (C2SP signed-note type 0x01), made in the enclave at each start; its name is the log's origin. */
+/** The log's Ed25519 checkpoint key (C2SP signed-note type 0x01): made at a start, read from a key file, or sealed; its name is the log's origin. */
 export interface LogKey {
   name: string;
   keyId: number;
@@ -25,6 +25,21 @@ export function noteSigner(name: string, privateKey: KeyObject, publicKey: KeyOb
 export function generateLogKey(origin: string): LogKey {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   return noteSigner(origin, privateKey, publicKey, ED25519);
+}
+
+/** The log key of an Ed25519 private key (a key file's, or one from sealed key material); its name is the log's origin. */
+export function logKeyOf(origin: string, privateKey: KeyObject): LogKey {
+  if (privateKey.asymmetricKeyType !== 'ed25519') throw new TypeError(`a log key is Ed25519, not ${privateKey.asymmetricKeyType ?? 'unknown'}`);
+  return noteSigner(origin, privateKey, createPublicKey(privateKey), ED25519);
+}
+
+/** RFC 8410's PKCS#8 header of an Ed25519 private key: the 32-byte seed follows it. */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+/** The Ed25519 private key whose seed is `seed` (32 bytes of sealed key material): the same key for the same seed. */
+export function ed25519FromSeed(seed: Buffer): KeyObject {
+  if (seed.length !== 32) throw new RangeError('an Ed25519 seed is 32 bytes');
+  return createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
 }
 
 /** A signed note: the text, a blank line, and one `— name base64(key ID || signature)` line per signature given. */

@@ -11,7 +11,7 @@ export interface LogDocument {
  * primary's, over IPC (src/workers/shared-state.ts). Either way there is one log and one sequence of leaf indexes.
  */
 export interface ServedLog {
-  /** Appends SHA-256 of the receipt and gives its leaf index: at once in the sequencer's process, after one IPC round trip in a worker. */
+  /** Appends SHA-256 of the receipt and gives its leaf index once the entry is on disk (in a worker, after one IPC round trip); a log that cannot hold it rejects with 503 log_unavailable. */
   append(jws: string, receiptId: string): number | Promise<number>;
   /** GET /v1/log/<resource>?<query>; a request the log cannot answer throws an HttpError of the catalogue (src/http/errors.ts). */
   read(resource: string, query: string): LogDocument | Promise<LogDocument>;

@@ -1,29 +1,50 @@
-import { hash, randomBytes } from 'node:crypto';
+import { hash, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.ts';
 import { checkpointText, parseCheckpoint } from '../verify/tlog/checkpoint.ts';
-import { openNote, parseVerifierKey } from '../verify/tlog/note.ts';
+import { openNote, parseNote, parseVerifierKey } from '../verify/tlog/note.ts';
 import type { TileRef } from '../verify/tlog/tile-path.ts';
 import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
-import { generateLogKey, signNote, type LogKey } from './log-key.ts';
+import { generateLogKey, logKeyOf, signNote, type LogKey } from './log-key.ts';
 import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
-import { lockLogFolder } from './folder-lock.ts';
+import { lockLogFolder, type FolderLock, type FolderLockTiming } from './folder-lock.ts';
+import { readLastSigned, writeLastSigned } from './signed-state.ts';
+import { httpError, type HttpError } from '../protocol/errors.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
   dir: string;
   /** The first part of a new log's origin; a random log ID follows it. */
   originPrefix: string;
+  /** The origin of a new log, instead of the prefix and a random ID; a stored log of another origin is refused. */
+  origin?: string;
+  /** The checkpoint key (Ed25519), the same across starts (a key file, sealed key material); absent, a new one at this start. */
+  privateKey?: KeyObject;
   /** How often pending entries are integrated and one checkpoint signed for all of them. */
   batchMs: number;
   /** How many recent receipt ids are remembered with their leaf indexes. */
   idsKept: number;
   logger: Logger;
+  /**
+   * Where the last signed checkpoint is kept, outside `dir` (signed-state.ts): a rolled-back folder is then refused.
+   * Absent: nothing outside the folder says how far the log signed, and only `checkpoint.cosigned` guards it.
+   */
+  statePath?: string;
+  /** The key that seals the state file (derived from the sealed seed); absent on development: a plain file. */
+  stateKey?: Buffer;
+  /** How the folder lock is refreshed and when a silent one is taken over (folder-lock.ts); tests shorten it. */
+  lockTiming?: FolderLockTiming;
 }
+
+/** A log folder that keeps another origin than the one configured: the origin is the log's name, and changing it is a new log. */
+export class LogOriginMismatch extends Error {}
+
+/** A log whose folder rolled back behind a checkpoint it or its witnesses signed: extending it would sign a fork. */
+export class LogRolledBack extends Error {}
 
 /** log.json: who this log is, and every key that ever signed one of its checkpoints (public; docs/log.md#on-disk). */
 interface LogIdentity {
@@ -41,7 +62,7 @@ export interface Published {
 /**
  * Sigil's transparency log (docs/log.md): each receipt appended on the request's path is a hash pushed onto an
  * array and an index handed back; a sequencer integrates the pending hashes every `batchMs`, writes the tiles,
- * and signs one checkpoint for the batch with a key made in the enclave at this start.
+ * and signs one checkpoint for the batch with the log key (docs/log.md#identity); a receipt's index is handed out once its entry is on disk.
  */
 export class TransparencyLog {
   readonly origin: string;
@@ -60,8 +81,15 @@ export class TransparencyLog {
   /** The same ids in a ring, oldest overwritten first: a Map's own order would cost a scan past its deleted entries. */
   private readonly idRing: Array<string | undefined>;
   private idAt = 0;
-  /** Gives the log folder back (folder-lock.ts); set by open. */
-  private release: () => void = () => undefined;
+  /** The log folder's lock (folder-lock.ts); set by open. */
+  private lock: FolderLock = { held: () => true, release: () => undefined };
+  /** Requests waiting for their entry to be on disk, in index order. */
+  private waiters: Array<{ index: number; resolve: () => void; reject: (err: HttpError) => void }> = [];
+  private flushQueued = false;
+  /** Batches run one after another: a flush of entries, or a flush and a checkpoint. */
+  private chain: Promise<void> = Promise.resolve();
+  /** Set when the lock was taken over: this log appends nothing more (fencing, docs/log.md#on-disk). */
+  private fenced: HttpError | undefined;
 
   private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
     this.options = options;
@@ -77,16 +105,17 @@ export class TransparencyLog {
   /**
    * Opens the log in `dir`, or creates a new one with a new origin when the folder holds none. A stored log is
    * checked first (entries, tiles, the last checkpoint's root and signature); one that does not hold together is
-   * refused with StoredLogError, never truncated or forked. Then a new key signs a checkpoint that extends it.
+   * refused with StoredLogError, never truncated or forked; one that does not extend a checkpoint the log signed before
+   * (the state file, checkpoint.cosigned) with LogRolledBack. Then the log's key signs a checkpoint that extends it.
    */
   static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
-    const release = lockLogFolder(options.dir);
+    const lock = lockLogFolder(options.dir, options.lockTiming);
     try {
       const log = await TransparencyLog.openLocked(options);
-      log.release = release;
+      log.lock = lock;
       return log;
     } catch (err) {
-      release();
+      lock.release();
       throw err;
     }
   }
@@ -96,26 +125,35 @@ export class TransparencyLog {
     let origin: string;
     let keys: string[];
     let tree: TiledTree;
+    if (identity !== undefined && options.origin !== undefined && identity.origin !== options.origin)
+      throw new LogOriginMismatch(
+        `${options.dir} keeps the log ${identity.origin}, and transparency_log.origin is ${options.origin}: the origin is the log's name. Set it back to ${identity.origin}, or start the new log in an empty folder with a state file of its own`,
+      );
     if (identity === undefined) {
-      origin = `${options.originPrefix}/${randomBytes(8).toString('hex')}`;
+      origin = options.origin ?? `${options.originPrefix}/${randomBytes(8).toString('hex')}`;
       keys = [];
       const { tree: stored } = await loadStoredTree(options.dir);
       if (stored.size > 0) throw new StoredLogError(`${options.dir} holds entries but no log.json: the log's origin and keys were lost`);
       tree = stored;
+      // A folder emptied under a configured origin is a rollback to nothing when the state says that origin signed.
+      await checkNotRolledBack(options, { origin, keys: [], created: '' }, tree);
     } else {
       ({ origin, keys } = identity);
       const loaded = await loadStoredTree(options.dir);
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
+      await checkNotRolledBack(options, identity, tree);
       await writeTiles(options.dir, tree, loaded.missing);
       tree.dropWritten(tree.size);
     }
-    const key = generateLogKey(origin);
+    const key = options.privateKey === undefined ? generateLogKey(origin) : logKeyOf(origin, options.privateKey);
     await writeDurably(
       join(options.dir, 'log.json'),
-      JSON.stringify({ origin, created: identity?.created ?? new Date().toISOString(), keys: [...keys, key.vkey] }, null, 2) + '\n',
+      JSON.stringify({ origin, created: identity?.created ?? new Date().toISOString(), keys: keys.includes(key.vkey) ? keys : [...keys, key.vkey] }, null, 2) +
+        '\n',
     );
     const note = signNote(checkpointText(origin, tree.size, rootHash(tree.reader, tree.size)), key);
+    if (options.statePath !== undefined) await writeLastSigned(options.statePath, note, options.stateKey);
     await writeDurably(join(options.dir, 'checkpoint'), note);
     const log = new TransparencyLog(options, origin, key, tree, { size: tree.size, note });
     options.logger.info(
@@ -149,6 +187,7 @@ export class TransparencyLog {
   }
 
   private appendPending(entry: string, receiptId: string | undefined): number {
+    if (this.fenced !== undefined) throw this.fenced;
     this.pending.push(entry);
     const index = this.next++;
     if (receiptId !== undefined && receiptId !== '') {
@@ -164,6 +203,26 @@ export class TransparencyLog {
       }
     }
     return index;
+  }
+
+  /**
+   * Resolves once entry `index` is on disk (its entry bundle written and synced), so a receipt carrying the index is
+   * one the log holds after a crash; rejects with a 503 (`log_unavailable`) when the write failed or the folder was
+   * taken over. Waiting entries are written together as soon as the previous write ends (group commit), not at the
+   * next checkpoint: a receipt waits for one write, the checkpoint still comes every `batchMs`.
+   */
+  whenDurable(index: number): Promise<void> {
+    if (index < this.persisted) return Promise.resolve();
+    if (this.fenced !== undefined) return Promise.reject(this.fenced);
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ index, resolve, reject });
+      if (this.flushQueued) return;
+      this.flushQueued = true;
+      setImmediate(() => {
+        this.flushQueued = false;
+        void this.inTurn(() => this.flush());
+      });
+    });
   }
 
   /** The leaf indexes of a recent receipt id, or undefined when the log does not remember it. */
@@ -214,11 +273,49 @@ export class TransparencyLog {
 
   /** Integrates what is pending: appends, writes the tiles, signs and writes one checkpoint, then publishes it. */
   integrate(): Promise<void> {
-    this.integrating ??= this.integrateOnce().finally(() => (this.integrating = undefined));
+    this.integrating ??= this.inTurn(async () => {
+      await this.flush();
+      await this.signCheckpoint();
+    }).finally(() => (this.integrating = undefined));
     return this.integrating;
   }
 
-  private async integrateOnce(): Promise<void> {
+  /** Runs `step` after the steps before it: two batches never write the folder at once. */
+  private inTurn(step: () => Promise<void>): Promise<void> {
+    const done = this.chain.then(step);
+    this.chain = done.catch(() => undefined);
+    return done;
+  }
+
+  /** Whether the folder lock is still this log's; the first time it is not, everything waiting is refused. */
+  private stillHeld(): boolean {
+    if (this.fenced !== undefined) return false;
+    if (this.lock.held()) return true;
+    this.fenced = httpError(
+      'log_unavailable',
+      "This server no longer keeps its transparency log (another Sigil took the log folder over), so it gives no receipt the log would not hold. Retry: the service's other instance answers.",
+    );
+    clearInterval(this.timer);
+    this.pending = [];
+    this.options.logger.error({ dir: this.options.dir }, 'transparency log: the folder lock was taken over by another Sigil; this one stops appending');
+    this.settle(Infinity, this.fenced);
+    return false;
+  }
+
+  /** Resolves (or, with `err`, rejects) the waiters of entries below `size`. */
+  private settle(size: number, err?: HttpError): void {
+    let done = 0;
+    while (done < this.waiters.length && this.waiters[done]!.index < size) done++;
+    const settled = this.waiters.splice(0, done);
+    for (const w of settled) {
+      if (err === undefined) w.resolve();
+      else w.reject(err);
+    }
+  }
+
+  /** Appends what is pending to the tree and writes the changed entry bundles and full tiles, then answers the waiters. */
+  private async flush(): Promise<void> {
+    if (!this.stillHeld()) return;
     const batch = this.pending;
     if (batch.length === 0 && this.persisted === this.tree.size) return;
     this.pending = [];
@@ -226,17 +323,31 @@ export class TransparencyLog {
     const size = this.tree.size;
     try {
       await persistTiles(this.options.dir, this.tree, this.persisted);
-      this.persisted = size;
-      this.tree.dropWritten(size);
+    } catch (err) {
+      // Still in the tree: the next batch writes these entries again, with its own; who waited now is told.
+      this.options.logger.error({ err: (err as Error).message, size }, 'transparency log: writing entries or tiles failed; retrying with the next batch');
+      this.settle(size, httpError('log_unavailable', 'The transparency log could not write this receipt to disk, so no receipt is given. Retry later.'));
+      return;
+    }
+    // Taken over while writing: what was just written is not this log's to vouch for.
+    if (!this.stillHeld()) return;
+    this.persisted = size;
+    this.tree.dropWritten(size);
+    this.settle(size);
+  }
+
+  /** Signs one checkpoint over what is on disk, records it outside the folder, writes it, then publishes it. */
+  private async signCheckpoint(): Promise<void> {
+    const size = this.persisted;
+    if (size === this.published.size || !this.stillHeld()) return;
+    try {
       const note = signNote(checkpointText(this.origin, size, rootHash(this.tree.reader, size)), this.key);
+      if (this.options.statePath !== undefined) await writeLastSigned(this.options.statePath, note, this.options.stateKey);
       await writeDurably(join(this.options.dir, 'checkpoint'), note);
       this.published = { size, note };
     } catch (err) {
-      // Not published: the next batch writes these tiles again, with its own.
-      this.options.logger.error(
-        { err: (err as Error).message, size },
-        'transparency log: writing tiles or the checkpoint failed; retrying with the next batch',
-      );
+      // Not published: the next batch signs again.
+      this.options.logger.error({ err: (err as Error).message, size }, 'transparency log: writing the checkpoint failed; retrying with the next batch');
     }
   }
 
@@ -248,7 +359,7 @@ export class TransparencyLog {
     try {
       await this.integrate();
     } finally {
-      this.release();
+      this.lock.release();
     }
   }
 }
@@ -286,4 +397,47 @@ async function checkStoredCheckpoint(dir: string, identity: LogIdentity, tree: T
     throw new StoredLogError(`${dir}/checkpoint covers ${checkpoint.size} entries and only ${tree.size} are stored: the log was truncated`);
   if (!rootHash(tree.reader, checkpoint.size).equals(checkpoint.root))
     throw new StoredLogError(`the stored entries do not hash to the root of ${dir}/checkpoint: the log was altered`);
+}
+
+/**
+ * The folder must extend every checkpoint this log is known to have signed: the one in the state file outside the
+ * folder, and the latest one its witnesses cosigned (`checkpoint.cosigned`, kept in the folder by the witness push).
+ * Each is checked against the stored tree: as many entries at least, and the same root at its size.
+ */
+async function checkNotRolledBack(options: TransparencyLogOptions, identity: LogIdentity, tree: TiledTree): Promise<void> {
+  const known: Array<{ note: string; where: string; signed: boolean }> = [];
+  if (options.statePath !== undefined) {
+    // The state file is this log's own (sealed where a seed exists): its signer may be a key a rolled-back log.json lost.
+    const last = await readLastSigned(options.statePath, options.stateKey);
+    if (last !== undefined) known.push({ note: last, where: `the state file ${options.statePath}`, signed: false });
+    else if (tree.size > 0)
+      options.logger.warn(
+        { state: options.statePath, size: tree.size },
+        'transparency log: no state file for a log that holds entries (a first start with one, or it was lost): this start cannot tell a rolled-back folder; only checkpoint.cosigned and the witnesses guard it',
+      );
+  }
+  const cosigned = await readFile(join(options.dir, 'checkpoint.cosigned'), 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (cosigned !== undefined) known.push({ note: cosigned, where: `${options.dir}/checkpoint.cosigned`, signed: true });
+  for (const { note, where, signed } of known) {
+    let checkpoint;
+    try {
+      checkpoint = parseCheckpoint(signed ? openNote(note, identity.keys.map(parseVerifierKey)).text : parseNote(note).text);
+    } catch (err) {
+      throw new StoredLogError(`${where}: ${(err as Error).message}`);
+    }
+    // Another log's state (a folder replaced by a new log): not this log's history.
+    if (checkpoint.origin !== identity.origin) continue;
+    const restore = `Restore the folder from a copy holding at least ${checkpoint.size} entries, or start a new log (a new origin) in an empty folder; the refused start changed nothing`;
+    if (checkpoint.size > tree.size)
+      throw new LogRolledBack(
+        `${where} shows this log signed a checkpoint of ${checkpoint.size} entries, and ${options.dir} holds ${tree.size}: the folder was rolled back, and extending it would sign a second history under ${identity.origin}. ${restore}`,
+      );
+    if (!rootHash(tree.reader, checkpoint.size).equals(checkpoint.root))
+      throw new LogRolledBack(
+        `the first ${checkpoint.size} entries of ${options.dir} do not hash to the root of the checkpoint in ${where}: the folder holds another history, and extending it would sign a fork. ${restore}`,
+      );
+  }
 }

@@ -49,6 +49,8 @@ export interface Handoff extends ReloadedParts {
 
 /** The primary's answer to `log.read`: the resource, or the catalogue error the worker sends instead. */
 export type LogReply = LogDocument | { error: { code: ErrorCode; message: string; param: string | null } };
+/** The answer to log.append: the leaf index once the entry is on disk, or the catalogue error (503 log_unavailable). */
+export type LogAppendReply = number | { error: { code: ErrorCode; message: string; param: string | null } };
 
 export type ReceiptCall =
   { op: 'receipts.put'; receiptId: string; owner: ReceiptOwner; jws: string } | { op: 'receipts.get'; receiptId: string; owner: ReceiptOwner };
@@ -63,7 +65,7 @@ export type PrimaryCall =
   | { op: 'budget.lease'; bytes: number; least: number }
   /**
    * A receipt's log entry (SHA-256 of its bytes, in base64: a string crosses the channel for less than a typed array,
-   * which node's serializer copies in JavaScript) for the primary's sequencer; answered with its leaf index.
+   * which node's serializer copies in JavaScript) for the primary's sequencer; answered with its leaf index once the entry is on disk (LogAppendReply).
    */
   | { op: 'log.append'; entry: string; receiptId: string }
   /** GET /v1/log/<resource>?<query>, answered from the primary's log as a LogReply. */

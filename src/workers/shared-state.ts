@@ -21,6 +21,7 @@ import {
   isWorkerMessage,
   type Answer,
   type CallBatch,
+  type LogAppendReply,
   type LogReply,
   type PrimaryCall,
   type PrimaryNotice,
@@ -157,8 +158,10 @@ export class PrimaryLog implements ServedLog {
     this.#channel = channel;
   }
 
-  append(jws: string, receiptId: string): Promise<number> {
-    return this.#channel.call({ op: 'log.append', entry: hash('sha256', jws, 'base64'), receiptId });
+  async append(jws: string, receiptId: string): Promise<number> {
+    const reply = await this.#channel.call<LogAppendReply>({ op: 'log.append', entry: hash('sha256', jws, 'base64'), receiptId });
+    if (typeof reply !== 'number') throw httpError(reply.error.code, reply.error.message, reply.error.param);
+    return reply;
   }
 
   async read(resource: string, query: string): Promise<LogDocument> {
@@ -172,6 +175,18 @@ export class PrimaryLog implements ServedLog {
 function readLog(log: TransparencyLog, resource: string, query: string): LogReply {
   try {
     return logDocument(log, resource, query);
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    return { error: { code: err.code, message: err.message, param: err.param } };
+  }
+}
+
+/** A worker's entry appended to the primary's log, answered with its index once on disk; a refusal travels as the catalogue error. */
+async function appendDurably(log: TransparencyLog, entry: string, receiptId: string): Promise<LogAppendReply> {
+  try {
+    const index = log.appendEntry(entry, receiptId);
+    await log.whenDurable(index);
+    return index;
   } catch (err) {
     if (!(err instanceof HttpError)) throw err;
     return { error: { code: err.code, message: err.message, param: err.param } };
@@ -225,7 +240,7 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
         return (await lease.grow(call.least)) ? call.least : 0;
       case 'log.append':
         if (log === undefined) throw new Error('no transparency log');
-        return log.appendEntry(call.entry, call.receiptId);
+        return appendDurably(log, call.entry, call.receiptId);
       case 'log.read':
         if (log === undefined) throw new Error('no transparency log');
         return readLog(log, call.resource, call.query);

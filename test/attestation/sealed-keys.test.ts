@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,6 +125,29 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
     const checks = await verify(second, secondDoc);
     expect(failing(checks)).toEqual([]);
     expect(checks.find((c) => c.name === 'attestation.key_origin')).toEqual({ name: 'attestation.key_origin', ok: true, detail: SEALED_DETAIL });
+  });
+
+  it('a sealed log key: the same log identity across starts of the same code; other code is a new identity, refused on the old folder', async () => {
+    const device = sevGuestDevice('log', {});
+    const logDir = join(mkdtempSync(join(tmpdir(), 'sigil-sealed-log-')), 'log');
+    const config = { transparency_log: { dir: logDir, key_source: 'sealed', batch_ms: 50 } };
+    const binding = async (sigil: TestSigil) => (await fresh(sigil)).binding;
+    const first = await startSealed(device, { config });
+    const firstBinding = await binding(first);
+    await first.close(0);
+    const second = await startSealed(device, { config });
+    const secondBinding = await binding(second);
+    expect(secondBinding.transparency_log).toEqual(firstBinding.transparency_log);
+    expect(secondBinding.key_origin.log).toEqual({ origin: 'sealed', bound_to: 'sev-snp:vcek:measurement+policy' });
+    await second.close(0);
+    // One key in log.json after two starts: the identity a witness is configured with.
+    expect((JSON.parse(readFileSync(join(logDir, 'log.json'), 'utf8')) as { keys: string[] }).keys).toEqual([firstBinding.transparency_log!.vkey]);
+    // New code (another measurement): its sealed state key cannot open the state the old code sealed, so it does not sign here.
+    const upgraded = Buffer.alloc(48, 0x7a);
+    await expect(startSealed(sevGuestDevice('log-upgraded', { measurement: upgraded }), { measurement: upgraded, config })).rejects.toThrow(
+      `transparency_log: the log's state file ${logDir}.state was not written by this enclave (its seal does not verify): it was edited, or made by other code. ` +
+        'A code upgrade is a new log identity (docs/log.md#identity): give transparency_log.dir and transparency_log.state new places (and transparency_log.origin a new name), and keep this folder for auditors (docs/log.md#rollback)',
+    );
   });
 
   it('another measurement, another chip root key or another guest policy gives another key', async () => {

@@ -26,7 +26,15 @@ export async function handleLog(req: IncomingMessage, res: ServerResponse, ctx: 
 
 /** The log of this process, served as it is: the sequencer's own (one serving process, or the primary answering its workers). */
 export function servedLocally(log: TransparencyLog): ServedLog {
-  return { append: (jws, receiptId) => log.append(jws, receiptId), read: (resource, query) => logDocument(log, resource, query) };
+  return {
+    // The index leaves only once its entry is on disk: a receipt a client holds is one the log keeps across a crash.
+    append: async (jws, receiptId) => {
+      const index = log.append(jws, receiptId);
+      await log.whenDurable(index);
+      return index;
+    },
+    read: (resource, query) => logDocument(log, resource, query),
+  };
 }
 
 const json = (value: unknown): LogDocument => ({ contentType: 'application/json', body: Buffer.from(JSON.stringify(value)) });
