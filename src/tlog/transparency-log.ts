@@ -8,7 +8,7 @@ import type { TileRef } from '../verify/tlog/tile-path.ts';
 import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
 import { generateLogKey, signNote, type LogKey } from './log-key.ts';
-import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
+import { dropTiles, loadStoredTree, partialTiles, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
 import { lockLogFolder } from './folder-lock.ts';
@@ -107,7 +107,8 @@ export class TransparencyLog {
       const loaded = await loadStoredTree(options.dir);
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
-      await writeTiles(options.dir, tree, loaded.missing);
+      await dropTiles(options.dir, loaded.stale);
+      await writeTiles(options.dir, tree, [...loaded.missing, ...partialTiles(tree)]);
       tree.dropWritten(tree.size);
     }
     const key = generateLogKey(origin);
