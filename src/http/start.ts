@@ -49,6 +49,7 @@ import { makeEhbpServerKey } from '../ehbp/server-key.ts';
 import { outsideVmProblem } from '../policy/upstreams.ts';
 import { TransparencyLog } from '../tlog/transparency-log.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
+import { WitnessKeyError } from '../tlog/witness-push.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/log.ts';
 
@@ -386,9 +387,15 @@ async function openTransparencyLog(config: LoadedConfig, logger: Logger): Promis
       batchMs: settings.batch_ms,
       idsKept: settings.ids_kept,
       logger,
+      witnesses: {
+        targets: settings.witnesses,
+        quorum: settings.witness_quorum ?? settings.witnesses.length,
+        timeoutMs: settings.witness_timeout_ms,
+      },
     });
   } catch (err) {
     if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
+    if (err instanceof WitnessKeyError) throw new ConfigError(`transparency_log.witnesses: ${err.message} (docs/log.md#witnesses)`);
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',

@@ -12,6 +12,7 @@ import { dropTiles, loadStoredTree, partialTiles, persistTiles, StoredLogError, 
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
 import { lockLogFolder } from './folder-lock.ts';
+import { WitnessPush, type WitnessTarget } from './witness-push.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -23,6 +24,8 @@ export interface TransparencyLogOptions {
   /** How many recent receipt ids are remembered with their leaf indexes. */
   idsKept: number;
   logger: Logger;
+  /** The witnesses each new checkpoint is pushed to, and how many must cosign (docs/log.md#witnesses); absent: none. */
+  witnesses?: { targets: readonly WitnessTarget[]; quorum: number; timeoutMs: number };
 }
 
 /** log.json: who this log is, and every key that ever signed one of its checkpoints (public; docs/log.md#on-disk). */
@@ -62,6 +65,8 @@ export class TransparencyLog {
   private idAt = 0;
   /** Gives the log folder back (folder-lock.ts); set by open. */
   private release: () => void = () => undefined;
+  /** Pushes each published checkpoint to the witnesses; set by open when witnesses are configured. */
+  private witnessPush: WitnessPush | undefined;
 
   private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
     this.options = options;
@@ -80,10 +85,26 @@ export class TransparencyLog {
    * refused with StoredLogError, never truncated or forked. Then a new key signs a checkpoint that extends it.
    */
   static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
+    let opened: TransparencyLog | undefined;
+    // Made first, so a bad witness key (WitnessKeyError) changes nothing in the folder.
+    const witnessPush =
+      options.witnesses === undefined || options.witnesses.targets.length === 0
+        ? undefined
+        : new WitnessPush({
+            dir: options.dir,
+            witnesses: options.witnesses.targets,
+            quorum: options.witnesses.quorum,
+            timeoutMs: options.witnesses.timeoutMs,
+            logger: options.logger,
+            consistency: (from, to) => opened?.consistency(from, to),
+          });
     const release = lockLogFolder(options.dir);
     try {
       const log = await TransparencyLog.openLocked(options);
       log.release = release;
+      await witnessPush?.load();
+      log.witnessPush = witnessPush;
+      opened = log;
       return log;
     } catch (err) {
       release();
@@ -130,6 +151,7 @@ export class TransparencyLog {
   start(): void {
     this.timer ??= setInterval(() => void this.integrate(), this.options.batchMs);
     this.timer.unref();
+    this.witnessPush?.push(this.published);
   }
 
   /**
@@ -176,6 +198,16 @@ export class TransparencyLog {
   /** The latest signed checkpoint. */
   get checkpoint(): Published {
     return this.published;
+  }
+
+  /** The newest checkpoint a quorum of witnesses cosigned (`checkpoint.cosigned`), or undefined when none has. */
+  get cosignedCheckpoint(): string | undefined {
+    return this.witnessPush?.cosigned;
+  }
+
+  /** Resolves once every checkpoint published so far was pushed to the witnesses (or none are configured). */
+  async witnessed(): Promise<void> {
+    await this.witnessPush?.settled();
   }
 
   /** How many tiles and entry bundles the log holds in memory (docs/log.md#memory). */
@@ -232,6 +264,7 @@ export class TransparencyLog {
       const note = signNote(checkpointText(this.origin, size, rootHash(this.tree.reader, size)), this.key);
       await writeDurably(join(this.options.dir, 'checkpoint'), note);
       this.published = { size, note };
+      this.witnessPush?.push(this.published);
     } catch (err) {
       // Not published: the next batch writes these tiles again, with its own.
       this.options.logger.error(
@@ -248,6 +281,7 @@ export class TransparencyLog {
     await this.integrating;
     try {
       await this.integrate();
+      await this.witnessPush?.settled();
     } finally {
       this.release();
     }

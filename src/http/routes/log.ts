@@ -63,6 +63,11 @@ function readLog(log: TransparencyLog, resource: string, query: string): LogDocu
   const params = new URLSearchParams(query);
   if (resource === 'checkpoint')
     return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(log.checkpoint.note) };
+  if (resource === 'checkpoint.cosigned') {
+    const cosigned = log.cosignedCheckpoint;
+    if (cosigned === undefined) throw httpError('not_found', 'No checkpoint of this log was cosigned by the quorum of its witnesses yet.');
+    return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(cosigned) };
+  }
   if (resource === 'proof') return json(inclusion(log, params));
   if (resource === 'consistency') return json(consistency(log, params));
   if (resource.startsWith('tile/')) {
