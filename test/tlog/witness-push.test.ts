@@ -11,6 +11,10 @@ import { startTestEngine } from '../support/test-engine.ts';
 import { startTestSigil } from '../support/sigil.ts';
 import { attestedLog } from '../support/transparency-log.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { runSigilCli, SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { killChild } from '../support/kill-child.ts';
+import { spawn } from 'node:child_process';
+import { freePort } from '../support/free-port.ts';
 
 const logger = createLogger('silent');
 const witnesses: SpecWitness[] = [];
@@ -125,6 +129,44 @@ describe('the log pushes each checkpoint to its witnesses (C2SP tlog-witness) an
     ).rejects.toThrow(/the key of witness http:\/\/127\.0\.0\.1:9 is not a cosignature\/v1 key \(type 4\)/);
     expect(readdirSync(untouched)).toEqual([]);
     await log.close();
+  });
+});
+
+describe('the log and `sigil witness serve` together', () => {
+  it('a log pushes to a sigil witness: cosigned at each size, the witness state following the log', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-witness-push-'));
+    const files = mkdtempSync(join(tmpdir(), 'sigil-witness-served-'));
+    const keygen = await runSigilCli('witness', 'keygen', '--name', 'witness.example/served', '--key', join(files, 'w.json'));
+    expect(keygen.code).toBe(0);
+    const wvkey = keygen.stdout.trim();
+    // The witness must trust the log's key and the log must know the witness's URL: the port is chosen first.
+    const port = await freePort();
+    const log = await TransparencyLog.open({
+      dir,
+      originPrefix: 'served.example',
+      batchMs: 1000,
+      idsKept: 10,
+      logger,
+      witnesses: { targets: [{ url: `http://127.0.0.1:${port}`, vkey: wvkey }], quorum: 1, timeoutMs: 10_000 },
+    });
+    const args = ['witness', 'serve', '--key', join(files, 'w.json'), '--state', join(files, 'state.json'), '--log', log.key.vkey];
+    const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, ...args, '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      await waitFor('the witness to listen', () => out.includes('listening on'));
+      log.start();
+      await log.witnessed();
+      await grow(log, 3);
+      await grow(log, 260);
+      const cosigned = readFileSync(join(dir, 'checkpoint.cosigned'), 'utf8');
+      const opened = openCheckpoint(cosigned, parseVerifierKey(log.key.vkey), log.origin, { witnesses: [parseVerifierKey(wvkey)], required: 1 });
+      expect(opened.size).toBe(263);
+      expect(JSON.parse(readFileSync(join(files, 'state.json'), 'utf8'))).toEqual({ [log.origin]: { size: 263, root: opened.root.toString('base64') } });
+    } finally {
+      await killChild(child);
+      await log.close();
+    }
   });
 });
 
