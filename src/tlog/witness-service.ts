@@ -9,8 +9,8 @@ import type { WitnessState } from './witness-state.ts';
 export interface WitnessServiceOptions {
   key: WitnessKey;
   state: WitnessState;
-  /** The log keys this witness trusts (type 0x01); each key's name is its log's origin. */
-  logs: NoteVerifier[];
+  /** The logs this witness follows: each origin and a key (type 0x01) it trusts for it. */
+  logs: Array<{ origin: string; key: NoteVerifier }>;
   /** Seconds since the epoch, for the cosignature's timestamp. */
   now?: () => number;
   onCosigned?: (origin: string, size: number) => void;
@@ -74,7 +74,7 @@ async function addCheckpoint(options: WitnessServiceOptions, body: string): Prom
     return text(400, (err as Error).message);
   }
   const origin = request.note.slice(0, request.note.indexOf('\n'));
-  const keys = options.logs.filter((k) => k.name === origin);
+  const keys = options.logs.filter((l) => l.origin === origin).map((l) => l.key);
   if (keys.length === 0) return text(404, `this witness does not follow the log of origin "${origin}"`);
   let checkpoint;
   try {

@@ -20,24 +20,9 @@ let vkey: string;
 let witness: { child: ChildProcess; url: string } | undefined;
 
 /** `sigil witness serve` on a free loopback port; resolves with its URL once it listens. */
-async function serveWitness(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    [
-      ...SIGIL_FROM_SOURCES,
-      'witness',
-      'serve',
-      '--key',
-      join(work, 'w1.json'),
-      '--state',
-      join(work, 'state.json'),
-      '--log',
-      log.key.vkey,
-      '--listen',
-      '127.0.0.1:0',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+async function serveWitness(followed = log.key.vkey, state = join(work, 'state.json')): Promise<{ child: ChildProcess; url: string }> {
+  const args = ['witness', 'serve', '--key', join(work, 'w1.json'), '--state', state, '--log', followed, '--listen', '127.0.0.1:0'];
+  const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const url = await waitFor('the witness to listen', () => /listening on (http:\/\/\S+)/.exec(out)?.[1]);
@@ -47,14 +32,14 @@ async function serveWitness(): Promise<{ child: ChildProcess; url: string }> {
 /** The request body as tlog-witness words it: `old N`, proof lines, an empty line, the checkpoint. */
 const body = (old: number, proof: string[], note: string) => `old ${old}\n${proof.map((p) => `${p}\n`).join('')}\n${note}`;
 
-async function add(old: number, proof: string[], note: string): Promise<{ status: number; type: string | null; text: string }> {
-  const res = await fetch(`${witness!.url}/add-checkpoint`, { method: 'POST', body: body(old, proof, note) });
+async function add(old: number, proof: string[], note: string, url = witness!.url): Promise<{ status: number; type: string | null; text: string }> {
+  const res = await fetch(`${url}/add-checkpoint`, { method: 'POST', body: body(old, proof, note) });
   return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
 }
 
 /** Checks a cosignature/v1 line from the tlog-cosignature text alone: key ID, timestamp, Ed25519 over the header, time line and checkpoint. */
 function cosignatureVerifies(line: string, checkpointNote: string): { name: string; timestamp: number } | undefined {
-  const [name, vkeyId, material] = vkey.split('+') as [string, string, string];
+  const [, name, vkeyId, material] = /^([^+]+)\+([0-9a-f]{8})\+(.+)$/.exec(vkey) as unknown as [string, string, string, string];
   const m = /^\u2014 (\S+) (\S+)\n$/.exec(line);
   if (m === null || m[1] !== name) return undefined;
   const sig = Buffer.from(m[2]!, 'base64');
@@ -145,5 +130,35 @@ describe('sigil witness serve: the C2SP tlog-witness API', () => {
     await log.integrate();
     const answers = await Promise.all([add(310, proof(310, 320), at320), add(310, proof(310, 330), log.checkpoint.note)]);
     expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+  });
+});
+
+describe('sigil witness serve against the test data of transparency-dev/witness (checkpoints and a proof that Sigil did not make)', () => {
+  const data = JSON.parse(readFileSync(new URL('../vectors/transparency-dev-witness/monkeys-log.json', import.meta.url), 'utf8')) as {
+    origin: string;
+    log_vkey: string;
+    init: string;
+    init_other_log: string;
+    next: string;
+    proof_5_to_8_hex: string[];
+  };
+
+  it("cosigns the log's checkpoints of origin 'Log Checkpoint v0' (key monkeys) and checks their consistency proof", async () => {
+    const other = await serveWitness(`${data.origin} ${data.log_vkey}`, join(work, 'monkeys-state.json'));
+    try {
+      expect((await add(0, [], data.init_other_log, other.url)).status).toBe(403);
+      const first = await add(0, [], data.init, other.url);
+      expect(first.status).toBe(200);
+      expect(cosignatureVerifies(first.text, data.init)?.name).toBe('witness.example/w1');
+      const proof = data.proof_5_to_8_hex.map((h) => Buffer.from(h, 'hex').toString('base64'));
+      const bad = [...proof].reverse();
+      expect((await add(5, bad, data.next, other.url)).status).toBe(422);
+      const next = await add(5, proof, data.next, other.url);
+      expect(next.status).toBe(200);
+      expect(cosignatureVerifies(next.text, data.next)).toBeDefined();
+      expect(await add(5, proof, data.next, other.url)).toEqual({ status: 409, type: 'text/x.tlog.size', text: '8\n' });
+    } finally {
+      await killChild(other.child);
+    }
   });
 });
