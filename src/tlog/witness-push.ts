@@ -87,7 +87,7 @@ export class WitnessPush {
   /** Queues `checkpoint` for the witnesses; returns at once. */
   push(checkpoint: Checkpoint): void {
     this.pending = checkpoint;
-    this.running ??= this.drain().finally(() => (this.running = undefined));
+    this.running ??= this.drain();
   }
 
   /** Resolves once nothing is pending or being pushed. */
@@ -95,10 +95,20 @@ export class WitnessPush {
     while (this.running !== undefined) await this.running;
   }
 
+  /** Pushes what is pending until nothing is; `running` is cleared in the same turn as the last check, so no push is left behind. */
   private async drain(): Promise<void> {
-    for (let next = this.pending; next !== undefined; next = this.pending) {
-      this.pending = undefined;
-      await this.pushToAll(next);
+    try {
+      while (this.pending !== undefined) {
+        const next = this.pending;
+        this.pending = undefined;
+        try {
+          await this.pushToAll(next);
+        } catch (err) {
+          this.options.logger.error({ err: (err as Error).message, size: next.size }, 'transparency log: keeping the cosigned checkpoint failed');
+        }
+      }
+    } finally {
+      this.running = undefined;
     }
   }
 
