@@ -46,8 +46,11 @@ function consistent(size1: number, size2: number, proof: Buffer[], root1: Buffer
 
 const keyId = (name: string, type: number, raw: Buffer) => sha256(Buffer.from(`${name}\n`), Buffer.from([type]), raw).subarray(0, 4);
 
-export async function startSpecWitness(name: string, options: { hang?: boolean } = {}): Promise<SpecWitness> {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+/** `hang`: never answers; `impostor`: signs with another key than the one its `vkey` names. */
+export async function startSpecWitness(name: string, options: { hang?: boolean; impostor?: boolean } = {}): Promise<SpecWitness> {
+  const own = generateKeyPairSync('ed25519');
+  const publicKey = own.publicKey;
+  const privateKey = options.impostor === true ? generateKeyPairSync('ed25519').privateKey : own.privateKey;
   const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url');
   const id = keyId(name, 4, raw);
   const logs = new Map<string, Array<{ id: Buffer; key: KeyObject }>>();

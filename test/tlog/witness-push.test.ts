@@ -19,7 +19,7 @@ import { freePort } from '../support/free-port.ts';
 const logger = createLogger('silent');
 const witnesses: SpecWitness[] = [];
 
-async function witness(name: string, options: { hang?: boolean } = {}): Promise<SpecWitness> {
+async function witness(name: string, options: { hang?: boolean; impostor?: boolean } = {}): Promise<SpecWitness> {
   const w = await startSpecWitness(name, options);
   witnesses.push(w);
   return w;
@@ -110,6 +110,20 @@ describe('the log pushes each checkpoint to its witnesses (C2SP tlog-witness) an
     expect({ good: good.statuses, stranger: stranger.statuses }).toEqual({ good: [200], stranger: [403] });
     expect(hanging.statuses).toEqual([]);
     expect(log.cosignedCheckpoint).toBe(undefined);
+    await log.close();
+  });
+
+  it('does not count a cosignature that does not verify under the configured key', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-witness-push-'));
+    const [good, impostor] = [await witness('witness.example/good'), await witness('witness.example/impostor', { impostor: true })];
+    const log = await open(dir, [good, impostor], 1);
+    good.trust(log.key.vkey);
+    impostor.trust(log.key.vkey);
+    await grow(log, 2);
+    expect(impostor.statuses).toEqual([200]);
+    const cosigned = readFileSync(join(dir, 'checkpoint.cosigned'), 'utf8');
+    expect(cosigned.slice(log.checkpoint.note.length).split(' ')[1]).toBe('witness.example/good');
+    expect(cosigned.includes('witness.example/impostor')).toBe(false);
     await log.close();
   });
 
