@@ -24,15 +24,28 @@ function prefixes(url: string): { log: string; service: string | undefined } {
   return { log: `${bare}/v1/log`, service: bare };
 }
 
+/** Whether `url` itself serves a `checkpoint`: a mirror of the log folder (docs/log.md#mirroring), not a service. */
+async function servesCheckpoint(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/checkpoint`);
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * The log to check: `--log-key VKEY` pins its key (its name is the origin); without it the key is the one the
+ * The log to check: `--log-key VKEY` pins its key (its name is the origin), and a URL that serves `checkpoint` itself
+ * is the log's prefix (a static mirror), any other the service's; without it the key is the one the
  * service's attestation binding names, reported NOT PINNED since this command does not verify the hardware evidence.
  */
 export async function resolveLog(url: string, logKey: string | undefined, witnesses: NoteVerifier[], required: number): Promise<LogTarget> {
-  const { log: prefix, service } = prefixes(url);
+  const { log: servicePrefix, service } = prefixes(url);
   const policy = { witnesses, required };
   if (logKey !== undefined) {
     const key = parseVerifierKey(logKey);
+    const prefix = (await servesCheckpoint(url)) ? url.replace(/\/+$/, '') : servicePrefix;
     return { log: { url: prefix, origin: key.name, key, witnesses: policy }, keyCheck: pass('log.key', `the checkpoint key is pinned: ${logKey}`) };
   }
   if (service === undefined) throw new UsageError('give --log-key VKEY, or the service URL so its attestation binding names the key');
@@ -47,7 +60,7 @@ export async function resolveLog(url: string, logKey: string | undefined, witnes
     throw new TlogError('ERR_TLOG_VKEY', `the attestation binding of ${service} names no transparency log key: the service keeps no log`);
   const key = parseVerifierKey(vkey);
   return {
-    log: { url: prefix, origin: key.name, key, witnesses: policy },
+    log: { url: servicePrefix, origin: key.name, key, witnesses: policy },
     keyCheck: notPinned(
       'log.key',
       `${vkey}, read from the attestation binding of ${service}; this command does not verify the evidence (sigil verify ${service} does), so pin it with --log-key`,

@@ -3,19 +3,29 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { dirname } from 'node:path';
 import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
-import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId, parseNote } from '../verify/tlog/note.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { COSIGNATURE_V1, cosignedMessage, ED25519, formatVerifierKey, noteKeyId, parseNote, parseVerifierKey, type NoteVerifier } from '../verify/tlog/note.ts';
+import { readWitnessKey as readServedWitnessKey } from '../tlog/witness-key.ts';
+import { WitnessState } from '../tlog/witness-state.ts';
+import { witnessService } from '../tlog/witness-service.ts';
 import { fetchCheckpointNote, openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
 import { UsageError } from './cli-errors.ts';
 import { resolveLog } from './log-target.ts';
 
 const USAGE = `usage: sigil witness keygen --name NAME --key FILE
        sigil witness URL --key FILE --state FILE [--log-key VKEY] [--out FILE]
+       sigil witness serve --key FILE --state FILE --log [ORIGIN ]VKEY [--log ...] --listen HOST:PORT
 
 keygen   makes a witness key (Ed25519), writes it to FILE (mode 0600) and prints its verifier key (cosignature/v1)
 URL      fetches the log's checkpoint, checks its signature and, against the checkpoint this witness last
          cosigned for that origin (--state), the log's consistency proof; only then cosigns it (C2SP
          tlog-cosignature, with a timestamp), prints the cosigned checkpoint, adds the cosignature to --out
          FILE (kept with other witnesses' lines for the same checkpoint) and keeps it in --state
+serve    serves the C2SP tlog-witness API (POST /add-checkpoint) for the logs --log names (a Sigil log by its key,
+         whose name is its origin; another log as 'ORIGIN VKEY'): a log pushes
+         each checkpoint with a consistency proof from the last one this witness cosigned (--state, kept
+         durably before any cosignature is returned; the same file as the pull mode's)
 `;
 
 interface WitnessKey {
@@ -36,7 +46,7 @@ function readWitnessKey(file: string): { name: string; sign: (m: Buffer) => Buff
   };
 }
 
-type WitnessState = Record<string, { size: number; root: string }>;
+type PulledState = Record<string, { size: number; root: string }>;
 
 function keygen(name: string | undefined, file: string | undefined): number {
   if (name === undefined || file === undefined || /[\s+]/u.test(name))
@@ -68,6 +78,37 @@ function addToOut(file: string, note: string, line: string): string {
   return merged;
 }
 
+/** `--log VKEY` (a Sigil log: its key's name is its origin) or `--log 'ORIGIN VKEY'` (any other log's origin, then its key). */
+function followedLog(value: string): { origin: string; key: NoteVerifier } {
+  const space = value.lastIndexOf(' ');
+  const key = parseVerifierKey(value.slice(space + 1));
+  if (key.type !== ED25519) throw new UsageError(`--log ${value}: a log's checkpoint verifier key is of type 1, as its attestation binding names it`);
+  return { origin: space < 0 ? key.name : value.slice(0, space), key };
+}
+
+/** `sigil witness serve`: runs until SIGTERM or SIGINT. */
+async function serve(keyFile: string | undefined, stateFile: string | undefined, logs: string[] | undefined, listen: string | undefined): Promise<number> {
+  const where = /^(.+):(\d{1,5})$/.exec(listen ?? '');
+  if (keyFile === undefined || stateFile === undefined || logs === undefined || where === null)
+    throw new UsageError('serve needs --key FILE, --state FILE, at least one --log VKEY and --listen HOST:PORT');
+  const followed = logs.map(followedLog);
+  const key = readServedWitnessKey(keyFile);
+  mkdirSync(dirname(stateFile), { recursive: true });
+  const state = await WitnessState.open(stateFile);
+  const server = createServer(
+    { keepAlive: true },
+    witnessService({ key, state, logs: followed, onCosigned: (origin, size) => process.stderr.write(`cosigned ${origin} at ${size} entries\n`) }),
+  );
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(Number(where[2]), where[1]!.replace(/^\[|\]$/g, ''), resolve));
+  const { address, port } = server.address() as AddressInfo;
+  process.stdout.write(`witness ${key.vkey} listening on http://${address.includes(':') ? `[${address}]` : address}:${port}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = () => server.close(() => resolve());
+    process.once('SIGTERM', stop).once('SIGINT', stop);
+  });
+  return 0;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseOrUsage('witness', USAGE, {
     args: argv,
@@ -78,6 +119,8 @@ export async function run(argv: string[]): Promise<number> {
       state: { type: 'string' },
       'log-key': { type: 'string' },
       out: { type: 'string' },
+      log: { type: 'string', multiple: true },
+      listen: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -85,13 +128,14 @@ export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parsed;
   try {
     if (positionals[0] === 'keygen' && positionals.length === 1) return keygen(values.name, values.key);
+    if (positionals[0] === 'serve' && positionals.length === 1) return await serve(values.key, values.state, values.log, values.listen);
     if (positionals.length !== 1 || values.key === undefined || values.state === undefined)
       throw new UsageError('give the log URL, --key FILE and --state FILE');
     const witness = readWitnessKey(values.key);
     const { log } = await resolveLog(positionals[0]!, values['log-key'], [], 0);
     const note = await fetchCheckpointNote(log);
     const checkpoint = openLogCheckpoint(log, note);
-    const state: WitnessState = existsSync(values.state) ? (JSON.parse(readFileSync(values.state, 'utf8')) as WitnessState) : {};
+    const state: PulledState = existsSync(values.state) ? (JSON.parse(readFileSync(values.state, 'utf8')) as PulledState) : {};
     const last = state[checkpoint.origin];
     // The one rule of a witness: never cosign a checkpoint that does not extend the last one it cosigned.
     if (last !== undefined) await verifyLogConsistency(log, { size: last.size, root: Buffer.from(last.root, 'base64') }, checkpoint);

@@ -315,6 +315,23 @@ export const configSchema = z.strictObject({
       batch_ms: positiveInt.max(10_000).default(1000),
       /** How many recent receipt ids the log remembers for GET /v1/log/proof?receipt_id= (the leaf index always works). */
       ids_kept: positiveInt.default(100_000),
+      /** Witnesses each new checkpoint is pushed to (C2SP tlog-witness add-checkpoint): their URL prefix and cosignature/v1 key. */
+      witnesses: z
+        .array(
+          z.strictObject({
+            url: z.url({ protocol: /^https?$/ }),
+            vkey: z.string().regex(/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/=]+$/, 'must be a cosignature/v1 verifier key (name+keyid+base64)'),
+          }),
+        )
+        .default([]),
+      /** How many witnesses must cosign a checkpoint before it is served as cosigned (default: all of them). */
+      witness_quorum: z.number().int().nonnegative().optional(),
+      /** How long a witness may take to answer one add-checkpoint. */
+      witness_timeout_ms: positiveInt.max(60_000).default(5000),
+    })
+    .refine((t) => t.witness_quorum === undefined || t.witness_quorum <= t.witnesses.length, {
+      message: 'witness_quorum may not exceed the number of witnesses',
+      path: ['witness_quorum'],
     })
     .superRefine((log, ctx) => {
       if (log.key_source === 'file' && log.key_file === undefined)

@@ -54,6 +54,7 @@ import { LogOriginMismatch, LogRolledBack, TransparencyLog } from '../tlog/trans
 import { ed25519FromSeed } from '../tlog/log-key.ts';
 import { LogStateError } from '../tlog/signed-state.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
+import { WitnessKeyError } from '../tlog/witness-push.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/log.ts';
 
@@ -451,6 +452,11 @@ async function openTransparencyLog(
       batchMs: settings.batch_ms,
       idsKept: settings.ids_kept,
       logger,
+      witnesses: {
+        targets: settings.witnesses,
+        quorum: settings.witness_quorum ?? settings.witnesses.length,
+        timeoutMs: settings.witness_timeout_ms,
+      },
     });
   } catch (err) {
     if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
@@ -462,6 +468,7 @@ async function openTransparencyLog(
         `transparency_log: cannot write the log folder ${settings.dir} (${code}: ${(err as Error).message}). ` +
           'Free space or make it writable, then start again: the log on disk is as the last run left it, and the next start extends it (docs/log.md#faults).',
       );
+    if (err instanceof WitnessKeyError) throw new ConfigError(`transparency_log.witnesses: ${err.message} (docs/log.md#witnesses)`);
     throw new ConfigError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',

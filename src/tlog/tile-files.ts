@@ -1,6 +1,6 @@
 import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { TILE_WIDTH, parseTilePath, tilePath, type TileRef } from '../verify/tlog/tile-path.ts';
+import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../verify/tlog/tile-path.ts';
 import { TiledTree } from './tiled-tree.ts';
 import { parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
 
@@ -28,8 +28,8 @@ export async function writeDurably(path: string, bytes: Uint8Array | string): Pr
 }
 
 /**
- * What to write when the tree grew from `from` entries to its current size: the entry bundles that changed (the
- * partial one too: entries are the log's data) and the Merkle tiles that became full, each with its width at `from`.
+ * What to write when the tree grew from `from` entries to its current size: the entry bundles and Merkle tiles that
+ * changed, partial ones too (the folder is a complete log a static server can mirror), each with its width at `from`.
  */
 function changedTiles(tree: TiledTree, from: number): Array<{ tile: TileRef; before: number }> {
   const changed: Array<{ tile: TileRef; before: number }> = [];
@@ -41,8 +41,6 @@ function changedTiles(tree: TiledTree, from: number): Array<{ tile: TileRef; bef
     if (after === before) continue;
     for (let index = Math.floor(before / TILE_WIDTH); index * TILE_WIDTH < after; index++) {
       const width = Math.min(TILE_WIDTH, after - index * TILE_WIDTH);
-      // A partial Merkle tile is derived from the entries and served from memory: only full ones are written.
-      if (level !== 'entries' && width < TILE_WIDTH) continue;
       changed.push({ tile: { level, index, width }, before: Math.max(0, Math.min(TILE_WIDTH, before - index * TILE_WIDTH)) });
     }
   }
@@ -54,9 +52,9 @@ const ignoreMissing = (err: NodeJS.ErrnoException) => {
 };
 
 /**
- * Writes what changed since `from`: the entry bundles (the newest partial one included, then the partial copy it
- * replaces is dropped) and the Merkle tiles that became full. Partial Merkle tiles of every checkpointed width are
- * served from memory, as the specification requires; on start they are rebuilt from the entries.
+ * Writes what changed since `from`: the entry bundles and Merkle tiles, the newest partial ones included; then the
+ * partial copy each one replaces is dropped, so the folder keeps one partial tile per level (docs/log.md#mirroring).
+ * Sigil itself serves partial tiles of every checkpointed width from memory.
  */
 export async function persistTiles(dir: string, tree: TiledTree, from: number): Promise<void> {
   // All at once: each file is still written, synced and renamed before its stale partial copy goes, but syncs issued
@@ -70,14 +68,15 @@ export async function persistTiles(dir: string, tree: TiledTree, from: number): 
   );
 }
 
-/** Every stored tile and bundle, by its path, widest copy of each index. */
-async function storedTiles(dir: string): Promise<Map<string, TileRef>> {
+/** Every stored tile and bundle, by its path, widest copy of each index; `narrower` lists the other copies (a crash's leftovers). */
+async function storedTiles(dir: string): Promise<{ found: Map<string, TileRef>; narrower: TileRef[] }> {
   const found = new Map<string, TileRef>();
+  const narrower: TileRef[] = [];
   let names: string[];
   try {
     names = (await readdir(join(dir, 'tile'), { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return found;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { found, narrower };
     throw err;
   }
   for (const name of names) {
@@ -89,9 +88,12 @@ async function storedTiles(dir: string): Promise<Map<string, TileRef>> {
     const tile = parseTilePath(relative);
     const key = `${tile.level}/${tile.index}`;
     const known = found.get(key);
-    if (known === undefined || tile.width > known.width) found.set(key, tile);
+    if (known === undefined || tile.width > known.width) {
+      if (known !== undefined) narrower.push(known);
+      found.set(key, tile);
+    } else narrower.push(tile);
   }
-  return found;
+  return { found, narrower };
 }
 
 /** A stored log that does not hold together: Sigil refuses to start on it (docs/log.md#lost-or-corrupted). */
@@ -101,9 +103,12 @@ export class StoredLogError extends Error {}
  * Rebuilds the tree from the stored entry bundles (contiguous from 0, only the last one partial), then checks
  * every stored Merkle tile against it, byte for byte. Each full tile is checked as the rebuild completes it and then
  * dropped from memory (docs/log.md#memory); one the disk lacks stays in memory until it is written (`writeTiles`).
+ * `stale` names the partial copies a crash can leave behind: narrower ones, and partial Merkle tiles (derived data)
+ * wider than the entries written before the crash; no checkpoint covers them, so they go (`dropTiles`).
  */
-export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; missing: TileRef[] }> {
-  const stored = await storedTiles(dir);
+export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; missing: TileRef[]; stale: TileRef[] }> {
+  const { found: stored, narrower } = await storedTiles(dir);
+  const stale = narrower.filter((tile) => tile.width < TILE_WIDTH);
   const tree = new TiledTree(dir);
   const missing: TileRef[] = [];
   const kept = new Set<string>();
@@ -136,13 +141,27 @@ export async function loadStoredTree(dir: string): Promise<{ tree: TiledTree; mi
       continue;
     }
     if (tile.width === TILE_WIDTH && tile.index * TILE_WIDTH + TILE_WIDTH <= TiledTree.countAt(tile.level, tree.size)) continue; // compared above
+    if (tile.width < TILE_WIDTH && tree.read(tile) === undefined) {
+      stale.push(tile);
+      continue;
+    }
     if (tree.read(tile) === undefined) throw new StoredLogError(`${tilePath(tile)} covers entries the stored entry bundles do not hold: entries were lost`);
     await compare(tile);
   }
-  return { tree, missing };
+  return { tree, missing, stale };
 }
 
 /** Writes the given tiles of the tree. */
 export async function writeTiles(dir: string, tree: TiledTree, tiles: readonly TileRef[]): Promise<void> {
   await Promise.all(tiles.map((tile) => writeDurably(join(dir, tilePath(tile)), tree.read(tile)!)));
+}
+
+/** The partial tiles of the tree at its size, at every Merkle level (the partial entry bundle is written with its entries). */
+export function partialTiles(tree: TiledTree): TileRef[] {
+  return tilesOfTree(tree.size).filter((tile) => tile.width < TILE_WIDTH);
+}
+
+/** Deletes the given tile files (stale partial copies). */
+export async function dropTiles(dir: string, tiles: readonly TileRef[]): Promise<void> {
+  await Promise.all(tiles.map((tile) => unlink(join(dir, tilePath(tile))).catch(ignoreMissing)));
 }

@@ -8,12 +8,13 @@ import type { TileRef } from '../verify/tlog/tile-path.ts';
 import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
 import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
 import { generateLogKey, logKeyOf, signNote, type LogKey } from './log-key.ts';
-import { loadStoredTree, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
+import { dropTiles, loadStoredTree, partialTiles, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';
 import { StoredTileError } from './stored-tiles.ts';
 import { lockLogFolder, type FolderLock, type FolderLockTiming } from './folder-lock.ts';
 import { readLastSigned, writeLastSigned } from './signed-state.ts';
 import { httpError, type HttpError } from '../protocol/errors.ts';
+import { WitnessPush, type WitnessTarget } from './witness-push.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -38,6 +39,8 @@ export interface TransparencyLogOptions {
   stateKey?: Buffer;
   /** How the folder lock is refreshed and when a silent one is taken over (folder-lock.ts); tests shorten it. */
   lockTiming?: FolderLockTiming;
+  /** The witnesses each new checkpoint is pushed to, and how many must cosign (docs/log.md#witnesses); absent: none. */
+  witnesses?: { targets: readonly WitnessTarget[]; quorum: number; timeoutMs: number };
 }
 
 /** A log folder that keeps another origin than the one configured: the origin is the log's name, and changing it is a new log. */
@@ -90,6 +93,8 @@ export class TransparencyLog {
   private chain: Promise<void> = Promise.resolve();
   /** Set when the lock was taken over: this log appends nothing more (fencing, docs/log.md#on-disk). */
   private fenced: HttpError | undefined;
+  /** Pushes each published checkpoint to the witnesses; set by open when witnesses are configured. */
+  private witnessPush: WitnessPush | undefined;
 
   private constructor(options: TransparencyLogOptions, origin: string, key: LogKey, tree: TiledTree, published: Published) {
     this.options = options;
@@ -109,10 +114,26 @@ export class TransparencyLog {
    * (the state file, checkpoint.cosigned) with LogRolledBack. Then the log's key signs a checkpoint that extends it.
    */
   static async open(options: TransparencyLogOptions): Promise<TransparencyLog> {
+    let opened: TransparencyLog | undefined;
+    // Made first, so a bad witness key (WitnessKeyError) changes nothing in the folder.
+    const witnessPush =
+      options.witnesses === undefined || options.witnesses.targets.length === 0
+        ? undefined
+        : new WitnessPush({
+            dir: options.dir,
+            witnesses: options.witnesses.targets,
+            quorum: options.witnesses.quorum,
+            timeoutMs: options.witnesses.timeoutMs,
+            logger: options.logger,
+            consistency: (from, to) => opened?.consistency(from, to),
+          });
     const lock = lockLogFolder(options.dir, options.lockTiming);
     try {
       const log = await TransparencyLog.openLocked(options);
       log.lock = lock;
+      await witnessPush?.load();
+      log.witnessPush = witnessPush;
+      opened = log;
       return log;
     } catch (err) {
       lock.release();
@@ -143,7 +164,8 @@ export class TransparencyLog {
       tree = loaded.tree;
       await checkStoredCheckpoint(options.dir, identity, tree);
       await checkNotRolledBack(options, identity, tree);
-      await writeTiles(options.dir, tree, loaded.missing);
+      await dropTiles(options.dir, loaded.stale);
+      await writeTiles(options.dir, tree, [...loaded.missing, ...partialTiles(tree)]);
       tree.dropWritten(tree.size);
     }
     const key = options.privateKey === undefined ? generateLogKey(origin) : logKeyOf(origin, options.privateKey);
@@ -167,6 +189,7 @@ export class TransparencyLog {
   start(): void {
     this.timer ??= setInterval(() => void this.integrate(), this.options.batchMs);
     this.timer.unref();
+    this.witnessPush?.push(this.published);
   }
 
   /**
@@ -234,6 +257,16 @@ export class TransparencyLog {
   /** The latest signed checkpoint. */
   get checkpoint(): Published {
     return this.published;
+  }
+
+  /** The newest checkpoint a quorum of witnesses cosigned (`checkpoint.cosigned`), or undefined when none has. */
+  get cosignedCheckpoint(): string | undefined {
+    return this.witnessPush?.cosigned;
+  }
+
+  /** Resolves once every checkpoint published so far was pushed to the witnesses (or none are configured). */
+  async witnessed(): Promise<void> {
+    await this.witnessPush?.settled();
   }
 
   /** How many tiles and entry bundles the log holds in memory (docs/log.md#memory). */
@@ -345,6 +378,7 @@ export class TransparencyLog {
       if (this.options.statePath !== undefined) await writeLastSigned(this.options.statePath, note, this.options.stateKey);
       await writeDurably(join(this.options.dir, 'checkpoint'), note);
       this.published = { size, note };
+      this.witnessPush?.push(this.published);
     } catch (err) {
       // Not published: the next batch signs again.
       this.options.logger.error({ err: (err as Error).message, size }, 'transparency log: writing the checkpoint failed; retrying with the next batch');
@@ -358,6 +392,7 @@ export class TransparencyLog {
     await this.integrating;
     try {
       await this.integrate();
+      await this.witnessPush?.settled();
     } finally {
       this.lock.release();
     }

@@ -28,10 +28,11 @@ describe('the sequencer and its tiles across restarts, past full tiles', () => {
     const key = parseVerifierKey(log.key.vkey);
     const first = openCheckpoint(before.note, key, log.origin);
     expect(first.size).toBe(70_000);
-    // On disk: full tiles and every entry bundle; the partial Merkle tiles (level 1 of width 17, level 2 of width 1) come from memory.
+    // On disk: full tiles, every entry bundle, and the partial Merkle tiles (level 1 of width 17, level 2 of width 1): a complete log to mirror.
     expect(readFileSync(join(dir, 'tile/1/000')).length).toBe(256 * 32);
     expect(readFileSync(join(dir, 'tile/entries/273.p/112')).length).toBe(112 * 34);
-    expect(existsSync(join(dir, 'tile/1/001.p'))).toBe(false);
+    expect(readFileSync(join(dir, 'tile/1/001.p/17')).equals(log.tile({ level: 1, index: 1, width: 17 })!)).toBe(true);
+    expect(existsSync(join(dir, 'tile/2/000.p/1'))).toBe(true);
     expect(log.tile({ level: 1, index: 1, width: 17 })!.length).toBe(17 * 32);
     expect(log.tile({ level: 2, index: 0, width: 1 })!.length).toBe(32);
 

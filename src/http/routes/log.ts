@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../../protocol/errors.ts';
@@ -15,13 +16,29 @@ import type { LogDocument, ServedLog } from '../../tlog/served-log.ts';
 export async function handleLog(req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget): Promise<void> {
   const log = ctx.transparencyLog;
   if (log === undefined) throw httpError('not_found', 'This service keeps no transparency log (transparency_log is not configured).');
-  const document = await log.read(url.pathname.slice('/v1/log/'.length), url.searchParams.toString());
+  const resource = url.pathname.slice('/v1/log/'.length);
+  const document = await log.read(resource, url.searchParams.toString());
+  // tlog-tiles: entry bundles SHOULD be compressed for a client that accepts it; the folder keeps them as they are, so a static mirror serves them too.
+  const bundle = resource.startsWith('tile/entries/');
+  const gzipped = bundle && acceptsGzip(req.headers['accept-encoding']);
+  const body = gzipped ? gzipSync(document.body) : document.body;
   res.writeHead(200, {
     'content-type': document.contentType,
-    'content-length': document.body.length,
+    'content-length': body.length,
     ...(document.cacheControl === undefined ? {} : { 'cache-control': document.cacheControl }),
+    ...(bundle ? { vary: 'Accept-Encoding' } : {}),
+    ...(gzipped ? { 'content-encoding': 'gzip' } : {}),
   });
-  res.end(req.method === 'HEAD' ? undefined : document.body);
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+/** Whether an Accept-Encoding header accepts gzip (named, or `*`, with a q-value above 0). */
+function acceptsGzip(header: string | undefined): boolean {
+  return (header ?? '').split(',').some((part) => {
+    const [coding, ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return (coding === 'gzip' || coding === '*') && (q === undefined || Number(q.slice(2)) > 0);
+  });
 }
 
 /** The log of this process, served as it is: the sequencer's own (one serving process, or the primary answering its workers). */
@@ -54,6 +71,11 @@ function readLog(log: TransparencyLog, resource: string, query: string): LogDocu
   const params = new URLSearchParams(query);
   if (resource === 'checkpoint')
     return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(log.checkpoint.note) };
+  if (resource === 'checkpoint.cosigned') {
+    const cosigned = log.cosignedCheckpoint;
+    if (cosigned === undefined) throw httpError('not_found', 'No checkpoint of this log was cosigned by the quorum of its witnesses yet.');
+    return { contentType: 'text/plain; charset=utf-8', cacheControl: 'no-cache, max-age=1', body: Buffer.from(cosigned) };
+  }
   if (resource === 'proof') return json(inclusion(log, params));
   if (resource === 'consistency') return json(consistency(log, params));
   if (resource.startsWith('tile/')) {
