@@ -43,6 +43,12 @@ export interface ConnectOptions {
   onFailedReceipt?: (line: string) => void;
   /** A file keeping the largest log checkpoint seen across runs (the format of `sigil log --state`); default: in memory. */
   logStateFile?: string;
+  /** The longest a verdict is trusted, in milliseconds (`--reattest-every`); default one hour. */
+  reattestEvery?: number;
+  /** A fresh hardware report (CPU and every GPU) bound to connect's own nonce at each attestation (`--fresh-report`). */
+  freshReport?: boolean;
+  /** The clock verdicts age by; the real one unless a test brings its own. */
+  now?: () => Date;
 }
 
 export interface RunningConnect {
@@ -104,7 +110,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
   };
   if (options.logStateFile !== undefined) fetchOptions.logStateFile = options.logStateFile;
-  for (const key of ['reference', 'release', 'collateral', 'roots', 'gpuRoots', 'ca', 'brand'] as const) {
+  for (const key of ['reference', 'release', 'collateral', 'roots', 'gpuRoots', 'ca', 'brand', 'reattestEvery', 'freshReport', 'now'] as const) {
     if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
   }
   const attestedFetch = await createAttestedFetch(fetchOptions);
@@ -115,7 +121,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     );
   }
   const target = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
-  const status = () => connectStatus(origin, attestedFetch.attestation, book);
+  const status = () => connectStatus(origin, attestedFetch.attestation, book, attestedFetch.renewal, options.now?.() ?? new Date());
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     // A page elsewhere that rebinds its name to 127.0.0.1 must not read the status or use the channel: loopback names only.
