@@ -11,6 +11,7 @@ import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference, type ReleaseReference } from '../verify/release/release-reference.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
+import { collateralExpiry } from './collateral-expiry.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
@@ -129,7 +130,11 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     const result = await verifyService(evidence, expect);
     const checks = [...(release?.checks ?? []), ...rims.checks, ...result.checks];
     const freshness = options.freshReport === true ? 'fresh report' : 'start evidence and signed nonce';
-    return { ...result.facts, checks, verdict: verdictOf(checks), at: options.now?.() ?? new Date(), evidence, nonce, freshness };
+    const at = options.now?.() ?? new Date();
+    const attested: Attested = { ...result.facts, checks, verdict: verdictOf(checks), at, evidence, nonce, freshness };
+    const expiresAt = collateralExpiry(evidence, at);
+    if (expiresAt !== undefined) attested.expiresAt = expiresAt;
+    return attested;
   } finally {
     await dispatcher.close();
   }

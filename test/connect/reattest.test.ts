@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gpuEvidenceSha256, reportDataV2, type AttestationDocumentV2, type GpuEvidence } from '../../src/protocol/attestation.ts';
 import { startConnect, type RunningConnect } from '../../src/connect/start.ts';
-import { createAmdTestChain, buildSnpReport, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
+import { amdTestCrl, createAmdTestChain, buildSnpReport, pinnedSnpReference, type AmdTestChain } from '../support/evidence-fixtures.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { gpuEntry, VECTOR_NONCE } from '../support/gpu-fixtures.ts';
 import { startSnpSigil, type TeeSigil } from '../support/tee-sigil.ts';
@@ -135,6 +135,28 @@ const relayGpu = (gpu: GpuEvidence[]) => {
         }
       : undefined;
 };
+
+describe('sigil connect re-attests before the collateral its verdict used expires', () => {
+  it("is due at the AMD CRL's nextUpdate when that comes before the interval", async () => {
+    const host = await startSnpSigil({ engineUrl: engine.baseUrl, chain, measurement, milan: true, model: 'm', withoutCrl: true });
+    try {
+      const nextUpdate = new Date(Math.floor(Date.now() / 1000) * 1000 + 20 * MINUTE);
+      const crl = await amdTestCrl(chain, [], { thisUpdate: new Date(Date.now() - 60 * MINUTE), nextUpdate });
+      const connect = await startConnect({
+        service: host.url,
+        listen,
+        roots: chain.roots,
+        reference: pinnedSnpReference(measurement, host.manifest),
+        collateral: { intel: {}, amd: { crl: new Uint8Array(crl.rawData) } },
+      });
+      running.push(connect);
+      expect(connect.status().checks.find((c) => c.name === 'snp.crl')?.result).toBe('PASS');
+      expect(connect.status().renewal.next_reattestation).toBe(nextUpdate.toISOString());
+    } finally {
+      await host.close(0);
+    }
+  });
+});
 
 describe('sigil connect --fresh-report', () => {
   it("binds a new CPU report to connect's own nonce at start and at each re-attestation", async () => {
