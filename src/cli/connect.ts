@@ -10,7 +10,7 @@ import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './
 export const CONNECT_USAGE = `usage:
   sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
                 [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
-                [--reattest-every DURATION] [--fresh-report] [--allow-insecure-http] [--allow-unsealed-bodies]
+                [--reattest-every DURATION] [--fresh-report] [--require-inclusion] [--allow-insecure-http] [--allow-unsealed-bodies]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
@@ -35,6 +35,7 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
                          and while a re-attestation fails every answer is refused (502 naming the check)
   --fresh-report         ask for a fresh hardware report (CPU and every GPU) bound to connect's own nonce at
                          each attestation; without it freshness rests on the start evidence and a signed nonce
+  --require-inclusion    hold each JSON answer until the service's log proves it holds its receipt (up to ~12 s)
   --allow-unpinned-code  accept measured values no reference value pins (each is WAIVED)
   --allow-no-tee         accept a development service without hardware (tee "none"): nothing is attested
   --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
@@ -93,6 +94,7 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
       'log-state': { type: 'string' },
       'reattest-every': { type: 'string' },
       'fresh-report': { type: 'boolean', default: false },
+      'require-inclusion': { type: 'boolean', default: false },
       'allow-unpinned-code': { type: 'boolean', default: false },
       'allow-no-tee': { type: 'boolean', default: false },
       'allow-insecure-http': { type: 'boolean', default: false },
@@ -115,6 +117,7 @@ async function optionsFrom(argv: string[]): Promise<ConnectOptions | 'help'> {
     allowInsecureHttp: v['allow-insecure-http'],
     allowUnsealedBodies: v['allow-unsealed-bodies'],
     freshReport: v['fresh-report'],
+    requireInclusion: v['require-inclusion'],
   };
   if (v['reattest-every'] !== undefined) options.reattestEvery = parseReattestEvery(v['reattest-every']);
   if (v.reference !== undefined) options.reference = v.reference;

@@ -77,6 +77,12 @@ export interface AttestedFetchOptions {
    */
   checkLogInclusion?: boolean;
   /**
+   * Hold each JSON answer until the log proves it holds the answer's receipt (up to the log's maximum merge delay), and
+   * refuse it (`ERR_VERIFY_RECEIPT`, the `log.*` check named) otherwise. Default false: answers are not held back.
+   * Streams are not held: their receipt comes at their end, after the content.
+   */
+  requireInclusion?: boolean;
+  /**
    * Called with each response's inclusion verdict. Without it, a failed one is emitted as a process warning
    * (`SIGIL_LOG_INCLUSION`): a receipt missing from the log, or a log that forked, is never silent.
    */
@@ -199,6 +205,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     base,
     headerNames: brandHeaders(options.brand ?? 'Service'),
     onInvalid: options.onInvalidReceipt ?? 'throw',
+    requireInclusion: options.requireInclusion === true,
     inclusion: new InclusionCheck(session, base, options),
     record: (result) => {
       receipts.push(result);

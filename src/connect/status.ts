@@ -49,6 +49,8 @@ export interface ConnectStatus {
   freshness: string;
   /** The inclusion checks of the receipts seen, when the attestation binds a transparency log (`kept_by_service`). */
   log: { kept_by_service: boolean; included: number; not_included: number; pending: number };
+  /** Present once connect stopped passing answers on, and why: the service's log was proven not to hold a receipt, or to fork. */
+  stopped?: string;
 }
 
 function statusCheck(c: Check): StatusCheck {
@@ -71,6 +73,8 @@ export class ReceiptBook {
   included = 0;
   notIncluded = 0;
   pendingLog = 0;
+  /** Why connect stopped passing answers on: the log was proven not to hold a receipt, or to fork. */
+  halted: string | undefined;
   readonly recent: SeenReceipt[] = [];
   private readonly seenOf = new WeakMap<ReceiptResult, SeenReceipt>();
 
@@ -153,6 +157,7 @@ export function connectStatus(service: string, attested: Attested, book: Receipt
     renewal: renewalOf(renewal, now),
     freshness: freshnessWords(attested),
     log: { kept_by_service: attested.transparencyLog !== null, included: book.included, not_included: book.notIncluded, pending: book.pendingLog },
+    ...(book.halted === undefined ? {} : { stopped: `no answer is passed on any more: the service's transparency log failed (${book.halted})` }),
   };
 }
 
@@ -178,6 +183,7 @@ ${s.renewal.failed === undefined ? '' : `<p class="fail"><b>The last re-attestat
 <table>${s.checks.map(row).join('\n')}</table>
 <h2>Receipts</h2>
 <p>${s.receipts.verified} verified, ${s.receipts.failed} failed since connect started.</p>
+${s.stopped === undefined ? '' : `<p class="fail"><b>${escape(s.stopped)}</b></p>`}
 <p>${s.log.kept_by_service ? `Transparency log: ${s.log.included} receipts proven included, ${s.log.not_included} NOT included, ${s.log.pending} pending.` : 'The service keeps no transparency log: nothing proves its receipts were published.'}</p>
 <table>${[...s.receipts.recent].reverse().map(receipt).join('\n')}</table>
 <p><a href="/status">/status</a> has the same as JSON.</p>

@@ -12,6 +12,8 @@ export interface ClientContext {
   headerNames: ReturnType<typeof brandHeaders>;
   /** `throw`: a response whose receipt fails is an error; `report`: only recorded. */
   onInvalid: 'throw' | 'report';
+  /** Hold a JSON answer until the log proves it holds the answer's receipt; refuse it otherwise. */
+  requireInclusion: boolean;
   inclusion: InclusionCheck;
   /** Keeps a receipt verdict and tells the caller's `onReceipt`. */
   record: (result: ReceiptResult) => void;

@@ -35,6 +35,19 @@ export async function checkReceipt(client: ClientContext, exchange: Exchange, pl
   return result;
 }
 
+/** `requireInclusion`: the answer waits for its receipt's inclusion proof; a receipt not proven in the log refuses it. */
+async function provenInLog(result: ReceiptResult): Promise<void> {
+  if (result.inclusion === undefined)
+    throw new AttestationError(
+      "the answer's receipt was not looked for in a transparency log (the attestation binds none, or the receipt failed), and inclusion is required",
+      [{ name: 'log.inclusion', ok: false, detail: 'not checked: no attested log holds this receipt' }],
+      'ERR_VERIFY_RECEIPT',
+    );
+  const verdict = await result.inclusion;
+  if (!verdict.ok)
+    throw new AttestationError(`the answer's receipt is not proven in the service's log: ${verdict.detail}`, verdict.checks, 'ERR_VERIFY_RECEIPT');
+}
+
 const receiptError = (what: string, result: ReceiptResult) =>
   new AttestationError(`${what} receipt did not verify: ${result.problem ?? failedSummary(result.checks)}`, result.checks, 'ERR_VERIFY_RECEIPT');
 
@@ -73,6 +86,7 @@ export async function verifyReceipt(client: ClientContext, answered: Answered): 
       { indexHeader: response.headers.get(names.logIndex), sealedIndex: trailer?.logIndex, sealed: encrypts },
     );
     if (!result.ok && client.onInvalid === 'throw') throw receiptError("the response's", result);
+    if (client.requireInclusion) await provenInLog(result);
     return new Response(bytes, init);
   }
   // Each chunk goes to the caller as it arrives; the receipt at the end is checked over all of them.
