@@ -13,6 +13,7 @@ import { attest, type Attested } from './attest.ts';
 import { AttestationError, failedSummary } from './attestation-error.ts';
 import type { Exchange, ReceiptResult } from './receipts.ts';
 import { AttestedSession, DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
+import { attestedCatalogue } from './steps/attested-catalogue.ts';
 import { InclusionCheck } from './steps/check-inclusion.ts';
 import { prepare } from './steps/prepare.ts';
 import { sendClear, sendSealed } from './steps/seal.ts';
@@ -27,6 +28,7 @@ export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 export type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 export { AttestationError } from './attestation-error.ts';
 export { UNVERIFIED_HEADER } from './steps/seal.ts';
+export { SOURCE_HEADER } from './steps/attested-catalogue.ts';
 export { DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
 
 export interface AttestedFetchOptions {
@@ -217,6 +219,8 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
 
   const attestedFetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     const prepared = await prepare(client, await session.current(), input, init);
+    const fromPolicy = attestedCatalogue(prepared, base);
+    if (fromPolicy !== undefined) return fromPolicy;
     const answered = prepared.encrypts ? await sendSealed(client, prepared) : await sendClear(client, prepared);
     return 'finished' in answered ? answered.finished : verifyReceipt(client, answered);
   };
