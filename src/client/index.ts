@@ -85,6 +85,12 @@ export interface AttestedFetchOptions {
    */
   requireInclusion?: boolean;
   /**
+   * The largest answer held for its receipt check, in bytes: a JSON body is read whole before it is handed over, and a
+   * stream's bytes are kept until its receipt at the end. Beyond it the answer fails with `ERR_READ_TOO_LARGE`.
+   * Default `DEFAULT_MAX_ANSWER_BYTES` (64 MiB).
+   */
+  maxAnswerBytes?: number;
+  /**
    * Called with each response's inclusion verdict. Without it, a failed one is emitted as a process warning
    * (`SIGIL_LOG_INCLUSION`): a receipt missing from the log, or a log that forked, is never silent.
    */
@@ -138,6 +144,8 @@ export interface AttestedFetch {
 }
 
 const KEPT_RECEIPTS = 100;
+/** 64 MiB: far above any completion or embedding batch, far below what would hurt the process holding it. */
+export const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
 /** The reference values, release and collateral the options name, read once; a release that cannot join the reference is a TypeError. */
 async function readInputs(options: AttestedFetchOptions) {
@@ -208,6 +216,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     headerNames: brandHeaders(options.brand ?? 'Service'),
     onInvalid: options.onInvalidReceipt ?? 'throw',
     requireInclusion: options.requireInclusion === true,
+    maxAnswerBytes: options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES,
     inclusion: new InclusionCheck(session, base, options),
     record: (result) => {
       receipts.push(result);

@@ -12,6 +12,8 @@ export interface ClientContext {
   headerNames: ReturnType<typeof brandHeaders>;
   /** `throw`: a response whose receipt fails is an error; `report`: only recorded. */
   onInvalid: 'throw' | 'report';
+  /** The largest answer held for its receipt check (a JSON body whole, a stream's bytes so far), in bytes. */
+  maxAnswerBytes: number;
   /** Hold a JSON answer until the log proves it holds the answer's receipt; refuse it otherwise. */
   requireInclusion: boolean;
   inclusion: InclusionCheck;

@@ -1,4 +1,5 @@
 import { splitSealedJson } from '../../protocol/sealed-receipt.ts';
+import { readResponseBounded, tooLargeError } from '../../verify/bounded-read.ts';
 import { AttestationError, failedSummary } from '../attestation-error.ts';
 import { loggedReceipts } from '../log-inclusion.ts';
 import { verifyExchangeReceipt, type Exchange, type ReceiptResult } from '../receipts.ts';
@@ -76,7 +77,8 @@ export async function verifyReceipt(client: ClientContext, answered: Answered): 
   }
   const init = { status: response.status, statusText: response.statusText, headers: response.headers };
   if (!isEventStream(response)) {
-    let bytes = new Uint8Array(await response.arrayBuffer());
+    const read = await readResponseBounded(response, { what: "the service's answer", maxBytes: client.maxAnswerBytes });
+    let bytes = new Uint8Array(read.buffer as ArrayBuffer, read.byteOffset, read.byteLength);
     // Sealed, the receipt is the body's last frame: the caller gets the engine's bytes alone.
     const trailer = encrypts ? splitSealedJson(bytes) : undefined;
     if (trailer !== undefined) bytes = new Uint8Array(trailer.body);
@@ -91,8 +93,12 @@ export async function verifyReceipt(client: ClientContext, answered: Answered): 
   }
   // Each chunk goes to the caller as it arrives; the receipt at the end is checked over all of them.
   const chunks: Uint8Array[] = [];
+  let held = 0;
   const verified = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
+      held += chunk.byteLength;
+      // The receipt hashes the whole stream, so its bytes are held until the end: never more than the cap.
+      if (held > client.maxAnswerBytes) throw tooLargeError({ what: "the service's event stream", maxBytes: client.maxAnswerBytes });
       chunks.push(chunk);
       controller.enqueue(chunk);
     },

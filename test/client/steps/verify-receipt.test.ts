@@ -10,6 +10,7 @@ const records: unknown[] = [];
 const client = {
   headerNames: brandHeaders('Service'),
   onInvalid: 'throw',
+  maxAnswerBytes: 64,
   session: { attested: { jwks: { keys: [] }, checks: [], tee: 'none', policy: {}, policyHash: '', measurement: '' } },
   inclusion: { applies: false },
   record: (r: unknown) => records.push(r),
@@ -45,6 +46,20 @@ describe('verifyReceipt', () => {
     expect(behind.headers.get(UNVERIFIED_HEADER)).toMatch(/^this answer was neither sealed/);
     const pinned = await verifyReceipt(client, answered(new Response('{}'), { wantsReceipt: false }));
     expect(pinned.headers.get(UNVERIFIED_HEADER)).toBeNull();
+  });
+
+  it('refuses a JSON answer above the cap without holding it, and errors a stream once its bytes pass it', async () => {
+    const big = new Response('x'.repeat(65), { status: 200, headers: { 'content-type': 'application/json' } });
+    await expect(verifyReceipt(client, answered(big))).rejects.toMatchObject({
+      code: 'ERR_READ_TOO_LARGE',
+      message: "the service's answer is larger than 64 bytes, the most accepted",
+    });
+    const stream = new Response('data: ' + 'y'.repeat(64) + '\n\n', { status: 200, headers: { 'content-type': 'text/event-stream' } });
+    const relayed = await verifyReceipt(client, answered(stream));
+    await expect(relayed.text()).rejects.toMatchObject({
+      code: 'ERR_READ_TOO_LARGE',
+      message: "the service's event stream is larger than 64 bytes, the most accepted",
+    });
   });
 
   it('passes a refusal (4xx) on as it is: there is no receipt to check', async () => {
