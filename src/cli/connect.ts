@@ -11,8 +11,8 @@ import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './
 export const CONNECT_USAGE = `usage:
   sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
                 [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
-                [--allow-insecure-http] [--allow-unsealed-bodies] [--allow-host NAME]... [--expose-to-network]
-                [--max-answer-mib N]
+                [--reattest-every DURATION] [--fresh-report] [--require-inclusion] [--allow-insecure-http] [--allow-unsealed-bodies]
+                [--allow-host NAME]... [--expose-to-network] [--max-answer-mib N]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
@@ -33,6 +33,12 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
                          sigil verify --audit DIR checks them again offline (the files hold your prompts)
   --log-state FILE       keep the service's log checkpoints seen across runs (default: in memory); each receipt
                          is checked to be in the attested transparency log, failures on stderr and /status
+  --reattest-every DURATION  attest the service again at least this often (default 1h; 10s to 24h, e.g. 90s,
+                         30m, 2h), sooner when collateral it used expires or a key changes; requests wait for it,
+                         and while a re-attestation fails every answer is refused (502 naming the check)
+  --fresh-report         ask for a fresh hardware report (CPU and every GPU) bound to connect's own nonce at
+                         each attestation; without it freshness rests on the start evidence and a signed nonce
+  --require-inclusion    hold each JSON answer until the service's log proves it holds its receipt (up to ~12 s)
   --allow-unpinned-code  accept measured values no reference value pins (each is WAIVED)
   --allow-no-tee         accept a development service without hardware (tee "none"): nothing is attested
   --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
@@ -66,6 +72,18 @@ async function readText(path: string, what: string): Promise<Buffer> {
   }
 }
 
+const DURATION_UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000 } as const;
+const REATTEST_BOUNDS_MS = { least: 10_000, most: 24 * 3_600_000 };
+
+/** `--reattest-every`: a whole number of seconds, minutes or hours (`90s`, `30m`, `2h`), from 10 s to 24 h. */
+export function parseReattestEvery(value: string): number {
+  const match = /^(\d{1,6})([smh])$/.exec(value);
+  const ms = match === null ? NaN : Number(match[1]) * DURATION_UNIT_MS[match[2] as keyof typeof DURATION_UNIT_MS];
+  if (!(ms >= REATTEST_BOUNDS_MS.least && ms <= REATTEST_BOUNDS_MS.most))
+    throw new UsageError(`--reattest-every is a duration from 10s to 24h, e.g. 30m or 1h; not ${JSON.stringify(value)}`);
+  return ms;
+}
+
 function parseListen(value: string): { host: string; port: number } {
   const match = /^(\[[0-9a-fA-F:.]+\]|[^:]+):(\d{1,5})$/.exec(value);
   if (match === null || Number(match[2]) > 65535) throw new UsageError('--listen is HOST:PORT, e.g. 127.0.0.1:8480');
@@ -97,6 +115,9 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
       ca: { type: 'string' },
       'audit-dir': { type: 'string' },
       'log-state': { type: 'string' },
+      'reattest-every': { type: 'string' },
+      'fresh-report': { type: 'boolean', default: false },
+      'require-inclusion': { type: 'boolean', default: false },
       'allow-unpinned-code': { type: 'boolean', default: false },
       'allow-no-tee': { type: 'boolean', default: false },
       'allow-insecure-http': { type: 'boolean', default: false },
@@ -121,7 +142,10 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
     allowNoTee: v['allow-no-tee'],
     allowInsecureHttp: v['allow-insecure-http'],
     allowUnsealedBodies: v['allow-unsealed-bodies'],
+    freshReport: v['fresh-report'],
+    requireInclusion: v['require-inclusion'],
   };
+  if (v['reattest-every'] !== undefined) options.reattestEvery = parseReattestEvery(v['reattest-every']);
   if (v.reference !== undefined) options.reference = v.reference;
   if (v.collateral !== undefined) options.collateral = v.collateral;
   if (v.brand !== undefined) options.brand = v.brand;

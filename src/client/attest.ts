@@ -11,6 +11,7 @@ import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference, type ReleaseReference } from '../verify/release/release-reference.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import { VerifyError } from '../verify/errors.ts';
+import { collateralExpiry } from './collateral-expiry.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceFacts, type Waivers } from '../verify/verify-service.ts';
 
 export interface AttestOptions {
@@ -44,6 +45,8 @@ export interface AttestOptions {
    * rather than the address's (behind a load balancer every client shares one address).
    */
   apiKey?: string | undefined;
+  /** The clock that dates the verdict (`at`); the real one unless a test brings its own. */
+  now?: (() => Date) | undefined;
 }
 
 /** A verified attestation: what every later request and receipt is held to. */
@@ -54,6 +57,10 @@ export interface Attested extends ServiceFacts {
   /** What was fetched and the nonce it answers: enough for `sigil verify --audit` to verify it again offline. */
   evidence: ServiceEvidence;
   nonce: Uint8Array;
+  /** The earliest `nextUpdate` of the collateral the verdict used (CRLs, TCB info, OCSP answers), when known: it is renewed before then. */
+  expiresAt?: Date;
+  /** Whether the hardware reports answer the client's own nonce (`freshReport`), or freshness rests on the start evidence and a signed nonce. */
+  freshness: 'fresh report' | 'start evidence and signed nonce';
 }
 
 /** The RIM and OCSP files the reference values name, read; one that cannot be read fails `gpu.rims` or `gpu.ocsp` by name. */
@@ -122,7 +129,12 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     if (options.gpuRoots !== undefined) expect.gpuRoots = options.gpuRoots;
     const result = await verifyService(evidence, expect);
     const checks = [...(release?.checks ?? []), ...rims.checks, ...result.checks];
-    return { ...result.facts, checks, verdict: verdictOf(checks), at: new Date(), evidence, nonce };
+    const freshness = options.freshReport === true ? 'fresh report' : 'start evidence and signed nonce';
+    const at = options.now?.() ?? new Date();
+    const attested: Attested = { ...result.facts, checks, verdict: verdictOf(checks), at, evidence, nonce, freshness };
+    const expiresAt = collateralExpiry(evidence, at);
+    if (expiresAt !== undefined) attested.expiresAt = expiresAt;
+    return attested;
   } finally {
     await dispatcher.close();
   }

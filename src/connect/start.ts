@@ -10,6 +10,7 @@ import {
 } from '../client/index.ts';
 import type { Attested } from '../client/index.ts';
 import { HttpError, toHttpError } from '../protocol/errors.ts';
+import type { Check } from '../verify/check.ts';
 import { AuditDirectory } from './audit.ts';
 import { checkHost, checkLocalToken, checkOrigin, LOOPBACK, MIN_LOCAL_TOKEN_LENGTH, type AccessRules } from './access.ts';
 import { relay, sendError, type RelayTarget } from './relay.ts';
@@ -53,6 +54,14 @@ export interface ConnectOptions {
   network?: { localToken: string; serviceApiKey: string };
   /** The largest JSON answer held for its receipt, in bytes (default 64 MiB). */
   maxAnswerBytes?: number;
+  /** The longest a verdict is trusted, in milliseconds (`--reattest-every`); default one hour. */
+  reattestEvery?: number;
+  /** A fresh hardware report (CPU and every GPU) bound to connect's own nonce at each attestation (`--fresh-report`). */
+  freshReport?: boolean;
+  /** The clock verdicts age by; the real one unless a test brings its own. */
+  now?: () => Date;
+  /** Hold each JSON answer until the service's log proves it holds its receipt (`--require-inclusion`). */
+  requireInclusion?: boolean;
 }
 
 export interface RunningConnect {
@@ -61,6 +70,14 @@ export interface RunningConnect {
   readonly fetch: AttestedFetch;
   status(): ConnectStatus;
   close(): Promise<void>;
+}
+
+/**
+ * The check of a failed inclusion verdict that proves something wrong with the log: a receipt it does not hold, a proof
+ * or checkpoint that does not verify, a fork. A log that could not be reached, or a check ended by closing, proves nothing.
+ */
+export function logFailureOf(verdict: InclusionVerdict): Check | undefined {
+  return verdict.checks.find((c) => !c.ok && !c.detail.startsWith('ERR_TLOG_FETCH') && !c.detail.startsWith('the client was closed'));
 }
 
 /** Why connect refuses to start: a usage it will not accept, named with the flag that would accept it. */
@@ -97,6 +114,8 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     );
   const origin = serviceOrigin(options.service);
   const book = new ReceiptBook();
+  // Once the log is proven not to hold a receipt (or to fork), nothing more is passed on: the service broke its promise.
+  let halted: { receiptId: string | undefined; check: Check } | undefined;
   const audit = options.auditDir === undefined ? undefined : new AuditDirectory(options.auditDir, origin);
   const fetchOptions: AttestedFetchOptions = {
     baseURL: `${origin}/v1`,
@@ -110,6 +129,11 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     // Each receipt's inclusion in the service's log settles after the answer was passed on (docs/log.md, "Verifying").
     onInclusion: (verdict: InclusionVerdict, result: ReceiptResult) => {
       book.settle(result, verdict);
+      const failure = logFailureOf(verdict);
+      if (failure !== undefined && halted === undefined) {
+        halted = { receiptId: verdict.receiptId, check: failure };
+        book.halted = `receipt ${String(verdict.receiptId)}: ${failure.name}: ${failure.detail}`;
+      }
       if (!verdict.ok)
         options.onFailedReceipt?.(
           `receipt ${String(verdict.receiptId)} of the ${result.stream ? 'stream' : 'JSON'} answer to ${result.path} failed its transparency-log check: ${verdict.detail}`,
@@ -118,7 +142,20 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     onExchange: (exchange: Exchange, result: ReceiptResult, attested: Attested) => audit?.keep(exchange, result, attested),
   };
   if (options.logStateFile !== undefined) fetchOptions.logStateFile = options.logStateFile;
-  for (const key of ['reference', 'release', 'collateral', 'roots', 'gpuRoots', 'ca', 'brand'] as const) {
+  if (options.requireInclusion === true) fetchOptions.requireInclusion = true;
+  for (const key of [
+    'reference',
+    'release',
+    'collateral',
+    'roots',
+    'gpuRoots',
+    'ca',
+    'brand',
+    'reattestEvery',
+    'freshReport',
+    'now',
+    'maxAnswerBytes',
+  ] as const) {
     if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
   }
   const attestedFetch = await createAttestedFetch(fetchOptions);
@@ -128,10 +165,14 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
       `${origin} offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts bodies protected only by TLS ending in the enclave`,
     );
   }
+  if (options.requireInclusion === true && attestedFetch.attestation.transparencyLog === null) {
+    await attestedFetch.close();
+    throw new ConnectRefusal(`--require-inclusion: ${origin}'s attestation names no transparency log, so no answer could ever be proven logged`);
+  }
   const target: RelayTarget = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
   if (options.maxAnswerBytes !== undefined) target.maxAnswerBytes = options.maxAnswerBytes;
   if (options.network !== undefined) target.serviceApiKey = options.network.serviceApiKey;
-  const status = () => connectStatus(origin, attestedFetch.attestation, book);
+  const status = () => connectStatus(origin, attestedFetch.attestation, book, attestedFetch.renewal, options.now?.() ?? new Date());
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     checkHost(req, access);
@@ -146,6 +187,12 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
       return;
     }
     if (!path.startsWith('/v1/')) throw new HttpError('not_found', `sigil connect serves /v1/... (relayed to ${origin}), / and /status; not ${path}.`);
+    if (halted !== undefined)
+      throw new HttpError(
+        'transparency_log_failed',
+        `sigil connect stopped passing answers on: the service's transparency log failed for receipt ${String(halted.receiptId)} (${halted.check.detail}); restart it once that is explained.`,
+        { param: halted.check.name },
+      );
     await relay(target, req, res);
   };
   const sockets = new Set<Socket>();

@@ -1,4 +1,4 @@
-import type { Attested, InclusionVerdict, ReceiptResult } from '../client/index.ts';
+import { AttestationError, type Attested, type InclusionVerdict, type ReceiptResult, type Renewal } from '../client/index.ts';
 import { checkMark, type Check } from '../verify/check.ts';
 import { describeCheck } from '../verify/check-registry.ts';
 import { HEADLINE_WORDS, headlineOf, type Headline } from '../verify/headline.ts';
@@ -43,8 +43,14 @@ export interface ConnectStatus {
   tls: 'pinned to the attested key' | 'not ending in the enclave (bodies sealed instead)' | 'plain HTTP';
   checks: StatusCheck[];
   receipts: { verified: number; failed: number; recent: SeenReceipt[] };
+  /** How old the verdict is and when it is renewed; while a re-attestation failed, every answer is refused with why. */
+  renewal: { verdict_age_seconds: number; next_reattestation: string; failed?: { at: string; check: string | null; detail: string } };
+  /** What the hardware reports' freshness rests on, in plain words. */
+  freshness: string;
   /** The inclusion checks of the receipts seen, when the attestation binds a transparency log (`kept_by_service`). */
   log: { kept_by_service: boolean; included: number; not_included: number; pending: number };
+  /** Present once connect stopped passing answers on, and why: the service's log was proven not to hold a receipt, or to fork. */
+  stopped?: string;
 }
 
 function statusCheck(c: Check): StatusCheck {
@@ -67,6 +73,8 @@ export class ReceiptBook {
   included = 0;
   notIncluded = 0;
   pendingLog = 0;
+  /** Why connect stopped passing answers on: the log was proven not to hold a receipt, or to fork. */
+  halted: string | undefined;
   readonly recent: SeenReceipt[] = [];
   private readonly seenOf = new WeakMap<ReceiptResult, SeenReceipt>();
 
@@ -107,7 +115,28 @@ export class ReceiptBook {
   }
 }
 
-export function connectStatus(service: string, attested: Attested, book: ReceiptBook): ConnectStatus {
+/** What freshness rests on, said so a person can weigh it (docs/connect.md, "Fresh evidence"). */
+export function freshnessWords(attested: Attested): string {
+  if (attested.tee === 'none') return 'no hardware report: nothing vouches for freshness (a development service)';
+  return attested.freshness === 'fresh report'
+    ? "fresh: the CPU report and every GPU report answer connect's own nonce, at start and at each re-attestation"
+    : "the CPU and GPU reports are the service's start evidence, reused: connect's nonce is signed by the receipt key that evidence binds, so GPU freshness rests on the start evidence (--fresh-report asks for new reports)";
+}
+
+function renewalOf(renewal: Renewal, now: Date): ConnectStatus['renewal'] {
+  const out: ConnectStatus['renewal'] = {
+    verdict_age_seconds: Math.max(0, Math.floor((now.getTime() - renewal.attestedAt.getTime()) / 1000)),
+    next_reattestation: renewal.dueAt.toISOString(),
+  };
+  if (renewal.failed !== undefined) {
+    const { error, at } = renewal.failed;
+    const check = error instanceof AttestationError ? (error.checks.find((c) => !c.ok && c.waived === undefined)?.name ?? null) : null;
+    out.failed = { at: at.toISOString(), check, detail: error.message };
+  }
+  return out;
+}
+
+export function connectStatus(service: string, attested: Attested, book: ReceiptBook, renewal: Renewal, now: Date): ConnectStatus {
   const headline = headlineOf(attested.verdict, attested.tee);
   const words = HEADLINE_WORDS[headline];
   return {
@@ -125,7 +154,10 @@ export function connectStatus(service: string, attested: Attested, book: Receipt
           : 'not ending in the enclave (bodies sealed instead)',
     checks: attested.checks.map(statusCheck),
     receipts: { verified: book.verified, failed: book.failed, recent: [...book.recent] },
+    renewal: renewalOf(renewal, now),
+    freshness: freshnessWords(attested),
     log: { kept_by_service: attested.transparencyLog !== null, included: book.included, not_included: book.notIncluded, pending: book.pendingLog },
+    ...(book.halted === undefined ? {} : { stopped: `no answer is passed on any more: the service's transparency log failed (${book.halted})` }),
   };
 }
 
@@ -144,11 +176,14 @@ export function statusPage(s: ConnectStatus): string {
 <p>sigil connect, for <code>${escape(s.service)}</code></p>
 <h1 class="${HEADLINE_WORDS[s.verdict.headline].tone}">${escape(s.verdict.text)}</h1>
 <p>${escape(s.verdict.detail)}</p>
-<p><code>${escape(s.verdict.summary)}</code>, attested at ${escape(s.attested_at)}. Bodies ${escape(s.bodies)}; TLS ${escape(s.tls)}.</p>
+<p><code>${escape(s.verdict.summary)}</code>, attested at ${escape(s.attested_at)} (${s.renewal.verdict_age_seconds} s ago; next re-attestation ${escape(s.renewal.next_reattestation)}). Bodies ${escape(s.bodies)}; TLS ${escape(s.tls)}.</p>
+${s.renewal.failed === undefined ? '' : `<p class="fail"><b>The last re-attestation failed</b> at ${escape(s.renewal.failed.at)}${s.renewal.failed.check === null ? '' : ` (${escape(s.renewal.failed.check)})`}: no answer is passed on until one succeeds. ${escape(s.renewal.failed.detail)}</p>`}
+<p>Freshness: ${escape(s.freshness)}.</p>
 <h2>Checks</h2>
 <table>${s.checks.map(row).join('\n')}</table>
 <h2>Receipts</h2>
 <p>${s.receipts.verified} verified, ${s.receipts.failed} failed since connect started.</p>
+${s.stopped === undefined ? '' : `<p class="fail"><b>${escape(s.stopped)}</b></p>`}
 <p>${s.log.kept_by_service ? `Transparency log: ${s.log.included} receipts proven included, ${s.log.not_included} NOT included, ${s.log.pending} pending.` : 'The service keeps no transparency log: nothing proves its receipts were published.'}</p>
 <table>${[...s.receipts.recent].reverse().map(receipt).join('\n')}</table>
 <p><a href="/status">/status</a> has the same as JSON.</p>

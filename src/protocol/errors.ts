@@ -50,6 +50,7 @@ const CATALOGUE = {
   attestation_failed: { status: 502, type: 'verification_error' },
   receipt_verification_failed: { status: 502, type: 'verification_error' },
   response_not_sealed: { status: 502, type: 'verification_error' },
+  transparency_log_failed: { status: 502, type: 'verification_error' },
   not_ready: { status: 503, type: 'service_unavailable' },
   server_busy: { status: 503, type: 'service_unavailable' },
   ehbp_replay_window_full: { status: 503, type: 'service_unavailable' },

@@ -39,6 +39,6 @@ export async function signedNonceCheck(signed: string, startDocument: unknown, n
   }
   return pass(
     NAME,
-    `our fresh nonce ${nonceHex} is signed by the receipt key ${kid ?? '(no kid)'} the start evidence binds: that key's holder answered now (no new hardware report)`,
+    `our fresh nonce ${nonceHex} is signed by the receipt key ${kid ?? '(no kid)'} the start evidence binds: that key's holder answered now; no new hardware report: the CPU and GPU reports are the start evidence, so their freshness rests on it (a fresh report answers the nonce itself)`,
   );
 }

@@ -3,7 +3,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttestedFetch, UNVERIFIED_HEADER, type AttestedFetch } from '../../src/client/index.ts';
+import { createAttestedFetch, SOURCE_HEADER, UNVERIFIED_HEADER, type AttestedFetch } from '../../src/client/index.ts';
 import { checkMark } from '../../src/verify/check.ts';
 import type { ReferenceValues } from '../../src/verify/reference/reference-values.ts';
 import { FORGED_COMPLETION, startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
@@ -433,21 +433,26 @@ describe('the attested client never returns an unauthenticated answer (the offic
     }
   });
 
-  it('says a GET answer through the balancer is unverified, and one over TLS ending in the enclave is not marked', async () => {
+  it("answers the model list through the balancer from the attested policy, never the forgery; one over TLS ending in the enclave is the service's", async () => {
     const behind = await createAttestedFetch({ baseURL: `${balancer.url}/v1`, allowNoTee: true, ca: balancer.certificate });
     const direct = await createAttestedFetch({ baseURL: `${sigilUrl()}/v1`, allowNoTee: true });
     try {
       const models = { object: 'list', data: [{ id: 'forged-model', object: 'model', created: 1, owned_by: 'x' }] };
       balancer.forge = (method, path) =>
         method === 'GET' && path === '/v1/models' ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(models) } : undefined;
-      const forged = await behind(`${balancer.url}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } });
-      expect(await forged.json()).toEqual(models);
-      expect(forged.headers.get(UNVERIFIED_HEADER)).toBe(
-        'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it',
+      const before = balancer.forged;
+      const attested = await behind(`${balancer.url}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } });
+      const provider = (behind.attestation.policy as { models: Array<{ provider: string }> }).models[0]!.provider;
+      expect(await attested.json()).toEqual({ object: 'list', data: [{ id: 'm', object: 'model', created: 0, owned_by: provider }] });
+      expect(attested.headers.get(SOURCE_HEADER)).toBe(
+        'the attested policy: only the model ids and providers it binds (names, prices and context windows are not bound, so not given)',
       );
+      expect(attested.headers.get(UNVERIFIED_HEADER)).toBeNull();
+      expect(balancer.forged).toBe(before);
       const pinned = await direct(`${sigilUrl()}/v1/models`, { headers: { authorization: `Bearer ${sigil.key}` } });
       expect(pinned.status).toBe(200);
       expect(pinned.headers.get(UNVERIFIED_HEADER)).toBeNull();
+      expect(pinned.headers.get(SOURCE_HEADER)).toBeNull();
     } finally {
       balancer.forge = () => undefined;
       await behind.close();

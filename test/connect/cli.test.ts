@@ -96,6 +96,29 @@ describe('sigil connect beyond loopback, from the command line', () => {
   });
 });
 
+describe('sigil connect --reattest-every and --fresh-report', () => {
+  it('refuses a duration outside 10s to 24h, or one without a unit, as bad usage', async () => {
+    for (const value of ['5s', '25h', '30', '1d', '']) {
+      const run = await sigilConnect([plain.url, '--allow-insecure-http', '--allow-no-tee', '--reattest-every', value]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(new RegExp(`^sigil connect: --reattest-every is a duration from 10s to 24h, e\\.g\\. 30m or 1h; not "${value}"\n`));
+    }
+  });
+
+  it('renews the verdict at the interval given, asks fresh reports, and says what freshness rests on', async () => {
+    const run = await sigilConnect(
+      [plain.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '127.0.0.1:0', '--reattest-every', '90s', '--fresh-report'],
+      async (running) => {
+        const status = running.status();
+        expect(Date.parse(status.renewal.next_reattestation) - Date.parse(status.attested_at)).toBe(90_000);
+        expect(status.freshness).toBe('no hardware report: nothing vouches for freshness (a development service)');
+        expect(running.fetch.attestation.freshness).toBe('fresh report');
+      },
+    );
+    expect(run.code).toBe(0);
+  });
+});
+
 describe('sigil connect tells the person running it', () => {
   it('of each answer it did not pass on, by path and failed check, never its content', async () => {
     const proxy = await startForgingProxy(unsealed.url);

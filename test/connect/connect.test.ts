@@ -157,6 +157,26 @@ describe('behind a forging load balancer between connect and Sigil, the app gets
     expect(behind.status().tls).toBe('not ending in the enclave (bodies sealed instead)');
   });
 
+  it('a model list the balancer rewrites: the app gets the models the attested policy names, never the forgery', async () => {
+    const forged = { object: 'list', data: [{ id: 'forged-model', object: 'model', created: 1, owned_by: 'x' }] };
+    balancer.forge = (method, path) =>
+      method === 'GET' && path.startsWith('/v1/models')
+        ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(forged) }
+        : undefined;
+    try {
+      const before = balancer.forged;
+      const policy = behind.fetch.attestation.policy as { models: Array<{ id: string; provider: string }> };
+      const listed = await app.models.list();
+      expect(listed.data).toEqual(policy.models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.provider })));
+      expect(listed.data.map((m) => m.id)).toEqual(['m', 'embed']);
+      await expect(app.models.retrieve('forged-model')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+      expect((await app.models.retrieve('m')).id).toBe('m');
+      expect(balancer.forged).toBe(before);
+    } finally {
+      balancer.forge = () => undefined;
+    }
+  });
+
   it("passes the service's 401 on, marked as not authenticated: TLS ends before the enclave and it was not sealed", async () => {
     const wrong = new OpenAI({ baseURL: `${behind.url}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
     const error = await apiError(wrong.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }));

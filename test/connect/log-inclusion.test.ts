@@ -97,3 +97,102 @@ describe('sigil connect and the transparency log', () => {
     }
   });
 });
+
+describe('sigil connect fails closed on the transparency log', () => {
+  const omitLeaf = () =>
+    (proxy.rewrite = (_m, path) =>
+      path.startsWith('/v1/log/proof') ? (body) => Buffer.from(JSON.stringify({ ...JSON.parse(body.toString()), proofs: [] })) : undefined);
+  const chat = (connect: RunningConnect) =>
+    fetch(`${connect.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: PROMPT }] }),
+    });
+  const chats = () => engine.requests.filter((r) => r.path === '/v1/chat/completions').length;
+
+  it('once the log is proven not to hold a receipt, answers nothing more (502 transparency_log_failed) and says why', async () => {
+    const connect = await connectTo(proxy.url, []);
+    omitLeaf();
+    try {
+      await chatThrough(connect);
+      const id = connect.fetch.receipts.at(-1)!.claims!.receipt_id;
+      const before = chats();
+      const refused = await chat(connect);
+      expect(refused.status).toBe(502);
+      const body = (await refused.json()) as { error: { code: string; param: string; message: string; type: string } };
+      expect(body.error).toMatchObject({ code: 'transparency_log_failed', param: 'log.inclusion', type: 'verification_error' });
+      expect(body.error.message).toMatch(
+        new RegExp(
+          `^sigil connect stopped passing answers on: the service's transparency log failed for receipt ${id} \\(ERR_TLOG_PROOF: the log holds no entry`,
+        ),
+      );
+      expect(body.error.message).not.toContain(PROMPT);
+      expect(chats()).toBe(before);
+      expect(connect.status().stopped).toMatch(
+        new RegExp(`^no answer is passed on any more: the service's transparency log failed \\(receipt ${id}: log\\.inclusion: ERR_TLOG_PROOF`),
+      );
+    } finally {
+      proxy.reset();
+      await connect.close();
+    }
+  });
+
+  it('--require-inclusion holds a JSON answer until its inclusion proof verified', async () => {
+    const connect = await startConnect({
+      service: sigil.url,
+      listen: { host: '127.0.0.1', port: 0 },
+      allowNoTee: true,
+      allowInsecureHttp: true,
+      requireInclusion: true,
+    });
+    try {
+      const answer = await chat(connect);
+      expect(answer.status).toBe(200);
+      // Settled before the answer was handed over: no waiting on it here.
+      expect(connect.status().log).toEqual({ kept_by_service: true, included: 1, not_included: 0, pending: 0 });
+      expect(connect.status().receipts.recent.at(-1)!.log).toBe('included');
+    } finally {
+      await connect.close();
+    }
+  });
+
+  it('--require-inclusion refuses an answer whose receipt the log does not hold: 502 naming log.inclusion, never the answer', async () => {
+    const connect = await startConnect({
+      service: proxy.url,
+      listen: { host: '127.0.0.1', port: 0 },
+      allowNoTee: true,
+      allowInsecureHttp: true,
+      requireInclusion: true,
+    });
+    omitLeaf();
+    try {
+      const refused = await chat(connect);
+      expect(refused.status).toBe(502);
+      const body = (await refused.json()) as { error: { code: string; param: string; message: string } };
+      expect(body.error).toMatchObject({ code: 'receipt_verification_failed', param: 'log.inclusion' });
+      expect(body.error.message).toMatch(/^sigil connect did not pass this answer on: the answer's receipt is not proven in the service's log: /);
+      expect(JSON.stringify(body)).not.toContain(engine.reply);
+    } finally {
+      proxy.reset();
+      await connect.close();
+    }
+  });
+
+  it('--require-inclusion refuses to start against a service that keeps no log', async () => {
+    const bare = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
+    try {
+      const refused = await startConnect({
+        service: bare.url,
+        listen: { host: '127.0.0.1', port: 0 },
+        allowNoTee: true,
+        allowInsecureHttp: true,
+        requireInclusion: true,
+      }).catch((e: unknown) => e as Error);
+      expect((refused as Error).message).toBe(
+        `--require-inclusion: ${bare.url}'s attestation names no transparency log, so no answer could ever be proven logged`,
+      );
+    } finally {
+      await bare.close(0);
+    }
+  });
+});
