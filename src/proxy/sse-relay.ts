@@ -24,6 +24,10 @@ export interface SseRelayOptions {
   forReceipt: boolean;
   /** Default `done` (a `data: [DONE]` line). */
   completion?: StreamCompletion;
+  /** With the `event` ending, the `type` of the event that ends the stream; default `response.completed`. */
+  completingEvent?: string;
+  /** The event a failed stream ends with; default OpenAI's `data: {"error":...}` (src/protocol/errors.ts). */
+  errorEvent?: (error: HttpError) => string;
   /** One event larger than this ends the stream with an error event and cancels the engine request. */
   maxEventBytes: number;
   /** Reads the token counts from an event's JSON (endpoints name them differently). Default: chat's usage. */
@@ -63,7 +67,6 @@ const SPACE = 0x20;
 const RECEIPT_COMMENT = /^: ?receipt(?:[ \t]|$)/;
 const DONE_PAYLOAD = '[DONE]';
 const USAGE = Buffer.from('"usage"');
-const COMPLETED = Buffer.from('response.completed');
 const ignore = () => undefined;
 
 /** What became of one line. */
@@ -99,6 +102,9 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
   const { source, sink, rewriteModel, forReceipt, maxEventBytes } = options;
   const completion = options.completion ?? 'done';
   const readUsage = options.readUsage ?? chatUsage;
+  const completingEvent = options.completingEvent ?? 'response.completed';
+  const COMPLETED = Buffer.from(completingEvent);
+  const errorEvent = options.errorEvent ?? sseErrorEvent;
   const hash: Hash | undefined = forReceipt ? createHash('sha256') : undefined;
   const modelJson = rewriteModel === undefined ? undefined : JSON.stringify(rewriteModel);
   /** Pieces of the line not finished yet, and their total length. */
@@ -166,18 +172,31 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     }
     if (event === null || typeof event !== 'object' || Array.isArray(event)) return PASS;
     const record = event as Record<string, unknown>;
-    const nested =
-      completion === 'event' && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
+    // The Responses API nests the response (its id, its usage) in its events, the Messages API the message in `message_start`.
+    const inner = completion === 'event' ? (record.response ?? record.message) : undefined;
+    const nested = typeof inner === 'object' && inner !== null ? (inner as Record<string, unknown>) : undefined;
     const id = typeof record.id === 'string' ? record.id : typeof nested?.id === 'string' ? nested.id : undefined;
     if (completionId === undefined && id !== undefined) completionId = id;
     const u = readUsage(record) ?? (nested === undefined ? undefined : readUsage(nested));
-    if (u !== undefined) usage = u;
-    if (completion === 'event' && (record.type === 'response.completed' || lastEventType === 'response.completed')) state = 'closing';
-    if (modelJson === undefined || !('model' in record)) return PASS;
+    // An event that counts the output alone (a Messages `message_delta`) keeps the input count read before it.
+    if (u !== undefined)
+      usage = u.prompt_tokens === 0 && usage !== undefined ? { prompt_tokens: usage.prompt_tokens, completion_tokens: u.completion_tokens } : u;
+    if (completion === 'event' && (record.type === completingEvent || lastEventType === completingEvent)) state = 'closing';
+    if (modelJson === undefined) return PASS;
+    const inMessage = nested !== undefined && record.message === nested && 'model' in nested;
+    if (!('model' in record) && !inMessage) return PASS;
     const payload = buf.subarray(payloadStart, end);
     const scan = scanJsonObject(payload);
     if (scan.duplicate !== undefined) return PASS;
-    replacement = Buffer.concat([buf.subarray(start, payloadStart), editJsonObject(payload, scan, { set: { model: modelJson } }), buf.subarray(end, eolEnd)]);
+    const set: Record<string, string> = {};
+    if ('model' in record) set.model = modelJson;
+    if (inMessage) {
+      // A Messages `message_start` names the model inside its message: that value alone is edited there.
+      const member = scan.members.find((m) => m.key === 'message')!;
+      const message = payload.subarray(member.valueStart, member.valueEnd);
+      set.message = editJsonObject(message, scanJsonObject(message), { set: { model: modelJson } }).toString('utf8');
+    }
+    replacement = Buffer.concat([buf.subarray(start, payloadStart), editJsonObject(payload, scan, { set }), buf.subarray(end, eolEnd)]);
     return EDIT;
   };
 
@@ -236,7 +255,7 @@ export function teeSseStream(options: SseRelayOptions): Promise<SseRelayResult> 
     };
 
     const fail = (error: HttpError) => {
-      if (!sink.destroyed && !sink.writableEnded) sink.end(padded(Buffer.from(sseErrorEvent(error)), true));
+      if (!sink.destroyed && !sink.writableEnded) sink.end(padded(Buffer.from(errorEvent(error)), true));
       finish({ complete: false, clientGone: false, error });
     };
 
