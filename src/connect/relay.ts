@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AttestedFetch } from '../client/index.ts';
-import { HttpError } from '../protocol/errors.ts';
+import { anthropicErrorBody, anthropicSseErrorEvent } from '../protocol/anthropic-error.ts';
+import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { relayEventStream } from './stream-relay.ts';
 import { connectErrorOf } from './verification-error.ts';
 
@@ -23,12 +24,17 @@ const ANSWER_HOP = new Set([...HOP, 'content-encoding', 'ehbp-response-nonce']);
 
 export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
-export function sendError(res: ServerResponse, error: HttpError): void {
+/** Whether the app speaks Anthropic's Messages API on this path: its errors then take that API's shape (docs/api.md#anthropic-messages). */
+export function isMessagesPath(url: string | undefined): boolean {
+  return /^\/v1\/messages(?:\/count_tokens)?\/?(?:\?|$)/.test(url ?? '');
+}
+
+export function sendError(res: ServerResponse, error: HttpError, url?: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = JSON.stringify(error.toJSON());
+  const body = JSON.stringify(isMessagesPath(url) ? anthropicErrorBody(error) : error.toJSON());
   res.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -98,7 +104,7 @@ export async function relay(target: RelayTarget, req: IncomingMessage, res: Serv
   if (stream) {
     res.writeHead(answer.status, { ...headers, 'cache-control': 'no-cache' });
     res.flushHeaders();
-    await relayEventStream(answer.body, res);
+    await relayEventStream(answer.body, res, isMessagesPath(req.url) ? anthropicSseErrorEvent : sseErrorEvent);
     return;
   }
   let bytes: Buffer;

@@ -1,10 +1,10 @@
 import type { ServerResponse } from 'node:http';
-import { sseErrorEvent } from '../protocol/errors.ts';
+import { sseErrorEvent, type HttpError } from '../protocol/errors.ts';
 import { cutStreamError } from './verification-error.ts';
 
 const BOUNDARY = /\r?\n\r?\n/;
-/** The events that tell an app a stream ended well: held until the receipt after them verified. */
-const FINAL = /^data: \[DONE\]\s*$|^event: response\.(completed|incomplete|failed)\s*$/m;
+/** The events that tell an app a stream ended well (a Messages stream's `message_stop` too): held until the receipt after them verified. */
+const FINAL = /^data: \[DONE\]\s*$|^event: response\.(completed|incomplete|failed)\s*$|^event: message_stop\s*$/m;
 /** The receipt comment after `[DONE]` is for the verifier; the app gets the verdict (the status page, the audit directory). */
 const RECEIPT_COMMENT = /^: receipt /;
 
@@ -13,7 +13,11 @@ const RECEIPT_COMMENT = /^: receipt /;
  * only the final event (`data: [DONE]`, or a response stream's `response.completed`) waits for the receipt that
  * follows it. A receipt that fails, or a stream cut before it, ends the app's stream with an error event instead.
  */
-export async function relayEventStream(body: ReadableStream<Uint8Array>, res: ServerResponse): Promise<void> {
+export async function relayEventStream(
+  body: ReadableStream<Uint8Array>,
+  res: ServerResponse,
+  errorEvent: (error: HttpError) => string = sseErrorEvent,
+): Promise<void> {
   const decoder = new TextDecoder();
   let pending = '';
   const held: string[] = [];
@@ -40,7 +44,7 @@ export async function relayEventStream(body: ReadableStream<Uint8Array>, res: Se
       if (out !== '') res.write(out);
     }
   } catch (err) {
-    res.end(sseErrorEvent(cutStreamError(err)));
+    res.end(errorEvent(cutStreamError(err)));
     return;
   } finally {
     res.off('close', cancel);
