@@ -68,7 +68,7 @@ export class KeyRing {
     return this.#byHash.size;
   }
 
-  /** The caller named by `Authorization: Bearer <key>`, or by `x-api-key: <key>` as Anthropic's SDKs send it (docs/api.md#authentication). */
+  /** The caller named by `Authorization: Bearer <key>`, or by `x-api-key: <key>` as Anthropic's SDKs send it (docs/api.md#anthropic-messages). */
   authenticate(headers: IncomingHttpHeaders): Caller {
     const key = keyOf(headers);
     // One-shot: a Hash object per request (createHash) costs twice the digest itself.
