@@ -2,7 +2,8 @@
  * A fast fake OpenAI-compatible engine in vLLM's byte format, so that any difference between peers is
  * the proxy's: JSON answers after a fixed response time, streams send one event per token at a fixed
  * cadence. `max_tokens` sets the number of content chunks; content chunk k carries the text `t<k> `,
- * so a client can check count and order.
+ * so a client can check count and order. `POST /v1/messages` answers the same in Anthropic's Messages
+ * format (a stream: `message_start`, one `content_block_delta` per token, ..., `message_stop`).
  *
  * Run alone: `node --import tsx bench/fake-engine.ts [--port N] [--chunk-ms 5] [--json-ms 0] [--processes N]`; it
  * prints one JSON line `{"url": ...}` when it listens (every process, with --processes).
@@ -59,6 +60,50 @@ function readRequest(body: Buffer): ChatRequest {
   };
 }
 
+function messagesJsonBody(r: ChatRequest): string {
+  let text = '';
+  for (let k = 1; k <= r.tokens; k++) text += `t${k} `;
+  return JSON.stringify({
+    id: `msg_${(++counter).toString(16).padStart(24, '0')}`,
+    type: 'message',
+    role: 'assistant',
+    model: r.model,
+    content: [{ type: 'text', text }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 12, output_tokens: r.tokens },
+  });
+}
+
+/** The Messages stream's events: all but the token deltas are sent at once; delta k at start + k * chunkMs. */
+function sendMessagesStream(res: ServerResponse, r: ChatRequest, chunkMs: number): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+  const id = `msg_${(++counter).toString(16).padStart(24, '0')}`;
+  res.write(
+    `event: message_start\ndata: {"type":"message_start","message":{"id":"${id}","type":"message","role":"assistant","model":${JSON.stringify(r.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}\n\n` +
+      'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+  );
+  const start = performance.now();
+  let k = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const next = () => {
+    if (res.destroyed) return;
+    k++;
+    res.write(`event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"t${k} "}}\n\n`);
+    if (k === r.tokens) {
+      res.end(
+        'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n' +
+          `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":${r.tokens}}}\n\n` +
+          'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+      );
+      return;
+    }
+    timer = setTimeout(next, Math.max(0, start + (k + 1) * chunkMs - performance.now()));
+  };
+  timer = setTimeout(next, chunkMs);
+  res.once('close', () => clearTimeout(timer));
+}
+
 function jsonBody(r: ChatRequest): string {
   let text = '';
   for (let k = 1; k <= r.tokens; k++) text += `t${k} `;
@@ -106,7 +151,8 @@ export function createFakeEngine(options: FakeEngineOptions): Server {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(MODELS) }).end(MODELS);
       return;
     }
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+    const messages = req.url === '/v1/messages';
+    if (req.method !== 'POST' || (req.url !== '/v1/chat/completions' && !messages)) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"object":"error","message":"Not Found","type":"NotFoundError","param":null,"code":404}');
       return;
     }
@@ -120,11 +166,11 @@ export function createFakeEngine(options: FakeEngineOptions): Server {
       return;
     }
     if (r.stream) {
-      sendStream(res, r, r.chunkMs ?? options.chunkMs);
+      (messages ? sendMessagesStream : sendStream)(res, r, r.chunkMs ?? options.chunkMs);
       return;
     }
     const answer = () => {
-      const out = jsonBody(r);
+      const out = messages ? messagesJsonBody(r) : jsonBody(r);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) }).end(out);
     };
     if (options.jsonMs > 0) setTimeout(answer, options.jsonMs);

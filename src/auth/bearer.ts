@@ -68,20 +68,36 @@ export class KeyRing {
     return this.#byHash.size;
   }
 
+  /** The caller named by `Authorization: Bearer <key>`, or by `x-api-key: <key>` as Anthropic's SDKs send it (docs/api.md#anthropic-messages). */
   authenticate(headers: IncomingHttpHeaders): Caller {
-    const header = headers.authorization;
-    if (header === undefined || header === '') {
-      throw httpError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.");
-    }
-    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-    if (!match) throw httpError('invalid_api_key', "The Authorization header must be 'Bearer <key>'.");
+    const key = keyOf(headers);
     // One-shot: a Hash object per request (createHash) costs twice the digest itself.
-    const digest = hash('sha256', match[1]!, 'buffer');
+    const digest = hash('sha256', key, 'buffer');
     const hex = digest.toString('hex');
     const stored = this.#byHash.get(hex);
     if (stored === undefined || !timingSafeEqual(stored, digest)) {
       throw httpError('invalid_api_key', 'Incorrect API key provided.');
     }
-    return new AuthenticatedCaller(hex, match[1]!, this.#secrets);
+    return new AuthenticatedCaller(hex, key, this.#secrets);
   }
+}
+
+/** The key a request carries: the bearer token, else `x-api-key`; both sent must name the same key. */
+function keyOf(headers: IncomingHttpHeaders): string {
+  const header = headers.authorization;
+  const apiKey = headers['x-api-key'];
+  if ((header === undefined || header === '') && (apiKey === undefined || apiKey === '')) {
+    throw httpError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
+  }
+  let bearer: string | undefined;
+  if (header !== undefined && header !== '') {
+    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+    if (!match) throw httpError('invalid_api_key', "The Authorization header must be 'Bearer <key>'.");
+    bearer = match[1]!;
+  }
+  if (apiKey === undefined || apiKey === '') return bearer!;
+  if (typeof apiKey !== 'string' || !/^\S+$/.test(apiKey.trim())) throw httpError('invalid_api_key', 'The x-api-key header must be one key.');
+  if (bearer !== undefined && bearer !== apiKey.trim())
+    throw httpError('invalid_api_key', 'The Authorization and x-api-key headers name different keys; send one.');
+  return apiKey.trim();
 }

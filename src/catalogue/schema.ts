@@ -1,7 +1,10 @@
 import { z } from 'zod';
 
-/** The OpenAI endpoints (docs/api.md#completions-embeddings-responses) a model can be served on. */
-export const ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses'] as const;
+/**
+ * The endpoints a model can be served on: OpenAI's (docs/api.md#completions-embeddings-responses) and Anthropic's Messages API
+ * (docs/api.md#anthropic-messages), which only an engine that serves it declares.
+ */
+export const ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses', 'messages', 'messages_count_tokens'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 /** An entry without `endpoints` is a generative model: everything but embeddings. */
 export const DEFAULT_ENDPOINTS: readonly Endpoint[] = ['chat', 'completions', 'responses'];

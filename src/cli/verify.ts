@@ -14,7 +14,7 @@ import { canonicalPolicyHash } from '../verify/digest.ts';
 import { VerifyError, isVerifyError } from '../verify/errors.ts';
 import { toEar } from '../verify/ear.ts';
 import { verifyExchange, type ReceiptContext, type ServiceExchange } from '../verify/exchange.ts';
-import { firstListedModel, sendChatWithReceipt, type LiveExchange } from '../verify/live-request.ts';
+import { firstListedModel, LIVE_API_PATHS, sendChatWithReceipt, type LiveApi, type LiveExchange } from '../verify/live-request.ts';
 import { fetchJwks, fetchServiceEvidence } from '../verify/service.ts';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import { verifyService, type ServiceEvidence, type ServiceExpectations, type ServiceVerification, type Waivers } from '../verify/verify-service.ts';
@@ -38,7 +38,7 @@ const USAGE = `usage:
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
                [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
                [--allow-unpinned-code] [--log [--log-index N]] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--reference FILE] [--release FILE RELEASE_TRUST]
+  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--api chat|messages] [--reference FILE] [--release FILE RELEASE_TRUST]
                [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
   sigil verify --audit DIR [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
                [--allow-unpinned-code] [--json]
@@ -52,7 +52,9 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
   --url BASE          the service; fetches its JWKS, policy and fresh attestation evidence
   --api-key KEY       live mode; or set SIGIL_API_KEY (never printed)
   --model ID          live mode: the model to ask (default: the first one GET /v1/models lists)
-  --stream            live mode: stream the answer and check the message receipt after [DONE]
+  --stream            live mode: stream the answer and check the message receipt after [DONE] (messages: message_stop)
+  --api chat|messages the API of the exchange: OpenAI's chat completions (default) or Anthropic's Messages API
+                      (POST /v1/messages); live mode asks it, a receipt file is checked as signed for it
                       (live mode checks the receipts are in the service's transparency log, when its attestation binds one)
   --log               with a receipt file and --url: check the receipt is in the transparency log the attestation
                       binds (docs/log.md), waiting up to the log's maximum merge delay for its batch
@@ -110,6 +112,8 @@ interface Options {
   apiKey?: string;
   model?: string;
   stream: boolean;
+  /** --api: the exchange's API, chat completions or the Messages API. */
+  api: LiveApi;
   nonce?: string;
   measurement?: string;
   policy?: string;
@@ -158,6 +162,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
       'api-key': { type: 'string' },
       model: { type: 'string' },
       stream: { type: 'boolean', default: false },
+      api: { type: 'string', default: 'chat' },
       nonce: { type: 'string' },
       measurement: { type: 'string' },
       policy: { type: 'string' },
@@ -182,11 +187,13 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
   const { values: v, positionals } = parsed;
   if (v.help) return 'help';
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
+  if (v.api !== 'chat' && v.api !== 'messages') throw new UsageError('--api is chat or messages');
   if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
   const releaseTrust = { key: v.key, identity: v.identity, issuer: v.issuer, 'trusted-root': v['trusted-root'] };
   const o: Options = {
     releaseTrust,
     stream: v.stream,
+    api: v.api,
     brand: v.brand,
     allowNoTee: v['allow-no-tee'],
     allowUnpinnedCode: v['allow-unpinned-code'],
@@ -388,7 +395,7 @@ async function addLocalEvidence(evidence: ServiceEvidence, o: Options, reference
 
 /** A kept receipt as one exchange: the message receipt apart from the bytes it covers (streams: cut after data: [DONE]). */
 async function keptExchange(o: Options, jws: string): Promise<ServiceExchange> {
-  const exchange: ServiceExchange = { path: '/v1/chat/completions', stream: false, nonce: o.nonce ?? '', receipt: jws };
+  const exchange: ServiceExchange = { path: LIVE_API_PATHS[o.api], stream: false, nonce: o.nonce ?? '', receipt: jws };
   if (o.request !== undefined) exchange.request = await readBytes(o.request, 'request');
   if (o.response !== undefined) exchange.response = await readBytes(o.response, 'response');
   return exchange;
@@ -512,15 +519,16 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       apiKey: o.apiKey!,
       model,
       stream: o.stream,
+      api: o.api,
       nonce: nonce.toString('hex'),
       brand: o.brand,
       dispatcher,
     });
-    evidence.exchanges = [liveExchange(live, o.stream, nonce.toString('hex'), model)];
+    evidence.exchanges = [liveExchange(live, o.stream, nonce.toString('hex'), model, o.api)];
     const result = await verifyService(evidence, expect);
     const sent = pass(
       'live.request',
-      `${o.stream ? 'streamed' : 'JSON'} completion from ${model}: ${live.requestBytes.length} request bytes, ` +
+      `${o.stream ? 'streamed' : 'JSON'} ${o.api === 'messages' ? 'message (/v1/messages)' : 'completion'} from ${model}: ${live.requestBytes.length} request bytes, ` +
         `${live.responseBytes.length} response bytes, message receipt from the ${live.receiptSource}`,
     );
     const receiptChecks = result.exchanges[0]!.checks.length;
@@ -613,9 +621,9 @@ ${formatChecks(checks)}`;
 }
 
 /** The live chat completion as the core reads an exchange: the message receipt already cut from the stream. */
-function liveExchange(live: LiveExchange, stream: boolean, nonce: string, model: string): ServiceExchange {
+function liveExchange(live: LiveExchange, stream: boolean, nonce: string, model: string, api: LiveApi): ServiceExchange {
   const exchange: ServiceExchange = {
-    path: '/v1/chat/completions',
+    path: LIVE_API_PATHS[api],
     stream,
     nonce,
     model,

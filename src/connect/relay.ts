@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AttestedFetch } from '../client/index.ts';
-import { HttpError } from '../protocol/errors.ts';
+import { anthropicErrorBody, anthropicSseErrorEvent } from '../protocol/anthropic-error.ts';
+import { HttpError, sseErrorEvent } from '../protocol/errors.ts';
 import { isBoundedReadError, readResponseBounded } from '../verify/bounded-read.ts';
 import { isJsonContentType } from '../verify/service.ts';
 import { relayEventStream } from './stream-relay.ts';
@@ -31,12 +32,17 @@ const RELAYED_METHODS = new Set(['GET', 'POST']);
 /** Never passed back: connect answers no other origin (docs/connect.md, "Who can use it"). */
 const isCorsHeader = (name: string) => name.startsWith('access-control-');
 
-export function sendError(res: ServerResponse, error: HttpError): void {
+/** Whether the app speaks Anthropic's Messages API on this path: its errors then take that API's shape (docs/api.md#anthropic-messages). */
+export function isMessagesPath(url: string | undefined): boolean {
+  return /^\/v1\/messages(?:\/count_tokens)?\/?(?:\?|$)/.test(url ?? '');
+}
+
+export function sendError(res: ServerResponse, error: HttpError, url?: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = JSON.stringify(error.toJSON());
+  const body = JSON.stringify(isMessagesPath(url) ? anthropicErrorBody(error) : error.toJSON());
   res.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -119,7 +125,7 @@ export async function relay(target: RelayTarget, req: IncomingMessage, res: Serv
   if (stream) {
     res.writeHead(answer.status, { ...headers, 'cache-control': 'no-cache' });
     res.flushHeaders();
-    await relayEventStream(answer.body, res);
+    await relayEventStream(answer.body, res, { errorEvent: isMessagesPath(req.url) ? anthropicSseErrorEvent : sseErrorEvent });
     return;
   }
   const maxBytes = target.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;

@@ -197,7 +197,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
   };
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => sendError(res, toHttpError(err)));
+    handle(req, res).catch((err: unknown) => sendError(res, toHttpError(err), req.url));
   });
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);

@@ -17,7 +17,11 @@ const FINAL_LINE_MAX = 64;
  * Events are cut by the one event-stream reader (CR, LF or CRLF line ends); one larger than `maxEventBytes` ends the
  * stream with an error event.
  */
-export async function relayEventStream(body: ReadableStream<Uint8Array>, res: ServerResponse, maxEventBytes = MAX_RELAYED_EVENT_BYTES): Promise<void> {
+export async function relayEventStream(
+  body: ReadableStream<Uint8Array>,
+  res: ServerResponse,
+  { maxEventBytes = MAX_RELAYED_EVENT_BYTES, errorEvent = sseErrorEvent }: { maxEventBytes?: number; errorEvent?: (error: HttpError) => string } = {},
+): Promise<void> {
   const lines = new EventStreamLines(maxEventBytes);
   /** The lines of the event being read, with their line ends. */
   let event: Uint8Array[] = [];
@@ -59,7 +63,7 @@ export async function relayEventStream(body: ReadableStream<Uint8Array>, res: Se
     }
   } catch (err) {
     if (lines.overflow) reader.cancel().catch(() => undefined);
-    res.end(sseErrorEvent(lines.overflow ? (err as HttpError) : cutStreamError(err)));
+    res.end(errorEvent(lines.overflow ? (err as HttpError) : cutStreamError(err)));
     return;
   } finally {
     res.off('close', cancel);

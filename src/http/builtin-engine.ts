@@ -7,7 +7,7 @@ import type { Logger } from '../log/logger.ts';
 /** Where the zero-config demo model lives, relative to the working directory. */
 export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';
 /** What the built-in engine serves (src/engine/README.md): no /v1/responses, and embeddings from the same model. */
-const BUILTIN_ENGINE_ENDPOINTS: Endpoint[] = ['chat', 'completions', 'embeddings'];
+const BUILTIN_ENGINE_ENDPOINTS: Endpoint[] = ['chat', 'completions', 'embeddings', 'messages'];
 export const BUILTIN_UPSTREAM = 'builtin';
 
 /** The GGUF the built-in engine loads for this configuration: `engine.model`, else the demo model (relative to the working directory). */

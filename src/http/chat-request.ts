@@ -95,6 +95,19 @@ export function checkChatFields(body: Record<string, unknown>, model: CatalogueM
   checkOptional(body, model);
 }
 
+/**
+ * What Sigil reads of a Messages API request besides its model (docs/api.md#anthropic-messages): `max_tokens`, which that API
+ * requires, a positive integer within the model's context window; `stream` is checked with every endpoint's fields.
+ */
+export function checkMessagesFields(body: Record<string, unknown>, model: CatalogueModel): void {
+  const v = body.max_tokens;
+  if (v === undefined) throw httpError('missing_required_parameter', "Missing required parameter: 'max_tokens'.", 'max_tokens');
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw httpError('invalid_value', "'max_tokens' must be a positive integer.", 'max_tokens');
+  if (v > model.context_window) {
+    throw httpError('invalid_value', `'max_tokens' is ${v}, more than the ${model.context_window}-token context window of '${model.id}'.`, 'max_tokens');
+  }
+}
+
 /** The fields every endpoint's request shares: `stream` and Sigil's own `region`. */
 function checkCommonFields(body: Record<string, unknown>): void {
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {

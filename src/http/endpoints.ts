@@ -1,12 +1,12 @@
 import type { CatalogueModel } from '../catalogue/catalogue.ts';
 import type { Endpoint } from '../catalogue/schema.ts';
 import { chatUsage, type StreamCompletion, type TokenUsage } from '../proxy/sse-relay.ts';
-import { checkChatFields } from './chat-request.ts';
-import { streamEndingOf } from '../protocol/stream-ending.ts';
+import { checkChatFields, checkMessagesFields } from './chat-request.ts';
+import { completingEventOf, streamEndingOf } from '../protocol/stream-ending.ts';
 
 /**
- * What differs between the OpenAI endpoints Sigil relays (docs/api.md#completions-embeddings-responses); everything else (auth,
- * limits, model mapping, byte-exact relay, receipts) is one pipeline for all of them.
+ * What differs between the endpoints Sigil relays, OpenAI's (docs/api.md#completions-embeddings-responses) and Anthropic's Messages
+ * API (docs/api.md#anthropic-messages); everything else (auth, limits, model mapping, byte-exact relay, receipts) is one pipeline for all of them.
  */
 export interface EndpointDescription {
   /** The catalogue's name for the endpoint (a model lists the ones it serves). */
@@ -19,6 +19,12 @@ export interface EndpointDescription {
   checkFields(body: Record<string, unknown>, model: CatalogueModel): void;
   /** How a stream from the engine says it is finished. */
   completion: StreamCompletion;
+  /** With the `event` ending, the `type` of the event that ends the stream. */
+  completingEvent?: string;
+  /** The shape errors take on this path: OpenAI's, or the Messages API's (src/protocol/anthropic-error.ts). */
+  errors: 'openai' | 'anthropic';
+  /** Client headers the engine always gets on this path (the API's version and beta flags), besides `forward_headers`. */
+  engineHeaders: readonly string[];
   /** The token counts in a response or stream event, for the token limits and the log. */
   readUsage(event: Record<string, unknown>): TokenUsage | undefined;
 }
@@ -40,7 +46,23 @@ function embeddingsUsage(event: Record<string, unknown>): TokenUsage | undefined
   return typeof prompt_tokens === 'number' ? { prompt_tokens, completion_tokens: 0 } : undefined;
 }
 
+/**
+ * The Messages API counts `input_tokens` and `output_tokens`: in a response, in a stream's `message_start` (under `message`) and
+ * its `message_delta`, which may carry the output count alone (the relay keeps the input count it read before).
+ */
+function messagesUsage(event: Record<string, unknown>): TokenUsage | undefined {
+  const value = event.usage;
+  if (value === null || typeof value !== 'object') return undefined;
+  const { input_tokens, output_tokens } = value as Record<string, unknown>;
+  if (typeof output_tokens !== 'number') return undefined;
+  return { prompt_tokens: typeof input_tokens === 'number' ? input_tokens : 0, completion_tokens: output_tokens };
+}
+
 const noFieldChecks = () => undefined;
+const noUsage = () => undefined;
+const OPENAI = { errors: 'openai', engineHeaders: [] } as const;
+/** What Anthropic's SDKs send and an engine serving the Messages API reads (vLLM, llama.cpp's server, LiteLLM). */
+const ANTHROPIC = { errors: 'anthropic', engineHeaders: ['anthropic-version', 'anthropic-beta'] } as const;
 
 export const CHAT: EndpointDescription = {
   kind: 'chat',
@@ -48,6 +70,7 @@ export const CHAT: EndpointDescription = {
   enginePath: '/chat/completions',
   checkFields: checkChatFields,
   completion: streamEndingOf('/v1/chat/completions'),
+  ...OPENAI,
   readUsage: chatUsage,
 };
 export const COMPLETIONS: EndpointDescription = {
@@ -56,6 +79,7 @@ export const COMPLETIONS: EndpointDescription = {
   enginePath: '/completions',
   checkFields: noFieldChecks,
   completion: streamEndingOf('/v1/completions'),
+  ...OPENAI,
   readUsage: chatUsage,
 };
 export const EMBEDDINGS: EndpointDescription = {
@@ -64,6 +88,7 @@ export const EMBEDDINGS: EndpointDescription = {
   enginePath: '/embeddings',
   checkFields: noFieldChecks,
   completion: streamEndingOf('/v1/embeddings'),
+  ...OPENAI,
   readUsage: embeddingsUsage,
 };
 export const RESPONSES: EndpointDescription = {
@@ -72,7 +97,28 @@ export const RESPONSES: EndpointDescription = {
   enginePath: '/responses',
   checkFields: noFieldChecks,
   completion: streamEndingOf('/v1/responses'),
+  completingEvent: completingEventOf('/v1/responses')!,
+  ...OPENAI,
   readUsage: responsesUsage,
 };
+export const MESSAGES: EndpointDescription = {
+  kind: 'messages',
+  path: '/v1/messages',
+  enginePath: '/messages',
+  checkFields: checkMessagesFields,
+  completion: streamEndingOf('/v1/messages'),
+  completingEvent: completingEventOf('/v1/messages')!,
+  ...ANTHROPIC,
+  readUsage: messagesUsage,
+};
+export const MESSAGES_COUNT_TOKENS: EndpointDescription = {
+  kind: 'messages_count_tokens',
+  path: '/v1/messages/count_tokens',
+  enginePath: '/messages/count_tokens',
+  checkFields: noFieldChecks,
+  completion: streamEndingOf('/v1/messages/count_tokens'),
+  ...ANTHROPIC,
+  readUsage: noUsage,
+};
 
-export const RELAYED_ENDPOINTS: readonly EndpointDescription[] = [CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES];
+export const RELAYED_ENDPOINTS: readonly EndpointDescription[] = [CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES, MESSAGES, MESSAGES_COUNT_TOKENS];

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { anthropicErrorBody } from '../protocol/anthropic-error.ts';
 import type { HttpError } from '../protocol/errors.ts';
 
 export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}, contentType = 'application/json'): void {
@@ -19,4 +20,13 @@ export function sendError(res: ServerResponse, err: HttpError, extraHeaders?: Re
     { ...extraHeaders, ...err.headers },
     err.problemType === undefined ? 'application/json' : 'application/problem+json',
   );
+}
+
+/** Sends the error in the Messages API's shape (docs/api.md#anthropic-messages), for a request on that path. */
+export function sendAnthropicError(res: ServerResponse, err: HttpError, requestId: string, extraHeaders?: Record<string, string>): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, err.status, JSON.stringify(anthropicErrorBody(err, requestId)), { ...extraHeaders, ...err.headers });
 }

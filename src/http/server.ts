@@ -4,7 +4,7 @@ import { createServer as createTlsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { AppContext } from './context.ts';
 import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
-import { sendError } from './respond.ts';
+import { sendAnthropicError, sendError } from './respond.ts';
 import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
@@ -36,6 +36,8 @@ interface Route {
   allow: string;
   /** Public documents any page may read (docs/trust-page.md): served with `Access-Control-Allow-Origin: *`, never with credentials. */
   public?: true;
+  /** Anthropic's Messages API (docs/api.md#anthropic-messages): errors in its shape, and its `request-id` header. */
+  anthropic?: true;
 }
 
 /** Holds the live context; reloads swap it whole between requests. */
@@ -75,7 +77,11 @@ function buildRoutes(state: AppState) {
   add('/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) });
   for (const endpoint of RELAYED_ENDPOINTS) {
     const handler = createExchangeHandler(endpoint, { buffers: state.buffers, streamsCut: state.streamsCut.signal });
-    add(endpoint.path, { name: endpoint.path, methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) } });
+    add(endpoint.path, {
+      name: endpoint.path,
+      methods: { POST: (req, res, ctx, _url, log) => handler(req, res, ctx, log) },
+      ...(endpoint.errors === 'anthropic' ? { anthropic: true } : {}),
+    });
   }
   const trustPage = createTrustPageHandler(state.ctx.config.trust_page?.dir ?? defaultTrustPageDir());
   for (const path of TRUST_PAGE_PATHS) add(path, { name: path, methods: get((req, res, _ctx, url) => trustPage(req, res, url.pathname)) });
@@ -155,10 +161,15 @@ export function createRequestHandler(state: AppState) {
       endSpan?.(log);
     });
 
+    let anthropic = false;
     try {
       refuseDuplicateHeaders(req.rawHeaders, ctx.headers);
       const url = parseRequestTarget(req.url ?? '/');
       const matched = route(url.pathname);
+      if (matched?.anthropic === true) {
+        anthropic = true;
+        res.setHeader('request-id', requestId);
+      }
       if (matched === undefined) {
         log.path = unmatchedPathShape(url.pathname);
         throw httpError('not_found', `No route for ${req.method} ${url.pathname}.`);
@@ -185,7 +196,9 @@ export function createRequestHandler(state: AppState) {
       log.error_code = error.code;
       // A reply sent before the body was read (401, 413, 415, 429...) ends the connection: reading
       // on would let anyone stream an unauthenticated body at us for as long as the timeout allows.
-      sendError(res, error, req.complete ? undefined : { connection: 'close' });
+      const extraHeaders = req.complete ? undefined : { connection: 'close' };
+      if (anthropic) sendAnthropicError(res, error, requestId, extraHeaders);
+      else sendError(res, error, extraHeaders);
     }
   };
 }

@@ -12,7 +12,11 @@ export type LogFormat = 'auto' | 'json' | 'pretty';
  * headers by mistake.
  */
 export function createLogger(level: string, destination?: NodeJS.WritableStream & { isTTY?: boolean }, format: LogFormat = 'auto'): Logger {
-  const options = { level, base: { service: 'sigil' }, redact: { paths: ['*.authorization', 'authorization', '*.headers'], remove: true } };
+  const options = {
+    level,
+    base: { service: 'sigil' },
+    redact: { paths: ['*.authorization', 'authorization', '*["x-api-key"]', '["x-api-key"]', '*.headers'], remove: true },
+  };
   const out = destination ?? process.stdout;
   if (format === 'pretty' || (format === 'auto' && out.isTTY === true)) return pino(options, prettyDestination(out));
   return destination ? pino(options, destination) : pino(options);

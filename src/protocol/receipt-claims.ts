@@ -1,7 +1,12 @@
 import type { Tee } from './attestation.ts';
 
-/** 1.1.0 adds `forwarded_request_hash` (docs/receipts.md): readers of 1.0.0 ignore it. */
-export const RECEIPT_SCHEMA_VERSION = '1.1.0';
+/**
+ * 1.1.0 adds `forwarded_request_hash`, 1.2.0 `endpoint` (docs/receipts.md): readers of an earlier 1.x ignore what they do not know.
+ */
+export const RECEIPT_SCHEMA_VERSION = '1.2.0';
+
+/** What a receipt without `endpoint` (before 1.2.0) was signed for: one of the OpenAI endpoints, the only ones served then. */
+export const ENDPOINTS_BEFORE_ENDPOINT_CLAIM: readonly string[] = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'];
 
 export interface SelectedModel {
   provider: string;
@@ -22,6 +27,8 @@ export interface ReceiptClaims {
   issued_at: string;
   iat: number;
   attestation_hash?: string;
+  /** The path the request was made on, e.g. `/v1/chat/completions` or `/v1/messages` (1.2.0): one API's receipt cannot pass for another's. */
+  endpoint?: string;
   completion_id?: string;
   request_hash?: string;
   /** Present when the engine got other bytes than the client sent (model renamed, extension fields removed): their SHA-256. */

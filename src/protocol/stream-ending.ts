@@ -5,7 +5,8 @@
  * entry in STREAM_ENDING_RULES, not another reader.
  *
  * - `done`: chat and text completions end with a `data: [DONE]` event;
- * - `event`: `/v1/responses` streams have no [DONE]; they end with the `response.completed` event.
+ * - `event`: `/v1/responses` streams have no [DONE]; they end with the `response.completed` event, and Anthropic's
+ *   `/v1/messages` streams with the `message_stop` event.
  */
 export type StreamEnding = 'done' | 'event';
 
@@ -13,7 +14,10 @@ export type StreamEnding = 'done' | 'event';
 export interface StreamEndingRule {
   /** The data of the event that ends the stream (`[DONE]`), for streams that end with a sentinel. */
   readonly endData?: string;
-  /** The type of the event that ends the stream (its `event:` field or its data's `type`), for streams that end with their last event. */
+  /**
+   * The type of the event that ends the stream (its `event:` field or its data's `type`), for streams that end with their last event:
+   * the Responses API's; another endpoint's is in COMPLETING_EVENTS (`message_stop` for Messages).
+   */
   readonly endEventType?: string;
   /** Other event types an app reads as the end of the stream (a failed response), though no receipt follows them. */
   readonly alsoFinalEventTypes: readonly string[];
@@ -24,19 +28,30 @@ export const STREAM_ENDING_RULES: Readonly<Record<StreamEnding, StreamEndingRule
   event: { endEventType: 'response.completed', alsoFinalEventTypes: ['response.incomplete', 'response.failed'] },
 };
 
-/** The paths whose streams end with their last event rather than `data: [DONE]`. */
-const EVENT_ENDED_PATHS: readonly string[] = ['/v1/responses'];
+/** The paths whose streams end with their last event rather than `data: [DONE]`, and that event's `type`. */
+const COMPLETING_EVENTS: ReadonlyMap<string, string> = new Map([
+  ['/v1/responses', STREAM_ENDING_RULES.event.endEventType!],
+  ['/v1/messages', 'message_stop'],
+]);
+
+function completingEntry(path: string): [string, string] | undefined {
+  const bare = path.split('?')[0]!.replace(/\/+$/, '');
+  for (const entry of COMPLETING_EVENTS) if (bare === entry[0] || bare.endsWith(entry[0])) return entry;
+  return undefined;
+}
 
 /** The stream ending of the endpoint at `path` (a request path such as `/v1/chat/completions`, query ignored). */
 export function streamEndingOf(path: string): StreamEnding {
-  const bare = path.split('?')[0]!.replace(/\/+$/, '');
-  return EVENT_ENDED_PATHS.some((p) => bare === p || bare.endsWith(p)) ? 'event' : 'done';
+  return completingEntry(path) === undefined ? 'done' : 'event';
+}
+
+/** The `type` of the event that ends a stream of the endpoint at `path`, for the endpoints that end with an event (`response.completed`, `message_stop`). */
+export function completingEventOf(path: string): string | undefined {
+  return completingEntry(path)?.[1];
 }
 
 const FINAL_DATA = new Set(Object.values(STREAM_ENDING_RULES).flatMap((rule) => (rule.endData === undefined ? [] : [rule.endData])));
-const FINAL_EVENT_TYPES = new Set(
-  Object.values(STREAM_ENDING_RULES).flatMap((rule) => [...(rule.endEventType === undefined ? [] : [rule.endEventType]), ...rule.alsoFinalEventTypes]),
-);
+const FINAL_EVENT_TYPES = new Set([...Object.values(STREAM_ENDING_RULES).flatMap((rule) => rule.alsoFinalEventTypes), ...COMPLETING_EVENTS.values()]);
 
 /**
  * Whether an event's line (`data: [DONE]`, `event: response.completed`, ...) tells an app, whatever the kind of stream,

@@ -43,9 +43,16 @@ export function engineFailure(err: unknown): HttpError {
   return new HttpError('upstream_bad_response', 'The engine sent a reply that could not be read.');
 }
 
-/** The engine's headers: its own credentials, the JSON framing, the request's id and trace context, and only the client headers configured to pass. */
-function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders): Record<string, string> {
+/**
+ * The engine's headers: its own credentials, the JSON framing, the request's id and trace context, the client headers its
+ * endpoint always passes (`passed`: the Messages API's version and beta flags) and only the client headers configured to pass.
+ */
+function engineHeaders(upstream: Upstream, body: Buffer, client: IncomingHttpHeaders, passed: readonly string[]): Record<string, string> {
   const headers: Record<string, string> = {};
+  for (const name of passed) {
+    const value = client[name];
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
   if (upstream.forwardHeaders.length > 0) {
     // RFC 9110 7.6.1: headers the client names in Connection are for this hop only.
     const hopOnly = new Set(
@@ -91,6 +98,7 @@ export async function postToEngines(
   bodyFor: Buffer | ((upstream: Upstream) => Buffer),
   client: IncomingHttpHeaders,
   signal: AbortSignal | EngineAbort,
+  passed: readonly string[] = [],
 ): Promise<{ response: EngineResponse; upstream: Upstream; body: Buffer }> {
   for (let i = 0; ; i++) {
     const upstream = candidates[i]!;
@@ -101,7 +109,7 @@ export async function postToEngines(
       const response = await upstream.pool.request({
         method: 'POST',
         path: `${upstream.basePath}${enginePath}`,
-        headers: engineHeaders(upstream, body, client),
+        headers: engineHeaders(upstream, body, client, passed),
         body,
         signal,
         headersTimeout: upstream.timeoutMs,

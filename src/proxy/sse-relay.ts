@@ -26,6 +26,10 @@ export interface SseRelayOptions {
   forReceipt: boolean;
   /** Default `done` (a `data: [DONE]` line). */
   completion?: StreamCompletion;
+  /** With the `event` ending, the `type` of the event that ends the stream; default `response.completed`. */
+  completingEvent?: string;
+  /** The event a failed stream ends with; default OpenAI's `data: {"error":...}` (src/protocol/errors.ts). */
+  errorEvent?: (error: HttpError) => string;
   /** One event larger than this ends the stream with an error event and cancels the engine request. */
   maxEventBytes: number;
   /** Reads the token counts from an event's JSON (endpoints name them differently). Default: chat's usage. */
@@ -163,7 +167,7 @@ export class SseTee {
     this.readUsage = options.readUsage ?? chatUsage;
     this.hash = options.forReceipt ? createHash('sha256') : undefined;
     this.modelJson = options.rewriteModel === undefined ? undefined : JSON.stringify(options.rewriteModel);
-    this.endEventType = STREAM_ENDING_RULES[options.completion ?? 'done'].endEventType;
+    this.endEventType = options.completion === 'event' ? (options.completingEvent ?? STREAM_ENDING_RULES.event.endEventType) : undefined;
     this.endEventBytes = this.endEventType === undefined ? undefined : Buffer.from(this.endEventType);
     this.lines = new EventStreamLines(options.maxEventBytes);
     this.onChunk = this.onChunk.bind(this);
@@ -378,22 +382,31 @@ export class SseTee {
     }
     if (event === null || typeof event !== 'object' || Array.isArray(event)) return PASS;
     const record = event as Record<string, unknown>;
-    const nested =
-      endEventType !== undefined && typeof record.response === 'object' && record.response !== null ? (record.response as Record<string, unknown>) : undefined;
+    // The Responses API nests the response (its id, its usage) in its events, the Messages API the message in `message_start`.
+    const inner = endEventType !== undefined ? (record.response ?? record.message) : undefined;
+    const nested = typeof inner === 'object' && inner !== null ? (inner as Record<string, unknown>) : undefined;
     const id = typeof record.id === 'string' ? record.id : typeof nested?.id === 'string' ? nested.id : undefined;
     if (this.completionId === undefined && id !== undefined) this.completionId = id;
     const u = this.readUsage(record) ?? (nested === undefined ? undefined : this.readUsage(nested));
-    if (u !== undefined) this.usage = u;
+    // An event that counts the output alone (a Messages `message_delta`) keeps the input count read before it.
+    if (u !== undefined)
+      this.usage = u.prompt_tokens === 0 && this.usage !== undefined ? { prompt_tokens: this.usage.prompt_tokens, completion_tokens: u.completion_tokens } : u;
     if (endEventType !== undefined && (record.type === endEventType || this.lastEventType === endEventType)) this.state = 'closing';
-    if (modelJson === undefined || !('model' in record)) return PASS;
+    if (modelJson === undefined) return PASS;
+    const inMessage = nested !== undefined && record.message === nested && 'model' in nested;
+    if (!('model' in record) && !inMessage) return PASS;
     const payload = buf.subarray(payloadStart, end);
     const scan = scanJsonObject(payload);
     if (scan.duplicate !== undefined) return PASS;
-    this.replacement = Buffer.concat([
-      buf.subarray(start, payloadStart),
-      editJsonObject(payload, scan, { set: { model: modelJson } }),
-      buf.subarray(end, eolEnd),
-    ]);
+    const set: Record<string, string> = {};
+    if ('model' in record) set.model = modelJson;
+    if (inMessage) {
+      // A Messages `message_start` names the model inside its message: that value alone is edited there.
+      const member = scan.members.find((m) => m.key === 'message')!;
+      const message = payload.subarray(member.valueStart, member.valueEnd);
+      set.message = editJsonObject(message, scanJsonObject(message), { set: { model: modelJson } }).toString('utf8');
+    }
+    this.replacement = Buffer.concat([buf.subarray(start, payloadStart), editJsonObject(payload, scan, { set }), buf.subarray(end, eolEnd)]);
     return EDIT;
   }
 
@@ -407,7 +420,7 @@ export class SseTee {
 
   /** Ends the client's stream with one error event. */
   private fail(error: HttpError): void {
-    if (!this.sink.destroyed && !this.sink.writableEnded) this.sink.end(this.padded(Buffer.from(sseErrorEvent(error)), true));
+    if (!this.sink.destroyed && !this.sink.writableEnded) this.sink.end(this.padded(Buffer.from((this.options.errorEvent ?? sseErrorEvent)(error)), true));
     this.finish({ complete: false, clientGone: false, error });
   }
 

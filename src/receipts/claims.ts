@@ -15,6 +15,8 @@ export interface ReceiptContext {
 
 export interface ModelReceiptInput {
   receiptId: string;
+  /** The path the request was made on (`/v1/messages`), signed as `endpoint` (the server always gives it). */
+  endpoint?: string;
   model: SelectedModel;
   nonce: string;
   now: Date;
@@ -42,6 +44,7 @@ function baseClaims(ctx: ReceiptContext, input: ModelReceiptInput, type: Receipt
     iat: Math.floor(input.now.getTime() / 1000),
   };
   if (ctx.attestationHash !== undefined) claims.attestation_hash = ctx.attestationHash;
+  if (input.endpoint !== undefined) claims.endpoint = input.endpoint;
   return claims;
 }
 

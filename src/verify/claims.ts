@@ -32,6 +32,7 @@ export function receiptShapeProblems(payload: unknown): string[] {
   if (c.tee !== 'none' && c.tee !== undefined && (typeof c.attestation_hash !== 'string' || !SHA256_TAG.test(c.attestation_hash))) {
     problems.push('attestation_hash is not "sha256:" + 64 hex');
   }
+  if (c.endpoint !== undefined && (typeof c.endpoint !== 'string' || !c.endpoint.startsWith('/'))) problems.push('endpoint is not a path');
   if (c.receipt_type === 'message') {
     str('completion_id');
     for (const name of ['request_hash', 'response_hash']) {

@@ -79,7 +79,7 @@ function messageReceipt(exchange: ServiceExchange): { receipt: string; response:
 }
 
 function receiptExpectations(exchange: ServiceExchange, context: ReceiptContext, response: Uint8Array | undefined): ReceiptExpectations {
-  const expected: ReceiptExpectations = { nonce: exchange.nonce };
+  const expected: ReceiptExpectations = { nonce: exchange.nonce, endpoint: exchange.path };
   if (context.measurement !== undefined) expected.measurement = context.measurement;
   if (context.policyHash !== undefined) expected.policyHash = context.policyHash;
   if (context.attestationHash !== undefined) expected.attestationHash = context.attestationHash;

@@ -4,12 +4,21 @@ import { readBounded } from './bounded-read.ts';
 import { VerifyError } from './errors.ts';
 import { errorSummary, fetchJson, serviceUrl } from './service.ts';
 import { splitReceiptStream } from './stream-receipt.ts';
+import { streamEndingOf } from '../protocol/stream-ending.ts';
+
+/** The APIs a live exchange can use: OpenAI's chat completions, or Anthropic's Messages API (docs/api.md#anthropic-messages). */
+export type LiveApi = 'chat' | 'messages';
+
+/** Where each API's requests go: the path a receipt's `endpoint` must name. */
+export const LIVE_API_PATHS: Readonly<Record<LiveApi, string>> = { chat: '/v1/chat/completions', messages: '/v1/messages' };
 
 export interface LiveRequestOptions {
   baseUrl: string;
   apiKey: string;
   model: string;
   stream: boolean;
+  /** Default `chat`. */
+  api?: LiveApi;
   /** Sent as X-<Brand>-Nonce. */
   nonce: string;
   /** The brand word in header names; default "Service". */
@@ -51,7 +60,9 @@ function firstChunkId(body: Uint8Array): string | undefined {
     .split(/\r\n|\r|\n/)) {
     if (!line.startsWith('data:')) continue;
     try {
-      const id = (JSON.parse(line.slice(5)) as { id?: unknown }).id;
+      const event = JSON.parse(line.slice(5)) as { id?: unknown; message?: { id?: unknown } };
+      // A Messages stream names its message in `message_start`, under `message`.
+      const id = event.id ?? event.message?.id;
       if (typeof id === 'string') return id;
     } catch {
       // [DONE] or a non-JSON event
@@ -84,6 +95,8 @@ export async function firstListedModel(baseUrl: string, dispatcher?: Dispatcher)
 export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<LiveExchange> {
   const brand = opts.brand ?? 'Service';
   const names = brandHeaders(brand);
+  const api = opts.api ?? 'chat';
+  // The same request in either API: one user message, a small max_tokens.
   const requestBytes = Buffer.from(
     JSON.stringify({
       model: opts.model,
@@ -92,7 +105,9 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
       stream: opts.stream,
     }),
   );
-  const url = serviceUrl(opts.baseUrl, 'v1/chat/completions');
+  const url = serviceUrl(opts.baseUrl, LIVE_API_PATHS[api].slice(1));
+  const apiHeaders: Record<string, string> =
+    api === 'messages' ? { 'x-api-key': opts.apiKey, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${opts.apiKey}` };
   let status: number;
   let headers: Record<string, string | string[] | undefined>;
   let responseBytes: Buffer;
@@ -100,7 +115,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
     const response = await request(url, {
       method: 'POST',
       headers: {
-        authorization: `Bearer ${opts.apiKey}`,
+        ...apiHeaders,
         'content-type': 'application/json',
         accept: opts.stream ? 'text/event-stream' : 'application/json',
         [names.receipt]: 'true',
@@ -135,7 +150,7 @@ export async function sendChatWithReceipt(opts: LiveRequestOptions): Promise<Liv
 
   let exchange: LiveExchange;
   try {
-    const split = splitReceiptStream(responseBytes);
+    const split = splitReceiptStream(responseBytes, { ending: streamEndingOf(LIVE_API_PATHS[api]) });
     exchange = { requestBytes, responseBytes: split.body, receipt: split.receipt, receiptSource: 'stream comment' };
   } catch (err) {
     // docs/receipts.md: the same message receipt is kept at GET /v1/receipts/{id} for a while.

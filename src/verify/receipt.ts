@@ -4,6 +4,7 @@ import { receiptShapeProblems } from './claims.ts';
 import type { ReceiptClaims } from './claims.ts';
 import { sha256Tagged } from './digest.ts';
 import { describeError } from '../protocol/sigil-error.ts';
+import { ENDPOINTS_BEFORE_ENDPOINT_CLAIM } from '../protocol/receipt-claims.ts';
 import { importJwks } from './jwks.ts';
 import type { ImportedJwks } from './jwks.ts';
 import { verifyCompactJws } from './jws.ts';
@@ -32,6 +33,8 @@ export interface ReceiptExpectations {
   attestationHash?: string;
   /** The `id` of the completion the client received (message receipts). */
   completionId?: string;
+  /** The path the request was made on (`/v1/messages`): the receipt's `endpoint` must name it. */
+  endpoint?: string;
 }
 
 /** The expectations a verification must have, unless the caller waives them with a reason. */
@@ -96,6 +99,21 @@ function issuedAtCheck(claims: ReceiptClaims, now: Date): Check {
   return pass('receipt.issued_at', `issued ${claims.issued_at}`);
 }
 
+/**
+ * The receipt was signed for the path the request was made on. A receipt from before the `endpoint` claim (schema 1.2.0) names
+ * none: then only OpenAI's endpoints were served, so it can stand for one of those, never for the Messages API.
+ */
+function endpointCheck(claims: ReceiptClaims, path: string): Check {
+  const bare = path.split('?')[0]!.replace(/\/+$/, '');
+  if (claims.endpoint !== undefined) return compare('receipt.endpoint', 'endpoint', claims.endpoint, bare);
+  return ENDPOINTS_BEFORE_ENDPOINT_CLAIM.includes(bare)
+    ? pass(
+        'receipt.endpoint',
+        `the receipt names no endpoint (schema ${claims.schema_version}, before 1.2.0, when only OpenAI endpoints such as ${bare} were served)`,
+      )
+    : fail('receipt.endpoint', `the receipt names no endpoint (schema ${claims.schema_version}), so it was signed for an OpenAI endpoint, not ${bare}`);
+}
+
 function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[] {
   const expected = opts.expected ?? {};
   const checks: Check[] = [];
@@ -131,6 +149,7 @@ function claimChecks(claims: ReceiptClaims, opts: VerifyReceiptOptions): Check[]
       ? compare('receipt.policy_hash', 'policy_hash', claims.policy_hash, expected.policyHash)
       : missing('receipt.policy_hash', 'policyHash', 'policy hash'),
   );
+  if (expected.endpoint !== undefined) checks.push(endpointCheck(claims, expected.endpoint));
   if (expected.modelId !== undefined) checks.push(compare('receipt.model', 'selected_model.model_id', claims.selected_model.model_id, expected.modelId));
   if (expected.completionId !== undefined) {
     checks.push(compare('receipt.completion_id', 'completion_id', claims.completion_id ?? '(absent)', expected.completionId));

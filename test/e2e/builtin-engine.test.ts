@@ -52,7 +52,7 @@ describe('proxy in front of the built-in llama.cpp engine', () => {
   it('lists the model with the SHA-256 of its GGUF file as model_hash', async () => {
     const { data } = (await (await fetch(`${sigil.url}/v1/models?detail=true`)).json()) as { data: Array<Record<string, unknown>> };
     expect(data).toHaveLength(1);
-    expect(data[0]).toMatchObject({ id: 'scripted', context_window: 512, provider: 'local', endpoints: ['chat', 'completions', 'embeddings'] });
+    expect(data[0]).toMatchObject({ id: 'scripted', context_window: 512, provider: 'local', endpoints: ['chat', 'completions', 'embeddings', 'messages'] });
     const policy = (await (await fetch(`${sigil.url}/v1/verify/policy`)).json()) as { models: Array<{ model_hash: string }> };
     expect(policy.models[0]!.model_hash).toBe(modelHash);
   });

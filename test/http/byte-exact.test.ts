@@ -79,7 +79,7 @@ describe('the bytes the engine receives', () => {
     expect(got).toBe(`{"model":"engine/m-rename","messages":[{"role":"user","content":"hi"}],${tail}}`);
     const jws = res.headers.get('x-service-receipt')!;
     const claims = decodeJwt(jws);
-    expect(claims.schema_version).toBe('1.1.0');
+    expect(claims.schema_version).toBe('1.2.0');
     expect(claims.request_hash).toBe(sha256(body));
     expect(claims.forwarded_request_hash).toBe(sha256(got));
     const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();

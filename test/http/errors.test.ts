@@ -130,7 +130,7 @@ describe('every error is OpenAI-shaped, with a fitting status, and nothing reach
       'no API key',
       { headers: { authorization: '' } },
       401,
-      error('authentication_error', 'missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."),
+      error('authentication_error', 'missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'."),
     ],
     [
       'an unknown API key',

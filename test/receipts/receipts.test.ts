@@ -60,7 +60,7 @@ describe('message receipt on a JSON response', () => {
     const claims = await verifyAsClient(jws);
     const completion = JSON.parse(responseBytes.toString());
     expect(claims).toEqual({
-      schema_version: '1.1.0',
+      schema_version: '1.2.0',
       receipt_type: 'message',
       receipt_id: res.headers.get('x-acme-receipt-id'),
       enclave_measurement: '0'.repeat(96),
@@ -70,6 +70,7 @@ describe('message receipt on a JSON response', () => {
       nonce: 'client-nonce-42',
       issued_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
       iat: expect.any(Number),
+      endpoint: '/v1/chat/completions',
       completion_id: completion.id,
       request_hash: sha256(body),
       response_hash: sha256(responseBytes),

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { stringify } from 'yaml';
 import { addKey } from '../../src/auth/keys-file.ts';
+import type { Endpoint } from '../../src/catalogue/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startSigil, type RunningSigil, type StartOptions } from '../../src/http/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
@@ -16,7 +17,7 @@ export interface CatalogueModelSpec {
   provider?: string;
   reasoning?: boolean;
   context_window?: number;
-  endpoints?: Array<'chat' | 'completions' | 'embeddings' | 'responses'>;
+  endpoints?: Endpoint[];
   model_hash?: string;
   weights?: string;
 }

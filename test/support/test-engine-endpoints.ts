@@ -172,3 +172,46 @@ export function responseEvents(g: Generation, request: Record<string, unknown>):
     event('response.completed', { response: responseObject(g, id, itemId, createdAt, 'completed', request) }),
   ];
 }
+
+/** A Messages API answer as vLLM's Anthropic endpoint and llama.cpp's server write it. */
+export function messagesJson(g: Generation): string {
+  return JSON.stringify({
+    id: `msg_${randomBytes(12).toString('hex')}`,
+    type: 'message',
+    role: 'assistant',
+    content: [{ type: 'text', text: g.pieces.join('') }],
+    model: g.model,
+    stop_reason: g.finish === 'stop' ? 'end_turn' : 'max_tokens',
+    stop_sequence: null,
+    usage: { input_tokens: g.promptTokens, output_tokens: g.pieces.length },
+  });
+}
+
+/** A Messages API stream: `event:` and `data:` lines, a ping, the text as deltas, ended by `message_stop` (no [DONE]). */
+export function messagesEvents(g: Generation): string[] {
+  const id = `msg_${randomBytes(12).toString('hex')}`;
+  const event = (type: string, body: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+  return [
+    event('message_start', {
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        content: [],
+        model: g.model,
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: g.promptTokens, output_tokens: 1 },
+      },
+    }),
+    event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+    event('ping', {}),
+    ...g.pieces.map((text) => event('content_block_delta', { index: 0, delta: { type: 'text_delta', text } })),
+    event('content_block_stop', { index: 0 }),
+    event('message_delta', {
+      delta: { stop_reason: g.finish === 'stop' ? 'end_turn' : 'max_tokens', stop_sequence: null },
+      usage: { output_tokens: g.pieces.length },
+    }),
+    event('message_stop', {}),
+  ];
+}

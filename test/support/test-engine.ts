@@ -1,12 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { completionEvents, completionJson, embeddingsJson, promptWords, responseEvents, responseJson, type Generation } from './test-engine-endpoints.ts';
+import {
+  completionEvents,
+  completionJson,
+  embeddingsJson,
+  messagesEvents,
+  messagesJson,
+  promptWords,
+  responseEvents,
+  responseJson,
+  type Generation,
+} from './test-engine-endpoints.ts';
 
 /**
  * A small OpenAI-compatible engine for tests. It reproduces the byte formats of vLLM and of
- * llama.cpp's server (chat), and of vLLM for /v1/completions, /v1/embeddings and /v1/responses
- * (streams included), and misbehaves on demand.
+ * llama.cpp's server (chat), of vLLM for /v1/completions, /v1/embeddings and /v1/responses, and of
+ * Anthropic's Messages API as vLLM and llama.cpp serve it (/v1/messages, /v1/messages/count_tokens), streams included,
+ * and misbehaves on demand.
  */
 export type EngineFormat = 'vllm' | 'llamacpp';
 
@@ -56,7 +67,7 @@ export interface TestEngine {
   close(): Promise<void>;
 }
 
-const GENERATING_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
+const GENERATING_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/messages', '/v1/messages/count_tokens']);
 
 // real clock: the engine's configured latency (firstByteDelayMs, chunkDelayMs) is the slowness a test puts Sigil under
 const latency = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -137,6 +148,10 @@ export async function startTestEngine(
     }
     const isChat = path === '/v1/chat/completions';
     const promptTokens = isChat ? countPromptTokens(request.messages) : promptWords(request);
+    if (path === '/v1/messages/count_tokens') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ input_tokens: promptTokens }));
+      return;
+    }
     if (path === '/v1/embeddings') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(embeddingsJson(model, request));
       return;
@@ -160,7 +175,7 @@ export async function startTestEngine(
     if (!isChat && request.stream !== true) {
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(path === '/v1/completions' ? completionJson(generation) : responseJson(generation, request));
+        .end(path === '/v1/completions' ? completionJson(generation) : path === '/v1/messages' ? messagesJson(generation) : responseJson(generation, request));
       return;
     }
     if (request.stream !== true) {
@@ -201,6 +216,7 @@ export async function startTestEngine(
     let events: string[] = [];
     if (path === '/v1/completions') events = completionEvents(generation, includeUsage);
     else if (path === '/v1/responses') events = responseEvents(generation, request);
+    else if (path === '/v1/messages') events = messagesEvents(generation);
     else if (format === 'vllm') {
       const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
         JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra });
@@ -244,7 +260,7 @@ export async function startTestEngine(
       if (b.chunkDelayMs) await latency(b.chunkDelayMs);
     }
     // Responses streams end with their response.completed event, without [DONE].
-    if (b.omitDone || path === '/v1/responses') res.end();
+    if (b.omitDone || path === '/v1/responses' || path === '/v1/messages') res.end();
     else res.end('data: [DONE]\n\n');
   }
 

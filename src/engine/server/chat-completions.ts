@@ -79,7 +79,7 @@ async function streamCompletion(job: Omit<GenerationJob<ChatRequest>, 'onText'>,
 }
 
 /** Tokens the answer may take: what the client asked for, else all the context the prompt leaves. */
-function completionBudget(promptTokens: number, request: ChatRequest, contextSize: number): number {
+export function completionBudget(promptTokens: number, request: ChatRequest, contextSize: number): number {
   if (promptTokens >= contextSize) {
     throw contextLengthExceeded(`This model's maximum context length is ${contextSize} tokens. However, your messages resulted in ${promptTokens} tokens.`);
   }

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { LlamaContextSequence } from 'node-llama-cpp';
 import { handleChatCompletions } from './chat-completions.ts';
 import { handleCompletions } from './completions.ts';
+import { handleMessages } from './messages.ts';
 import { createEmbeddingsHandler } from './embeddings.ts';
 import type { EngineModel } from './engine-model.ts';
 import { bodyTooLarge, EngineHttpError, internalError, invalidJson, methodNotAllowed, notFound } from './errors.ts';
@@ -22,6 +23,7 @@ export function createEngineServer(engine: EngineModel, options: EngineServerOpt
     '/v1/chat/completions': (body, res) => handleChatCompletions(body, res, { engine, pool }),
     '/v1/completions': (body, res) => handleCompletions(body, res, { engine, pool }),
     '/v1/embeddings': handleEmbeddings,
+    '/v1/messages': (body, res) => handleMessages(body, res, { engine, pool }),
   };
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {

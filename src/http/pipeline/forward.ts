@@ -21,7 +21,11 @@ export async function forward(x: ValidExchange): Promise<ForwardedExchange> {
     u.cacheSalt && SALTED_ENDPOINTS.has(x.endpoint.kind)
       ? (salted ??= withCacheSalt(unsalted, cacheSaltOf(x.caller), unsalted === x.raw ? x.chat.scan : undefined))
       : unsalted;
-  const { response: engine, upstream, body } = await postToEngines(x.candidates, x.endpoint.enginePath, bodyFor, x.req.headers, x.abort);
+  const {
+    response: engine,
+    upstream,
+    body,
+  } = await postToEngines(x.candidates, x.endpoint.enginePath, bodyFor, x.req.headers, x.abort, x.endpoint.engineHeaders);
   x.forwarded = body;
   x.log.upstream = upstream.name;
   if (engine.statusCode >= 300) {

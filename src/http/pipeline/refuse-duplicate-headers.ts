@@ -1,8 +1,8 @@
 import type { BrandHeaders } from '../../protocol/brand-headers.ts';
 import { httpError } from '../../protocol/errors.ts';
 
-/** The headers every request may carry once only, whatever the brand. */
-const ONCE = ['authorization', 'host', 'content-type'] as const;
+/** The headers every request may carry once only, whatever the brand (`x-api-key`: Anthropic clients' key). */
+const ONCE = ['authorization', 'x-api-key', 'host', 'content-type'] as const;
 
 /**
  * Refuse duplicate headers, the first step of every request: copies of these would let a front proxy and

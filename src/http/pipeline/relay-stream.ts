@@ -2,6 +2,7 @@ import { teeSseStream } from '../../proxy/sse-relay.ts';
 import type { ForwardedExchange } from './exchange.ts';
 import { messageReceipt, modelReceipt } from './sign.ts';
 import { receiptTrailer } from '../../protocol/sealed-receipt.ts';
+import { anthropicSseErrorEvent } from '../../protocol/anthropic-error.ts';
 
 /** Whether the engine answered with a stream (relayed event by event) rather than one JSON document. */
 export function streams(x: ForwardedExchange): boolean {
@@ -40,6 +41,8 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
     forReceipt: x.receipt.wanted,
     maxEventBytes: ctx.config.limits.max_sse_event_bytes,
     completion: x.endpoint.completion,
+    ...(x.endpoint.completingEvent === undefined ? {} : { completingEvent: x.endpoint.completingEvent }),
+    ...(x.endpoint.errors === 'anthropic' ? { errorEvent: anthropicSseErrorEvent } : {}),
     readUsage: x.endpoint.readUsage,
     cut: x.streamsCut,
     maxStreamMs: ctx.config.limits.max_stream_seconds * 1000,

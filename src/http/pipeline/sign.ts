@@ -13,7 +13,7 @@ export function modelReceipt(x: ValidExchange): Promise<string> {
   if (x.modelReceipt !== undefined) return x.modelReceipt;
   const log = x.ctx.transparencyLog;
   const signed = x.ctx.signReceipt(
-    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
+    modelReceiptClaims(x.ctx.receiptContext, { receiptId: x.receiptId, endpoint: x.endpoint.path, model: x.selected, nonce: x.receipt.nonce, now: new Date() }),
   );
   const jws =
     log === undefined
@@ -41,6 +41,7 @@ export async function messageReceipt(x: ValidExchange, completionId: string, res
   const jws = await x.ctx.signReceipt(
     messageReceiptClaims(x.ctx.receiptContext, {
       receiptId: x.receiptId,
+      endpoint: x.endpoint.path,
       model: x.selected,
       nonce: x.receipt.nonce,
       now: new Date(),

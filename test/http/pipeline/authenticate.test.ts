@@ -16,7 +16,7 @@ describe('the authenticate step', () => {
     expect(exchange.closed).toBe(true);
     expect(JSON.parse(firstBody(exchange))).toEqual({
       error: {
-        message: "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+        message: "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
         type: 'authentication_error',
         param: null,
         code: 'missing_api_key',
@@ -45,5 +45,32 @@ describe('the authenticate step', () => {
     });
     expect(res.status).toBe(200);
     expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
+  });
+
+  it("takes the key as x-api-key, as Anthropic's SDKs send it; refuses two headers naming different keys, and x-api-key sent twice", async () => {
+    const post = (headers: Record<string, string>) =>
+      fetch(`${served.sigil.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    const before = served.engine.requests.filter((r) => r.method === 'POST').length;
+    expect((await post({ 'x-api-key': served.sigil.key })).status).toBe(200);
+    expect((await post({ 'x-api-key': served.sigil.key, authorization: `Bearer ${served.sigil.key}` })).status).toBe(200);
+    const two = await post({ 'x-api-key': 'sk-other', authorization: `Bearer ${served.sigil.key}` });
+    expect(two.status).toBe(401);
+    expect(((await two.json()) as { error: { message: string } }).error.message).toBe('The Authorization and x-api-key headers name different keys; send one.');
+    const wrong = await post({ 'x-api-key': 'sk-not-a-key' });
+    expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+    const twice = await rawRequest(
+      served.sigil.url,
+      [
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\nx-api-key: ${served.sigil.key}\r\nx-api-key: ${served.sigil.key}\r\n\r\n{}`,
+      ],
+      { waitMs: 3000 },
+    );
+    expect(twice.statuses).toEqual([400]);
+    expect(JSON.parse(firstBody(twice)).error).toMatchObject({ code: 'duplicate_header', param: 'x-api-key' });
+    expect(served.engine.requests.filter((r) => r.method === 'POST').length).toBe(before + 2);
   });
 });
