@@ -19,6 +19,7 @@ import { answerWorker, type SharedState } from './shared-state.ts';
 import { CountedAdmission } from '../limits/admission.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
+import { shutdownDrainMs } from '../config/shutdown-drain.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
 const QUICK_DEATH_MS = 1000;
@@ -184,7 +185,8 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
   process.off('SIGHUP', onHup);
   unwatch();
   draining = true;
-  const { shutdown_grace_ms: graceMs, shutdown_drain_ms: drainMs } = config.limits;
+  const graceMs = config.limits.shutdown_grace_ms;
+  const drainMs = shutdownDrainMs(config);
   const exited = [...workers.values()].map((worker) => new Promise<void>((resolve) => (worker.isDead() ? resolve() : worker.once('exit', () => resolve()))));
   broadcast({ type: 'sigil:drain', graceMs, drainMs });
   // A worker that does not finish its drain (plus a margin for its cut streams) is ended.

@@ -148,7 +148,8 @@ describe('sigil serve on a port already in use', () => {
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
-      `sigil: cannot listen on 127.0.0.1:${port} (listen.host, listen.port in ${join(dir, 'sigil.yaml')}) is already in use, perhaps by another Sigil: stop it, or set listen.port to a free port (0: any free port)\n`,
+      `sigil: port ${port} on 127.0.0.1 (from listen.host, listen.port in ${join(dir, 'sigil.yaml')}) is already in use, perhaps by another Sigil. ` +
+        'Stop that process, or start on another port: sigil serve --port N (0: any free port).\n',
     );
     expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
   });
