@@ -35,7 +35,8 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
   --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
   --allow-unsealed-bodies  accept a service with no attested HPKE key: bodies protected only by TLS to the enclave
 
-Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage.
+Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage, a port in use,
+or flags missing that would accept what the service lacks (all named in one message).
 `;
 
 interface ConnectIo {
@@ -132,6 +133,7 @@ export async function connectCommand(argv: string[], io: ConnectIo): Promise<num
       io.stderr.write(`sigil connect: ${err.message}\n`);
       return 1;
     }
+    if (err instanceof ConnectRefusal && err.checks !== undefined) io.stderr.write(formatChecks(err.checks));
     if (err instanceof ConnectRefusal || isVerifyError(err) || err instanceof TypeError) {
       io.stderr.write(`sigil connect: ${(err as Error).message}\n`);
       return err instanceof ConnectRefusal || err instanceof TypeError ? 2 : 1;

@@ -1,3 +1,4 @@
+import { acceptingOptionsNote } from './check-remedies.ts';
 import { randomBytes } from 'node:crypto';
 import { Identity } from 'ehbp';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -204,7 +205,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
     });
     if (result.verdict.outcome === 'not-verified')
       throw new AttestationError(
-        `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`,
+        `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}${acceptingOptionsNote(result.checks)}`,
         result.checks,
       );
     return result;
