@@ -6,6 +6,8 @@ import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import { servingProcesses } from '../config/workers.ts';
 import { startSigil, type RunningSigil } from '../http/start.ts';
+import type { AppContext } from '../http/context.ts';
+import { enginesAwaited, waitingFor, whenEnginesUp } from '../http/engine-readiness.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { applyListenOverride, listenOverride, listenSource, type ListenOverride } from './listen-override.ts';
 import { SERVE_USAGE_LINE } from './serve-usage.ts';
@@ -31,6 +33,21 @@ function ensureDevelopmentKey(config: LoadedConfig): { notice: string; file: str
 /** The one plain line a person waits for. */
 function readyLine(url: string): string {
   return `Sigil is ready at ${url} - open it for the trust page\n`;
+}
+
+/**
+ * Says "ready" only when every model has an engine that answers: else that Sigil listens and which engines it waits
+ * for (name, URL, cause), then the ready line once the health checks find them answering.
+ */
+function announce(url: string, ctx: AppContext, first: string): void {
+  const awaited = enginesAwaited(ctx.catalogue, ctx.upstreams);
+  if (awaited.length === 0) {
+    process.stderr.write(first + readyLine(url));
+    return;
+  }
+  const waiting = awaited.map((u) => waitingFor(u.name, u.url, u.health.cause ?? 'not reachable')).join('; ');
+  process.stderr.write(`${first}Sigil is listening at ${url}; ${waiting}\n`);
+  void whenEnginesUp(ctx.catalogue, ctx.upstreams).then(() => process.stderr.write(readyLine(url)));
 }
 
 /**
@@ -85,7 +102,7 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
   const madeKey = ensureDevelopmentKey(config);
-  const ready = (url: string) => process.stderr.write((madeKey?.notice ?? '') + readyLine(url));
+  const ready = (url: string, ctx: AppContext) => announce(url, ctx, madeKey?.notice ?? '');
   const workers = servingProcesses(config);
   if (workers > 1) {
     try {
@@ -109,7 +126,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
-  ready(sigil.url);
+  ready(sigil.url, sigil.state.ctx);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);

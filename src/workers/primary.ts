@@ -59,7 +59,7 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
 }
 
 /** Runs until SIGTERM or SIGINT has drained every worker; the exit code of `sigil serve`. */
-export async function runPrimary(config: LoadedConfig, count: number, onReady: (url: string) => void = () => {}): Promise<number> {
+export async function runPrimary(config: LoadedConfig, count: number, onReady: (url: string, ctx: AppContext) => void = () => {}): Promise<number> {
   const logger = createLogger(config.log.level, undefined, config.log.format);
   const built = await buildContext(config, { logger, handOffKeys: true });
   const { state, fleet } = built;
@@ -171,7 +171,7 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
     },
     'sigil listening',
   );
-  onReady(url);
+  onReady(url, ctx);
 
   await new Promise<void>((resolve) => {
     const stop = () => {

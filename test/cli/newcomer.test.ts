@@ -3,8 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { startTestEngine } from '../support/test-engine.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const MODELS =
@@ -168,8 +169,10 @@ describe('sigil serve on a first start', () => {
   });
 
   it('a start that works shows the new key, then one plain line with the URL', async () => {
+    const engine = await startTestEngine({ modelNames: ['m'] });
+    onTestFinished(() => engine.close());
     const dir = configDir(
-      `listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n`,
+      `listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "${engine.baseUrl}"}}\ncatalogue: models.yaml\n`,
       { 'models.yaml': MODELS },
     );
     const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
