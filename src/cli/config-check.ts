@@ -17,6 +17,8 @@ With --probe, also asks each upstream for its model list (GET /v1/models, as sig
 and names an engine that does not answer, with its URL and why, or a catalogue model it does not list.
 Prints a summary and exits 0, or names every problem and exits 1.
 `;
+/** The model_hash examples and templates carry until the operator hashes the weights. */
+const PLACEHOLDER_HASH = `sha256:${'0'.repeat(64)}`;
 const TEES: Record<string, HardwareTee> = { tdx: 'tdx', 'sev-snp': 'sev-snp', snp: 'sev-snp' };
 
 /** What `sigil serve` would read before it starts anything; every problem found, or a summary. */
@@ -40,6 +42,10 @@ function summarise(config: LoadedConfig, tee: HardwareTee | undefined): { lines:
       );
       lines.push(`catalogue: ${catalogue.models.length} model(s) in ${config.catalogue}: ${catalogue.models.map((m) => m.id).join(', ')}`);
       models = catalogue.models;
+      for (const model of models.filter((m) => m.model_hash === PLACEHOLDER_HASH))
+        lines.push(
+          `warning: model ${model.id}: model_hash is the all-zero placeholder, so receipts would name no real weights: put what \`sigil hash-model PATH\` prints for them`,
+        );
     } catch (err) {
       problems.push((err as Error).message);
     }

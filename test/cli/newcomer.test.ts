@@ -81,6 +81,15 @@ describe('config errors a newcomer meets first', () => {
     );
   });
 
+  it('an upstream without its url says what to write', () => {
+    const dir = configDir('auth: {keys_file: keys.txt}\nupstreams: {vllm: {timeout_ms: 1000}}\n');
+    const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      `sigil config check: ${join(dir, 'sigil.yaml')}: upstreams.vllm.url: missing: this setting is required, e.g. \`url: http://127.0.0.1:8000/v1\` (the engine's OpenAI base URL)\n`,
+    );
+  });
+
   it('a missing config file points to --config, SIGIL_CONFIG and the example', () => {
     const result = sigil(['serve', '--config', '/nonexistent/sigil.yaml']);
     expect(result.code).toBe(1);
@@ -118,6 +127,7 @@ describe('sigil config check', () => {
         '  listen: 127.0.0.1:9, tls off, attestation none\n' +
         '  upstream e: http://127.0.0.1:9/v1\n' +
         `  catalogue: 1 model(s) in ${join(dir, 'models.yaml')}: m\n` +
+        '  warning: model m: model_hash is the all-zero placeholder, so receipts would name no real weights: put what `sigil hash-model PATH` prints for them\n' +
         `  keys: 0 in ${join(dir, 'keys.txt')} (every request will be refused; add one with \`sigil keys add\`)\n`,
     );
     expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
