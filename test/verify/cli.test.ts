@@ -434,6 +434,7 @@ describe('sigil verify RECEIPT_FILE', () => {
     let stdout = '';
     const code = await verifyCommand(
       [
+        '-v',
         '-',
         '--jwks',
         files.jwks,
@@ -541,6 +542,7 @@ describe('sigil verify RECEIPT_FILE', () => {
       [
         ...SIGIL_FROM_SOURCES,
         'verify',
+        '-v',
         files.receipt,
         '--jwks',
         files.jwks,
