@@ -81,3 +81,23 @@ describe('the README on the demo engine', () => {
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
   }, 60_000);
 });
+
+describe('json_object without a schema (what the AI SDK’s default generateObject sends) on the demo model', () => {
+  it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])(
+    'closes a valid JSON object well within the token budget (seed %i)',
+    async (seed) => {
+      const answer = await client().chat.completions.create({
+        model: 'demo-tiny-random',
+        messages: [{ role: 'user', content: 'Describe a cat as JSON.' }],
+        response_format: { type: 'json_object' },
+        seed,
+        max_tokens: 256,
+      });
+      expect(answer.choices[0]!.finish_reason).toBe('stop');
+      const value = JSON.parse(answer.choices[0]!.message.content!) as unknown;
+      expect(typeof value === 'object' && value !== null && !Array.isArray(value)).toBe(true);
+      expect(answer.usage!.completion_tokens).toBeLessThan(256);
+    },
+    120_000,
+  );
+});
