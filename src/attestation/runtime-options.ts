@@ -35,6 +35,8 @@ export const MEASURED_ENV = [
   'LD_AUDIT',
   'LD_LIBRARY_PATH',
   'SIGIL_CONFIG',
+  'SIGIL_HOST',
+  'SIGIL_PORT',
 ] as const;
 
 /** Names whose values are secrets: measured by SHA-256, never printed. */

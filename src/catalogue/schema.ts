@@ -18,13 +18,21 @@ const modelEntry = z.strictObject({
   /** Unix seconds, as OpenAI's `created`. */
   created: z.number().int().nonnegative(),
   context_window: z.number().int().positive(),
-  reasoning: z.boolean(),
-  regions: z.array(z.string().min(1)).min(1),
-  pricing: z.strictObject({
-    input_per_mtok: z.number().nonnegative(),
-    output_per_mtok: z.number().nonnegative(),
-    currency: z.string().regex(/^[A-Z]{3}$/, 'an ISO 4217 code such as USD'),
-  }),
+  /** Absent: false (a self-hosted model that does not reason). */
+  reasoning: z.boolean().default(false),
+  /** Absent: `[local]` (a self-hosted model served where Sigil runs). */
+  regions: z.array(z.string().min(1)).min(1).default(['local']),
+  /** Absent: free (0 per million tokens, USD), as a self-hosted model is. */
+  pricing: z
+    .strictObject({
+      input_per_mtok: z.number().nonnegative(),
+      output_per_mtok: z.number().nonnegative(),
+      currency: z
+        .string()
+        .regex(/^[A-Z]{3}$/, 'an ISO 4217 code such as USD')
+        .default('USD'),
+    })
+    .default({ input_per_mtok: 0, output_per_mtok: 0, currency: 'USD' }),
   model_hash: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'sha256: followed by 64 lowercase hex digits'),
   /** Name(s) of the upstreams in sigil.yaml that serve it; default: every configured upstream. */
   upstream: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),

@@ -20,7 +20,17 @@ export function formatChecks(checks: readonly Check[]): string {
     last = head;
     lines.push(`${checkMark(c)} ${c.name} — ${isNotPinned(c) ? 'NOT PINNED: ' : ''}${c.detail}${isWaived(c) ? ` (waived: ${c.waived})` : ''}`);
   }
-  const uncompared = checks.some((c) => c.name === 'reference.values' && (isNotPinned(c) || isWaived(c)));
-  lines.push(verdictOf(checks).summary + (uncompared ? '; the code was not compared with reference values' : ''));
+  lines.push(verdictSummary(checks));
   return lines.join('\n') + '\n';
+}
+
+function verdictSummary(checks: readonly Check[]): string {
+  const uncompared = checks.some((c) => c.name === 'reference.values' && (isNotPinned(c) || isWaived(c)));
+  return verdictOf(checks).summary + (uncompared ? '; the code was not compared with reference values' : '');
+}
+
+/** What `sigil verify` prints by default: the verdict with its counts on one line, pointing to -v when a check did not pass. */
+export function verdictLine(checks: readonly Check[]): string {
+  const verdict = verdictOf(checks);
+  return `${verdictSummary(checks)}${verdict.outcome === 'verified' ? '' : ' (sigil verify -v lists every check)'}\n`;
 }

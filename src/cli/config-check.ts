@@ -1,23 +1,30 @@
 import { parseOrUsage } from './command-line.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
-import { loadCatalogue } from '../catalogue/catalogue.ts';
+import { loadCatalogue, type CatalogueModel } from '../catalogue/catalogue.ts';
+import { createUpstream } from '../proxy/upstream.ts';
+import { engineUnreachableCause } from '../proxy/engine-unreachable.ts';
 import { loadConfig, type LoadedConfig } from '../config/load.ts';
 import { teeStartProblems, type HardwareTee } from '../policy/tee-requirements.ts';
 import { configPath } from './config-arg.ts';
 
-const USAGE = `usage: sigil config check [--config FILE] [--tee tdx|sev-snp]
+const USAGE = `usage: sigil config check [--config FILE] [--tee tdx|sev-snp] [--probe]
 
 Reads the config (FILE, else $SIGIL_CONFIG, else config/sigil.yaml), the model catalogue and the keys
 file it names, and the environment variables it needs, as \`sigil serve\` would, without serving.
 With --tee, also checks what \`sigil serve\` refuses on a machine with that TEE (the attestation
 provider, plaintext TLS, engines outside the VM), on any machine.
+With --probe, also asks each upstream for its model list (GET /v1/models, as sigil serve does at start)
+and names an engine that does not answer, with its URL and why, or a catalogue model it does not list.
 Prints a summary and exits 0, or names every problem and exits 1.
 `;
+/** The model_hash examples and templates carry until the operator hashes the weights. */
+const PLACEHOLDER_HASH = `sha256:${'0'.repeat(64)}`;
 const TEES: Record<string, HardwareTee> = { tdx: 'tdx', 'sev-snp': 'sev-snp', snp: 'sev-snp' };
 
 /** What `sigil serve` would read before it starts anything; every problem found, or a summary. */
-function summarise(config: LoadedConfig, tee: HardwareTee | undefined): string[] {
+function summarise(config: LoadedConfig, tee: HardwareTee | undefined): { lines: string[]; problems: string[]; models: readonly CatalogueModel[] } {
   const problems: string[] = tee === undefined ? [] : teeStartProblems(config, tee);
+  let models: readonly CatalogueModel[] = [];
   const lines = [`listen: ${config.listen.host}:${config.listen.port}, tls ${config.tls.mode}, attestation ${config.attestation.provider}`];
   if (tee !== undefined) lines.push(`checked as on a ${tee} machine`);
   const upstreams = Object.entries(config.upstreams);
@@ -34,6 +41,11 @@ function summarise(config: LoadedConfig, tee: HardwareTee | undefined): string[]
         upstreams.map(([name]) => name),
       );
       lines.push(`catalogue: ${catalogue.models.length} model(s) in ${config.catalogue}: ${catalogue.models.map((m) => m.id).join(', ')}`);
+      models = catalogue.models;
+      for (const model of models.filter((m) => m.model_hash === PLACEHOLDER_HASH))
+        lines.push(
+          `warning: model ${model.id}: model_hash is the all-zero placeholder, so receipts would name no real weights: put what \`sigil hash-model PATH\` prints for them`,
+        );
     } catch (err) {
       problems.push((err as Error).message);
     }
@@ -46,8 +58,46 @@ function summarise(config: LoadedConfig, tee: HardwareTee | undefined): string[]
   } catch (err) {
     problems.push((err as Error).message);
   }
-  if (problems.length > 0) throw new Error(problems.join('\n'));
-  return lines;
+  return { lines, problems, models };
+}
+
+/** `--probe`: each upstream's model list, asked as the start asks it; what answered, and every problem. */
+async function probeUpstreams(config: LoadedConfig, models: readonly CatalogueModel[]): Promise<{ lines: string[]; problems: string[] }> {
+  const lines: string[] = [];
+  const problems: string[] = [];
+  for (const [name, settings] of Object.entries(config.upstreams)) {
+    let upstream;
+    try {
+      upstream = createUpstream(name, settings);
+    } catch {
+      continue; // an unset api_key_env, already named
+    }
+    try {
+      const response = await upstream.pool.request({
+        method: 'GET',
+        path: `${upstream.basePath}/models`,
+        headers: upstream.headers,
+        headersTimeout: 5000,
+        bodyTimeout: 5000,
+      });
+      if (response.statusCode >= 300) {
+        await response.body.dump();
+        problems.push(`upstreams.${name}: ${upstream.url}/models answered HTTP ${response.statusCode}`);
+        continue;
+      }
+      const listed = new Set((((await response.body.json()) as { data?: Array<{ id?: unknown }> }).data ?? []).map((m) => String(m.id)));
+      lines.push(`upstream ${name}: answers, listing ${listed.size} model(s)`);
+      for (const model of models) {
+        if (model.upstreams.includes(name) && !listed.has(model.upstream_model))
+          problems.push(`upstreams.${name}: does not list ${model.upstream_model} (catalogue model ${model.id}); it lists ${[...listed].join(', ') || 'none'}`);
+      }
+    } catch (err) {
+      problems.push(`upstreams.${name}: not reachable at ${upstream.url}: ${engineUnreachableCause(err)}`);
+    } finally {
+      await upstream.pool.close();
+    }
+  }
+  return { lines, problems };
 }
 
 /** `sigil config check`: the config and what it names, checked without serving (as LiteLLM's and llama-swap's users ask). */
@@ -55,7 +105,7 @@ export async function run(argv: string[]): Promise<number> {
   const parsed = parseOrUsage('config', USAGE, {
     args: argv,
     allowPositionals: true,
-    options: { config: { type: 'string' }, tee: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { config: { type: 'string' }, tee: { type: 'string' }, probe: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   if (typeof parsed === 'number') return parsed;
   if (parsed.positionals.length !== 1 || parsed.positionals[0] !== 'check') {
@@ -71,7 +121,13 @@ export async function run(argv: string[]): Promise<number> {
   const path = configPath(parsed.values.config);
   try {
     const config = loadConfig(path);
-    const lines = summarise(config, tee);
+    const { lines, problems, models } = summarise(config, tee);
+    if (parsed.values.probe === true) {
+      const probed = await probeUpstreams(config, models);
+      lines.push(...probed.lines);
+      problems.push(...probed.problems);
+    }
+    if (problems.length > 0) throw new Error(problems.join('\n'));
     process.stdout.write(`config OK: ${config.source}\n${lines.map((l) => `  ${l}\n`).join('')}`);
     return 0;
   } catch (err) {

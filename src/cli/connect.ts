@@ -51,7 +51,8 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
                          to the service instead. Traffic between the app and connect is plain HTTP on your network
   --max-answer-mib N     the largest JSON answer held for its receipt, in MiB (default 64)
 
-Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage.
+Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage, a port in use,
+or flags missing that would accept what the service lacks (all named in one message).
 `;
 
 interface ConnectIo {
@@ -189,6 +190,7 @@ export async function connectCommand(argv: string[], io: ConnectIo): Promise<num
       io.stderr.write(`sigil connect: ${err.message}\n`);
       return 1;
     }
+    if (err instanceof ConnectRefusal && err.checks !== undefined) io.stderr.write(formatChecks(err.checks));
     if (err instanceof ConnectRefusal || isVerifyError(err) || err instanceof TypeError) {
       io.stderr.write(`sigil connect: ${(err as Error).message}\n`);
       return err instanceof ConnectRefusal || err instanceof TypeError ? 2 : 1;

@@ -3,6 +3,7 @@ import './ignore-sigusr1.ts';
 import { readFileSync } from 'node:fs';
 import { Command as Program, CommanderError } from 'commander';
 import { ENGINE_USAGE } from './engine-usage.ts';
+import { SERVE_USAGE } from './serve-usage.ts';
 
 /** The `sigil` command: each subcommand lives in its own module and is loaded only when used. */
 export type Command = (argv: string[]) => Promise<number>;
@@ -16,8 +17,8 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   serve: {
-    summary: 'run the proxy (sigil serve [--config FILE])',
-    help: 'usage: sigil serve [--config FILE]\n\nRuns the proxy. The config is FILE, else $SIGIL_CONFIG, else config/sigil.yaml.\nWith no upstream configured, starts the built-in engine with a generated demo model.\nSIGHUP reloads the keys file and the catalogue; SIGTERM drains and exits.\n',
+    summary: 'run the proxy (sigil serve [--config FILE] [--host HOST] [--port PORT])',
+    help: SERVE_USAGE,
     load: () => import('./serve.ts'),
   },
   keys: {

@@ -6,7 +6,12 @@ import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import { servingProcesses } from '../config/workers.ts';
 import { startSigil, type RunningSigil } from '../http/start.ts';
+import type { AppContext } from '../http/context.ts';
+import { enginesAwaited, waitingFor, whenEnginesUp } from '../http/engine-readiness.ts';
 import { readConfigOrExit } from './config-arg.ts';
+import { applyListenOverride, listenOverride, listenSource, type ListenOverride } from './listen-override.ts';
+import { SERVE_USAGE_LINE } from './serve-usage.ts';
+import { shutdownDrainMs } from '../config/shutdown-drain.ts';
 import { runPrimary } from '../workers/primary.ts';
 import { runWorker } from '../workers/worker.ts';
 import { foreignChannelProblem, foreignPrimaryProblem } from '../workers/foreign-parent.ts';
@@ -31,10 +36,25 @@ function readyLine(url: string): string {
 }
 
 /**
+ * Says "ready" only when every model has an engine that answers: else that Sigil listens and which engines it waits
+ * for (name, URL, cause), then the ready line once the health checks find them answering.
+ */
+function announce(url: string, ctx: AppContext, first: string): void {
+  const awaited = enginesAwaited(ctx.catalogue, ctx.upstreams);
+  if (awaited.length === 0) {
+    process.stderr.write(first + readyLine(url));
+    return;
+  }
+  const waiting = awaited.map((u) => waitingFor(u.name, u.url, u.health.cause ?? 'not reachable')).join('; ');
+  process.stderr.write(`${first}Sigil is listening at ${url}; ${waiting}\n`);
+  void whenEnginesUp(ctx.catalogue, ctx.upstreams).then(() => process.stderr.write(readyLine(url)));
+}
+
+/**
  * Binds the configured port for a moment before anything else happens, so that a port in use is found
  * first, not after a key was made and the engine started; the server binds it again right after.
  */
-async function portProblem(config: LoadedConfig): Promise<string | undefined> {
+async function portProblem(config: LoadedConfig, override: ListenOverride): Promise<string | undefined> {
   const { host, port } = config.listen;
   if (port === 0) return undefined;
   const probe = createServer();
@@ -46,11 +66,12 @@ async function portProblem(config: LoadedConfig): Promise<string | undefined> {
     await new Promise((resolve) => probe.close(resolve));
     return undefined;
   }
-  const where = `${host}:${port} (listen.host, listen.port in ${config.source})`;
-  if (error.code === 'EADDRINUSE') return `${where} is already in use, perhaps by another Sigil: stop it, or set listen.port to a free port (0: any free port)`;
-  if (error.code === 'EACCES') return `${where} needs privileges this user lacks: use a port above 1023`;
-  if (error.code === 'EADDRNOTAVAIL') return `${where}: this machine has no such address`;
-  return `${where}: ${error.code ?? error.message}`;
+  const where = `port ${port} on ${host} (from ${listenSource(config, override)})`;
+  if (error.code === 'EADDRINUSE')
+    return `${where} is already in use, perhaps by another Sigil. Stop that process, or start on another port: sigil serve --port N (0: any free port).`;
+  if (error.code === 'EACCES') return `${where} needs privileges this user lacks. Use a port above 1023: sigil serve --port N.`;
+  if (error.code === 'EADDRNOTAVAIL') return `${where} cannot be used: this machine has no address ${host}. Use one it has: sigil serve --host 127.0.0.1.`;
+  return `${where} cannot be used: ${error.code ?? error.message}.`;
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -64,21 +85,24 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (cluster.isWorker) return runWorker();
   let values;
+  let override: ListenOverride;
   try {
-    ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' } } }));
+    ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' } } }));
+    override = listenOverride(values, process.env);
   } catch (err) {
-    process.stderr.write(`sigil serve: ${(err as Error).message}\nusage: sigil serve [--config FILE]\n`);
+    process.stderr.write(`sigil serve: ${(err as Error).message}\n${SERVE_USAGE_LINE}\n`);
     return 2;
   }
-  const config = readConfigOrExit(values.config);
-  if (config === undefined) return 1;
-  const problem = await portProblem(config);
+  const configured = readConfigOrExit(values.config);
+  if (configured === undefined) return 1;
+  const config = applyListenOverride(configured, override);
+  const problem = await portProblem(config, override);
   if (problem !== undefined) {
-    process.stderr.write(`sigil: cannot listen on ${problem}\n`);
+    process.stderr.write(`sigil: ${problem}\n`);
     return 1;
   }
   const madeKey = ensureDevelopmentKey(config);
-  const ready = (url: string) => process.stderr.write((madeKey?.notice ?? '') + readyLine(url));
+  const ready = (url: string, ctx: AppContext) => announce(url, ctx, madeKey?.notice ?? '');
   const workers = servingProcesses(config);
   if (workers > 1) {
     try {
@@ -102,13 +126,13 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil: ${(err as Error).message}\n`);
     return 1;
   }
-  ready(sigil.url);
+  ready(sigil.url, sigil.state.ctx);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       process.off('SIGHUP', reload);
-      void sigil.close(config.limits.shutdown_grace_ms, config.limits.shutdown_drain_ms).then(resolve);
+      void sigil.close(config.limits.shutdown_grace_ms, shutdownDrainMs(config)).then(resolve);
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);

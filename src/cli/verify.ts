@@ -23,7 +23,7 @@ import { InclusionWatch, serviceLog } from '../verify/tlog/receipt-inclusion.ts'
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { ReleaseError } from '../verify/release/errors.ts';
 import { verifyReleaseReference } from '../verify/release/release-reference.ts';
-import { formatChecks } from './check-report.ts';
+import { formatChecks, verdictLine } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
 import { parseCommandLine } from './command-line.ts';
@@ -37,16 +37,17 @@ const USAGE = `usage:
   sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
                [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
                [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
-               [--allow-unpinned-code] [--log [--log-index N]] [--json]
+               [--allow-unpinned-code] [--log [--log-index N]] [-v] [--json]
   sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--api chat|messages] [--reference FILE] [--release FILE RELEASE_TRUST]
-               [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [--json]
+               [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [-v] [--json]
   sigil verify --audit DIR [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
-               [--allow-unpinned-code] [--json]
+               [--allow-unpinned-code] [-v] [--json]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
 The first form checks a receipt you kept; the second makes a live chat completion with a fresh
-nonce and checks everything about it. Each check prints as "PASS name — detail" or "FAIL name — detail".
+nonce and checks everything about it. It prints one line, the verdict with its counts; with -v, every check
+first, as "PASS name — detail" or "FAIL name — detail".
 
   --jwks FILE|URL     the JWKS to verify against (default with --url: BASE/v1/verify/jwks.json)
   --url BASE          the service; fetches its JWKS, policy and fresh attestation evidence
@@ -85,6 +86,7 @@ nonce and checks everything about it. Each check prints as "PASS name — detail
                       it they print as ---- NOT PINNED and the verdict is NOT VERIFIED
   --audit DIR         offline: every receipt sigil connect --audit-dir DIR kept, checked again with the evidence
                       it was verified against (docs/connect.md, "Audit"); one section per attestation
+  -v, --verbose       print every check under its heading, then the verdict (default: the verdict line only)
   --json              print a machine-readable report (same as --format json)
   --format ear        print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)
 
@@ -129,6 +131,8 @@ interface Options {
   allowNoTee: boolean;
   allowUnpinnedCode: boolean;
   json: boolean;
+  /** -v: every check, not only the verdict line. */
+  verbose: boolean;
   /** --format ear: print the verdict as an IETF RATS EAR (JSON claims set). */
   ear: boolean;
   /** --audit DIR: the receipts sigil connect kept. */
@@ -177,6 +181,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
       'allow-no-tee': { type: 'boolean', default: false },
       'allow-unpinned-code': { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
+      verbose: { type: 'boolean', short: 'v', default: false },
       format: { type: 'string' },
       audit: { type: 'string' },
       log: { type: 'boolean', default: false },
@@ -198,6 +203,7 @@ function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
     allowNoTee: v['allow-no-tee'],
     allowUnpinnedCode: v['allow-unpinned-code'],
     json: v.json || v.format === 'json',
+    verbose: v.verbose,
     ear: v.format === 'ear',
     log: v.log,
   };
@@ -681,7 +687,9 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     return EXIT.unavailable;
   }
   const ear = () => toEar(r.checks, { verifier: { developer: 'https://github.com/sigil', build: 'sigil verify' }, submod: o.url ?? o.receipt ?? 'receipt' });
-  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : (auditText ?? formatReport(r)));
+  const text = () =>
+    o.verbose ? (auditText ?? formatReport(r)) : auditText === undefined ? verdictLine(r.checks) : auditText.trimEnd().split('\n').at(-1)! + '\n';
+  io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : text());
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }
 

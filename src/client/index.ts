@@ -11,6 +11,7 @@ import type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 import type { Waivers } from '../verify/verify-service.ts';
 import { attest, type Attested } from './attest.ts';
 import { AttestationError, failedSummary } from './attestation-error.ts';
+import { acceptingOptionsNote } from './check-remedies.ts';
 import type { Exchange, ReceiptResult } from './receipts.ts';
 import { AttestedSession, DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
 import { attestedCatalogue } from './steps/attested-catalogue.ts';
@@ -183,7 +184,7 @@ async function verifyServiceOnce(options: AttestedFetchOptions, inputs: Awaited<
   });
   if (result.verdict.outcome === 'not-verified')
     throw new AttestationError(
-      `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}`,
+      `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}${acceptingOptionsNote(result.checks)}`,
       result.checks,
     );
   return result;

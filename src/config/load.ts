@@ -20,11 +20,32 @@ export interface LoadedConfig extends SigilConfig {
   sourceSha256: string;
 }
 
-/** What to write for a required setting that is missing, where an example says it better than the schema. */
+/**
+ * What to write for each required setting (of sigil.yaml and of the catalogue) that is missing: an example value,
+ * keyed by the path with list positions and upstream names as `*`.
+ */
 const REQUIRED_HINTS: Record<string, string> = {
   auth: ', e.g. `auth: {keys_file: api-keys}` (the file `sigil keys add` writes; see config/sigil.example.yaml and docs/configuration.md)',
   'auth.keys_file': ', e.g. `keys_file: api-keys` (the file `sigil keys add` writes; see docs/configuration.md)',
+  'upstreams.*.url': ", e.g. `url: http://127.0.0.1:8000/v1` (the engine's OpenAI base URL)",
+  'fleet.redis_url': ', e.g. `redis_url: redis://10.0.0.5:6379` (deploy/README.md)',
+  'transparency_log.dir': ', e.g. `dir: /var/lib/sigil/log` (a folder Sigil may write; docs/log.md)',
+  'tls.acme.directory_url': ', e.g. `directory_url: https://acme-v02.api.letsencrypt.org/directory` (docs/tls.md)',
+  models: ', e.g. `models: [{id: llama-3.1-8b, ...}]` (config/models.yaml is an example; docs/configuration.md#the-model-catalogue)',
+  'models.*.id': ', e.g. `id: llama-3.1-8b` (the name clients send as `model`)',
+  'models.*.name': ', e.g. `name: Llama 3.1 8B Instruct` (shown to people)',
+  'models.*.provider': ', e.g. `provider: meta` (who made the model)',
+  'models.*.created': ', e.g. `created: 1721692800` (Unix seconds, as OpenAI lists it; 0 when unknown)',
+  'models.*.context_window': ', e.g. `context_window: 8192` (tokens, as the engine serves it)',
+  'models.*.model_hash': ', e.g. `model_hash: "sha256:<64 hex digits>"` (what `sigil hash-model PATH` prints for the weights)',
+  'models.*.pricing.input_per_mtok': ', e.g. `input_per_mtok: 0` (per million tokens; leave out `pricing` for a free model)',
+  'models.*.pricing.output_per_mtok': ', e.g. `output_per_mtok: 0` (per million tokens; leave out `pricing` for a free model)',
 };
+
+/** The hint's key: list positions and upstream names as `*`. */
+function hintKey(path: readonly PropertyKey[]): string {
+  return path.map((segment, i) => (typeof segment === 'number' || (i === 1 && path[0] === 'upstreams') ? '*' : String(segment))).join('.');
+}
 
 /** Formats schema issues as `key.path: problem`, one per line. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], label: string, schema?: z.core.$ZodType): string {
@@ -41,7 +62,7 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], label: strin
           .join('\n');
       }
       if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) {
-        return `${label}: ${at || '(top level)'}: missing: this setting is required${REQUIRED_HINTS[at] ?? ''}`;
+        return `${label}: ${at || '(top level)'}: missing: this setting is required${REQUIRED_HINTS[hintKey(issue.path)] ?? ''}`;
       }
       return `${label}: ${at || '(top level)'}: ${issue.message}`;
     })

@@ -162,8 +162,8 @@ export const configSchema = z.strictObject({
       tokens_per_minute: z.number().int().nonnegative().default(0),
       /** On SIGTERM, how long in-flight requests may take to finish before they are cut. */
       shutdown_grace_ms: z.number().int().nonnegative().default(30_000),
-      /** On SIGTERM, how long /readyz answers 503 (requests still served) before the listener closes, so load balancers move on first. */
-      shutdown_drain_ms: z.number().int().nonnegative().default(5_000),
+      /** On a stop, how long /readyz answers 503 (requests still served) before the listener closes; absent: see shutdownDrainMs. */
+      shutdown_drain_ms: z.number().int().nonnegative().optional(),
     })
     .prefault({}),
   /** TLS that ends inside the enclave (docs/tls.md); its key's SPKI hash is bound in the attestation. */

@@ -1,16 +1,18 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import {
+  AttestationError,
   createAttestedFetch,
+  type Attested,
   type AttestedFetch,
   type AttestedFetchOptions,
   type Exchange,
   type InclusionVerdict,
   type ReceiptResult,
 } from '../client/index.ts';
-import type { Attested } from '../client/index.ts';
-import { HttpError, toHttpError } from '../protocol/errors.ts';
+import { remediesFor } from '../client/check-remedies.ts';
 import type { Check } from '../verify/check.ts';
+import { HttpError, toHttpError } from '../protocol/errors.ts';
 import { AuditDirectory } from './audit.ts';
 import { checkHost, checkLocalToken, checkOrigin, LOOPBACK, MIN_LOCAL_TOKEN_LENGTH, type AccessRules } from './access.ts';
 import { relay, sendError, type RelayTarget } from './relay.ts';
@@ -81,7 +83,46 @@ export function logFailureOf(verdict: InclusionVerdict): Check | undefined {
 }
 
 /** Why connect refuses to start: a usage it will not accept, named with the flag that would accept it. */
-export class ConnectRefusal extends Error {}
+export class ConnectRefusal extends Error {
+  /** The service's checks, when the refusal follows an attestation that failed only where a flag would accept it. */
+  constructor(
+    message: string,
+    readonly checks?: readonly Check[],
+  ) {
+    super(message);
+  }
+}
+
+const INSECURE_HTTP_RISK = 'anyone on the path can read and change the traffic (only a development service, --allow-no-tee, can be verified so)';
+
+const UNSEALED = {
+  flag: '--allow-unsealed-bodies',
+  why: 'it offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP): they would be protected only by TLS ending in the enclave',
+};
+
+/** One flag is said as before (what is wrong, then the flag); several are listed, so one run names every flag missing. */
+function missingFlags(origin: string, missing: ReadonlyArray<{ flag: string; why: string }>): string {
+  if (missing.length === 1) return `${origin}: ${missing[0]!.why}. ${missing[0]!.flag} accepts it`;
+  return `${origin} is accepted only with ${missing.length} flags, each a risk to take knowingly:\n${missing.map((m) => `  ${m.flag}: ${m.why}`).join('\n')}`;
+}
+
+/** Binds the listen address for a moment before the service is contacted, so a port in use is said first and as connect's own. */
+async function listenProblem(listen: { host: string; port: number }): Promise<string | undefined> {
+  if (listen.port === 0) return undefined;
+  const probe = createServer();
+  const error = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    probe.once('error', resolve);
+    probe.listen(listen.port, listen.host, () => resolve(undefined));
+  });
+  if (error === undefined) {
+    await new Promise((resolve) => probe.close(resolve));
+    return undefined;
+  }
+  const where = `--listen ${listen.host}:${listen.port}`;
+  if (error.code === 'EADDRINUSE')
+    return `${where}: port ${listen.port} on this machine is already in use, perhaps by another sigil connect. Stop that process, or choose another port: --listen ${listen.host}:0 takes any free one`;
+  return `${where}: this machine cannot listen there: ${error.code ?? error.message}`;
+}
 
 /** The service's root: what the app's path (`/v1/...`) is appended to. */
 export function serviceOrigin(service: string): string {
@@ -108,10 +149,12 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
   if (options.network !== undefined) access.localToken = options.network.localToken;
   const url = new URL(options.service);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConnectRefusal(`${options.service} is not an http(s) URL`);
+  const portInUse = await listenProblem(options.listen);
+  if (portInUse !== undefined) throw new ConnectRefusal(portInUse);
+  // Every flag missing is named at once: the attestation is still fetched over plain HTTP to learn the rest (only a nonce is sent).
+  const missing: Array<{ flag: string; why: string }> = [];
   if (url.protocol === 'http:' && options.allowInsecureHttp !== true)
-    throw new ConnectRefusal(
-      `${url.origin} is plain HTTP: anyone on the path can read and change the traffic. --allow-insecure-http accepts it (and only a development service, --allow-no-tee, can be verified so)`,
-    );
+    missing.push({ flag: '--allow-insecure-http', why: `it is plain HTTP: ${INSECURE_HTTP_RISK}` });
   const origin = serviceOrigin(options.service);
   const book = new ReceiptBook();
   // Once the log is proven not to hold a receipt (or to fork), nothing more is passed on: the service broke its promise.
@@ -158,12 +201,21 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
   ] as const) {
     if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
   }
-  const attestedFetch = await createAttestedFetch(fetchOptions);
-  if (attestedFetch.attestation.hpkeKeyConfig === null && options.allowUnsealedBodies !== true) {
+  let attestedFetch: AttestedFetch;
+  try {
+    attestedFetch = await createAttestedFetch(fetchOptions);
+  } catch (err) {
+    if (!(err instanceof AttestationError)) throw err;
+    const { remedies, unaccepted } = remediesFor(err.checks);
+    if (unaccepted.length > 0 || remedies.length === 0) throw err;
+    for (const remedy of remedies) missing.push({ flag: remedy.flag, why: `${remedy.checks.join(', ')} did not pass: ${remedy.risk}` });
+    if (options.allowUnsealedBodies !== true && !err.checks.some((c) => c.name === 'attestation.hpke_key' && c.ok)) missing.push(UNSEALED);
+    throw new ConnectRefusal(missingFlags(origin, missing), err.checks);
+  }
+  if (attestedFetch.attestation.hpkeKeyConfig === null && options.allowUnsealedBodies !== true) missing.push(UNSEALED);
+  if (missing.length > 0) {
     await attestedFetch.close();
-    throw new ConnectRefusal(
-      `${origin} offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts bodies protected only by TLS ending in the enclave`,
-    );
+    throw new ConnectRefusal(missingFlags(origin, missing));
   }
   if (options.requireInclusion === true && attestedFetch.attestation.transparencyLog === null) {
     await attestedFetch.close();

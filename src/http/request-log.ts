@@ -11,8 +11,10 @@ export interface RequestLog {
   model?: string;
   /** The API key's id (the first 12 hex digits of its SHA-256, as `sigil keys list` shows it), never the key. */
   key_id?: string;
-  /** The upstream that answered. */
+  /** The upstream that answered, or the last one tried when none could be reached. */
   upstream?: string;
+  /** The transport error's code (ECONNREFUSED, UND_ERR_CONNECT_TIMEOUT, ...) when the engine could not be asked: never content. */
+  upstream_errno?: string;
   stream?: boolean;
   receipt?: boolean;
   usage?: TokenUsage;

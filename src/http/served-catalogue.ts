@@ -3,7 +3,8 @@ import type { LoadedConfig } from '../config/load.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildPolicy, type PolicyDocument } from '../policy/document.ts';
 import { jcsSha256 } from '../protocol/jcs.ts';
-import type { UpstreamSet } from '../proxy/upstream.ts';
+import { markUnreachableAtStart, type UpstreamSet } from '../proxy/upstream.ts';
+import { engineUnreachableCause } from '../proxy/engine-unreachable.ts';
 
 /** What start and every reload build the same way from a catalogue file: the models served and the policy that names them. */
 export interface ServedCatalogue {
@@ -31,8 +32,10 @@ async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet,
         const response = await u.pool.request({ method: 'GET', path: `${u.basePath}/models`, headers: u.headers, headersTimeout: 5000, bodyTimeout: 5000 });
         const body = (await response.body.json()) as { data?: Array<{ id?: unknown }> };
         listed.set(u.name, new Set((body.data ?? []).map((m) => String(m.id))));
-      } catch {
-        logger.warn({ upstream: u.name }, 'engine not reachable; its model list is not checked');
+      } catch (err) {
+        const cause = engineUnreachableCause(err);
+        markUnreachableAtStart(u, cause);
+        logger.warn({ upstream: u.name, url: u.url, cause }, `engine \`${u.name}\` not reachable at ${u.url}: ${cause}; its model list is not checked`);
         listed.set(u.name, undefined);
       }
     }),

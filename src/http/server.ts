@@ -1,3 +1,4 @@
+import { EngineRequestFailure } from '../proxy/engine-unreachable.ts';
 import { randomBytes } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -194,6 +195,10 @@ export function createRequestHandler(state: AppState) {
       if (res.destroyed || res.writableEnded) return;
       log.status = res.headersSent ? res.statusCode : error.status;
       log.error_code = error.code;
+      if (err instanceof EngineRequestFailure) {
+        log.upstream = err.upstream;
+        if (err.errno !== '') log.upstream_errno = err.errno;
+      }
       // A reply sent before the body was read (401, 413, 415, 429...) ends the connection: reading
       // on would let anyone stream an unauthenticated body at us for as long as the timeout allows.
       const extraHeaders = req.complete ? undefined : { connection: 'close' };

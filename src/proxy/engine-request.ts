@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { engineRefusal, HttpError } from '../protocol/errors.ts';
 import { setUpstreamHealth, type Upstream } from './upstream.ts';
+import { engineUnreachableCause, EngineRequestFailure } from './engine-unreachable.ts';
 import { validTraceparent, validTracestate } from '../tracing/traceparent.ts';
 
 export type EngineResponse = Dispatcher.ResponseData;
@@ -120,10 +121,10 @@ export async function postToEngines(
       return { response, upstream, body };
     } catch (err) {
       if (signal.aborted) throw err;
-      const failure = engineFailure(err);
+      const failure = new EngineRequestFailure(engineFailure(err), upstream.name, errorCode(err));
       upstream.observer?.requestDone(upstream.name, (performance.now() - started) / 1000, failure.code);
       if (!NOT_CONNECTED.has(errorCode(err))) throw failure;
-      setUpstreamHealth(upstream, false);
+      setUpstreamHealth(upstream, false, engineUnreachableCause(err));
       const next = candidates[i + 1];
       if (next === undefined) throw failure;
       upstream.observer?.failedOver(upstream.name, next.name);

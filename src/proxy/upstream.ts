@@ -1,6 +1,7 @@
 import { Pool } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
 import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
+import { engineUnreachableCause } from './engine-unreachable.ts';
 
 /** What the proxy reports about its engines; the metrics implement it (the proxy knows nothing of Prometheus). */
 export interface UpstreamObserver {
@@ -12,11 +13,25 @@ export interface UpstreamObserver {
   healthChanged(upstream: string, up: boolean): void;
 }
 
-/** Marks an engine reachable or not, telling the observer when that changes. */
-export function setUpstreamHealth(upstream: Upstream, up: boolean): void {
-  if (upstream.health.up === up) return;
-  upstream.health.up = up;
-  upstream.observer?.healthChanged(upstream.name, up);
+/** Marks an engine reachable or not (with why not, in words), telling the observer and the listeners when that changes. */
+export function setUpstreamHealth(upstream: Upstream, up: boolean, cause?: string): void {
+  const { health } = upstream;
+  const answeredAgain = up && health.cause !== undefined;
+  if (up) delete health.cause;
+  else if (cause !== undefined) health.cause = cause;
+  if (health.up !== up) {
+    health.up = up;
+    upstream.observer?.healthChanged(upstream.name, up);
+  } else if (!answeredAgain) return;
+  for (const listener of health.listeners ?? []) listener(up);
+}
+
+/**
+ * The start could not reach the engine: its cause is kept (and said) and the health checks ask it until it answers,
+ * while requests still try it first, as any engine not yet seen failing a request (failover marks it down).
+ */
+export function markUnreachableAtStart(upstream: Upstream, cause: string): void {
+  upstream.health.cause = cause;
 }
 
 export const DEFAULT_HEALTH_CHECK_INTERVAL_MS = 5000;
@@ -30,7 +45,7 @@ export function startHealthChecks(upstreams: readonly Upstream[], intervalMs: nu
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    void Promise.all(upstreams.filter((u) => !u.health.up).map(probe)).finally(() => (running = false));
+    void Promise.all(upstreams.filter((u) => !u.health.up || u.health.cause !== undefined).map(probe)).finally(() => (running = false));
   }, intervalMs);
   timer.unref();
   return () => clearInterval(timer);
@@ -47,8 +62,9 @@ async function probe(upstream: Upstream): Promise<void> {
     });
     await response.body.dump();
     setUpstreamHealth(upstream, true);
-  } catch {
-    // Still unreachable: stays down until a later check answers.
+  } catch (err) {
+    // Still unreachable: stays as it is until a later check answers; only the cause may have changed.
+    upstream.health.cause = engineUnreachableCause(err);
   }
 }
 
@@ -67,8 +83,13 @@ export interface Upstream {
   idleTimeoutMs: number;
   /** Whether chat and completions requests carry the caller's `cache_salt`. */
   cacheSalt: boolean;
-  /** Down after a request could not reach it; up again when a health check gets an answer. */
-  health: { up: boolean };
+  /** The configured base URL, for messages to the operator (it holds no credentials: those are in `api_key_env`). */
+  url: string;
+  /**
+   * Down after a request could not reach it, up again when a health check gets an answer; `cause` says in words why it was
+   * last not reached (a request, a health check or the start's model list), until it answers.
+   */
+  health: { up: boolean; cause?: string; listeners?: Array<(up: boolean) => void> };
   /** Told of every engine request; set by whoever keeps the metrics. */
   observer: UpstreamObserver | undefined;
 }
@@ -90,6 +111,7 @@ export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS
   const path = url.pathname.replace(/\/+$/, '');
   return {
     name,
+    url: `${url.origin}${url.pathname}`,
     region: config.region,
     basePath: path === '' ? '/v1' : path,
     pool: new Pool(url.origin, {

@@ -19,6 +19,7 @@ import { answerWorker, type SharedState } from './shared-state.ts';
 import { CountedAdmission } from '../limits/admission.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
+import { shutdownDrainMs } from '../config/shutdown-drain.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
 const QUICK_DEATH_MS = 1000;
@@ -58,7 +59,7 @@ async function handoffParts(built: SigilContext): Promise<Omit<Handoff, 'type' |
 }
 
 /** Runs until SIGTERM or SIGINT has drained every worker; the exit code of `sigil serve`. */
-export async function runPrimary(config: LoadedConfig, count: number, onReady: (url: string) => void = () => {}): Promise<number> {
+export async function runPrimary(config: LoadedConfig, count: number, onReady: (url: string, ctx: AppContext) => void = () => {}): Promise<number> {
   const logger = createLogger(config.log.level, undefined, config.log.format);
   const built = await buildContext(config, { logger, handOffKeys: true });
   const { state, fleet } = built;
@@ -170,7 +171,7 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
     },
     'sigil listening',
   );
-  onReady(url);
+  onReady(url, ctx);
 
   await new Promise<void>((resolve) => {
     const stop = () => {
@@ -184,7 +185,8 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
   process.off('SIGHUP', onHup);
   unwatch();
   draining = true;
-  const { shutdown_grace_ms: graceMs, shutdown_drain_ms: drainMs } = config.limits;
+  const graceMs = config.limits.shutdown_grace_ms;
+  const drainMs = shutdownDrainMs(config);
   const exited = [...workers.values()].map((worker) => new Promise<void>((resolve) => (worker.isDead() ? resolve() : worker.once('exit', () => resolve()))));
   broadcast({ type: 'sigil:drain', graceMs, drainMs });
   // A worker that does not finish its drain (plus a margin for its cut streams) is ended.

@@ -163,7 +163,10 @@ describe('keys sealed to an SEV-SNP guest (a stand-in /dev/sev-guest built from 
     const sigil = await startSealed(sevGuestDevice('cli', {}), { config: { tls: { mode: 'self-signed', hostnames: ['127.0.0.1'] } } });
     let stdout = '';
     const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => undefined }, stdin: Readable.from([]), env: {}, roots: amd.roots };
-    const code = await verifyCommand(['--url', sigil.url, '--api-key', sigil.key, '--measurement', MEASUREMENT.toString('hex'), '--allow-unpinned-code'], io);
+    const code = await verifyCommand(
+      ['-v', '--url', sigil.url, '--api-key', sigil.key, '--measurement', MEASUREMENT.toString('hex'), '--allow-unpinned-code'],
+      io,
+    );
     expect(stdout.split('\n').filter((l) => l.startsWith('FAIL'))).toEqual([]);
     expect(code).toBe(0);
     const [receipt, hpke] = SEALED_DETAIL.split('; ');

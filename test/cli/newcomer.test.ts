@@ -3,8 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
+import { startTestEngine } from '../support/test-engine.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const MODELS =
@@ -80,6 +81,15 @@ describe('config errors a newcomer meets first', () => {
     );
   });
 
+  it('an upstream without its url says what to write', () => {
+    const dir = configDir('auth: {keys_file: keys.txt}\nupstreams: {vllm: {timeout_ms: 1000}}\n');
+    const result = sigil(['config', 'check', '--config', join(dir, 'sigil.yaml')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      `sigil config check: ${join(dir, 'sigil.yaml')}: upstreams.vllm.url: missing: this setting is required, e.g. \`url: http://127.0.0.1:8000/v1\` (the engine's OpenAI base URL)\n`,
+    );
+  });
+
   it('a missing config file points to --config, SIGIL_CONFIG and the example', () => {
     const result = sigil(['serve', '--config', '/nonexistent/sigil.yaml']);
     expect(result.code).toBe(1);
@@ -117,6 +127,7 @@ describe('sigil config check', () => {
         '  listen: 127.0.0.1:9, tls off, attestation none\n' +
         '  upstream e: http://127.0.0.1:9/v1\n' +
         `  catalogue: 1 model(s) in ${join(dir, 'models.yaml')}: m\n` +
+        '  warning: model m: model_hash is the all-zero placeholder, so receipts would name no real weights: put what `sigil hash-model PATH` prints for them\n' +
         `  keys: 0 in ${join(dir, 'keys.txt')} (every request will be refused; add one with \`sigil keys add\`)\n`,
     );
     expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
@@ -148,7 +159,8 @@ describe('sigil serve on a port already in use', () => {
     const result = sigil(['serve', '--config', join(dir, 'sigil.yaml')]);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
-      `sigil: cannot listen on 127.0.0.1:${port} (listen.host, listen.port in ${join(dir, 'sigil.yaml')}) is already in use, perhaps by another Sigil: stop it, or set listen.port to a free port (0: any free port)\n`,
+      `sigil: port ${port} on 127.0.0.1 (from listen.host, listen.port in ${join(dir, 'sigil.yaml')}) is already in use, perhaps by another Sigil. ` +
+        'Stop that process, or start on another port: sigil serve --port N (0: any free port).\n',
     );
     expect(existsSync(join(dir, 'keys.txt'))).toBe(false);
   });
@@ -167,8 +179,10 @@ describe('sigil serve on a first start', () => {
   });
 
   it('a start that works shows the new key, then one plain line with the URL', async () => {
+    const engine = await startTestEngine({ modelNames: ['m'] });
+    onTestFinished(() => engine.close());
     const dir = configDir(
-      `listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "http://127.0.0.1:9/v1"}}\ncatalogue: models.yaml\n`,
+      `listen: {host: 127.0.0.1, port: 0}\nauth: {keys_file: keys.txt}\nupstreams: {e: {url: "${engine.baseUrl}"}}\ncatalogue: models.yaml\n`,
       { 'models.yaml': MODELS },
     );
     const child = spawn(process.execPath, [...SIGIL_FROM_SOURCES, 'serve', '--config', join(dir, 'sigil.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });

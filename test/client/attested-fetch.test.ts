@@ -257,7 +257,7 @@ describe('a TLS man in the middle (TLS alone, no encrypted bodies)', () => {
     let stdout = '';
     const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: process.stdin, env: {} };
     const before = chatRequests();
-    const code = await verifyCommand(['--url', mitm.url, '--api-key', tlsOnly.key, '--allow-no-tee'], io as never);
+    const code = await verifyCommand(['-v', '--url', mitm.url, '--api-key', tlsOnly.key, '--allow-no-tee'], io as never);
     expect(code).toBe(1);
     expect(stdout).toMatch(/^FAIL attestation\.tls_key — the server presented TLS key sha256:[0-9a-f]{64} but the enclave attests/m);
     expect(stdout).toContain('FAIL live.request — not sent: the connection does not end in the attested enclave');

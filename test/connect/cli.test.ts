@@ -1,4 +1,5 @@
 import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -64,21 +65,53 @@ describe('sigil connect refuses to downgrade, before anything is sent', () => {
     const run = await sigilConnect([plain.url, '--allow-no-tee', '--listen', '127.0.0.1:0']);
     expect(run.code).toBe(2);
     expect(run.stderr).toBe(
-      `sigil connect: ${plain.url} is plain HTTP: anyone on the path can read and change the traffic. --allow-insecure-http accepts it (and only a development service, --allow-no-tee, can be verified so)\n`,
+      `sigil connect: ${plain.url}: it is plain HTTP: anyone on the path can read and change the traffic (only a development service, --allow-no-tee, can be verified so). --allow-insecure-http accepts it\n`,
     );
   });
 
-  it('refuses a development service without --allow-no-tee, printing the failed checks', async () => {
+  it('refuses a development service without --allow-no-tee, printing the failed checks and the flag', async () => {
     const run = await sigilConnect([plain.url, '--allow-insecure-http', '--listen', '127.0.0.1:0']);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(run.stderr).toContain('FAIL attestation.tee — tee is "none"');
-    expect(run.stderr).toMatch(/sigil connect: the service's attestation did not verify, so nothing was sent: NOT VERIFIED/);
+    expect(run.stderr).toContain(
+      `\nsigil connect: ${plain.url}: attestation.tls_key, attestation.tee, attestation.manifest did not pass: the service runs on no hardware enclave`,
+    );
+    expect(run.stderr).toMatch(/\. --allow-no-tee accepts it\n$/);
+  });
+
+  it('names every missing flag in one message: plain HTTP, no hardware, unsealed bodies', async () => {
+    const run = await sigilConnect([unsealed.url, '--listen', '127.0.0.1:0']);
+    expect(run.code).toBe(2);
+    const message = run.stderr.slice(run.stderr.indexOf('sigil connect: '));
+    expect(message).toBe(
+      `sigil connect: ${unsealed.url} is accepted only with 3 flags, each a risk to take knowingly:\n` +
+        '  --allow-insecure-http: it is plain HTTP: anyone on the path can read and change the traffic (only a development service, --allow-no-tee, can be verified so)\n' +
+        '  --allow-no-tee: attestation.tls_key, attestation.tee, attestation.manifest did not pass: the service runs on no hardware enclave, so nothing vouches for its code or keys: anyone who runs a copy can sign the same answers (fine for a development service on your own machine)\n' +
+        '  --allow-unsealed-bodies: it offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP): they would be protected only by TLS ending in the enclave\n',
+    );
+  });
+
+  it('says its own port is taken, before contacting the service', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const run = await sigilConnect(['http://127.0.0.1:9', '--listen', `127.0.0.1:${port}`]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toBe(
+        `sigil connect: --listen 127.0.0.1:${port}: port ${port} on this machine is already in use, perhaps by another sigil connect. Stop that process, or choose another port: --listen 127.0.0.1:0 takes any free one\n`,
+      );
+    } finally {
+      taken.close();
+    }
   });
 
   it('refuses a service that offers no attested HPKE key without --allow-unsealed-bodies', async () => {
     const run = await sigilConnect([unsealed.url, '--allow-insecure-http', '--allow-no-tee', '--listen', '127.0.0.1:0']);
     expect(run.code).toBe(2);
-    expect(run.stderr).toContain('offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP). --allow-unsealed-bodies accepts');
+    expect(run.stderr).toBe(
+      `sigil connect: ${unsealed.url}: it offers no attested HPKE key, so request bodies could not be sealed to the enclave (EHBP): they would be protected only by TLS ending in the enclave. --allow-unsealed-bodies accepts it\n`,
+    );
   });
 
   it('listens on loopback only', async () => {

@@ -33,6 +33,10 @@ describe('the Kubernetes example', () => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout).toContain(`checked as on a ${tee} machine`);
+    // Its model_hash is the all-zero placeholder until the operator hashes the weights: said, not passed silently.
+    expect(result.stdout).toContain(
+      '  warning: model llama-3.1-8b-instruct: model_hash is the all-zero placeholder, so receipts would name no real weights: put what `sigil hash-model PATH` prints for them\n',
+    );
   });
 
   it('serves HTTPS end to end: probes and Service use the TLS port', () => {
@@ -60,5 +64,26 @@ describe('sigil config check --tee', () => {
     expect(result.stderr).toContain('tls.mode is off on a tdx machine');
     expect(result.stderr).toContain('upstreams.far: http://10.0.0.9:8000/v1 is outside this confidential VM');
     expect(check(['--config', join(dir, 'sigil.yaml'), '--tee', 'sgx']).status).toBe(2);
+  });
+});
+
+describe('the Kubernetes example is sized and complete', () => {
+  const deployment = () => manifests('sigil-vllm.yaml').find((m) => m.kind === 'Deployment' || m.kind === 'StatefulSet')!;
+  const containers = () => (deployment().spec as { template: { spec: { containers: Array<Record<string, unknown>> } } }).template.spec.containers;
+
+  it('sets workers, and a memory limit that holds the primary and every worker at 120 MB each with half again for bursts', () => {
+    const config = manifests('sigil-config.yaml').find((m) => m.kind === 'ConfigMap')!.data as Record<string, string>;
+    const workers = Number(/^workers: (\d+)$/m.exec(config['sigil.yaml']!)?.[1]);
+    expect(workers).toBe(4);
+    const sigil = containers().find((c) => c.name === 'sigil')!;
+    const limit = (sigil.resources as { limits: { memory: string } }).limits.memory;
+    expect(limit).toBe('1536Mi');
+    expect(Number(limit.replace('Mi', ''))).toBeGreaterThanOrEqual(((workers + 1) * 120 * 1.5 * 1e6) / 2 ** 20);
+  });
+
+  it('gives vLLM the Hugging Face token the gated Llama model needs, from a Secret', () => {
+    const vllm = containers().find((c) => c.name === 'vllm')!;
+    expect(vllm.args).toContain('--model=meta-llama/Llama-3.1-8B-Instruct');
+    expect(vllm.env).toEqual([{ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: 'hf-token', key: 'token' } } }]);
   });
 });

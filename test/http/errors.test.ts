@@ -227,7 +227,9 @@ describe('every error is OpenAI-shaped, with a fitting status, and nothing reach
   it('answers 503 from /readyz when the engine is down, 200 when it is up', async () => {
     const notReady = await fetch(`${down.url}/readyz`);
     expect(notReady.status).toBe(503);
-    expect(await notReady.json()).toEqual(error('service_unavailable', 'not_ready', 'Not ready: engine(s) unreachable: gone.'));
+    expect(await notReady.json()).toEqual(
+      error('service_unavailable', 'not_ready', 'Not ready: waiting for engine `gone` at http://127.0.0.1:9/v1: connection refused (ECONNREFUSED).'),
+    );
     const ready = await fetch(`${sigil.url}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ status: 'ready', keys_loaded: true, engines: { eu: true, us: true } });

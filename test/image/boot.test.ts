@@ -248,7 +248,7 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
       expect(vm.console()).toContain(`sigil-initrd: verified root ${rootHash}`);
       expect(await servedModels(vm)).toEqual(['appliance-a']);
 
-      const verify = await run(process.execPath, [...SIGIL_FROM_SOURCES, 'verify', '--url', vm.url, '--model', 'appliance-a', '--allow-no-tee'], {
+      const verify = await run(process.execPath, [...SIGIL_FROM_SOURCES, 'verify', '-v', '--url', vm.url, '--model', 'appliance-a', '--allow-no-tee'], {
         env: { ...process.env, SIGIL_API_KEY: KEY },
       }).catch((error: { stdout?: string; stderr?: string }) => {
         throw new Error(`sigil verify failed:\n${error.stdout ?? ''}${error.stderr ?? ''}\nVM console:\n${tail(vm.console())}`);
@@ -305,7 +305,20 @@ describe.skipIf(skip)('the measured image under QEMU (npm run test:image)', () =
       await run(process.execPath, [...cli, 'release', 'sign', '--key', join(rel, 'key.pem'), '--out', join(rel, 'bundle.json'), join(rel, 'statement.json')]);
       const verify = await run(
         process.execPath,
-        [...cli, 'verify', '--url', vm.url, '--model', 'appliance-a', '--allow-no-tee', '--release', join(rel, 'bundle.json'), '--key', join(rel, 'pub.pem')],
+        [
+          ...cli,
+          'verify',
+          '-v',
+          '--url',
+          vm.url,
+          '--model',
+          'appliance-a',
+          '--allow-no-tee',
+          '--release',
+          join(rel, 'bundle.json'),
+          '--key',
+          join(rel, 'pub.pem'),
+        ],
         { env: { ...process.env, SIGIL_API_KEY: KEY } },
       ).catch((error: { stdout?: string; stderr?: string }) => {
         throw new Error(`sigil verify --release failed:\n${error.stdout ?? ''}${error.stderr ?? ''}`);

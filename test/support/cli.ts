@@ -36,7 +36,7 @@ export interface CliRun {
 }
 
 /**
- * Runs `sigil verify` in-process, its output captured: an empty stdin and environment unless given, and any
+ * Runs `sigil verify -v` in-process, its output captured: an empty stdin and environment unless given, and any
  * other `VerifyIo` field (a test's AMD/Intel roots, GPU roots, a clock) as it is.
  */
 export async function runSigilVerify(
@@ -46,7 +46,8 @@ export async function runSigilVerify(
   const { stdin, env, ...rest } = opts;
   let stdout = '';
   let stderr = '';
-  const code = await verifyCommand(argv, {
+  // -v: the tests read every check (the default prints the verdict line only).
+  const code = await verifyCommand(['-v', ...argv], {
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
     stdin: Readable.from(stdin === undefined ? [] : [Buffer.from(stdin)]),

@@ -32,7 +32,7 @@ afterAll(async () => {
 async function sigilVerify(argv: string[]): Promise<{ code: number; stdout: string }> {
   let stdout = '';
   const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} };
-  const code = await verifyCommand(argv, io);
+  const code = await verifyCommand(['-v', ...argv], io);
   return { code, stdout };
 }
 

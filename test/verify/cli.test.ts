@@ -436,6 +436,7 @@ describe('sigil verify RECEIPT_FILE', () => {
     let stdout = '';
     const code = await verifyCommand(
       [
+        '-v',
         '-',
         '--jwks',
         files.jwks,
@@ -543,6 +544,7 @@ describe('sigil verify RECEIPT_FILE', () => {
       [
         ...SIGIL_FROM_SOURCES,
         'verify',
+        '-v',
         files.receipt,
         '--jwks',
         files.jwks,

@@ -1,3 +1,4 @@
+import { BOUNDED_JSON_OBJECT_GBNF } from './bounded-json-object.ts';
 import { basename, extname } from 'node:path';
 import {
   LlamaText,
@@ -86,7 +87,7 @@ export async function loadEngineModel(options: EngineModelOptions): Promise<Engi
     jsonGrammar: async (schema) =>
       // node-llama-cpp's JSON grammars stop on blank lines (its root ends in four newlines), which the engine reads as the end.
       schema === undefined
-        ? llama.getGrammarFor('json')
+        ? llama.createGrammar({ grammar: BOUNDED_JSON_OBJECT_GBNF })
         : llama.createGrammar({ grammar: await schemaGrammarText(schema), stopGenerationTriggers: [LlamaText('\n'.repeat(4))], trimWhitespaceSuffix: true }),
     toolSyntax,
     toolsGrammar: async (tools, mode, parallel) => {

@@ -1,0 +1,58 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../support/wait-for.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const run = promisify(execFile);
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/**
+ * The server as a package: `npm pack` at the root (its prepack builds dist/ when a source changed), then
+ * `npm install -g` of that tarball into a fresh prefix from the local npm cache, as a user without a clone would.
+ */
+describe('sigil installed from its npm pack tarball', () => {
+  it('gives a working sigil: --version, serve --help, and a start with the built-in engine that answers /readyz', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sigil-global-'));
+    await run(npm, ['pack', '--pack-destination', dir], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
+    const prefix = join(dir, 'prefix');
+    await run(npm, ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', join(dir, `sigil-${VERSION}.tgz`)], {
+      cwd: dir,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const sigil = join(prefix, 'bin/sigil');
+    expect((await run(sigil, ['--version'])).stdout).toBe(`${VERSION}\n`);
+    expect((await run(sigil, ['serve', '--help'])).stdout).toContain('usage: sigil serve [--config FILE] [--host HOST] [--port PORT]\n');
+
+    const work = join(dir, 'work');
+    await run('mkdir', ['-p', work]);
+    writeFileSync(
+      join(work, 'sigil.yaml'),
+      stringify({ auth: { keys_file: 'api-keys' }, attestation: { provider: 'none' }, engine: { threads: 1, parallel: 1, context_size: 1024 } }),
+    );
+    const child = spawn(sigil, ['serve', '--config', join(work, 'sigil.yaml'), '--port', '0'], { cwd: work, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const url = await waitFor(
+        'Sigil is ready',
+        () => {
+          if (child.exitCode !== null) throw new Error(`sigil exited ${child.exitCode}: ${stderr}`);
+          return /Sigil is ready at (http:\/\/127\.0\.0\.1:\d+) /.exec(stderr)?.[1];
+        },
+        { timeoutMs: 180_000 },
+      );
+      const ready = await fetch(`${url}/readyz`);
+      expect(ready.status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 900_000);
+});
