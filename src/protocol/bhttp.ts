@@ -258,7 +258,7 @@ export function decodeResponse(bytes: Uint8Array): BinaryResponse {
  * whole: `decodeResponse` reads it.)
  */
 export class BinaryResponseReader {
-  #buffer = new Uint8Array(0);
+  #buffer: Uint8Array = new Uint8Array(0);
   #state: 'head' | 'content' | 'trailers' | 'done' = 'head';
 
   constructor(private readonly maxHeadBytes = 64 * 1024) {}

@@ -1,7 +1,8 @@
 /**
  * QUIC's variable-length integers (RFC 9000 §16): the two high bits of the first byte give the length (1, 2, 4 or 8
  * bytes), the rest is the value in network byte order. Binary HTTP (RFC 9292) and chunked Oblivious HTTP use them for
- * every length. Values above 2^53 - 1 are refused: no length Sigil reads comes near it.
+ * every length. A value above 2^53 - 1 is read inexactly, which is harmless: it is larger than any length, status or
+ * count a reader accepts, so the reader refuses it as such.
  */
 
 /** The bytes `value` takes: the shortest encoding, as RFC 9000 recommends. */
@@ -21,7 +22,7 @@ export function writeVarint(into: Uint8Array, offset: number, value: number): nu
     into[offset + i] = rest % 256;
     rest = Math.floor(rest / 256);
   }
-  into[offset] |= [0x00, 0x40, 0, 0x80, 0, 0, 0, 0xc0][length - 1]!;
+  into[offset] = into[offset]! | ({ 1: 0x00, 2: 0x40, 4: 0x80, 8: 0xc0 } as const)[length];
   return offset + length;
 }
 
@@ -31,16 +32,12 @@ export function encodeVarint(value: number): Uint8Array {
   return out;
 }
 
-/**
- * The integer at `offset` and the offset after it, or `undefined` when `bytes` ends before it does (a reader of a
- * stream then waits for more). Throws for a value above 2^53 - 1.
- */
+/** The integer at `offset` and the offset after it, or `undefined` when `bytes` ends before it does (a reader of a stream then waits for more). */
 export function readVarint(bytes: Uint8Array, offset: number): { value: number; next: number } | undefined {
   if (offset >= bytes.length) return undefined;
   const length = 1 << (bytes[offset]! >> 6);
   if (offset + length > bytes.length) return undefined;
   let value = bytes[offset]! & 0x3f;
   for (let i = 1; i < length; i++) value = value * 256 + bytes[offset + i]!;
-  if (!Number.isSafeInteger(value)) throw new RangeError('a variable-length integer above 2^53 - 1');
   return { value, next: offset + length };
 }
