@@ -26,6 +26,7 @@ export type { Exchange, ReceiptResult } from './receipts.ts';
 export type { ReleaseTrust } from '../verify/release/trust.ts';
 export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 export type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
+export { createObliviousFetch, fetchGatewayKeys, ObliviousRelayError, type ObliviousFetchOptions } from './ohttp-fetch.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */
