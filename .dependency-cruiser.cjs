@@ -61,7 +61,7 @@ module.exports = {
       severity: 'error',
       comment: 'The HTTP layer composes the lower ones; they never reach up into it.',
       from: { path: LOWER },
-      to: { path: '^src/(http|cli|tls|ehbp)/' },
+      to: { path: '^src/(http|cli|tls|ehbp|ohttp)/' },
     },
     {
       name: 'measure-stands-alone',
@@ -73,8 +73,8 @@ module.exports = {
     {
       name: 'tls-and-ehbp-sit-under-http',
       severity: 'error',
-      comment: 'TLS and encrypted bodies are composed by the HTTP layer; they never reach up into it or the CLI.',
-      from: { path: '^src/(tls|ehbp)/' },
+      comment: 'TLS, encrypted bodies and the Oblivious HTTP gateway are composed by the HTTP layer; they never reach up into it or the CLI.',
+      from: { path: '^src/(tls|ehbp|ohttp)/' },
       to: { path: '^src/(http|cli)/' },
     },
     {

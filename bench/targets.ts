@@ -30,8 +30,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { fetchServerIdentity, openSealedFrames, sealBatch, sendBackToBack, type SealedRequest } from './ehbp-client.ts';
+import { encapsulateRequest } from '../src/client/ohttp-encapsulate.ts';
+import { encodeRequest } from '../src/protocol/bhttp.ts';
+import { GATEWAY_PATH, parseKeyConfigs, REQUEST_MEDIA_TYPE } from '../src/protocol/ohttp.ts';
 import { ForkedWorker } from './forked-worker.ts';
 import { StreamReader, type LoadJob, type LoadResult } from './load-client.ts';
 import { describeMachine, sigilCommit } from './machine.ts';
@@ -59,13 +62,14 @@ const body = (stream: boolean, tokens: number) =>
 type ProxyName = 'node-http' | 'sigil' | 'sigil-receipts';
 type Proxy = NamedPeer<ProxyName>;
 /** A way of loading one proxy: the proxies themselves, and Sigil's plain process sent sealed (EHBP) or clear requests by undici. */
-type Variant = ProxyName | 'sigil-ehbp' | 'sigil-clear';
+type Variant = ProxyName | 'sigil-ehbp' | 'sigil-clear' | 'sigil-ohttp';
 const LABELS: Record<Variant, string> = {
   'node-http': 'bare node:http proxy (floor)',
   sigil: 'Sigil',
   'sigil-receipts': 'Sigil, receipt on every request',
   'sigil-ehbp': 'Sigil, EHBP (sealed)',
   'sigil-clear': 'Sigil, in the clear (same client as EHBP)',
+  'sigil-ohttp': 'Sigil, Oblivious HTTP (posted to its gateway, as a relay would)',
 };
 
 interface Scenario {
@@ -93,8 +97,15 @@ const ALL_SCENARIOS: Scenario[] = [
   streamScenario(50, 16),
   { id: 'json-c50', label: `JSON, wrk c=${JSON_CONCURRENCY}`, unit: 'request', variants: ['node-http', 'sigil', 'sigil-receipts'], floor: 'node-http' },
   { id: 'ehbp-json', label: `EHBP JSON, c=${EHBP_JSON_CONCURRENCY}`, unit: 'request', variants: ['sigil-clear', 'sigil-ehbp'], floor: 'sigil-clear' },
+  {
+    id: 'ohttp-json',
+    label: `Oblivious HTTP JSON, c=${EHBP_JSON_CONCURRENCY}`,
+    unit: 'request',
+    variants: ['sigil-clear', 'sigil-ehbp', 'sigil-ohttp'],
+    floor: 'sigil-clear',
+  },
 ];
-/** `--only a,b`: just those scenarios (ids as in the table: stream-100x200, stream-50x16, json-c50, ehbp-json). */
+/** `--only a,b`: just those scenarios (ids as in the table: stream-100x200, stream-50x16, json-c50, ehbp-json, ohttp-json). */
 const SCENARIOS = args.only === undefined ? ALL_SCENARIOS : ALL_SCENARIOS.filter((scenario) => args.only!.split(',').includes(scenario.id));
 if (SCENARIOS.length === 0) throw new Error(`--only: no scenario named ${args.only} (known: ${ALL_SCENARIOS.map((x) => x.id).join(', ')})`);
 
@@ -172,14 +183,18 @@ async function sealedStreams(proxy: Proxy, concurrency: number, tokens: number, 
 }
 
 /** JSON requests from this process, sealed (before the phase) or in the clear, so both go through the same client. */
-async function jsonBackToBack(proxy: Proxy, sealed: boolean, s: number, start: () => void): Promise<Measured> {
+async function jsonBackToBack(proxy: Proxy, variant: Variant, s: number, start: () => void): Promise<Measured> {
   const base = `http://${proxy.target.host}:${proxy.target.port}`;
-  const url = `${base}${proxy.target.path}`;
   const payload = body(false, JSON_TOKENS);
   const count = Math.max(200, Math.round(s * 1000));
-  const prepared = sealed
-    ? await sealBatch(await fetchServerIdentity(base, agent), url, proxy.target.headers, payload, count)
-    : Array<SealedRequest>(count).fill({ headers: proxy.target.headers, body: Buffer.from(payload) });
+  // Oblivious HTTP is posted to the gateway, sealed before the phase as a relay would forward it; its answers are not opened.
+  const url = variant === 'sigil-ohttp' ? `${base}${GATEWAY_PATH}` : `${base}${proxy.target.path}`;
+  const prepared =
+    variant === 'sigil-ehbp'
+      ? await sealBatch(await fetchServerIdentity(base, agent), url, proxy.target.headers, payload, count)
+      : variant === 'sigil-ohttp'
+        ? await encapsulateBatch(base, proxy.target.path, proxy.target.headers, payload, count)
+        : Array<SealedRequest>(count).fill({ headers: proxy.target.headers, body: Buffer.from(payload) });
   let errors = 0;
   let problem: string | undefined;
   start();
@@ -202,6 +217,19 @@ async function jsonBackToBack(proxy: Proxy, sealed: boolean, s: number, start: (
   );
   const units = sent.sent - errors;
   return { units, seconds: sent.seconds, perSecond: units / sent.seconds, errors, ...(problem === undefined ? {} : { problem }) };
+}
+
+/** Chat requests as binary HTTP, each sealed to the gateway's key (fetched from Sigil, as a client checks it) ahead of the phase. */
+async function encapsulateBatch(base: string, path: string, headers: Record<string, string>, payload: string, count: number): Promise<SealedRequest[]> {
+  const keys = parseKeyConfigs(new Uint8Array(await (await request(`${base}${GATEWAY_PATH}`, { dispatcher: agent })).body.arrayBuffer()));
+  const fields = Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value] as const);
+  const inner = encodeRequest({ method: 'POST', scheme: 'https', authority: 'sigil', path, headers: fields, content: Buffer.from(payload), trailers: [] });
+  return Promise.all(
+    Array.from({ length: count }, async () => ({
+      headers: { 'content-type': REQUEST_MEDIA_TYPE },
+      body: (await encapsulateRequest(keys, inner, 'whole')).body,
+    })),
+  );
 }
 
 /** A proxy that died mid-run would turn every later phase into connection errors: stop there, with the end of its log. */
@@ -233,7 +261,7 @@ async function main(): Promise<number> {
     proxies.push(await startNodeHttpProxy(dir, engine));
     proxies.push({ ...(await startSigil(dir, engine, { receipts: false })), name: 'sigil' });
     proxies.push({ ...(await startSigil(dir, engine, { receipts: true })), name: 'sigil-receipts' });
-    const proxyOf = (v: Variant): Proxy => proxies.find((p) => p.name === (v === 'sigil-ehbp' || v === 'sigil-clear' ? 'sigil' : v))!;
+    const proxyOf = (v: Variant): Proxy => proxies.find((p) => p.name === (v === 'sigil-ehbp' || v === 'sigil-clear' || v === 'sigil-ohttp' ? 'sigil' : v))!;
 
     /** One phase: the proxy's CPU from /proc from the moment its load starts (sealing done) to its end. */
     const measure = async (scenario: Scenario, variant: Variant, s: number, round: number): Promise<Sample> => {
@@ -276,7 +304,7 @@ async function main(): Promise<number> {
         start();
         const r = await saturate(dir, proxy.target, body(false, JSON_TOKENS), JSON_CONCURRENCY, s, LOAD_CORE, useWrk);
         m = { units: r.requests - r.errors, seconds: s, perSecond: r.rps, errors: r.errors };
-      } else m = await jsonBackToBack(proxy, variant === 'sigil-ehbp', s, start);
+      } else m = await jsonBackToBack(proxy, variant, s, start);
       const cpuUs = cpuMicros(proxy.pids()) - cpu0;
       assertRunning(dir, proxy);
       const wall = (performance.now() - t0) / 1000;

@@ -55,6 +55,10 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   log: { summary: "check a service's transparency log, or a receipt in it (sigil log verify|receipt URL --help)", load: () => import('./log.ts') },
   witness: { summary: 'cosign a transparency log checkpoint after checking it only grew (sigil witness --help)', load: () => import('./witness.ts') },
+  'ohttp-relay': {
+    summary: 'a minimal Oblivious HTTP relay, for a third party to run in front of a service (sigil ohttp-relay --help)',
+    load: () => import('./ohttp-relay.ts'),
+  },
   'verify-evidence': {
     summary: 'verify raw TDX or SEV-SNP evidence without a service (sigil verify-evidence --help)',
     load: () => import('./verify-evidence.ts'),

@@ -31,6 +31,7 @@ export { AttestationError } from './attestation-error.ts';
 export { UNVERIFIED_HEADER } from './steps/seal.ts';
 export { SOURCE_HEADER } from './steps/attested-catalogue.ts';
 export { DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
+export { createObliviousFetch, fetchGatewayKeys, ObliviousRelayError, type ObliviousFetchOptions } from './ohttp-fetch.ts';
 
 export interface AttestedFetchOptions {
   /** The service, e.g. `https://inference.example.com/v1` (the OpenAI SDK's baseURL). */

@@ -23,6 +23,9 @@ import { applyCors, createCors } from './pipeline/cors.ts';
 import { acceptSealed } from './pipeline/ehbp.ts';
 import { refuseDuplicateHeaders } from './pipeline/refuse-duplicate-headers.ts';
 import { KEYS_MEDIA_TYPE, KEYS_PATH } from '../ehbp/suite.ts';
+import { GATEWAY_PATH } from '../protocol/ohttp.ts';
+import { createGatewayHandler, handleGatewayKeys } from './routes/ohttp-gateway.ts';
+import { cameThroughGateway } from './oblivious-requests.ts';
 import { refuseRenegotiation, secureContextOptions, tlsServerOptions } from '../tls/hardening.ts';
 import type { ServedTls } from '../tls/provision.ts';
 import { addressRanges } from '../config/address-range.ts';
@@ -59,7 +62,8 @@ function withAllow(route: Omit<Route, 'allow'>): Route {
   return { ...route, allow: Object.keys(route.methods).join(', ') };
 }
 
-function buildRoutes(state: AppState) {
+/** `listener`: this server's own request handler, through which the Oblivious HTTP gateway serves what it opens. */
+function buildRoutes(state: AppState, listener: () => (req: IncomingMessage, res: ServerResponse) => Promise<void>) {
   const { limits } = state.ctx.config;
   const attestationAllowances = {
     fresh: { burst: limits.fresh_attestation_burst, perS: limits.fresh_attestations_per_s },
@@ -75,6 +79,8 @@ function buildRoutes(state: AppState) {
   add('/v1/verify/attestation', { name: '/v1/verify/attestation', methods: get(createAttestationHandler(attestationAllowances)), public: true });
   add('/healthz', { name: '/healthz', methods: get(handleHealthz) });
   add(KEYS_PATH, { name: KEYS_PATH, methods: get(handleHpkeKeys), public: true });
+  const gateway = createGatewayHandler(listener);
+  add(GATEWAY_PATH, { name: GATEWAY_PATH, methods: { ...get(handleGatewayKeys), POST: (req, res, ctx) => gateway(req, res, ctx) }, public: true });
   add('/readyz', { name: '/readyz', methods: get(createReadyHandler(state)) });
   for (const endpoint of RELAYED_ENDPOINTS) {
     const handler = createExchangeHandler(endpoint, { buffers: state.buffers, streamsCut: state.streamsCut.signal });
@@ -132,10 +138,10 @@ function nextRequestId(): string {
 
 /** The request handler: route, run, turn any failure into an OpenAI-shaped error, log one line. */
 export function createRequestHandler(state: AppState) {
-  const route = buildRoutes(state);
+  const route = buildRoutes(state, () => handle);
   const cors = createCors(state.ctx.config.cors.allowed_origins, state.ctx.headers);
 
-  return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const handle = async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
     const ctx = state.ctx;
     const requestId = clientRequestId(req.headers['x-request-id']) ?? nextRequestId();
@@ -185,7 +191,8 @@ export function createRequestHandler(state: AppState) {
         const { allow } = matched;
         throw new HttpError('method_not_allowed', `Method ${req.method} is not allowed on ${matched.name}; use ${allow}.`, { headers: { allow } });
       }
-      acceptSealed(req, res, ctx.ehbp);
+      // Oblivious HTTP is sealed end to end already: its POST and the requests it carries are not EHBP's to open or refuse.
+      if (matched.name !== GATEWAY_PATH && !cameThroughGateway(req)) acceptSealed(req, res, ctx.ehbp);
       await handler(req, res, ctx, url, log);
       if (log.status === undefined && res.headersSent) log.status = res.statusCode;
     } catch (err) {
@@ -206,6 +213,7 @@ export function createRequestHandler(state: AppState) {
       else sendError(res, error, extraHeaders);
     }
   };
+  return handle;
 }
 
 /** What a connection had read when its last request ended: a header timeout with nothing since is an idle keep-alive, not a slow client. */

@@ -18,6 +18,8 @@ const CATALOGUE = {
   upstream_bad_request: { status: 400, type: 'invalid_request_error' },
   context_length_exceeded: { status: 400, type: 'invalid_request_error' },
   ehbp_required: { status: 400, type: 'invalid_request_error' },
+  ohttp_invalid_request: { status: 400, type: 'invalid_request_error' },
+  ohttp_key_config: { status: 400, type: 'invalid_request_error' },
   ehbp_invalid_encapsulated_key: { status: 400, type: 'invalid_request_error' },
   ehbp_invalid_body: { status: 400, type: 'invalid_request_error' },
   missing_api_key: { status: 401, type: 'authentication_error' },

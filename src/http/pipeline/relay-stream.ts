@@ -3,6 +3,7 @@ import type { ForwardedExchange } from './exchange.ts';
 import { messageReceipt, modelReceipt } from './sign.ts';
 import { receiptTrailer } from '../../protocol/sealed-receipt.ts';
 import { anthropicSseErrorEvent } from '../../protocol/anthropic-error.ts';
+import { cameThroughGateway } from '../oblivious-requests.ts';
 
 /** Whether the engine answered with a stream (relayed event by event) rather than one JSON document. */
 export function streams(x: ForwardedExchange): boolean {
@@ -47,8 +48,8 @@ export async function relayStream(x: ForwardedExchange): Promise<void> {
     cut: x.streamsCut,
     maxStreamMs: ctx.config.limits.max_stream_seconds * 1000,
     maxStreamBytes: ctx.config.limits.max_stream_bytes,
-    // Sealed, each write is padded so its frame hides the tokens' length (docs/ehbp.md, "Padding").
-    ...(x.sealed && ctx.config.ehbp.stream_padding_bytes > 0 ? { padTo: ctx.config.ehbp.stream_padding_bytes } : {}),
+    // Sealed (EHBP or Oblivious HTTP), each write is padded so its frame hides the tokens' length (docs/ehbp.md, "Padding").
+    ...((x.sealed || cameThroughGateway(x.req)) && ctx.config.ehbp.stream_padding_bytes > 0 ? { padTo: ctx.config.ehbp.stream_padding_bytes } : {}),
   });
   // Attached after the relay's own listener, so it fires once the first chunk has been written.
   engine.body.once('data', () => (x.log.ttft_s = (performance.now() - x.started) / 1000));
