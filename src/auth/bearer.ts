@@ -82,22 +82,22 @@ export class KeyRing {
   }
 }
 
-/** The key a request carries: the bearer token, else `x-api-key`; both sent must name the same key. */
+/**
+ * The key a request carries: the bearer token, else `x-api-key` (Anthropic's SDKs send only that). With a bearer token
+ * present `x-api-key` is not read: an OpenAI client's own header of that name (kept from the engine like any other)
+ * must not change who the caller is.
+ */
 function keyOf(headers: IncomingHttpHeaders): string {
   const header = headers.authorization;
-  const apiKey = headers['x-api-key'];
-  if ((header === undefined || header === '') && (apiKey === undefined || apiKey === '')) {
-    throw httpError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
-  }
-  let bearer: string | undefined;
   if (header !== undefined && header !== '') {
     const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
     if (!match) throw httpError('invalid_api_key', "The Authorization header must be 'Bearer <key>'.");
-    bearer = match[1]!;
+    return match[1]!;
   }
-  if (apiKey === undefined || apiKey === '') return bearer!;
+  const apiKey = headers['x-api-key'];
+  if (apiKey === undefined || apiKey === '') {
+    throw httpError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
+  }
   if (typeof apiKey !== 'string' || !/^\S+$/.test(apiKey.trim())) throw httpError('invalid_api_key', 'The x-api-key header must be one key.');
-  if (bearer !== undefined && bearer !== apiKey.trim())
-    throw httpError('invalid_api_key', 'The Authorization and x-api-key headers name different keys; send one.');
   return apiKey.trim();
 }

@@ -688,7 +688,11 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   }
   const ear = () => toEar(r.checks, { verifier: { developer: 'https://github.com/sigil', build: 'sigil verify' }, submod: o.url ?? o.receipt ?? 'receipt' });
   const text = () =>
-    o.verbose ? (auditText ?? formatReport(r)) : auditText === undefined ? verdictLine(r.checks) : auditText.trimEnd().split('\n').at(-1)! + '\n';
+    o.verbose
+      ? (auditText ?? formatReport(r))
+      : // The notes (a service that keeps no log) are said in the short form too, above the verdict line.
+        (r.notes ?? []).map((note) => `note: ${note}\n`).join('') +
+        (auditText === undefined ? verdictLine(r.checks) : auditText.trimEnd().split('\n').at(-1)! + '\n');
   io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : text());
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }

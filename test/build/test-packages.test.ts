@@ -33,8 +33,8 @@ function runCheck(path: string) {
 }
 
 describe('npm test checks the Debian packages the tests need before running them', () => {
-  it("runs the check first, as npm test's pretest script", () => {
-    expect(PACKAGE_JSON.scripts.pretest).toBe('node scripts/test-packages.mjs');
+  it("runs the check first, as npm test's pretest script (after the Node version check)", () => {
+    expect(PACKAGE_JSON.scripts.pretest).toBe('node scripts/check-node.mjs && node scripts/test-packages.mjs');
   });
 
   it('as a user, stops at once naming the exact command that installs what is missing', () => {

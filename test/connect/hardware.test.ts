@@ -49,7 +49,10 @@ describe('sigil connect against hardware evidence', () => {
       () => undefined,
       (e: unknown) => e as Error & { checks?: Array<{ name: string; pinned?: boolean }> },
     );
-    expect(refused?.message).toMatch(/^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: .*not pinned/);
+    // Every check nobody pinned is named in one message, with the flag that would accept them and its risk.
+    expect(refused?.message).toMatch(
+      /: snp\.smt, .*attestation\.measurement, reference\.values.* did not pass: these values were measured but compared with nothing you audited.*--allow-unpinned-code accepts it$/,
+    );
     expect(refused?.checks?.some((c) => c.pinned === false)).toBe(true);
     expect(engine.requests.length).toBe(before);
   });

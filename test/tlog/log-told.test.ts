@@ -39,7 +39,7 @@ describe('a verifier says what it knows of the log', () => {
     let stdout = '';
     const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} };
     const code = await verifyCommand(['--url', noLog.url, '--api-key', noLog.key, '--allow-no-tee', '--allow-unpinned-code'], io);
-    expect(stdout).toMatch(new RegExp(`\nnote: ${NOTE.replace(/[().]/g, '\\$&')}\nverified with waivers: \\d+ checks passed; [^\n]+\n$`));
+    expect(stdout).toMatch(new RegExp(`(?:^|\n)note: ${NOTE.replace(/[().]/g, '\\$&')}\nverified with waivers: \\d+ checks passed; [^\n]+\n$`));
     expect(code).toBe(0);
   });
 

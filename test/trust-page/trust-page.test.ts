@@ -284,6 +284,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
         'PASS receipt.nonce',
         'PASS receipt.measurement',
         'PASS receipt.policy_hash',
+        'PASS receipt.endpoint',
         'PASS receipt.model',
         'PASS receipt.request_hash',
         'PASS receipt.response_hash',

@@ -47,7 +47,7 @@ describe('the authenticate step', () => {
     expect(served.engine.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 
-  it("takes the key as x-api-key, as Anthropic's SDKs send it; refuses two headers naming different keys, and x-api-key sent twice", async () => {
+  it("takes the key as x-api-key, as Anthropic's SDKs send it, unless a bearer key is sent (which is then the key); refuses x-api-key sent twice", async () => {
     const post = (headers: Record<string, string>) =>
       fetch(`${served.sigil.url}/v1/chat/completions`, {
         method: 'POST',
@@ -57,9 +57,10 @@ describe('the authenticate step', () => {
     const before = served.engine.requests.filter((r) => r.method === 'POST').length;
     expect((await post({ 'x-api-key': served.sigil.key })).status).toBe(200);
     expect((await post({ 'x-api-key': served.sigil.key, authorization: `Bearer ${served.sigil.key}` })).status).toBe(200);
-    const two = await post({ 'x-api-key': 'sk-other', authorization: `Bearer ${served.sigil.key}` });
-    expect(two.status).toBe(401);
-    expect(((await two.json()) as { error: { message: string } }).error.message).toBe('The Authorization and x-api-key headers name different keys; send one.');
+    // An OpenAI client's stray x-api-key changes nothing: the bearer key is the caller.
+    expect((await post({ 'x-api-key': 'sk-other', authorization: `Bearer ${served.sigil.key}` })).status).toBe(200);
+    const wrongBearer = await post({ 'x-api-key': served.sigil.key, authorization: 'Bearer sk-not-a-key' });
+    expect(((await wrongBearer.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
     const wrong = await post({ 'x-api-key': 'sk-not-a-key' });
     expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
     const twice = await rawRequest(
@@ -71,6 +72,6 @@ describe('the authenticate step', () => {
     );
     expect(twice.statuses).toEqual([400]);
     expect(JSON.parse(firstBody(twice)).error).toMatchObject({ code: 'duplicate_header', param: 'x-api-key' });
-    expect(served.engine.requests.filter((r) => r.method === 'POST').length).toBe(before + 2);
+    expect(served.engine.requests.filter((r) => r.method === 'POST').length).toBe(before + 3);
   });
 });
