@@ -1,4 +1,4 @@
-import { unwatchFile, watchFile } from 'node:fs';
+import { statSync } from 'node:fs';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
 import { attestationHash, makeAttestationDocument } from '../attestation/document.ts';
@@ -80,10 +80,33 @@ async function reloadNow(state: AppState): Promise<ReloadOutcome> {
   return outcome;
 }
 
-/** Reloads (by `reload`, default reloadFiles) when the keys file or the catalogue changes on disk (polling: survives atomic renames). */
+/**
+ * Reloads (by `reload`, default reloadFiles) when the keys file or the catalogue changes on disk (polling: survives
+ * atomic renames). What is on disk is noted at once, when watching starts: fs.watchFile takes its first look later, on
+ * the thread pool, so on a loaded machine it missed a change made just after the start.
+ */
 export function watchFiles(state: AppState, reload: () => Promise<unknown> = () => reloadFiles(state)): () => void {
   const paths = [state.ctx.config.auth.keys_file, state.ctx.config.catalogue].filter((p): p is string => p !== undefined);
-  const onChange = () => void reload();
-  for (const path of paths) watchFile(path, { interval: WATCH_INTERVAL_MS, persistent: false }, onChange);
-  return () => paths.forEach((path) => unwatchFile(path, onChange));
+  const seen = new Map(paths.map((path) => [path, fingerprint(path)]));
+  const timer = setInterval(() => {
+    let changed = false;
+    for (const path of paths) {
+      const now = fingerprint(path);
+      if (now !== seen.get(path)) changed = true;
+      seen.set(path, now);
+    }
+    if (changed) void reload();
+  }, WATCH_INTERVAL_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** A file's identity, size and modification time (nanoseconds), or "missing". */
+function fingerprint(path: string): string {
+  try {
+    const stat = statSync(path, { bigint: true });
+    return `${stat.ino}:${stat.size}:${stat.mtimeNs}`;
+  } catch {
+    return 'missing';
+  }
 }
