@@ -1,5 +1,5 @@
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { didYouMean, knownKeysAt } from '../../protocol/known-keys.ts';
 import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-bits.ts';
 import { SigilError } from '../../protocol/sigil-error.ts';
@@ -130,84 +130,116 @@ export class ReferenceValuesError extends SigilError<'ERR_REFERENCE_VALUES'> {
 }
 
 /** A single value stands for a list of one; a list of nothing is refused, as it would accept nothing. */
-function oneOrMore<T extends z.ZodType>(item: T) {
-  return z.preprocess((node) => (Array.isArray(node) ? node : [node]), z.array(item).min(1, 'an empty list accepts nothing; leave the key out to not pin it'));
+function oneOrMore<T extends z.ZodMiniType>(item: T) {
+  return z.pipe(
+    z.transform((node: unknown) => (Array.isArray(node) ? (node as unknown[]) : [node])),
+    z.array(item).check(z.minLength(1, 'an empty list accepts nothing; leave the key out to not pin it')),
+  );
 }
 
 /** A minimum or a switch: one value (a list of one is read as that value). */
-function one<T extends z.ZodType>(item: T) {
-  return oneOrMore(item)
-    .refine((list) => list.length === 1, 'is a minimum: give one value, not a list')
-    .transform((list) => list[0] as z.output<T>);
+function one<T extends z.ZodMiniType>(item: T) {
+  return z.pipe(
+    oneOrMore(item).check(z.refine((list) => list.length === 1, 'is a minimum: give one value, not a list')),
+    z.transform((list: z.output<T>[]) => list[0]!),
+  );
 }
 
 /** Every scalar of the file, read as text (YAML's failsafe schema) and trimmed; `what` and `example` explain a list or mapping given instead. */
 function scalar(what: string, example: string) {
-  return z
-    .string({ error: `must be ${what}, not a list or mapping, e.g. ${example}` })
-    .refine((text) => text !== '', 'has no value')
-    .transform((text) => text.trim());
+  return z.string({ error: `must be ${what}, not a list or mapping, e.g. ${example}` }).check(
+    z.refine((text) => text !== '', { error: 'has no value', abort: true }),
+    z.trim(),
+  );
 }
 
 const got = (issue: { input?: unknown }) => `got ${JSON.stringify(issue.input)}`;
 
+/** The value as the auditor wrote it (trimmed) must pass `test`; `problem` says what it must be instead. */
+function valid(test: (text: string) => boolean, problem: string) {
+  return z.refine<string>(test, { error: (issue) => `${problem}, ${got(issue)}` });
+}
+
 function hex(bytes: number) {
   const digits = `${bytes * 2} hex digits (${bytes} bytes)`;
-  return scalar(digits, `[<${bytes * 2} hex digits>, ...]`)
-    .refine((text) => /^[0-9a-fA-F]*$/.test(text) && text.length === bytes * 2, { error: (issue) => `must be ${digits}, ${got(issue)}` })
-    .transform((text) => text.toLowerCase());
+  return scalar(digits, `[<${bytes * 2} hex digits>, ...]`).check(
+    valid((text) => /^[0-9a-fA-F]*$/.test(text) && text.length === bytes * 2, `must be ${digits}`),
+    z.toLowerCase(),
+  );
 }
 
 function integer(max: number, example: string) {
-  return scalar(`an integer from 0 to ${max}`, example)
-    .refine((text) => /^\d+$/.test(text) && Number(text) <= max, { error: (issue) => `must be an integer from 0 to ${max}, ${got(issue)}` })
-    .transform(Number);
+  return z.pipe(
+    scalar(`an integer from 0 to ${max}`, example).check(valid((text) => /^\d+$/.test(text) && Number(text) <= max, `must be an integer from 0 to ${max}`)),
+    z.transform(Number),
+  );
 }
 
-const booleanValue = scalar('true or false', 'false')
-  .refine((text) => text === 'true' || text === 'false', { error: (issue) => `must be true or false, ${got(issue)}` })
-  .transform((text) => text === 'true');
-
-const tcbStatus = scalar('an Intel TCB status', '[UpToDate, SWHardeningNeeded]').refine(
-  (text): text is TcbStatus => (TCB_STATUSES as readonly string[]).includes(text),
-  { error: (issue) => `unknown TCB status ${JSON.stringify(issue.input)}${didYouMean(String(issue.input), TCB_STATUSES)} (known: ${TCB_STATUSES.join(', ')})` },
+const booleanValue = z.pipe(
+  scalar('true or false', 'false').check(valid((text) => text === 'true' || text === 'false', 'must be true or false')),
+  z.transform((text: string) => text === 'true'),
 );
 
-const mitigationVector = scalar('a 64-bit number', '0x3').refine(
-  (text) => /^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) && BigInt(text) <= 0xffffffffffffffffn,
-  { error: (issue) => `must be a 64-bit number, decimal or 0x-hex (the bits required), ${got(issue)}` },
+const tcbStatus = z.pipe(
+  scalar('an Intel TCB status', '[UpToDate, SWHardeningNeeded]').check(
+    z.refine((text) => (TCB_STATUSES as readonly string[]).includes(text), {
+      error: (issue) => `unknown TCB status ${JSON.stringify(issue.input)}${didYouMean(String(issue.input), TCB_STATUSES)} (known: ${TCB_STATUSES.join(', ')})`,
+    }),
+  ),
+  z.transform((text: string) => text as TcbStatus),
+);
+
+const mitigationVector = z.pipe(
+  scalar('a 64-bit number', '0x3').check(
+    valid(
+      (text) => /^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) && BigInt(text) <= 0xffffffffffffffffn,
+      'must be a 64-bit number, decimal or 0x-hex (the bits required)',
+    ),
+  ),
+  z.transform((text: string) => BigInt(text)),
 );
 
 const API_VERSION = /^(\d{1,3})\.(\d{1,3})$/;
-const apiVersion = scalar('MAJOR.MINOR', '1.55')
-  .refine(
-    (text) => {
+const apiVersion = z.pipe(
+  scalar('MAJOR.MINOR', '1.55').check(
+    valid((text) => {
       const m = API_VERSION.exec(text);
       return m !== null && Number(m[1]) <= 255 && Number(m[2]) <= 255;
-    },
-    { error: (issue) => `must be MAJOR.MINOR, e.g. 1.55, ${got(issue)}` },
-  )
-  .transform((text) => {
+    }, 'must be MAJOR.MINOR, e.g. 1.55'),
+  ),
+  z.transform((text: string) => {
     const [, major, minor] = API_VERSION.exec(text)!;
     return { major: Number(major), minor: Number(minor) };
-  });
+  }),
+);
+
+const releaseVersion = scalar('a semantic version', '1.2.0').check(valid((text) => isReleaseVersion(text), 'must be a semantic version such as 1.2.0'));
+
+const validityDays = z.pipe(integer(3650, '30'), z.number().check(z.refine((days) => days >= 1, 'must be at least 1')));
 
 /** A strict mapping: an unknown key is refused (with the nearest known one), a value given instead is shown an example. */
-function section<S extends z.ZodRawShape>(shape: S, example: string) {
+function section<S extends z.core.$ZodLooseShape>(shape: S, example: string) {
   return z.strictObject(shape, { error: (issue) => (issue.code === 'invalid_type' ? `must be a mapping of keys to values, e.g. ${example}` : undefined) });
 }
 
+const hexList = (bytes: number) => z.optional(oneOrMore(hex(bytes)));
 const hexKeys = <K extends string>(lengths: Record<K, number>) =>
-  Object.fromEntries(Object.entries<number>(lengths).map(([key, bytes]) => [key, oneOrMore(hex(bytes)).optional()])) as Record<
-    K,
-    z.ZodOptional<ReturnType<typeof oneOrMore<ReturnType<typeof hex>>>>
-  >;
+  Object.fromEntries(Object.entries<number>(lengths).map(([key, bytes]) => [key, hexList(bytes)])) as Record<K, ReturnType<typeof hexList>>;
 
+const booleanList = () => z.optional(oneOrMore(booleanValue));
 const booleanKeys = <K extends string>(names: readonly K[]) =>
-  Object.fromEntries(names.map((name) => [name, oneOrMore(booleanValue).optional()])) as Record<
-    K,
-    z.ZodOptional<ReturnType<typeof oneOrMore<typeof booleanValue>>>
-  >;
+  Object.fromEntries(names.map((name) => [name, booleanList()])) as Record<K, ReturnType<typeof booleanList>>;
+
+/** DEBUG: a list of booleans that may only hold false. */
+const debugPolicy = z.pipe(
+  oneOrMore(booleanValue).check(
+    z.refine((values) => values.every((value) => !value), {
+      error: 'may only be false: a guest the host can debug has no confidential memory',
+      when: ({ issues }) => issues.length === 0, // a value that is not a boolean is reported as that, not as true
+    }),
+  ),
+  z.transform((values: boolean[]) => values as false[]),
+);
 
 const tdxSchema = section(
   {
@@ -226,51 +258,46 @@ const tdxSchema = section(
       ppid: 16,
       platform_instance_id: 16,
     }),
-    min_tee_tcb_svn: one(hex(16)).optional(),
-    tcb_status: oneOrMore(tcbStatus).optional(),
-    min_qe_svn: one(integer(0xffff, '8')).optional(),
-    min_pce_svn: one(integer(0xffff, '13')).optional(),
-    min_tcb_evaluation_data_number: one(integer(0xffffffff, '17')).optional(),
+    min_tee_tcb_svn: z.optional(one(hex(16))),
+    tcb_status: z.optional(oneOrMore(tcbStatus)),
+    min_qe_svn: z.optional(one(integer(0xffff, '8'))),
+    min_pce_svn: z.optional(one(integer(0xffff, '13'))),
+    min_tcb_evaluation_data_number: z.optional(one(integer(0xffffffff, '17'))),
   },
   '{mrtd: <96 hex digits>}',
 );
 
 const snpSchema = section(
   {
-    measurement: oneOrMore(hex(48)).optional(),
-    host_data: oneOrMore(hex(32)).optional(),
-    vmpl: oneOrMore(integer(3, '0')).optional(),
-    min_tcb: section(
-      {
-        bootloader: one(integer(255, '3')).optional(),
-        tee: one(integer(255, '0')).optional(),
-        snp: one(integer(255, '8')).optional(),
-        microcode: one(integer(255, '115')).optional(),
-        fmc: one(integer(255, '0')).optional(),
-      },
-      '{bootloader: 3, snp: 8, microcode: 115}',
-    ).optional(),
-    policy: section(
-      {
-        debug: oneOrMore(booleanValue)
-          .refine((values) => values.every((value) => !value), {
-            error: 'may only be false: a guest the host can debug has no confidential memory',
-            when: ({ issues }) => issues.length === 0, // a value that is not a boolean is reported as that, not as true
-          })
-          .transform((values) => values as false[])
-          .optional(),
-        ...booleanKeys(['migrate_ma', 'smt', ...(Object.keys(SNP_POLICY_BITS) as SnpPolicyBit[])]),
-      },
-      '{debug: false, smt: [true, false]}',
-    ).optional(),
-    platform_info: section(booleanKeys(Object.keys(SNP_PLATFORM_INFO_BITS) as SnpPlatformInfoBit[]), '{smt_enabled: false}').optional(),
-    permit_provisional_firmware: one(booleanValue).optional(),
-    allow_missing_crl: one(booleanValue).optional(),
-    min_launch_mit_vector: one(mitigationVector).transform(BigInt).optional(),
-    min_current_mit_vector: one(mitigationVector).transform(BigInt).optional(),
-    min_build: one(integer(255, '21')).optional(),
-    min_api_version: one(apiVersion).optional(),
-    min_guest_svn: one(integer(0xffffffff, '1')).optional(),
+    measurement: hexList(48),
+    host_data: hexList(32),
+    vmpl: z.optional(oneOrMore(integer(3, '0'))),
+    min_tcb: z.optional(
+      section(
+        {
+          bootloader: z.optional(one(integer(255, '3'))),
+          tee: z.optional(one(integer(255, '0'))),
+          snp: z.optional(one(integer(255, '8'))),
+          microcode: z.optional(one(integer(255, '115'))),
+          fmc: z.optional(one(integer(255, '0'))),
+        },
+        '{bootloader: 3, snp: 8, microcode: 115}',
+      ),
+    ),
+    policy: z.optional(
+      section(
+        { debug: z.optional(debugPolicy), ...booleanKeys(['migrate_ma', 'smt', ...(Object.keys(SNP_POLICY_BITS) as SnpPolicyBit[])]) },
+        '{debug: false, smt: [true, false]}',
+      ),
+    ),
+    platform_info: z.optional(section(booleanKeys(Object.keys(SNP_PLATFORM_INFO_BITS) as SnpPlatformInfoBit[]), '{smt_enabled: false}')),
+    permit_provisional_firmware: z.optional(one(booleanValue)),
+    allow_missing_crl: z.optional(one(booleanValue)),
+    min_launch_mit_vector: z.optional(one(mitigationVector)),
+    min_current_mit_vector: z.optional(one(mitigationVector)),
+    min_build: z.optional(one(integer(255, '21'))),
+    min_api_version: z.optional(one(apiVersion)),
+    min_guest_svn: z.optional(one(integer(0xffffffff, '1'))),
     ...hexKeys({
       family_id: 16,
       image_id: 16,
@@ -286,34 +313,23 @@ const snpSchema = section(
 
 const referenceValuesSchema = section(
   {
-    release: section(
-      {
-        min_version: one(
-          scalar('a semantic version', '1.2.0').refine(isReleaseVersion, {
-            error: (issue) => `must be a semantic version such as 1.2.0, ${got(issue)}`,
-          }),
-        ).optional(),
-        max_validity_days: one(integer(3650, '30').refine((days) => days >= 1, 'must be at least 1')).optional(),
-      },
-      '{min_version: 1.2.0}',
-    ).optional(),
-    sigil: section(
-      { manifest_sha384: oneOrMore(hex(48)).optional(), accept_loaded_keys: one(booleanValue).optional() },
-      '{manifest_sha384: <96 hex digits>}',
-    ).optional(),
-    tdx: tdxSchema.optional(),
-    snp: snpSchema.optional(),
-    gpu: section(
-      {
-        rims: oneOrMore(scalar('a path', '[rims/driver.swidtag]')).optional(),
-        ocsp: oneOrMore(scalar('a path', '[ocsp/device.der]')).optional(),
-        ocsp_allow_missing: one(booleanValue).optional(),
-      },
-      '{rims: [rims/driver.swidtag]}',
-    ).optional(),
+    release: z.optional(section({ min_version: z.optional(one(releaseVersion)), max_validity_days: z.optional(one(validityDays)) }, '{min_version: 1.2.0}')),
+    sigil: z.optional(section({ manifest_sha384: hexList(48), accept_loaded_keys: z.optional(one(booleanValue)) }, '{manifest_sha384: <96 hex digits>}')),
+    tdx: z.optional(tdxSchema),
+    snp: z.optional(snpSchema),
+    gpu: z.optional(
+      section(
+        {
+          rims: z.optional(oneOrMore(scalar('a path', '[rims/driver.swidtag]'))),
+          ocsp: z.optional(oneOrMore(scalar('a path', '[ocsp/device.der]'))),
+          ocsp_allow_missing: z.optional(one(booleanValue)),
+        },
+        '{rims: [rims/driver.swidtag]}',
+      ),
+    ),
   },
   '{tdx: {mrtd: <96 hex digits>}}',
-) satisfies z.ZodType<ReferenceValues>;
+) satisfies z.ZodMiniType<ReferenceValues>;
 
 /** `tdx.mrtd[1]`: keys joined by dots, list positions in brackets; the position of a single value (a list of one) left out. */
 function keyOf(path: readonly PropertyKey[], doc: unknown): string {
