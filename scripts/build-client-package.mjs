@@ -25,6 +25,15 @@ const bundledData = {
   },
 };
 
+/** Code bundled rather than installed: zod/mini, the ~15 KB of zod the reference-values schema uses (zod weighs 6 MB installed). */
+const BUNDLED_CODE = ['zod/mini'];
+const bundledCode = {
+  name: 'bundled-code',
+  setup(b) {
+    b.onResolve({ filter: /^zod\// }, (args) => (BUNDLED_CODE.includes(args.path) ? { path: require.resolve(args.path) } : undefined));
+  },
+};
+
 await rm(out, { recursive: true, force: true });
 const result = await build({
   entryPoints: {
@@ -41,7 +50,7 @@ const result = await build({
   target: ['node24'],
   packages: 'external',
   metafile: true,
-  plugins: [bundledData],
+  plugins: [bundledData, bundledCode],
   legalComments: 'linked',
   logLevel: 'warning',
 });

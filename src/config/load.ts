@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
-import { closestKey, knownKeysAt } from './known-keys.ts';
+import { didYouMean, knownKeysAt } from '../protocol/known-keys.ts';
 import { configSchema, type SigilConfig } from './schema.ts';
 
 export const DEFAULT_CONFIG_PATH = 'config/sigil.yaml';
@@ -54,12 +54,7 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], label: strin
       const at = issue.path.map(String).join('.');
       if (issue.code === 'unrecognized_keys') {
         const known = schema === undefined ? [] : knownKeysAt(schema, issue.path);
-        return issue.keys
-          .map((key) => {
-            const near = closestKey(key, known);
-            return `${label}: unknown key '${at ? `${at}.${key}` : key}'${near === undefined ? '' : ` (did you mean '${near}'?)`}`;
-          })
-          .join('\n');
+        return issue.keys.map((key) => `${label}: unknown key '${at ? `${at}.${key}` : key}'${didYouMean(key, known)}`).join('\n');
       }
       if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) {
         return `${label}: ${at || '(top level)'}: missing: this setting is required${REQUIRED_HINTS[hintKey(issue.path)] ?? ''}`;

@@ -207,7 +207,7 @@ describe('sigil verify-evidence usage and inputs', () => {
     const bad = await sigil(['--snp-report', milan, '--reference', file('bad-ref.yaml', 'snp:\n  measurment: 00\n')]);
     expect(bad.code).toBe(3);
     expect(bad.stderr).toBe(
-      `sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (allowed under snp: measurement, host_data, vmpl, min_tcb, policy, platform_info, permit_provisional_firmware, allow_missing_crl, min_launch_mit_vector, min_current_mit_vector, min_build, min_api_version, min_guest_svn, family_id, image_id, id_key_digest, author_key_digest, report_id, chip_id, report_id_ma)\n`,
+      `sigil verify-evidence: could not verify: reference values ${join(work, 'bad-ref.yaml')}: snp.measurment: unknown key (did you mean 'measurement'?)\n`,
     );
   });
 

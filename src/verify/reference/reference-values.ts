@@ -1,4 +1,6 @@
 import { parse as parseYaml } from 'yaml';
+import * as z from 'zod/mini';
+import { didYouMean, knownKeysAt } from '../../protocol/known-keys.ts';
 import { SNP_PLATFORM_INFO_BITS, SNP_POLICY_BITS, type SnpPlatformInfoBit, type SnpPolicyBit } from '../evidence/snp-bits.ts';
 import { SigilError } from '../../protocol/sigil-error.ts';
 import { isReleaseVersion } from '../release/release-version.ts';
@@ -127,235 +129,243 @@ export class ReferenceValuesError extends SigilError<'ERR_REFERENCE_VALUES'> {
   }
 }
 
-/** Byte lengths of the hex-valued keys. */
-const TDX_HEX: Record<string, number> = {
-  mrtd: 48,
-  rtmr0: 48,
-  rtmr1: 48,
-  rtmr2: 48,
-  rtmr3: 48,
-  mr_config_id: 48,
-  mr_owner: 48,
-  mr_owner_config: 48,
-  td_attributes: 8,
-  xfam: 8,
-  mrseam: 48,
-  ppid: 16,
-  platform_instance_id: 16,
-};
-const TDX_KEYS = [...Object.keys(TDX_HEX), 'min_tee_tcb_svn', 'tcb_status', 'min_qe_svn', 'min_pce_svn', 'min_tcb_evaluation_data_number'];
-const SNP_HEX: Record<string, number> = {
-  measurement: 48,
-  host_data: 32,
-  family_id: 16,
-  image_id: 16,
-  id_key_digest: 48,
-  author_key_digest: 48,
-  report_id: 32,
-  chip_id: 64,
-  report_id_ma: 32,
-};
-const SNP_KEYS = [
-  'measurement',
-  'host_data',
-  'vmpl',
-  'min_tcb',
-  'policy',
-  'platform_info',
-  'permit_provisional_firmware',
-  'allow_missing_crl',
-  'min_launch_mit_vector',
-  'min_current_mit_vector',
-  'min_build',
-  'min_api_version',
-  'min_guest_svn',
-  ...Object.keys(SNP_HEX).slice(2),
-];
-const MIN_TCB_KEYS = ['bootloader', 'tee', 'snp', 'microcode', 'fmc'] as const;
-const POLICY_KEYS = ['debug', 'migrate_ma', 'smt', ...Object.keys(SNP_POLICY_BITS)];
-const PLATFORM_INFO_KEYS = Object.keys(SNP_PLATFORM_INFO_BITS);
-
-type Node = string | Node[] | { [key: string]: Node };
-
-function isMap(node: Node): node is { [key: string]: Node } {
-  return typeof node === 'object' && !Array.isArray(node);
+/** A single value stands for a list of one; a list of nothing is refused, as it would accept nothing. */
+function oneOrMore<T extends z.ZodMiniType>(item: T) {
+  return z.pipe(
+    z.transform((node: unknown) => (Array.isArray(node) ? (node as unknown[]) : [node])),
+    z.array(item).check(z.minLength(1, 'an empty list accepts nothing; leave the key out to not pin it')),
+  );
 }
 
-/** `key` null is the file's top level. */
-function mapAt(node: Node, key: string | null, allowed: readonly string[]): Record<string, Node> {
-  if (!isMap(node)) throw new ReferenceValuesError(key, 'must be a mapping of keys to values');
-  for (const name of Object.keys(node)) {
-    if (!allowed.includes(name)) {
-      const where = key === null ? 'at the top level' : `under ${key}`;
-      throw new ReferenceValuesError(key === null ? name : `${key}.${name}`, `unknown key (allowed ${where}: ${allowed.join(', ')})`);
-    }
-  }
-  return node;
+/** A minimum or a switch: one value (a list of one is read as that value). */
+function one<T extends z.ZodMiniType>(item: T) {
+  return z.pipe(
+    oneOrMore(item).check(z.refine((list) => list.length === 1, 'is a minimum: give one value, not a list')),
+    z.transform((list: z.output<T>[]) => list[0]!),
+  );
 }
 
-/** A single value or a list, as a non-empty list of scalars. */
-function scalarList(node: Node, key: string): string[] {
-  const list = Array.isArray(node) ? node : [node];
-  if (list.length === 0) throw new ReferenceValuesError(key, 'an empty list accepts nothing; leave the key out to not pin it');
-  return list.map((item, i) => {
-    const at = Array.isArray(node) ? `${key}[${i}]` : key;
-    if (typeof item !== 'string') throw new ReferenceValuesError(at, 'must be a single value, not a list or mapping');
-    if (item === '') throw new ReferenceValuesError(at, 'has no value');
-    return item.trim();
-  });
+/** Every scalar of the file, read as text (YAML's failsafe schema) and trimmed; `what` and `example` explain a list or mapping given instead. */
+function scalar(what: string, example: string) {
+  return z.string({ error: `must be ${what}, not a list or mapping, e.g. ${example}` }).check(
+    z.refine((text) => text !== '', { error: 'has no value', abort: true }),
+    z.trim(),
+  );
 }
 
-function hexList(node: Node, key: string, bytes: number): string[] {
-  return scalarList(node, key).map((value, i) => {
-    const hex = value.toLowerCase();
-    const at = Array.isArray(node) ? `${key}[${i}]` : key;
-    if (!/^[0-9a-f]*$/.test(hex) || hex.length !== bytes * 2) {
-      throw new ReferenceValuesError(at, `must be ${bytes * 2} hex digits (${bytes} bytes), got ${JSON.stringify(value)}`);
-    }
-    return hex;
-  });
+const got = (issue: { input?: unknown }) => `got ${JSON.stringify(issue.input)}`;
+
+/** The value as the auditor wrote it (trimmed) must pass `test`; `problem` says what it must be instead. */
+function valid(test: (text: string) => boolean, problem: string) {
+  return z.refine<string>(test, { error: (issue) => `${problem}, ${got(issue)}` });
 }
 
-function single(node: Node, key: string): string {
-  const list = scalarList(node, key);
-  if (list.length !== 1) throw new ReferenceValuesError(key, 'is a minimum: give one value, not a list');
-  return list[0]!;
+function hex(bytes: number) {
+  const digits = `${bytes * 2} hex digits (${bytes} bytes)`;
+  return scalar(digits, `[<${bytes * 2} hex digits>, ...]`).check(
+    valid((text) => /^[0-9a-fA-F]*$/.test(text) && text.length === bytes * 2, `must be ${digits}`),
+    z.toLowerCase(),
+  );
 }
 
-function integer(value: string, key: string, max: number): number {
-  if (!/^\d+$/.test(value) || Number(value) > max) throw new ReferenceValuesError(key, `must be an integer from 0 to ${max}, got ${JSON.stringify(value)}`);
-  return Number(value);
+function integer(max: number, example: string) {
+  return z.pipe(
+    scalar(`an integer from 0 to ${max}`, example).check(valid((text) => /^\d+$/.test(text) && Number(text) <= max, `must be an integer from 0 to ${max}`)),
+    z.transform(Number),
+  );
 }
 
-function booleanValue(value: string, key: string): boolean {
-  if (value === 'true') return true;
-  if (value === 'false') return false;
-  throw new ReferenceValuesError(key, `must be true or false, got ${JSON.stringify(value)}`);
+const booleanValue = z.pipe(
+  scalar('true or false', 'false').check(valid((text) => text === 'true' || text === 'false', 'must be true or false')),
+  z.transform((text: string) => text === 'true'),
+);
+
+const tcbStatus = z.pipe(
+  scalar('an Intel TCB status', '[UpToDate, SWHardeningNeeded]').check(
+    z.refine((text) => (TCB_STATUSES as readonly string[]).includes(text), {
+      error: (issue) => `unknown TCB status ${JSON.stringify(issue.input)}${didYouMean(String(issue.input), TCB_STATUSES)} (known: ${TCB_STATUSES.join(', ')})`,
+    }),
+  ),
+  z.transform((text: string) => text as TcbStatus),
+);
+
+const mitigationVector = z.pipe(
+  scalar('a 64-bit number', '0x3').check(
+    valid(
+      (text) => /^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) && BigInt(text) <= 0xffffffffffffffffn,
+      'must be a 64-bit number, decimal or 0x-hex (the bits required)',
+    ),
+  ),
+  z.transform((text: string) => BigInt(text)),
+);
+
+const API_VERSION = /^(\d{1,3})\.(\d{1,3})$/;
+const apiVersion = z.pipe(
+  scalar('MAJOR.MINOR', '1.55').check(
+    valid((text) => {
+      const m = API_VERSION.exec(text);
+      return m !== null && Number(m[1]) <= 255 && Number(m[2]) <= 255;
+    }, 'must be MAJOR.MINOR, e.g. 1.55'),
+  ),
+  z.transform((text: string) => {
+    const [, major, minor] = API_VERSION.exec(text)!;
+    return { major: Number(major), minor: Number(minor) };
+  }),
+);
+
+const releaseVersion = scalar('a semantic version', '1.2.0').check(valid((text) => isReleaseVersion(text), 'must be a semantic version such as 1.2.0'));
+
+const validityDays = z.pipe(integer(3650, '30'), z.number().check(z.refine((days) => days >= 1, 'must be at least 1')));
+
+/** A strict mapping: an unknown key is refused (with the nearest known one), a value given instead is shown an example. */
+function section<S extends z.core.$ZodLooseShape>(shape: S, example: string) {
+  return z.strictObject(shape, { error: (issue) => (issue.code === 'invalid_type' ? `must be a mapping of keys to values, e.g. ${example}` : undefined) });
 }
 
-function readTdx(node: Node): TdxReferenceValues {
-  const map = mapAt(node, 'tdx', TDX_KEYS);
-  const out: TdxReferenceValues = {};
-  for (const [name, value] of Object.entries(map)) {
-    const key = `tdx.${name}`;
-    const bytes = TDX_HEX[name];
-    if (bytes !== undefined) {
-      out[name as keyof typeof TDX_HEX & keyof TdxReferenceValues] = hexList(value, key, bytes) as never;
-    } else if (name === 'min_tee_tcb_svn') {
-      out.min_tee_tcb_svn = hexList(single(value, key), key, 16)[0]!;
-    } else if (name === 'min_qe_svn' || name === 'min_pce_svn') {
-      out[name] = integer(single(value, key), key, 0xffff);
-    } else if (name === 'min_tcb_evaluation_data_number') {
-      out.min_tcb_evaluation_data_number = integer(single(value, key), key, 0xffffffff);
+const hexList = (bytes: number) => z.optional(oneOrMore(hex(bytes)));
+const hexKeys = <K extends string>(lengths: Record<K, number>) =>
+  Object.fromEntries(Object.entries<number>(lengths).map(([key, bytes]) => [key, hexList(bytes)])) as Record<K, ReturnType<typeof hexList>>;
+
+const booleanList = () => z.optional(oneOrMore(booleanValue));
+const booleanKeys = <K extends string>(names: readonly K[]) =>
+  Object.fromEntries(names.map((name) => [name, booleanList()])) as Record<K, ReturnType<typeof booleanList>>;
+
+/** DEBUG: a list of booleans that may only hold false. */
+const debugPolicy = z.pipe(
+  oneOrMore(booleanValue).check(
+    z.refine((values) => values.every((value) => !value), {
+      error: 'may only be false: a guest the host can debug has no confidential memory',
+      when: ({ issues }) => issues.length === 0, // a value that is not a boolean is reported as that, not as true
+    }),
+  ),
+  z.transform((values: boolean[]) => values as false[]),
+);
+
+const tdxSchema = section(
+  {
+    ...hexKeys({
+      mrtd: 48,
+      rtmr0: 48,
+      rtmr1: 48,
+      rtmr2: 48,
+      rtmr3: 48,
+      mr_config_id: 48,
+      mr_owner: 48,
+      mr_owner_config: 48,
+      td_attributes: 8,
+      xfam: 8,
+      mrseam: 48,
+      ppid: 16,
+      platform_instance_id: 16,
+    }),
+    min_tee_tcb_svn: z.optional(one(hex(16))),
+    tcb_status: z.optional(oneOrMore(tcbStatus)),
+    min_qe_svn: z.optional(one(integer(0xffff, '8'))),
+    min_pce_svn: z.optional(one(integer(0xffff, '13'))),
+    min_tcb_evaluation_data_number: z.optional(one(integer(0xffffffff, '17'))),
+  },
+  '{mrtd: <96 hex digits>}',
+);
+
+const snpSchema = section(
+  {
+    measurement: hexList(48),
+    host_data: hexList(32),
+    vmpl: z.optional(oneOrMore(integer(3, '0'))),
+    min_tcb: z.optional(
+      section(
+        {
+          bootloader: z.optional(one(integer(255, '3'))),
+          tee: z.optional(one(integer(255, '0'))),
+          snp: z.optional(one(integer(255, '8'))),
+          microcode: z.optional(one(integer(255, '115'))),
+          fmc: z.optional(one(integer(255, '0'))),
+        },
+        '{bootloader: 3, snp: 8, microcode: 115}',
+      ),
+    ),
+    policy: z.optional(
+      section(
+        { debug: z.optional(debugPolicy), ...booleanKeys(['migrate_ma', 'smt', ...(Object.keys(SNP_POLICY_BITS) as SnpPolicyBit[])]) },
+        '{debug: false, smt: [true, false]}',
+      ),
+    ),
+    platform_info: z.optional(section(booleanKeys(Object.keys(SNP_PLATFORM_INFO_BITS) as SnpPlatformInfoBit[]), '{smt_enabled: false}')),
+    permit_provisional_firmware: z.optional(one(booleanValue)),
+    allow_missing_crl: z.optional(one(booleanValue)),
+    min_launch_mit_vector: z.optional(one(mitigationVector)),
+    min_current_mit_vector: z.optional(one(mitigationVector)),
+    min_build: z.optional(one(integer(255, '21'))),
+    min_api_version: z.optional(one(apiVersion)),
+    min_guest_svn: z.optional(one(integer(0xffffffff, '1'))),
+    ...hexKeys({
+      family_id: 16,
+      image_id: 16,
+      id_key_digest: 48,
+      author_key_digest: 48,
+      report_id: 32,
+      chip_id: 64,
+      report_id_ma: 32,
+    }),
+  },
+  '{measurement: <96 hex digits>}',
+);
+
+const referenceValuesSchema = section(
+  {
+    release: z.optional(section({ min_version: z.optional(one(releaseVersion)), max_validity_days: z.optional(one(validityDays)) }, '{min_version: 1.2.0}')),
+    sigil: z.optional(section({ manifest_sha384: hexList(48), accept_loaded_keys: z.optional(one(booleanValue)) }, '{manifest_sha384: <96 hex digits>}')),
+    tdx: z.optional(tdxSchema),
+    snp: z.optional(snpSchema),
+    gpu: z.optional(
+      section(
+        {
+          rims: z.optional(oneOrMore(scalar('a path', '[rims/driver.swidtag]'))),
+          ocsp: z.optional(oneOrMore(scalar('a path', '[ocsp/device.der]'))),
+          ocsp_allow_missing: z.optional(one(booleanValue)),
+        },
+        '{rims: [rims/driver.swidtag]}',
+      ),
+    ),
+  },
+  '{tdx: {mrtd: <96 hex digits>}}',
+) satisfies z.ZodMiniType<ReferenceValues>;
+
+/** `tdx.mrtd[1]`: keys joined by dots, list positions in brackets; the position of a single value (a list of one) left out. */
+function keyOf(path: readonly PropertyKey[], doc: unknown): string {
+  let key = '';
+  let node = doc;
+  for (const step of path) {
+    if (typeof step === 'number') {
+      if (!Array.isArray(node)) continue;
+      key += `[${step}]`;
     } else {
-      out.tcb_status = scalarList(value, key).map((status, i) => {
-        if (!(TCB_STATUSES as readonly string[]).includes(status)) {
-          throw new ReferenceValuesError(
-            Array.isArray(value) ? `${key}[${i}]` : key,
-            `unknown TCB status ${JSON.stringify(status)} (known: ${TCB_STATUSES.join(', ')})`,
-          );
-        }
-        return status as TcbStatus;
-      });
+      key += key === '' ? String(step) : `.${String(step)}`;
     }
+    node = (node as Record<PropertyKey, unknown> | undefined)?.[step];
   }
-  return out;
+  return key;
 }
 
-function readSnp(node: Node): SnpReferenceValues {
-  const map = mapAt(node, 'snp', SNP_KEYS);
-  const out: SnpReferenceValues = {};
-  for (const [name, value] of Object.entries(map)) {
-    const key = `snp.${name}`;
-    const bytes = SNP_HEX[name];
-    if (bytes !== undefined) {
-      out[name as 'measurement' | 'host_data'] = hexList(value, key, bytes);
-    } else if (name === 'platform_info') {
-      const bits = mapAt(value, key, PLATFORM_INFO_KEYS);
-      const p: NonNullable<SnpReferenceValues['platform_info']> = {};
-      for (const [bit, v] of Object.entries(bits))
-        p[bit as SnpPlatformInfoBit] = scalarList(v, `${key}.${bit}`).map((text) => booleanValue(text, `${key}.${bit}`));
-      out.platform_info = p;
-    } else if (name === 'permit_provisional_firmware' || name === 'allow_missing_crl') {
-      out[name] = booleanValue(single(value, key), key);
-    } else if (name === 'min_build' || name === 'min_guest_svn') {
-      out[name] = integer(single(value, key), key, name === 'min_build' ? 255 : 0xffffffff);
-    } else if (name === 'min_launch_mit_vector' || name === 'min_current_mit_vector') {
-      const text = single(value, key);
-      if (!/^(?:0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(text) || BigInt(text) > 0xffffffffffffffffn)
-        throw new ReferenceValuesError(key, `must be a 64-bit number, decimal or 0x-hex (the bits required), got ${JSON.stringify(text)}`);
-      out[name] = BigInt(text);
-    } else if (name === 'min_api_version') {
-      const m = /^(\d{1,3})\.(\d{1,3})$/.exec(single(value, key));
-      if (m === null || Number(m[1]) > 255 || Number(m[2]) > 255)
-        throw new ReferenceValuesError(key, `must be MAJOR.MINOR, e.g. 1.55, got ${JSON.stringify(single(value, key))}`);
-      out.min_api_version = { major: Number(m[1]), minor: Number(m[2]) };
-    } else if (name === 'vmpl') {
-      out.vmpl = scalarList(value, key).map((v, i) => integer(v, Array.isArray(value) ? `${key}[${i}]` : key, 3));
-    } else if (name === 'min_tcb') {
-      const tcb = mapAt(value, key, MIN_TCB_KEYS);
-      const min: SnpMinTcb = {};
-      for (const [part, v] of Object.entries(tcb)) min[part as keyof SnpMinTcb] = integer(single(v, `${key}.${part}`), `${key}.${part}`, 255);
-      out.min_tcb = min;
-    } else {
-      const policy = mapAt(value, key, POLICY_KEYS);
-      const p: NonNullable<SnpReferenceValues['policy']> = {};
-      for (const [flag, v] of Object.entries(policy)) {
-        const at = `${key}.${flag}`;
-        const values = scalarList(v, at).map((text) => booleanValue(text, at));
-        if (flag === 'debug') {
-          if (values.some((b) => b)) throw new ReferenceValuesError(at, 'may only be false: a guest the host can debug has no confidential memory');
-          p.debug = values as false[];
-        } else {
-          p[flag as 'migrate_ma' | 'smt' | SnpPolicyBit] = values;
-        }
-      }
-      out.policy = p;
-    }
-  }
-  return out;
-}
-
-function readSigil(node: Node): SigilReferenceValues {
-  const map = mapAt(node, 'sigil', ['manifest_sha384', 'accept_loaded_keys']);
-  const out: SigilReferenceValues = {};
-  if (map.manifest_sha384 !== undefined) out.manifest_sha384 = hexList(map.manifest_sha384, 'sigil.manifest_sha384', 48);
-  if (map.accept_loaded_keys !== undefined)
-    out.accept_loaded_keys = booleanValue(single(map.accept_loaded_keys, 'sigil.accept_loaded_keys'), 'sigil.accept_loaded_keys');
-  return out;
-}
-
-function readRelease(node: Node): ReleaseReferenceValues {
-  const map = mapAt(node, 'release', ['min_version', 'max_validity_days']);
-  const out: ReleaseReferenceValues = {};
-  if (map.min_version !== undefined) {
-    const version = single(map.min_version, 'release.min_version');
-    if (!isReleaseVersion(version))
-      throw new ReferenceValuesError('release.min_version', `must be a semantic version such as 1.2.0, got ${JSON.stringify(version)}`);
-    out.min_version = version;
-  }
-  if (map.max_validity_days !== undefined) {
-    const days = integer(single(map.max_validity_days, 'release.max_validity_days'), 'release.max_validity_days', 3650);
-    if (days < 1) throw new ReferenceValuesError('release.max_validity_days', 'must be at least 1');
-    out.max_validity_days = days;
-  }
-  return out;
-}
-
-function readGpu(node: Node, resolvePath: (path: string) => string): GpuReferenceValues {
-  const map = mapAt(node, 'gpu', ['rims', 'ocsp', 'ocsp_allow_missing']);
-  const out: GpuReferenceValues = {};
-  if (map.rims !== undefined) out.rims = scalarList(map.rims, 'gpu.rims').map(resolvePath);
-  if (map.ocsp !== undefined) out.ocsp = scalarList(map.ocsp, 'gpu.ocsp').map(resolvePath);
-  if (map.ocsp_allow_missing !== undefined)
-    out.ocsp_allow_missing = booleanValue(single(map.ocsp_allow_missing, 'gpu.ocsp_allow_missing'), 'gpu.ocsp_allow_missing');
-  return out;
+/** Each problem as the key it is at and what is wrong there; an unknown key is named with the nearest known one. */
+function describeIssues(issues: readonly z.core.$ZodIssue[], doc: unknown): { key: string | null; problem: string }[] {
+  return issues.flatMap((issue) => {
+    const at = keyOf(issue.path, doc);
+    if (issue.code !== 'unrecognized_keys') return [{ key: at === '' ? null : at, problem: issue.message }];
+    const known = knownKeysAt(referenceValuesSchema, issue.path);
+    const where = at === '' ? 'at the top level' : `under ${at}`;
+    return issue.keys.map((name) => {
+      const hint = didYouMean(name, known);
+      return { key: at === '' ? name : `${at}.${name}`, problem: `unknown key${hint === '' ? ` (allowed ${where}: ${known.join(', ')})` : hint}` };
+    });
+  });
 }
 
 /**
- * Parses a reference-values file (YAML, or JSON, which is YAML). Every scalar is read as text first, so a hex
- * value such as `000000...` is never taken for a number. Unknown keys, malformed values and empty lists throw
- * a ReferenceValuesError naming the key. `resolvePath` turns a RIM path (relative to the file) into a usable one.
+ * Parses a reference-values file (YAML, or JSON, which is YAML) against its schema. Every scalar is read as text
+ * first, so a hex value such as `000000...` is never taken for a number. Unknown keys, malformed values and empty
+ * lists throw a ReferenceValuesError naming the first offending key, with every problem found, one a line.
+ * `resolvePath` turns a RIM or OCSP path (relative to the file) into a usable one.
  */
 export function parseReferenceValues(text: string, resolvePath: (path: string) => string = (p) => p): ReferenceValues {
   let doc: unknown;
@@ -365,12 +375,16 @@ export function parseReferenceValues(text: string, resolvePath: (path: string) =
     throw new ReferenceValuesError(null, `not YAML or JSON: ${(err as Error).message.split('\n')[0]}`);
   }
   if (doc === undefined || doc === null || doc === '') throw new ReferenceValuesError(null, 'the file is empty');
-  const root = mapAt(doc as Node, null, ['release', 'sigil', 'tdx', 'snp', 'gpu']);
-  const out: ReferenceValues = {};
-  if (root.release !== undefined) out.release = readRelease(root.release);
-  if (root.sigil !== undefined) out.sigil = readSigil(root.sigil);
-  if (root.tdx !== undefined) out.tdx = readTdx(root.tdx);
-  if (root.snp !== undefined) out.snp = readSnp(root.snp);
-  if (root.gpu !== undefined) out.gpu = readGpu(root.gpu, resolvePath);
-  return out;
+  const result = referenceValuesSchema.safeParse(doc);
+  if (!result.success) {
+    const [first, ...rest] = describeIssues(result.error.issues, doc);
+    const more = rest.map(({ key, problem }) => `\n${key === null ? '' : `${key}: `}${problem}`).join('');
+    throw new ReferenceValuesError(first!.key, first!.problem + more);
+  }
+  const { gpu } = result.data;
+  if (gpu === undefined) return result.data;
+  return {
+    ...result.data,
+    gpu: { ...gpu, rims: gpu.rims?.map(resolvePath), ocsp: gpu.ocsp?.map(resolvePath) },
+  };
 }

@@ -27,6 +27,12 @@ function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
   }
 }
 
+/** ` (did you mean 'x'?)` when a known key is close enough to `key` to be a typo of it, else nothing: the hint sigil.yaml and reference values share. */
+export function didYouMean(key: string, known: readonly string[]): string {
+  const near = closestKey(key, known);
+  return near === undefined ? '' : ` (did you mean '${near}'?)`;
+}
+
 /** The candidate closest to `word` by edit distance, when it is close enough to be a typo (at most a third of its length, and 3). */
 export function closestKey(word: string, candidates: readonly string[]): string | undefined {
   let best: string | undefined;
