@@ -1,7 +1,7 @@
 import { hash, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import { checkpointText, parseCheckpoint } from '../verify/tlog/checkpoint.ts';
 import { openNote, parseNote, parseVerifierKey } from '../verify/tlog/note.ts';
 import type { TileRef } from '../verify/tlog/tile-path.ts';

@@ -4,7 +4,7 @@
  * `refused <code>` and exits when the log refuses it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { HttpError } from '../../src/protocol/errors.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { signNote } from '../../src/tlog/log-key.ts';
 import { checkpointText } from '../../src/verify/tlog/checkpoint.ts';
