@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger/logger.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { signNote } from '../../src/tlog/log-key.ts';
-import { checkpointText } from '../../src/verify/tlog/checkpoint.ts';
+import { checkpointText } from '../../src/protocol/tlog/checkpoint.ts';
 import { runSigilCli, SIGIL_FROM_SOURCES } from '../support/cli.ts';
 import { killChild } from '../support/kill-child.ts';
 import { waitFor } from '../support/wait-for.ts';
