@@ -3,7 +3,7 @@
  * through test/architecture/layers.test.ts, so an upward import fails the build.
  * Type-only imports count: a type from a higher layer is still a dependency on it.
  */
-const LOWER = '^src/(protocol|config|log|metrics|tracing|auth|limits|catalogue|policy|receipts|tlog|attestation|proxy|fleet|verify|engine|measure)/';
+const LOWER = '^src/(protocol|config|logger|metrics|tracing|auth|limits|catalogue|policy|receipts|tlog|attestation|proxy|fleet|verify|engine|measure)/';
 
 module.exports = {
   forbidden: [
@@ -92,11 +92,11 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
-      name: 'config-and-log-are-leaves',
+      name: 'config-and-logger-are-leaves',
       severity: 'error',
       comment: 'Configuration and logging sit under everything that reads them.',
-      from: { path: '^src/(config|log)/' },
-      to: { path: '^src/', pathNot: '^src/(config|log|protocol)/' },
+      from: { path: '^src/(config|logger)/' },
+      to: { path: '^src/', pathNot: '^src/(config|logger|protocol)/' },
     },
     { name: 'src-does-not-import-tests', severity: 'error', from: { path: '^src/' }, to: { path: '^(test|bench)/' } },
   ],

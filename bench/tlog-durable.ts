@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createLogger } from '../src/log/logger.ts';
+import { createLogger } from '../src/logger/logger.ts';
 import { TransparencyLog } from '../src/tlog/transparency-log.ts';
 
 const { values } = parseArgs({

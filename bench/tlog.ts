@@ -22,12 +22,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createLogger } from '../src/log/logger.ts';
+import { createLogger } from '../src/logger/logger.ts';
 import { TransparencyLog } from '../src/tlog/transparency-log.ts';
-import { handleLog, servedLocally } from '../src/http/routes/log.ts';
+import { handleLog, servedLocally } from '../src/http/routes/transparency-log.ts';
 import type { AppContext } from '../src/http/context.ts';
 import { parseRequestTarget } from '../src/http/request-target.ts';
-import { parseVerifierKey } from '../src/verify/tlog/note.ts';
+import { parseVerifierKey } from '../src/protocol/tlog/note.ts';
 import { verifyWholeLog } from '../src/verify/tlog/log-client.ts';
 
 const { values } = parseArgs({ options: { entries: { type: 'string', default: '1000000' }, batch: { type: 'string', default: '1000' } } });

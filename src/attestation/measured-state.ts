@@ -4,7 +4,7 @@
  */
 import type { LoadedConfig } from '../config/load.ts';
 import type { MeasuredModel } from '../catalogue/weights.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { EvidenceSources } from './document.ts';
 import { codeOutsideArtifact } from './artifact-refusals.ts';
 import { manifestDigest, manifestOfConfig, runningCode } from './manifest.ts';

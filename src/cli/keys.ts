@@ -2,7 +2,7 @@ import { parseOrUsage } from './command-line.ts';
 import { addKey, keyId, readKeysFile, revokeKey } from '../auth/keys-file.ts';
 import { readConfigOrExit } from './config-arg.ts';
 import { revokeAcrossFleet } from '../fleet/join.ts';
-import { createLogger } from '../log/logger.ts';
+import { createLogger } from '../logger/logger.ts';
 
 const USAGE = `usage: sigil keys add [--label NAME] [--config FILE]
        sigil keys list [--config FILE]

@@ -1,5 +1,5 @@
-import { parseVerifierKey, type NoteVerifier } from '../verify/tlog/note.ts';
-import { TlogError } from '../verify/tlog/errors.ts';
+import { parseVerifierKey, type NoteVerifier } from '../protocol/tlog/note.ts';
+import { TlogError } from '../protocol/tlog/errors.ts';
 import { notPinned, pass, type Check } from '../verify/check.ts';
 import { fetchStartAttestation } from '../verify/service.ts';
 import type { TrustedLog } from '../verify/tlog/log-client.ts';

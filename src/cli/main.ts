@@ -53,7 +53,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary: 'fetch Intel PCS, AMD KDS and NVIDIA (RIM, OCSP) collateral for evidence into a bundle (sigil collateral fetch --help)',
     load: () => import('./collateral.ts'),
   },
-  log: { summary: "check a service's transparency log, or a receipt in it (sigil log verify|receipt URL --help)", load: () => import('./log.ts') },
+  log: { summary: "check a service's transparency log, or a receipt in it (sigil log verify|receipt URL --help)", load: () => import('./transparency-log.ts') },
   witness: { summary: 'cosign a transparency log checkpoint after checking it only grew (sigil witness --help)', load: () => import('./witness.ts') },
   'ohttp-relay': {
     summary: 'a minimal Oblivious HTTP relay, for a third party to run in front of a service (sigil ohttp-relay --help)',

@@ -5,7 +5,16 @@ import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { COSIGNATURE_V1, cosignedMessage, ED25519, formatVerifierKey, noteKeyId, parseNote, parseVerifierKey, type NoteVerifier } from '../verify/tlog/note.ts';
+import {
+  COSIGNATURE_V1,
+  cosignedMessage,
+  ED25519,
+  formatVerifierKey,
+  noteKeyId,
+  parseNote,
+  parseVerifierKey,
+  type NoteVerifier,
+} from '../protocol/tlog/note.ts';
 import { readWitnessKey as readServedWitnessKey } from '../tlog/witness-key.ts';
 import { WitnessState } from '../tlog/witness-state.ts';
 import { witnessService } from '../tlog/witness-service.ts';

@@ -28,7 +28,7 @@ export type { ReleaseTrust } from '../verify/release/trust.ts';
 export type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
 export type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 export { AttestationError } from './attestation-error.ts';
-export { UNVERIFIED_HEADER } from './steps/seal.ts';
+export { UNVERIFIED_HEADER } from './steps/unverified.ts';
 export { SOURCE_HEADER } from './steps/attested-catalogue.ts';
 export { DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
 export { createObliviousFetch, fetchGatewayKeys, ObliviousRelayError, type ObliviousFetchOptions } from './ohttp-fetch.ts';

@@ -2,7 +2,7 @@ import type { Attested } from './attest.ts';
 import type { Exchange } from './receipts.ts';
 import { streamEndingOf } from '../protocol/stream-ending.ts';
 import { splitReceiptStream } from '../verify/stream-receipt.ts';
-import { TlogError } from '../verify/tlog/errors.ts';
+import { TlogError } from '../protocol/tlog/errors.ts';
 import type { TrustedLog } from '../verify/tlog/log-client.ts';
 import { serviceLog, type InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
 

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 
 /** `up`: Redis answers and fleet state is shared. `degraded`: Redis is unreachable; every part runs on local state. */
 export type FleetHealth = 'up' | 'degraded';

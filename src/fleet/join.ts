@@ -4,7 +4,7 @@ import type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import type { SigilConfig } from '../config/schema.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { FleetConnection, type FleetHealth, type FleetStatus } from './connection.ts';

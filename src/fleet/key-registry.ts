@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
 import type { FleetConnection } from './connection.ts';
 import { admitPeerKey, type AdmissionPolicy, type FreshEvidence, type PublicJwk, type PublishedKey } from './peer-admission.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { MemoryLimitCounters, windowOf, type LimitCounters, type WindowCount } from '../limits/counters.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { FleetConnection } from './connection.ts';
 import type { FleetKeys } from './redis-keys.ts';
 import { REDIS_NOW_MS, RedisScript } from './script.ts';

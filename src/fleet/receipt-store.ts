@@ -1,4 +1,4 @@
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { Jwks } from '../protocol/attestation.ts';
 import { HttpError } from '../protocol/errors.ts';
 import { namesReceipt, openReceipt, receiptIndex, sealReceipt } from '../receipts/sealed-at-rest.ts';

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { KeyRing, type Caller } from '../auth/bearer.ts';
 import type { StoredKey } from '../auth/keys-file.ts';
 import { httpError } from '../protocol/errors.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { FleetConnection } from './connection.ts';
 import type { FleetKeys } from './redis-keys.ts';
 

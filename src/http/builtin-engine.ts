@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { basename, extname, resolve } from 'node:path';
 import type { Endpoint } from '../catalogue/schema.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 
 /** Where the zero-config demo model lives, relative to the working directory. */
 export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';

@@ -3,7 +3,7 @@ import type { MeasuredState } from '../attestation/measured-state.ts';
 import type { KeyRing } from '../auth/bearer.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import type { UpstreamSet } from '../proxy/upstream.ts';
 import type { ReceiptContext } from '../receipts/claims.ts';
 import type { SignReceipt } from '../receipts/signer.ts';

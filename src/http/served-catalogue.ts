@@ -1,6 +1,6 @@
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import { buildPolicy, type PolicyDocument } from '../policy/document.ts';
 import { jcsSha256 } from '../protocol/jcs.ts';
 import { markUnreachableAtStart, type UpstreamSet } from '../proxy/upstream.ts';

@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { AppContext } from './context.ts';
 import { HttpError, httpError, toHttpError } from '../protocol/errors.ts';
 import { sendAnthropicError, sendError } from './respond.ts';
-import { clientRequestId, unmatchedPathShape, type RequestLog } from './request-log.ts';
+import { clientRequestId, unmatchedPathShape, type AccessLogLine } from './access-log.ts';
 import { parseRequestTarget, type RequestTarget } from './request-target.ts';
 import { createExchangeHandler } from './routes/exchange.ts';
 import type { Budget } from '../limits/memory-budget.ts';
@@ -15,7 +15,7 @@ import { RELAYED_ENDPOINTS } from './endpoints.ts';
 import { createReadyHandler, handleHealthz } from './routes/health.ts';
 import { handleListModels, handleRetrieveModel } from './routes/models.ts';
 import { handleGetReceipt } from './routes/receipts.ts';
-import { handleLog } from './routes/log.ts';
+import { handleLog } from './routes/transparency-log.ts';
 import { createAttestationHandler, handleJwks, handlePolicy } from './routes/verify.ts';
 import { createMetricsHandler, metricsToken } from './routes/metrics.ts';
 import { createTrustPageHandler, defaultTrustPageDir, TRUST_PAGE_PATHS } from './routes/trust-page.ts';
@@ -30,7 +30,7 @@ import { refuseRenegotiation, secureContextOptions, tlsServerOptions } from '../
 import type { ServedTls } from '../tls/provision.ts';
 import { addressRanges } from '../config/address-range.ts';
 
-type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: RequestLog) => void | Promise<void>;
+type Handler = (req: IncomingMessage, res: ServerResponse, ctx: AppContext, url: RequestTarget, log: AccessLogLine) => void | Promise<void>;
 
 interface Route {
   /** The route's name in logs: its template, never the concrete path (ids could be anything). */
@@ -111,7 +111,7 @@ function handleHpkeKeys(req: IncomingMessage, res: ServerResponse, ctx: AppConte
   res.end(req.method === 'HEAD' ? undefined : ctx.ehbp.keyConfig);
 }
 
-function recordMetrics(ctx: AppContext, log: RequestLog, seconds: number): void {
+function recordMetrics(ctx: AppContext, log: AccessLogLine, seconds: number): void {
   const { metrics } = ctx;
   metrics.requests.inc({ route: log.route, model: log.model ?? '', status: String(log.status) });
   metrics.duration.observe({ route: log.route }, seconds);
@@ -151,7 +151,7 @@ export function createRequestHandler(state: AppState) {
     res.setHeader('x-request-id', requestId);
     // Draining: each answer is the connection's last, so a client's next request goes to a replica that stays.
     if (state.draining) res.setHeader('connection', 'close');
-    const log: RequestLog = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
+    const log: AccessLogLine = { request_id: requestId, method: req.method ?? '', route: 'unmatched' };
     if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ request_id: requestId, method: req.method }, 'request received');
     state.inFlight.enter();
     res.once('close', () => {

@@ -18,7 +18,7 @@ import { readKeysFile } from '../auth/keys-file.ts';
 import { buildCatalogue, loadCatalogue, type Catalogue } from '../catalogue/catalogue.ts';
 import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import { plaintextOnTeeProblem } from '../policy/tee-requirements.ts';
-import { createLogger, type Logger } from '../log/logger.ts';
+import { createLogger, type Logger } from '../logger/logger.ts';
 import { closeUpstreams, createUpstreams, type UpstreamSet } from '../proxy/upstream.ts';
 import { createReceiptSigner, type SignReceipt } from '../receipts/signer.ts';
 import { signsOnThreadPool } from '../config/workers.ts';
@@ -56,7 +56,7 @@ import { LogStateError } from '../tlog/signed-state.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
 import { WitnessKeyError } from '../tlog/witness-push.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
-import { servedLocally } from './routes/log.ts';
+import { servedLocally } from './routes/transparency-log.ts';
 
 export interface RunningSigil {
   url: string;

@@ -1,5 +1,5 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { ED25519, formatVerifierKey, noteKeyId } from '../verify/tlog/note.ts';
+import { ED25519, formatVerifierKey, noteKeyId } from '../protocol/tlog/note.ts';
 
 /** The log's Ed25519 checkpoint key (C2SP signed-note type 0x01): made at a start, read from a key file, or sealed; its name is the log's origin. */
 export interface LogKey {

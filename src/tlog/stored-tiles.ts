@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { TILE_WIDTH, tilePath } from '../verify/tlog/tile-path.ts';
+import { TILE_WIDTH, tilePath } from '../protocol/tlog/tile-path.ts';
 
 /** How many full tiles read back from the log folder stay in memory (docs/log.md#memory): about 540 KiB. */
 export const READ_BACK_TILES = 64;

@@ -1,8 +1,8 @@
 import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../verify/tlog/tile-path.ts';
+import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../protocol/tlog/tile-path.ts';
 import { TiledTree } from './tiled-tree.ts';
-import { parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
+import { parseEntryBundle } from '../protocol/tlog/entry-bundle.ts';
 
 /**
  * The log on disk, laid out as its URLs (docs/log.md#on-disk): `tile/...` and `tile/entries/...` as C2SP tlog-tiles

@@ -1,9 +1,9 @@
 import { hash } from 'node:crypto';
-import { HASH_BYTES, leafHash } from '../verify/tlog/merkle.ts';
-import { hashOfRun } from '../verify/tlog/tile-hashes.ts';
-import { TILE_HEIGHT, TILE_WIDTH, type TileRef } from '../verify/tlog/tile-path.ts';
-import type { HashReader } from '../verify/tlog/tree-hashes.ts';
-import { ENTRY_BYTES, parseEntryBundle } from '../verify/tlog/entry-bundle.ts';
+import { HASH_BYTES, leafHash } from '../protocol/tlog/merkle.ts';
+import { hashOfRun } from '../protocol/tlog/tile-hashes.ts';
+import { TILE_HEIGHT, TILE_WIDTH, type TileRef } from '../protocol/tlog/tile-path.ts';
+import type { HashReader } from '../protocol/tlog/tree-hashes.ts';
+import { ENTRY_BYTES, parseEntryBundle } from '../protocol/tlog/entry-bundle.ts';
 import { StoredTiles } from './stored-tiles.ts';
 
 const BUNDLED = 2 + ENTRY_BYTES;
@@ -148,7 +148,7 @@ export class TiledTree {
     return this.tileAt('entries', Math.floor(index / TILE_WIDTH)).subarray(at, at + ENTRY_BYTES);
   }
 
-  /** Complete-subtree hashes below the current size, for roots and proofs (src/verify/tlog/tree-hashes.ts). */
+  /** Complete-subtree hashes below the current size, for roots and proofs (src/protocol/tlog/tree-hashes.ts). */
   readonly reader: HashReader = (level, index) => {
     const tileLevel = Math.floor(level / TILE_HEIGHT);
     const count = 2 ** (level % TILE_HEIGHT);

@@ -1,12 +1,12 @@
 import { hash, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '../log/logger.ts';
-import { checkpointText, parseCheckpoint } from '../verify/tlog/checkpoint.ts';
-import { openNote, parseNote, parseVerifierKey } from '../verify/tlog/note.ts';
-import type { TileRef } from '../verify/tlog/tile-path.ts';
-import { ENTRY_BYTES } from '../verify/tlog/entry-bundle.ts';
-import { consistencyProof, inclusionProof, rootHash } from '../verify/tlog/tree-hashes.ts';
+import type { Logger } from '../logger/logger.ts';
+import { checkpointText, parseCheckpoint } from '../protocol/tlog/checkpoint.ts';
+import { openNote, parseNote, parseVerifierKey } from '../protocol/tlog/note.ts';
+import type { TileRef } from '../protocol/tlog/tile-path.ts';
+import { ENTRY_BYTES } from '../protocol/tlog/entry-bundle.ts';
+import { consistencyProof, inclusionProof, rootHash } from '../protocol/tlog/tree-hashes.ts';
 import { generateLogKey, logKeyOf, signNote, type LogKey } from './log-key.ts';
 import { dropTiles, loadStoredTree, partialTiles, persistTiles, StoredLogError, writeDurably, writeTiles } from './tile-files.ts';
 import { isBase64Entry, TiledTree } from './tiled-tree.ts';

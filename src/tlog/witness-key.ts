@@ -1,6 +1,6 @@
 import { createPrivateKey, createPublicKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId } from '../verify/tlog/note.ts';
+import { COSIGNATURE_V1, cosignedMessage, formatVerifierKey, noteKeyId } from '../protocol/tlog/note.ts';
 
 /** A witness's Ed25519 key (`sigil witness keygen`) and what it signs: C2SP tlog-cosignature `cosignature/v1` lines. */
 export interface WitnessKey {

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '../log/logger.ts';
-import { formatAddCheckpoint, parseTlogSize, TLOG_SIZE_TYPE } from '../verify/tlog/add-checkpoint.ts';
-import { COSIGNATURE_V1, openNote, parseNote, parseVerifierKey, type NoteVerifier } from '../verify/tlog/note.ts';
+import type { Logger } from '../logger/logger.ts';
+import { formatAddCheckpoint, parseTlogSize, TLOG_SIZE_TYPE } from '../protocol/tlog/add-checkpoint.ts';
+import { COSIGNATURE_V1, openNote, parseNote, parseVerifierKey, type NoteVerifier } from '../protocol/tlog/note.ts';
 import { writeDurably } from './tile-files.ts';
 
 /** A witness the log pushes its checkpoints to (`transparency_log.witnesses`). */

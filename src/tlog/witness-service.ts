@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseAddCheckpoint, TLOG_SIZE_TYPE } from '../verify/tlog/add-checkpoint.ts';
-import { parseCheckpoint } from '../verify/tlog/checkpoint.ts';
-import { verifyConsistency } from '../verify/tlog/merkle.ts';
-import { openNote, type NoteVerifier } from '../verify/tlog/note.ts';
+import { parseAddCheckpoint, TLOG_SIZE_TYPE } from '../protocol/tlog/add-checkpoint.ts';
+import { parseCheckpoint } from '../protocol/tlog/checkpoint.ts';
+import { verifyConsistency } from '../protocol/tlog/merkle.ts';
+import { openNote, type NoteVerifier } from '../protocol/tlog/note.ts';
 import type { WitnessKey } from './witness-key.ts';
 import type { WitnessState } from './witness-state.ts';
 

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import acme from 'acme-client';
 import { Pool } from 'undici';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import { TlsError, tlsCredentials, type TlsCredentials } from './credentials.ts';
 
 export interface AcmeSettings {

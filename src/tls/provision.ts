@@ -1,6 +1,6 @@
 import type { LoadedConfig } from '../config/load.ts';
 import type { KeyOrigin } from '../protocol/attestation.ts';
-import type { Logger } from '../log/logger.ts';
+import type { Logger } from '../logger/logger.ts';
 import { obtainAcmeCertificates } from './acme.ts';
 import { readCertificateFiles } from './cert-files.ts';
 import type { TlsCredentials } from './credentials.ts';

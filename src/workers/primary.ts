@@ -13,7 +13,7 @@ import type { AppContext } from '../http/context.ts';
 import { reloadFiles, watchFiles } from '../http/reload.ts';
 import { buildContext, type SigilContext } from '../http/start.ts';
 import { metricsAccess } from '../http/routes/metrics.ts';
-import { createLogger } from '../log/logger.ts';
+import { createLogger } from '../logger/logger.ts';
 import type { Handoff, ReloadedParts, ToPrimary, ToWorker } from './messages.ts';
 import { answerWorker, type SharedState } from './shared-state.ts';
 import { CountedAdmission } from '../limits/admission.ts';

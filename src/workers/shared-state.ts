@@ -9,7 +9,7 @@
  */
 import type { Worker } from 'node:cluster';
 import { hash } from 'node:crypto';
-import { logDocument } from '../http/routes/log.ts';
+import { logDocument } from '../http/routes/transparency-log.ts';
 import { HttpError, httpError } from '../protocol/errors.ts';
 import type { LogDocument, ServedLog } from '../tlog/served-log.ts';
 import type { TransparencyLog } from '../tlog/transparency-log.ts';

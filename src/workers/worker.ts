@@ -13,7 +13,7 @@ import { readKeysFile } from '../auth/keys-file.ts';
 import { ehbpServerKeyFrom } from '../ehbp/server-key.ts';
 import type { AppContext } from '../http/context.ts';
 import { assembleContext, drain, listen, newAppState, type Listening, type Serving } from '../http/start.ts';
-import { createLogger } from '../log/logger.ts';
+import { createLogger } from '../logger/logger.ts';
 import { createMetrics } from '../metrics/registry.ts';
 import { observeUpstreams } from '../metrics/upstreams.ts';
 import { closeUpstreams, createUpstreams } from '../proxy/upstream.ts';

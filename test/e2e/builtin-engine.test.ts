@@ -11,7 +11,7 @@ import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { makeModel } from '../../src/engine/model/make-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 
 /** Sigil's zero-config path for real: no upstream configured, so it runs the built-in llama.cpp engine. */
 const SENTENCE = 'Receipts prove which enclave served you.';

@@ -13,7 +13,7 @@ import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { makeModel } from '../../src/engine/model/make-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 
 /**
  * The two most used JS frameworks with their default settings against Sigil in front of the

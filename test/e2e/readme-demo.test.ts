@@ -9,7 +9,7 @@ import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { ensureDemoModel } from '../../src/engine/demo-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 
 /** What the README says the demo engine does with tools, asked as the README's clients ask it, against the demo model itself. */
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');

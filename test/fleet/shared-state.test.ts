@@ -11,7 +11,7 @@ import { KeyRegistry } from '../../src/fleet/key-registry.ts';
 import { RedisLimitCounters } from '../../src/fleet/limit-counters.ts';
 import { RedisReceiptStore } from '../../src/fleet/receipt-store.ts';
 import { fleetKeys } from '../../src/fleet/redis-keys.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { loadSigningKey, type SigningKey } from '../../src/receipts/signing-key.ts';
 import { createJwsSigner } from '../../src/receipts/signer.ts';
 import { signHeartbeat } from '../../src/fleet/heartbeat.ts';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 
 const CONFIG_DIR = join(import.meta.dirname, '../../config');

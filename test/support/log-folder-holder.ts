@@ -1,9 +1,9 @@
 /**
  * A process that keeps a transparency log folder, for tests that pause it (SIGSTOP) or run it in another pid namespace:
- * `log-folder-holder.ts DIR STALE_MS` appends an entry every 100 ms and prints `durable <index>` once it is on disk, or
+ * `log-folder-holder.ts DIR STALE_MS` appends entries one after another and prints `durable <index>` once it is on disk, or
  * `refused <code>` and exits when the log refuses it.
  */
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { HttpError } from '../../src/protocol/errors.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 

@@ -7,7 +7,7 @@ import { addKey } from '../../src/auth/keys-file.ts';
 import type { Endpoint } from '../../src/catalogue/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startSigil, type RunningSigil, type StartOptions } from '../../src/http/start.ts';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 
 export interface CatalogueModelSpec {
   id: string;

@@ -1,5 +1,5 @@
-import { parseVerifierKey } from '../../src/verify/tlog/note.ts';
-import type { VerifiedCheckpoint } from '../../src/verify/tlog/checkpoint.ts';
+import { parseVerifierKey } from '../../src/protocol/tlog/note.ts';
+import type { VerifiedCheckpoint } from '../../src/protocol/tlog/checkpoint.ts';
 import { fetchCheckpoint, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 import { waitFor } from './wait-for.ts';
 

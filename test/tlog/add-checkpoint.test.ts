@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { formatAddCheckpoint, parseAddCheckpoint, parseTlogSize } from '../../src/verify/tlog/add-checkpoint.ts';
-import { parseCheckpoint } from '../../src/verify/tlog/checkpoint.ts';
-import { parseNote } from '../../src/verify/tlog/note.ts';
+import { formatAddCheckpoint, parseAddCheckpoint, parseTlogSize } from '../../src/protocol/tlog/add-checkpoint.ts';
+import { parseCheckpoint } from '../../src/protocol/tlog/checkpoint.ts';
+import { parseNote } from '../../src/protocol/tlog/note.ts';
 
 const vector = (name: string) => readFileSync(new URL(`../vectors/tlog-witness/${name}`, import.meta.url), 'utf8');
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { LogFolderBusy, lockLogFolder } from '../../src/tlog/folder-lock.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { killChild } from '../support/kill-child.ts';

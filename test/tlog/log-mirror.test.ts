@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { runSigilCli } from '../support/cli.ts';
 import { freePort } from '../support/free-port.ts';

@@ -3,7 +3,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { LogRolledBack, TransparencyLog } from '../../src/tlog/transparency-log.ts';
 import { LogStateError } from '../../src/tlog/signed-state.ts';
 import { startTestEngine } from '../support/test-engine.ts';

@@ -7,7 +7,7 @@ import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { runSigilCli } from '../support/cli.ts';
 import { attestedLog, integrated } from '../support/transparency-log.ts';
-import { formatVerifierKey } from '../../src/verify/tlog/note.ts';
+import { formatVerifierKey } from '../../src/protocol/tlog/note.ts';
 import { fetchCheckpoint, verifyLogConsistency, verifyReceiptInLog, verifyWholeLog, type TrustedLog } from '../../src/verify/tlog/log-client.ts';
 
 let engine: TestEngine;

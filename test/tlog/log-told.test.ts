@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCommand } from '../../src/cli/connect.ts';
 import { verifyCommand } from '../../src/cli/verify.ts';
-import { formatVerifierKey } from '../../src/verify/tlog/note.ts';
+import { formatVerifierKey } from '../../src/protocol/tlog/note.ts';
 import { runSigilCli } from '../support/cli.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { TiledTree } from '../../src/tlog/tiled-tree.ts';
-import { tilesOfTree } from '../../src/verify/tlog/tile-path.ts';
-import { rootHash } from '../../src/verify/tlog/tree-hashes.ts';
+import { tilesOfTree } from '../../src/protocol/tlog/tile-path.ts';
+import { rootHash } from '../../src/protocol/tlog/tree-hashes.ts';
 
 // MTH written from RFC 9162 section 2.1.1 alone, with its own hashing: the reference the sequencer's shortcuts must meet.
 const sha256 = (...parts: Uint8Array[]) => parts.reduce((h, p) => h.update(p), createHash('sha256')).digest();

@@ -2,11 +2,11 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 import { TransparencyLog } from '../../src/tlog/transparency-log.ts';
-import { openCheckpoint } from '../../src/verify/tlog/checkpoint.ts';
-import { leafHash, verifyConsistency, verifyInclusion } from '../../src/verify/tlog/merkle.ts';
-import { parseVerifierKey } from '../../src/verify/tlog/note.ts';
+import { openCheckpoint } from '../../src/protocol/tlog/checkpoint.ts';
+import { leafHash, verifyConsistency, verifyInclusion } from '../../src/protocol/tlog/merkle.ts';
+import { parseVerifierKey } from '../../src/protocol/tlog/note.ts';
 import { receiptEntry } from '../../src/verify/tlog/log-client.ts';
 
 const logger = createLogger('silent');

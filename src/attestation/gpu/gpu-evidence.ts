@@ -2,7 +2,7 @@
  * GPU evidence for the attestation document (docs/attestation.md#gpu-evidence): each confidential-computing GPU's SPDM report for the
  * document's nonce and its certificate chain, through NVML. `attestation.gpu` says what a machine without them means.
  */
-import type { Logger } from '../../log/logger.ts';
+import type { Logger } from '../../logger/logger.ts';
 import type { GpuEvidence } from '../../protocol/attestation.ts';
 import { verifyGpuEvidence, type GpuTrustRoots } from '../../verify/gpu/index.ts';
 import { DEFAULT_NVML_LIBRARY, NVML_CC_SYSTEM_DEVTOOLS_MODE_ON, NVML_CC_SYSTEM_FEATURE_ENABLED, openNvml, type Nvml } from './nvml.ts';

@@ -2,20 +2,8 @@ import { exchangeReceiptNonce } from '../../protocol/sealed-receipt.ts';
 import { VerifyError } from '../../verify/errors.ts';
 import { AttestationError } from '../attestation-error.ts';
 import { sendPinned } from './pin.ts';
+import { unverifiedAnswer } from './unverified.ts';
 import type { Answered, ClientContext, Prepared } from './stage.ts';
-
-/** The response header that says an answer was not authenticated: neither sealed, nor over TLS ending in the enclave, nor under a receipt. */
-export const UNVERIFIED_HEADER = 'x-attested-fetch-unverified';
-
-/** An answer handed over as it came, with the header saying nothing authenticated it. */
-export function markedUnverified(response: Response): Response {
-  const headers = new Headers(response.headers);
-  headers.set(
-    UNVERIFIED_HEADER,
-    'this answer was neither sealed nor sent over TLS ending in the enclave nor covered by a receipt: anyone between you and the enclave could have written it',
-  );
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-}
 
 /** Step two, for a request without a body to seal: sent as it is over the verdict's connections. */
 export async function sendClear(client: ClientContext, prepared: Prepared): Promise<Answered> {
@@ -49,7 +37,8 @@ export async function sendSealed(client: ClientContext, prepared: Prepared): Pro
   }
   const nonce = prepared.ownNonce ?? (await exchangeReceiptNonce(sealed.context!.senderContext));
   // Refusals made before the body was opened (a bad API key, a limit: docs/ehbp.md) come in the clear.
-  if (raw.headers.get('ehbp-response-nonce') === null && raw.status >= 400) return { finished: attested.tlsSpkiSha256 === null ? markedUnverified(raw) : raw };
+  if (raw.headers.get('ehbp-response-nonce') === null && raw.status >= 400)
+    return { finished: attested.tlsSpkiSha256 === null ? await unverifiedAnswer(raw) : raw };
   if (raw.headers.get('ehbp-response-nonce') === null) {
     // Nothing sealed it, so anyone on the way could have written it: never hand it over as the service's answer.
     await raw.body?.cancel();

@@ -3,7 +3,7 @@ import { readResponseBounded, tooLargeError } from '../../verify/bounded-read.ts
 import { AttestationError, failedSummary } from '../attestation-error.ts';
 import { loggedReceipts } from '../log-inclusion.ts';
 import { verifyExchangeReceipt, type Exchange, type ReceiptResult } from '../receipts.ts';
-import { markedUnverified } from './seal.ts';
+import { unverifiedAnswer } from './unverified.ts';
 import type { Answered, ClientContext } from './stage.ts';
 
 function isEventStream(response: Response): boolean {
@@ -55,11 +55,12 @@ const receiptError = (what: string, result: ReceiptResult) =>
 /**
  * Step three: only what a receipt covers is handed over as the answer to a POST. A JSON answer is held until its receipt
  * verified; a stream goes to the caller chunk by chunk and errors at its end if its receipt fails. An answer that asked for
- * no receipt, or a refusal, is handed over as it is: marked unverified unless TLS ends in the enclave.
+ * no receipt, or a refusal, is handed over as it is over TLS ending in the enclave; otherwise nothing authenticated it, and
+ * it is an error that says so (`unverifiedAnswer`), never a success.
  */
 export async function verifyReceipt(client: ClientContext, answered: Answered): Promise<Response> {
   const { response, encrypts, attested } = answered;
-  if (!answered.wantsReceipt && attested.tlsSpkiSha256 === null) return markedUnverified(response);
+  if (!answered.wantsReceipt && attested.tlsSpkiSha256 === null) return unverifiedAnswer(response);
   if (!answered.wantsReceipt || response.status < 200 || response.status > 299) return response;
   const names = client.headerNames;
   const exchangeOf = (responseBytes: Uint8Array): Exchange => ({

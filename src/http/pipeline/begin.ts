@@ -5,7 +5,7 @@ import { EngineAbort } from '../../proxy/engine-request.ts';
 import { readReceiptRequest } from '../../receipts/request.ts';
 import type { AppContext } from '../context.ts';
 import type { EndpointDescription } from '../endpoints.ts';
-import type { RequestLog } from '../request-log.ts';
+import type { AccessLogLine } from '../access-log.ts';
 import type { Exchange } from './exchange.ts';
 
 /** What every exchange on this server shares: the memory budget, and the signal that cuts streams when the shutdown grace ends. */
@@ -25,7 +25,7 @@ export function begin(
   req: IncomingMessage,
   res: ServerResponse,
   ctx: AppContext,
-  log: RequestLog,
+  log: AccessLogLine,
   caller: Caller,
   started: number,
 ): Exchange {

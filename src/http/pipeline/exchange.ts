@@ -8,7 +8,7 @@ import type { ReceiptRequest } from '../../receipts/request.ts';
 import type { ChatRequest } from '../chat-request.ts';
 import type { AppContext } from '../context.ts';
 import type { EndpointDescription } from '../endpoints.ts';
-import type { RequestLog } from '../request-log.ts';
+import type { AccessLogLine } from '../access-log.ts';
 
 /** Frees an exchange's slots and charges the tokens it used (the first call counts). */
 export type Release = (tokensUsed: number) => void;
@@ -26,7 +26,7 @@ export interface Exchange {
   readonly ctx: AppContext;
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
-  readonly log: RequestLog;
+  readonly log: AccessLogLine;
   readonly caller: Caller;
   /** Whether receipts were asked for, and the nonce they bind (a sealed exchange's when the client sent none). */
   readonly receipt: ReceiptRequest;

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
 import type { EndpointDescription } from '../endpoints.ts';
-import type { RequestLog } from '../request-log.ts';
+import type { AccessLogLine } from '../access-log.ts';
 import { admit } from '../pipeline/admit.ts';
 import { authenticate } from '../pipeline/authenticate.ts';
 import { begin, type ExchangeShared } from '../pipeline/begin.ts';
@@ -20,10 +20,10 @@ export type { ExchangeShared } from '../pipeline/begin.ts';
  * description says what differs.
  */
 export function createExchangeHandler(endpoint: EndpointDescription, shared: ExchangeShared) {
-  return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) => exchange(endpoint, shared, req, res, ctx, log);
+  return (req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: AccessLogLine) => exchange(endpoint, shared, req, res, ctx, log);
 }
 
-async function exchange(endpoint: EndpointDescription, shared: ExchangeShared, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: RequestLog) {
+async function exchange(endpoint: EndpointDescription, shared: ExchangeShared, req: IncomingMessage, res: ServerResponse, ctx: AppContext, log: AccessLogLine) {
   const started = performance.now();
   const caller = authenticate(req, ctx);
   const begun = begin(endpoint, shared, req, res, ctx, log, caller, started);

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { beforeDeadline, deadlineError, isBoundedReadError, readDeadline, readResponseBounded } from '../bounded-read.ts';
-import { TlogError } from './errors.ts';
-import { openCheckpoint, type VerifiedCheckpoint, type WitnessPolicy } from './checkpoint.ts';
-import { parseEntryBundle } from './entry-bundle.ts';
-import { HASH_BYTES, leafHash, verifyConsistency, verifyInclusion } from './merkle.ts';
-import type { NoteVerifier } from './note.ts';
-import { hashOfRun, tileLevelsReader } from './tile-hashes.ts';
-import { TILE_WIDTH, tilePath, tilesOfTree, type TileRef } from './tile-path.ts';
-import { rootHash } from './tree-hashes.ts';
+import { TlogError } from '../../protocol/tlog/errors.ts';
+import { openCheckpoint, type VerifiedCheckpoint, type WitnessPolicy } from '../../protocol/tlog/checkpoint.ts';
+import { parseEntryBundle } from '../../protocol/tlog/entry-bundle.ts';
+import { HASH_BYTES, leafHash, verifyConsistency, verifyInclusion } from '../../protocol/tlog/merkle.ts';
+import type { NoteVerifier } from '../../protocol/tlog/note.ts';
+import { hashOfRun, tileLevelsReader } from '../../protocol/tlog/tile-hashes.ts';
+import { TILE_WIDTH, tilePath, tilesOfTree, type TileRef } from '../../protocol/tlog/tile-path.ts';
+import { rootHash } from '../../protocol/tlog/tree-hashes.ts';
 
 /**
  * The verifier's side of Sigil's transparency log (docs/log.md): fetch a log's checkpoint, tiles and proofs over

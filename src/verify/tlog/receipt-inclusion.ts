@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describeError } from '../../protocol/sigil-error.ts';
 import { fail, pass, type Check } from '../check.ts';
-import type { VerifiedCheckpoint } from './checkpoint.ts';
+import type { VerifiedCheckpoint } from '../../protocol/tlog/checkpoint.ts';
 import { fetchCheckpoint, LeafNotFound, receiptIdOf, verifyLogConsistency, verifyReceiptInLog, type TrustedLog } from './log-client.ts';
 import { checkAgainstSeen } from './seen-checkpoints.ts';
-import { parseVerifierKey } from './note.ts';
+import { parseVerifierKey } from '../../protocol/tlog/note.ts';
 import type { TransparencyLogBinding } from '../../protocol/attestation.ts';
 
 /**

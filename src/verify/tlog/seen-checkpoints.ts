@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { TlogError } from './errors.ts';
+import { TlogError } from '../../protocol/tlog/errors.ts';
 import { verifyLogConsistency, type TrustedLog } from './log-client.ts';
-import type { VerifiedCheckpoint } from './checkpoint.ts';
+import type { VerifiedCheckpoint } from '../../protocol/tlog/checkpoint.ts';
 
 /**
  * A verifier's small local state (docs/log.md#verifying): the largest checkpoint seen of each log origin. Each new

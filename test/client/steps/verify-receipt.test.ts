@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Attested } from '../../../src/client/attest.ts';
-import { UNVERIFIED_HEADER } from '../../../src/client/steps/seal.ts';
+import { UNVERIFIED_HEADER } from '../../../src/client/steps/unverified.ts';
 import type { Answered, ClientContext } from '../../../src/client/steps/stage.ts';
 import { verifyReceipt } from '../../../src/client/steps/verify-receipt.ts';
 import { brandHeaders } from '../../../src/protocol/brand-headers.ts';
@@ -40,12 +40,36 @@ describe('verifyReceipt', () => {
     expect(records).toHaveLength(1);
   });
 
-  it('marks an answer that asked for no receipt as unverified when TLS does not end in the enclave', async () => {
-    const answer = new Response('{}', { status: 200 });
+  it('never hands over a success nothing authenticated: a 200 without a receipt behind TLS that does not end in the enclave is a 502 that says why', async () => {
+    const answer = new Response('{"forged":true}', { status: 200, headers: { 'content-type': 'application/json' } });
     const behind = await verifyReceipt(client, answered(answer, { wantsReceipt: false, attested: { tlsSpkiSha256: null } as Attested }));
+    expect(behind.status).toBe(502);
     expect(behind.headers.get(UNVERIFIED_HEADER)).toMatch(/^this answer was neither sealed/);
+    const body = (await behind.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('unverified_answer');
+    expect(body.error.message).toMatch(/^sigil: the service's answer \(HTTP 200\) was not handed over: this answer was neither sealed/);
+    expect(JSON.stringify(body)).not.toContain('forged');
     const pinned = await verifyReceipt(client, answered(new Response('{}'), { wantsReceipt: false }));
+    expect(pinned.status).toBe(200);
     expect(pinned.headers.get(UNVERIFIED_HEADER)).toBeNull();
+  });
+
+  it('hands an error nothing authenticated over as the error it is, its message saying it is unverified', async () => {
+    const refusal = new Response('{"error":{"message":"Invalid API key.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}', {
+      status: 401,
+      headers: { 'content-type': 'application/json' },
+    });
+    const behind = await verifyReceipt(client, answered(refusal, { wantsReceipt: false, attested: { tlsSpkiSha256: null } as Attested }));
+    expect(behind.status).toBe(401);
+    expect(behind.headers.get(UNVERIFIED_HEADER)).toMatch(/^this answer was neither sealed/);
+    expect(await behind.json()).toEqual({
+      error: {
+        message: '[unverified: not sealed, not over TLS ending in the enclave] Invalid API key.',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'invalid_api_key',
+      },
+    });
   });
 
   it('refuses a JSON answer above the cap without holding it, and errors a stream once its bytes pass it', async () => {

@@ -2,8 +2,8 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fetchCheckpoint, verifyLogConsistency, verifyWholeLog, type TrustedLog } from '../../../src/verify/tlog/log-client.ts';
-import type { VerifiedCheckpoint } from '../../../src/verify/tlog/checkpoint.ts';
-import type { NoteVerifier } from '../../../src/verify/tlog/note.ts';
+import type { VerifiedCheckpoint } from '../../../src/protocol/tlog/checkpoint.ts';
+import type { NoteVerifier } from '../../../src/protocol/tlog/note.ts';
 
 /** A log server whose resources `serve` answers: what a hostile mirror of the log can send a verifier. */
 const servers: Server[] = [];

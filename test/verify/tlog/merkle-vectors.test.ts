@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { leafHash, nodeHash, verifyConsistency, verifyInclusion, EMPTY_ROOT } from '../../../src/verify/tlog/merkle.ts';
-import { consistencyProof, inclusionProof, rootHash } from '../../../src/verify/tlog/tree-hashes.ts';
+import { leafHash, nodeHash, verifyConsistency, verifyInclusion, EMPTY_ROOT } from '../../../src/protocol/tlog/merkle.ts';
+import { consistencyProof, inclusionProof, rootHash } from '../../../src/protocol/tlog/tree-hashes.ts';
 
 const VECTORS = join(import.meta.dirname, '../../vectors/tlog');
 const tree = JSON.parse(readFileSync(join(VECTORS, 'tree.json'), 'utf8')) as {

@@ -2,9 +2,9 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openCheckpoint, parseCheckpoint } from '../../../src/verify/tlog/checkpoint.ts';
-import { cosignedMessage, formatVerifierKey, noteKeyId, openNote, parseVerifierKey } from '../../../src/verify/tlog/note.ts';
-import { encodeTileIndex, parseTilePath, tilePath, tilesOfTree } from '../../../src/verify/tlog/tile-path.ts';
+import { openCheckpoint, parseCheckpoint } from '../../../src/protocol/tlog/checkpoint.ts';
+import { cosignedMessage, formatVerifierKey, noteKeyId, openNote, parseVerifierKey } from '../../../src/protocol/tlog/note.ts';
+import { encodeTileIndex, parseTilePath, tilePath, tilesOfTree } from '../../../src/protocol/tlog/tile-path.ts';
 
 const v = JSON.parse(readFileSync(join(import.meta.dirname, '../../vectors/tlog/notes.json'), 'utf8')) as Record<string, Record<string, unknown>>;
 const str = (group: string, key: string) => v[group]![key] as string;

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.ts';
+import { createLogger } from '../../src/logger/logger.ts';
 
 describe('the logger', () => {
   it("never writes an API key, whether it came as Authorization or as Anthropic's x-api-key", () => {

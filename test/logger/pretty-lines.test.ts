@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, type LogFormat } from '../../src/log/logger.ts';
+import { createLogger, type LogFormat } from '../../src/logger/logger.ts';
 
 /** A stream standing for stdout, a terminal or not; what the logger wrote to it. */
 function output(isTTY: boolean): { stream: PassThrough & { isTTY?: boolean }; text: () => string } {

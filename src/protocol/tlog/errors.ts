@@ -1,4 +1,4 @@
-import { SigilError } from '../../protocol/sigil-error.ts';
+import { SigilError } from '../sigil-error.ts';
 
 /** Every error of the transparency-log verifier, by stable code (docs/log.md). */
 export const TLOG_ERROR_CODES = {

@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import type { AppContext } from '../context.ts';
 import type { RequestTarget } from '../request-target.ts';
 import { httpError } from '../../protocol/errors.ts';
-import { parseTilePath } from '../../verify/tlog/tile-path.ts';
+import { parseTilePath } from '../../protocol/tlog/tile-path.ts';
 import type { TransparencyLog } from '../../tlog/transparency-log.ts';
 import { StoredTileError } from '../../tlog/stored-tiles.ts';
 import type { LogDocument, ServedLog } from '../../tlog/served-log.ts';

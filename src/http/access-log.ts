@@ -1,7 +1,7 @@
 import type { TokenUsage } from '../proxy/sse-relay.ts';
 
 /** The one log line each request leaves: ids, route, outcome and counts; never content, never keys. */
-export interface RequestLog {
+export interface AccessLogLine {
   request_id: string;
   method: string;
   route: string;
