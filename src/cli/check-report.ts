@@ -29,8 +29,12 @@ function verdictSummary(checks: readonly Check[]): string {
   return verdictOf(checks).summary + (uncompared ? '; the code was not compared with reference values' : '');
 }
 
-/** What `sigil verify` prints by default: the verdict with its counts on one line, pointing to -v when a check did not pass. */
-export function verdictLine(checks: readonly Check[]): string {
+/**
+ * What `sigil verify` prints by default: the verdict with its counts on one line, pointing to -v when a check did not
+ * pass; `shortNotes` (a service that keeps no log) are said within that line.
+ */
+export function verdictLine(checks: readonly Check[], shortNotes: readonly string[] = []): string {
   const verdict = verdictOf(checks);
-  return `${verdictSummary(checks)}${verdict.outcome === 'verified' ? '' : ' (sigil verify -v lists every check)'}\n`;
+  const notes = shortNotes.map((note) => `; note: ${note}`).join('');
+  return `${verdictSummary(checks)}${notes}${verdict.outcome === 'verified' ? '' : ' (sigil verify -v lists every check)'}\n`;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { NO_LOG_NOTE } from '../verify/tlog/no-log.ts';
+import { NO_LOG_NOTE, NO_LOG_SHORT } from '../verify/tlog/no-log.ts';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
@@ -690,9 +690,9 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   const text = () =>
     o.verbose
       ? (auditText ?? formatReport(r))
-      : // The notes (a service that keeps no log) are said in the short form too, above the verdict line.
-        (r.notes ?? []).map((note) => `note: ${note}\n`).join('') +
-        (auditText === undefined ? verdictLine(r.checks) : auditText.trimEnd().split('\n').at(-1)! + '\n');
+      : auditText === undefined
+        ? verdictLine(r.checks, r.notes?.includes(NO_LOG_NOTE) === true ? [NO_LOG_SHORT] : [])
+        : auditText.trimEnd().split('\n').at(-1)! + '\n';
   io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : text());
   return r.ok ? EXIT.ok : EXIT.checkFailed;
 }

@@ -1,21 +1,12 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseOrUsage } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  COSIGNATURE_V1,
-  cosignedMessage,
-  ED25519,
-  formatVerifierKey,
-  noteKeyId,
-  parseNote,
-  parseVerifierKey,
-  type NoteVerifier,
-} from '../protocol/tlog/note.ts';
-import { readWitnessKey as readServedWitnessKey } from '../tlog/witness-key.ts';
+import { ED25519, parseNote, parseVerifierKey, type NoteVerifier } from '../protocol/tlog/note.ts';
+import { readWitnessKey } from '../tlog/witness-key.ts';
 import { WitnessState } from '../tlog/witness-state.ts';
 import { witnessService } from '../tlog/witness-service.ts';
 import { fetchCheckpointNote, openLogCheckpoint, verifyLogConsistency } from '../verify/tlog/log-client.ts';
@@ -36,24 +27,6 @@ serve    serves the C2SP tlog-witness API (POST /add-checkpoint) for the logs --
          each checkpoint with a consistency proof from the last one this witness cosigned (--state, kept
          durably before any cosignature is returned; the same file as the pull mode's)
 `;
-
-interface WitnessKey {
-  name: string;
-  private_key_pem: string;
-}
-
-function readWitnessKey(file: string): { name: string; sign: (m: Buffer) => Buffer; keyId: number; vkey: string } {
-  const parsed = JSON.parse(readFileSync(file, 'utf8')) as WitnessKey;
-  const privateKey = createPrivateKey(parsed.private_key_pem);
-  const raw = Buffer.from(createPublicKey(privateKey).export({ format: 'jwk' }).x!, 'base64url');
-  const keyId = noteKeyId(parsed.name, COSIGNATURE_V1, raw);
-  return {
-    name: parsed.name,
-    keyId,
-    vkey: formatVerifierKey({ name: parsed.name, keyId, type: COSIGNATURE_V1, publicKey: raw }),
-    sign: (m) => sign(null, m, privateKey),
-  };
-}
 
 type PulledState = Record<string, { size: number; root: string }>;
 
@@ -101,7 +74,7 @@ async function serve(keyFile: string | undefined, stateFile: string | undefined,
   if (keyFile === undefined || stateFile === undefined || logs === undefined || where === null)
     throw new UsageError('serve needs --key FILE, --state FILE, at least one --log VKEY and --listen HOST:PORT');
   const followed = logs.map(followedLog);
-  const key = readServedWitnessKey(keyFile);
+  const key = readWitnessKey(keyFile);
   mkdirSync(dirname(stateFile), { recursive: true });
   const state = await WitnessState.open(stateFile);
   const server = createServer(
@@ -148,13 +121,7 @@ export async function run(argv: string[]): Promise<number> {
     const last = state[checkpoint.origin];
     // The one rule of a witness: never cosign a checkpoint that does not extend the last one it cosigned.
     if (last !== undefined) await verifyLogConsistency(log, { size: last.size, root: Buffer.from(last.root, 'base64') }, checkpoint);
-    const timestamp = Math.floor(Date.now() / 1000);
-    const stamp = Buffer.alloc(8);
-    stamp.writeBigUInt64BE(BigInt(timestamp));
-    const id = Buffer.alloc(4);
-    id.writeUInt32BE(witness.keyId);
-    const signature = witness.sign(cosignedMessage(checkpoint.text, timestamp));
-    const line = `\u2014 ${witness.name} ${Buffer.concat([id, stamp, signature]).toString('base64')}`;
+    const line = witness.cosign(checkpoint.text, Math.floor(Date.now() / 1000)).trimEnd();
     const cosigned = values.out === undefined ? `${note}${line}\n` : addToOut(values.out, note, line);
     state[checkpoint.origin] = { size: checkpoint.size, root: checkpoint.root.toString('base64') };
     mkdirSync(dirname(values.state), { recursive: true });

@@ -38,9 +38,13 @@ describe('a verifier says what it knows of the log', () => {
   it('sigil verify --url says plainly that a service keeps no log, and the verdict is unchanged', async () => {
     let stdout = '';
     const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} };
-    const code = await verifyCommand(['--url', noLog.url, '--api-key', noLog.key, '--allow-no-tee', '--allow-unpinned-code'], io);
-    expect(stdout).toMatch(new RegExp(`(?:^|\n)note: ${NOTE.replace(/[().]/g, '\\$&')}\nverified with waivers: \\d+ checks passed; [^\n]+\n$`));
+    const code = await verifyCommand(['-v', '--url', noLog.url, '--api-key', noLog.key, '--allow-no-tee', '--allow-unpinned-code'], io);
+    expect(stdout).toMatch(new RegExp(`\nnote: ${NOTE.replace(/[().]/g, '\\$&')}\nverified with waivers: \\d+ checks passed; [^\n]+\n$`));
     expect(code).toBe(0);
+    // Without -v, within the one verdict line.
+    stdout = '';
+    expect(await verifyCommand(['--url', noLog.url, '--api-key', noLog.key, '--allow-no-tee', '--allow-unpinned-code'], io)).toBe(0);
+    expect(stdout).toMatch(/^verified with waivers: \d+ checks passed; [^\n]*; note: the service keeps no transparency log \(docs\/log\.md\)[^\n]*\n$/);
   });
 
   it('sigil connect says so when it starts', async () => {

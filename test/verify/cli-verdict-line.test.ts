@@ -34,7 +34,7 @@ describe('sigil verify prints one line by default', () => {
     const r = await verify(['--url', sigil.url, '--api-key', sigil.key, '--model', 'm', '--allow-no-tee']);
     expect([r.code, r.stderr]).toEqual([0, '']);
     expect(r.stdout).toMatch(
-      /^verified with waivers: \d+ checks passed; 4 waived \(attestation\.tls_key, attestation\.tee, attestation\.manifest, receipt\.tee\) \(sigil verify -v lists every check\)\n$/,
+      /^verified with waivers: \d+ checks passed; 4 waived \(attestation\.tls_key, attestation\.tee, attestation\.manifest, receipt\.tee\); note: the service keeps no transparency log \(docs\/log\.md\) \(sigil verify -v lists every check\)\n$/,
     );
   });
 
