@@ -1,7 +1,7 @@
 import { parseOrUsage } from './command-line.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue, type CatalogueModel } from '../catalogue/catalogue.ts';
-import { createUpstream } from '../proxy/upstream.ts';
+import { createUpstream, requestModelList } from '../proxy/upstream.ts';
 import { engineUnreachableCause } from '../proxy/engine-unreachable.ts';
 import { loadConfig, type LoadedConfig } from '../config/load.ts';
 import { teeStartProblems, type HardwareTee } from '../policy/tee-requirements.ts';
@@ -73,13 +73,7 @@ async function probeUpstreams(config: LoadedConfig, models: readonly CatalogueMo
       continue; // an unset api_key_env, already named
     }
     try {
-      const response = await upstream.pool.request({
-        method: 'GET',
-        path: `${upstream.basePath}/models`,
-        headers: upstream.headers,
-        headersTimeout: 5000,
-        bodyTimeout: 5000,
-      });
+      const response = await requestModelList(upstream);
       if (response.statusCode >= 300) {
         await response.body.dump();
         problems.push(`upstreams.${name}: ${upstream.url}/models answered HTTP ${response.statusCode}`);

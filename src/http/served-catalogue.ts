@@ -3,7 +3,7 @@ import type { LoadedConfig } from '../config/load.ts';
 import type { Logger } from '../logger/logger.ts';
 import { buildPolicy, type PolicyDocument } from '../policy/document.ts';
 import { jcsSha256 } from '../protocol/jcs.ts';
-import { markUnreachableAtStart, type UpstreamSet } from '../proxy/upstream.ts';
+import { markUnreachableAtStart, requestModelList, type UpstreamSet } from '../proxy/upstream.ts';
 import { engineUnreachableCause } from '../proxy/engine-unreachable.ts';
 
 /** What start and every reload build the same way from a catalogue file: the models served and the policy that names them. */
@@ -29,7 +29,7 @@ async function checkEngineListings(catalogue: Catalogue, upstreams: UpstreamSet,
   await Promise.all(
     [...upstreams.values()].map(async (u) => {
       try {
-        const response = await u.pool.request({ method: 'GET', path: `${u.basePath}/models`, headers: u.headers, headersTimeout: 5000, bodyTimeout: 5000 });
+        const response = await requestModelList(u);
         const body = (await response.body.json()) as { data?: Array<{ id?: unknown }> };
         listed.set(u.name, new Set((body.data ?? []).map((m) => String(m.id))));
       } catch (err) {

@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
 import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
 import { engineUnreachableCause } from './engine-unreachable.ts';
@@ -53,19 +53,24 @@ export function startHealthChecks(upstreams: readonly Upstream[], intervalMs: nu
 
 async function probe(upstream: Upstream): Promise<void> {
   try {
-    const response = await upstream.pool.request({
-      method: 'GET',
-      path: `${upstream.basePath}/models`,
-      headers: upstream.headers,
-      headersTimeout: 5000,
-      bodyTimeout: 5000,
-    });
+    const response = await requestModelList(upstream);
     await response.body.dump();
     setUpstreamHealth(upstream, true);
   } catch (err) {
     // Still unreachable: stays as it is until a later check answers; only the cause may have changed.
     upstream.health.cause = engineUnreachableCause(err);
   }
+}
+
+/** GET `<engine>/models`, as every check of an engine asks it: health, the start's listing check, `config check --probe`. */
+export function requestModelList(upstream: Upstream, timeoutMs = 5000): Promise<Dispatcher.ResponseData> {
+  return upstream.pool.request({
+    method: 'GET',
+    path: `${upstream.basePath}/models`,
+    headers: upstream.headers,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
 }
 
 /** One engine Sigil forwards to, with its own connection pool. */

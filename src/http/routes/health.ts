@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../context.ts';
 import { httpError } from '../../protocol/errors.ts';
 import { sendJson } from '../respond.ts';
-import type { Upstream } from '../../proxy/upstream.ts';
+import { requestModelList, type Upstream } from '../../proxy/upstream.ts';
 import { engineUnreachableCause } from '../../proxy/engine-unreachable.ts';
 import { waitingFor } from '../engine-readiness.ts';
 
@@ -17,13 +17,7 @@ export function handleHealthz(_req: IncomingMessage, res: ServerResponse): void 
 /** Undefined when the engine answers its model list; else why not, in words. */
 async function probe(upstream: Upstream): Promise<string | undefined> {
   try {
-    const response = await upstream.pool.request({
-      method: 'GET',
-      path: `${upstream.basePath}/models`,
-      headers: upstream.headers,
-      headersTimeout: PROBE_TIMEOUT_MS,
-      bodyTimeout: PROBE_TIMEOUT_MS,
-    });
+    const response = await requestModelList(upstream, PROBE_TIMEOUT_MS);
     await response.body.dump();
     return response.statusCode < 500 ? undefined : `it answered HTTP ${response.statusCode}`;
   } catch (err) {
