@@ -2,6 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import type { CipherSuite } from '@hpke/core';
 import { x25519PrivateKeyObject } from './node-crypto-hpke.ts';
 import { AEAD_ID, ehbpSuite, KDF_ID, KEM_ID } from './suite.ts';
+import { encodeKeyConfig } from '../protocol/ohttp.ts';
 
 /** The enclave's HPKE key: made in this process, held only in its memory, never written or logged. */
 export interface EhbpServerKey {
@@ -15,19 +16,9 @@ export interface EhbpServerKey {
   exportable: boolean;
 }
 
-/** key_id 0, kem_id, the 32-byte public key, then one (kdf_id, aead_id) suite behind its 2-byte length. */
-export function encodeKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
-  const out = new Uint8Array(1 + 2 + publicKey.length + 2 + 4);
-  const view = new DataView(out.buffer);
-  out[0] = keyId;
-  view.setUint16(1, KEM_ID);
-  out.set(publicKey, 3);
-  let at = 3 + publicKey.length;
-  view.setUint16(at, 4);
-  view.setUint16(at + 2, KDF_ID);
-  view.setUint16(at + 4, AEAD_ID);
-  at += 6;
-  return out.subarray(0, at);
+/** key_id 0, kem_id, the 32-byte public key, then EHBP's one (kdf_id, aead_id) suite: RFC 9458's key configuration, written by its one writer. */
+export function ehbpKeyConfig(publicKey: Uint8Array, keyId = 0): Uint8Array {
+  return encodeKeyConfig({ keyId, kemId: KEM_ID, publicKey, algorithms: [{ kdfId: KDF_ID, aeadId: AEAD_ID }] });
 }
 
 /**
@@ -38,7 +29,7 @@ export async function makeEhbpServerKey(sealedIkm?: Uint8Array, exportable = fal
   const suite = ehbpSuite();
   const keyPair = sealedIkm === undefined ? await suite.kem.generateKeyPair() : await suite.kem.deriveKeyPair(sealedIkm);
   const publicKey = new Uint8Array(await suite.kem.serializePublicKey(keyPair.publicKey));
-  return { suite, keyPair, privateKey: x25519PrivateKeyObject(keyPair.privateKey), keyConfig: encodeKeyConfig(publicKey), exportable };
+  return { suite, keyPair, privateKey: x25519PrivateKeyObject(keyPair.privateKey), keyConfig: ehbpKeyConfig(publicKey), exportable };
 }
 
 /** The key a primary made, rebuilt in a worker from its private half and key_config (received over IPC, never from disk). */
