@@ -10,6 +10,28 @@ export interface Cors {
   apply(req: IncomingMessage, res: ServerResponse, allowedMethods: string): boolean;
 }
 
+/**
+ * What a browser app's official clients send besides the key and body: an Anthropic client's key and version
+ * headers (docs/api.md), and the platform, retry and helper headers @anthropic-ai/sdk and openai add to every
+ * request. A header left out here makes the browser refuse the request before it is sent.
+ */
+const CLIENT_SDK_HEADERS = [
+  'x-api-key',
+  'anthropic-version',
+  'anthropic-beta',
+  'anthropic-dangerous-direct-browser-access',
+  'x-stainless-arch',
+  'x-stainless-lang',
+  'x-stainless-os',
+  'x-stainless-package-version',
+  'x-stainless-runtime',
+  'x-stainless-runtime-version',
+  'x-stainless-retry-count',
+  'x-stainless-timeout',
+  'x-stainless-helper',
+  'x-stainless-helper-method',
+];
+
 export function createCors(allowedOrigins: readonly string[], brand: BrandHeaders): Cors | undefined {
   if (allowedOrigins.length === 0) return undefined;
   const any = allowedOrigins.includes('*');
@@ -19,12 +41,14 @@ export function createCors(allowedOrigins: readonly string[], brand: BrandHeader
     brand.receiptId,
     brand.logIndex,
     'x-request-id',
+    // The Messages API's name for it, which Anthropic's SDKs read.
+    'request-id',
     'x-ratelimit-limit',
     'x-ratelimit-remaining',
     'x-ratelimit-reset',
     'retry-after',
   ].join(', ');
-  const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce].join(', ');
+  const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce, ...CLIENT_SDK_HEADERS].join(', ');
   return {
     apply(req, res, allowedMethods) {
       const origin = req.headers.origin;
