@@ -7,10 +7,14 @@ import { sendChat } from '../../src/trust-page/chat.ts';
 /** A loopback server that records the trust page's chat request and refuses it, as a service with no such model would. */
 let server: Server;
 let received: Record<string, unknown> | undefined;
+let receivedHeaders: Record<string, string | string[] | undefined> = {};
+let receivedPath: string | undefined;
 let base: string;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
+    receivedHeaders = req.headers;
+    receivedPath = req.url;
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -34,6 +38,25 @@ it("the trust page's chat bounds every answer with max_tokens", async () => {
   });
   await expect(chat).rejects.toThrow('no such model');
   expect(received).toEqual({ model: 'demo-tiny-random', messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 256 });
+});
+
+it("the trust page's Messages request is the Messages API's: x-api-key, anthropic-version, max_tokens, and its error message shown", async () => {
+  const chat = sendChat({
+    api: 'messages',
+    base: `${base}/v1`,
+    apiKey: 'sk-test',
+    model: 'claude-local',
+    messages: [{ role: 'user', content: 'Hi' }],
+    receipts: { jwks: { keys: [] } },
+    onText: () => undefined,
+  });
+  await expect(chat).rejects.toThrow('no such model');
+  expect(receivedPath).toBe('/v1/messages');
+  expect(received).toEqual({ model: 'claude-local', max_tokens: 256, messages: [{ role: 'user', content: 'Hi' }], stream: true });
+  expect(receivedHeaders['x-api-key']).toBe('sk-test');
+  expect(receivedHeaders['anthropic-version']).toBe('2023-06-01');
+  expect(receivedHeaders.authorization).toBeUndefined();
+  expect(receivedHeaders['x-service-receipt']).toBe('true');
 });
 
 it('the trust page names its icon inline, so browsers do not ask for /favicon.ico', () => {
