@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadEsbuild } from '../../../scripts/load-esbuild.mjs';
+import { build } from 'esbuild';
 import { launchChromium, SKIP_BROWSER_TESTS } from '../../support/chromium.ts';
 import { startTestEngine, type TestEngine } from '../../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../../support/sigil.ts';
@@ -32,7 +32,6 @@ let appOrigin: string;
 let browser: Browser;
 
 beforeAll(async () => {
-  const { build } = await loadEsbuild();
   const bundle = await build({
     stdin: { contents: APP, resolveDir: fileURLToPath(new URL('../../..', import.meta.url)), loader: 'js' },
     bundle: true,
