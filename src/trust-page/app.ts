@@ -1,4 +1,5 @@
 import { sendChat, type ChatMessage } from './chat.ts';
+import type { ChatApi } from './chat-api.ts';
 import { explain } from './explain.ts';
 import type { ReceiptContext } from '../verify/exchange.ts';
 import type { ServiceFacts } from '../verify/verify-service.ts';
@@ -113,9 +114,33 @@ function renderModels(r: ServiceReport): void {
       return row;
     }),
   );
+  renderChatModels(r);
+}
+
+/** The API the user chose for the chat. */
+function chosenApi(): ChatApi {
+  return byId<HTMLSelectElement>('chat-api').value === 'messages' ? 'messages' : 'chat';
+}
+
+/** The models that serve the chosen API (a catalogue entry's `endpoints` names it), the only ones the chat offers. */
+function renderChatModels(r: ServiceReport): void {
+  const apis = byId<HTMLSelectElement>('chat-api');
+  const messages = apis.querySelector<HTMLOptionElement>('option[value="messages"]')!;
+  // A service none of whose models serves the Messages API offers only chat.
+  messages.disabled = !r.models.some((m) => m.endpoints?.includes('messages') === true);
+  if (messages.disabled) apis.value = 'chat';
+  const api = chosenApi();
   const select = byId<HTMLSelectElement>('chat-model');
-  const chatModels = r.models.filter((m) => m.endpoints === undefined || m.endpoints.includes('chat'));
-  select.replaceChildren(...chatModels.map((m) => Object.assign(element('option', m.id), { value: m.id })));
+  const served = r.models.filter((m) => (m.endpoints === undefined ? api === 'chat' : m.endpoints.includes(api)));
+  select.replaceChildren(...served.map((m) => Object.assign(element('option', m.id), { value: m.id })));
+}
+
+/** What the receipt says about where the answer came from: its signed endpoint, only when the receipt verified. */
+function endpointLine(verified: boolean, endpoint: string | undefined, path: string): string {
+  if (!verified) return 'The receipt did not verify: nothing vouches for which endpoint answered.';
+  return endpoint === undefined
+    ? `This answer came from ${path}: the receipt predates the endpoint claim, and then only OpenAI's endpoints were served.`
+    : `This answer came from ${endpoint}: the endpoint the signed receipt names.`;
 }
 
 function show(id: string): void {
@@ -260,6 +285,7 @@ async function chat(event: SubmitEvent): Promise<void> {
   const answer = addMessage('assistant', '');
   try {
     const outcome = await sendChat({
+      api: chosenApi(),
       base,
       apiKey: byId<HTMLInputElement>('api-key').value,
       model: byId<HTMLSelectElement>('chat-model').value,
@@ -271,6 +297,7 @@ async function chat(event: SubmitEvent): Promise<void> {
     history.push({ role: 'assistant', content: outcome.reply });
     input.value = '';
     const verdict = verdictOf(outcome.receipt.checks);
+    const verified = verdict.outcome === 'verified' || verdict.outcome === 'verified-with-waivers';
     const item = element('li');
     item.append(
       element(
@@ -283,6 +310,7 @@ async function chat(event: SubmitEvent): Promise<void> {
       ),
     );
     item.append(` ${new Date().toLocaleTimeString('en')} · ${outcome.encrypted ? 'encrypted (EHBP)' : 'not encrypted'} · id ${outcome.receiptId ?? '?'}`);
+    item.append(element('p', endpointLine(verified, outcome.receipt.claims?.endpoint, outcome.path), 'receipt-endpoint'));
     const checks = element('ol', undefined, 'checks');
     renderChecks(checks, outcome.receipt.checks, true);
     item.append(checks);
@@ -314,6 +342,9 @@ function start(): void {
   });
   byId<HTMLFormElement>('target-form').addEventListener('submit', (e) => void verify(e));
   byId<HTMLFormElement>('chat-form').addEventListener('submit', (e) => void chat(e));
+  byId<HTMLSelectElement>('chat-api').addEventListener('change', () => {
+    if (report !== undefined) renderChatModels(report);
+  });
   showTarget();
   // The page's own service is checked at once; another one waits for the user's explicit choice.
   if (url.value.trim() !== '' && !isOtherService(url.value.trim())) void verify();

@@ -3,13 +3,13 @@ import { CLIENT_MAX_EVENT_BYTES, EventStreamLines } from '../protocol/event-stre
 import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
+import { CHAT_APIS, type ChatApi, type ChatApiShape, type ChatMessage } from './chat-api.ts';
 
-export interface ChatMessage {
-  role: 'user' | 'assistant';
-  content: string;
-}
+export type { ChatMessage } from './chat-api.ts';
 
 export interface ChatOptions {
+  /** Which API to speak; chat completions by default. */
+  api?: ChatApi;
   base: string;
   apiKey: string;
   model: string;
@@ -31,6 +31,8 @@ export const CHAT_MAX_TOKENS = 256;
 
 export interface ChatOutcome {
   reply: string;
+  /** The endpoint the page asked, which the receipt's `endpoint` claim is held to. */
+  path: string;
   encrypted: boolean;
   receiptId: string | null;
   /** The message receipt after the stream, checked over the exact bytes sent and received. */
@@ -43,16 +45,16 @@ function randomNonce(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** The content delta of one chat-completion chunk's SSE line, if it carries one. */
-function readDelta(line: string, onText: (t: string) => void): void {
+/** The text of one SSE line of either API's stream, if it carries some; an error event (either API's shape has `error.message`) throws. */
+function readDelta(api: ChatApiShape, line: string, onText: (t: string) => void): void {
   if (!line.startsWith('data:')) return;
   const data = line.slice(5).trim();
   if (data === '[DONE]' || data === '') return;
   try {
-    const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }>; error?: { message?: string } };
+    const chunk = JSON.parse(data) as { error?: { message?: string } };
     if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
-    const content = chunk.choices?.[0]?.delta?.content;
-    if (typeof content === 'string' && content !== '') onText(content);
+    const text = api.textOf(chunk);
+    if (text !== undefined && text !== '') onText(text);
   } catch (err) {
     if (err instanceof SyntaxError) return;
     throw err;
@@ -69,20 +71,20 @@ async function errorMessage(response: Response): Promise<string> {
 }
 
 /**
- * Sends a streamed chat request, encrypted with EHBP to the attested key when the service offers one,
+ * Sends a streamed chat request (chat completions or Messages), encrypted with EHBP to the attested key when the service offers one,
  * renders the answer as it is decrypted, and verifies the message receipt over the exact plaintext bytes
  * this page sent and received (docs/receipts.md, docs/ehbp.md).
  */
 export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   const names = brandHeaders((options.brand ?? 'Service').trim() || 'Service');
+  const api = CHAT_APIS[options.api ?? 'chat'];
   let nonce = randomNonce();
-  const body = JSON.stringify({ model: options.model, messages: options.messages, stream: true, max_tokens: options.maxTokens ?? CHAT_MAX_TOKENS });
-  const requestBytes = encoder.encode(body);
-  const url = `${options.base.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/chat/completions`;
+  const requestBytes = encoder.encode(api.body(options.model, options.messages, options.maxTokens ?? CHAT_MAX_TOKENS));
+  const url = `${options.base.replace(/\/+$/, '').replace(/\/v1$/, '')}${api.path}`;
   const init: RequestInit = {
     method: 'POST',
     headers: {
-      authorization: `Bearer ${options.apiKey}`,
+      ...api.headers(options.apiKey),
       'content-type': 'application/json',
       [names.receipt]: 'true',
       // Sealed, the nonce never travels: both ends derive it from the request's HPKE context.
@@ -115,7 +117,7 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     if (done) break;
     parts.push(value);
     lines.push(value);
-    while (lines.nextLine()) readDelta(lines.text(), onText);
+    while (lines.nextLine()) readDelta(api, lines.text(), onText);
     if (lines.overflow) {
       await reader.cancel();
       throw new Error(`the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
@@ -128,9 +130,12 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     at += p.length;
   }
 
-  const receipt = await verifyExchange(
-    { path: '/v1/chat/completions', stream: true, nonce, model: options.model, request: requestBytes, response: all },
-    options.receipts,
-  );
-  return { reply, encrypted: options.hpkeKeyConfig !== undefined, receiptId: receipt.claims?.receipt_id ?? response.headers.get(names.receiptId), receipt };
+  const receipt = await verifyExchange({ path: api.path, stream: true, nonce, model: options.model, request: requestBytes, response: all }, options.receipts);
+  return {
+    reply,
+    path: api.path,
+    encrypted: options.hpkeKeyConfig !== undefined,
+    receiptId: receipt.claims?.receipt_id ?? response.headers.get(names.receiptId),
+    receipt,
+  };
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, SHOTS, SKIP_BROWSER_TESTS } from '../support/chromium.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { startTestSigil, type CatalogueModelSpec, type TestSigil } from '../support/sigil.ts';
 
 // Issue 50 on the trust page: a Messages exchange sent from the page in chromium, its receipt verified there.
 
@@ -16,7 +16,7 @@ let engine: TestEngine;
 let sigil: TestSigil;
 let browser: Browser;
 
-const MODELS = [
+const MODELS: CatalogueModelSpec[] = [
   { id: 'chat-model', endpoints: ['chat'] },
   { id: 'claude-local', endpoints: ['chat', 'messages'] },
 ];
@@ -70,6 +70,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)("the trust page's chat over Anthropic's Mess
       const apis = await page.$$eval('#chat-api option', (options) => options.map((o) => `${(o as HTMLOptionElement).value}: ${o.textContent}`));
       expect(apis).toEqual(['chat: Chat Completions (/v1/chat/completions)', "messages: Messages, Anthropic's API (/v1/messages)"]);
       const models = () => page.$$eval('#chat-model option', (options) => options.map((o) => (o as HTMLOptionElement).value));
+      expect(await page.$eval('#chat-api option[value="messages"]', (o) => (o as HTMLOptionElement).disabled)).toBe(false);
       expect(await models()).toEqual(['chat-model', 'claude-local']);
       await page.select('#chat-api', 'messages');
       expect(await models()).toEqual(['claude-local']);

@@ -139,6 +139,8 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       expect(await page.$eval('#verdict-detail', (e) => e.textContent ?? '')).toMatch(
         /verified with waivers: 6 checks passed; 3 waived \(attestation\.tls_key, attestation\.tee, attestation\.manifest\)\.$/,
       );
+      // No model here serves Anthropic's Messages API: the chat offers chat completions only.
+      expect(await page.$eval('#chat-api option[value="messages"]', (o) => (o as HTMLOptionElement).disabled)).toBe(true);
       const rows = await page.$$eval('#models tbody tr', (trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td'), (td) => td.textContent)));
       expect(rows).toEqual([
         ['chat-model', 'test-provider', '8,192', 'no', '0.5 / 1.5 USD', 'eu-west', 'chat, completions, responses'],
