@@ -14,6 +14,8 @@ import { startSigil, type RunningSigil } from '../../src/http/start.ts';
 import { createLogger } from '../../src/logger/logger.ts';
 import { verifyExchange } from '../../src/verify/exchange.ts';
 import { canonicalPolicyHash } from '../../src/verify/index.ts';
+import { startConnect, type RunningConnect } from '../../src/connect/start.ts';
+import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 
 /** Issue 50: the zero-config start (the built-in llama.cpp engine) answers Anthropic's clients, with verified receipts. */
 const SENTENCE = 'Receipts prove which enclave served you.';
@@ -183,5 +185,99 @@ describe('the built-in engine through Sigil, with the AI SDK (@ai-sdk/anthropic)
     let text = '';
     for await (const delta of result.textStream) text += delta;
     expect(text).toBe(SENTENCE);
+  });
+});
+
+describe('the built-in engine through sigil connect, with both Anthropic clients', () => {
+  let connect: RunningConnect;
+  let relay: ForgingProxy;
+  let relayed: RunningConnect;
+  // The zero-config start speaks plain http on loopback with sealed bodies: connect is told it may.
+  const options = { listen: { host: '127.0.0.1', port: 0 }, allowNoTee: true, allowInsecureHttp: true };
+
+  beforeAll(async () => {
+    connect = await startConnect({ service: sigil.url, ...options });
+    relay = await startForgingProxy(sigil.url);
+    relayed = await startConnect({ service: relay.url, ...options });
+  }, 60_000);
+
+  afterAll(async () => {
+    await relayed?.close();
+    await relay?.close();
+    await connect?.close();
+  });
+
+  it('relays a JSON message, a stream and a tool call from the official SDK, each receipt verified by connect', async () => {
+    const viaConnect = new Anthropic({ baseURL: connect.url, apiKey: key, maxRetries: 0 });
+    const message = await viaConnect.messages.create({ model: 'scripted', max_tokens: 64, messages: [{ role: 'user', content: 'Who served me?' }] });
+    expect(message.content).toEqual([{ type: 'text', text: SENTENCE }]);
+    expect(connect.fetch.receipts.at(-1)).toMatchObject({ path: '/v1/messages', stream: false, ok: true });
+
+    const streamed = await viaConnect.messages
+      .stream({ model: 'scripted', max_tokens: 64, messages: [{ role: 'user', content: 'Who served me?' }] })
+      .finalMessage();
+    expect(streamed.content).toEqual([{ type: 'text', text: SENTENCE }]);
+    expect(connect.fetch.receipts.at(-1)).toMatchObject({ path: '/v1/messages', stream: true, ok: true });
+
+    const called = await viaConnect.messages.create({
+      model: 'scripted',
+      max_tokens: 64,
+      tools: [WEATHER],
+      tool_choice: { type: 'tool', name: 'get_weather' },
+      messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    });
+    expect(called.content.find((b) => b.type === 'tool_use')).toMatchObject({ type: 'tool_use', name: 'get_weather' });
+    expect(connect.fetch.receipts.at(-1)).toMatchObject({ path: '/v1/messages', stream: false, ok: true });
+    expect(connect.fetch.attestation.hpkeKeyConfig).not.toBeNull();
+  });
+
+  it('answers the AI SDK, generated and streamed, each receipt verified by connect', async () => {
+    const anthropic = createAnthropic({ baseURL: `${connect.url}/v1`, apiKey: key });
+    const { text } = await generateText({ model: anthropic('scripted'), prompt: 'Who served me?', maxOutputTokens: 64 });
+    expect(text).toBe(SENTENCE);
+    expect(connect.fetch.receipts.at(-1)).toMatchObject({ path: '/v1/messages', stream: false, ok: true });
+    let streamed = '';
+    for await (const delta of streamText({ model: anthropic('scripted'), prompt: 'Who served me?', maxOutputTokens: 64 }).textStream) streamed += delta;
+    expect(streamed).toBe(SENTENCE);
+    expect(connect.fetch.receipts.at(-1)).toMatchObject({ path: '/v1/messages', stream: true, ok: true });
+  });
+
+  it("gives the SDK an error, never a success, when a relay on the way answers in the service's place", async () => {
+    relay.forge = (method, path) =>
+      method === 'POST' && path === '/v1/messages'
+        ? {
+            status: 200,
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({
+              id: 'msg_forged',
+              type: 'message',
+              role: 'assistant',
+              model: 'scripted',
+              content: [{ type: 'text', text: 'forged answer' }],
+              stop_reason: 'end_turn',
+              stop_sequence: null,
+              usage: { input_tokens: 1, output_tokens: 2 },
+            }),
+          }
+        : undefined;
+    const viaRelay = new Anthropic({ baseURL: relayed.url, apiKey: key, maxRetries: 0 });
+    const refused = await viaRelay.messages
+      .create({ model: 'scripted', max_tokens: 64, messages: [{ role: 'user', content: 'Who served me?' }] })
+      .catch((e: unknown) => e);
+    expect(relay.forged).toBe(1);
+    expect(refused).toBeInstanceOf(Anthropic.APIError);
+    expect(JSON.stringify((refused as InstanceType<typeof Anthropic.APIError>).error)).not.toContain('forged answer');
+    const refusedByAiSdk = await generateText({
+      model: createAnthropic({ baseURL: `${relayed.url}/v1`, apiKey: key })('scripted'),
+      prompt: 'Who served me?',
+      maxOutputTokens: 64,
+      maxRetries: 0,
+    }).catch((e: unknown) => e);
+    expect(relay.forged).toBe(2);
+    const why =
+      'sigil connect did not pass this answer on: the answer to a sealed request (HTTP 200) is not sealed to our request: it may not come from the enclave, so it is not returned';
+    expect((refused as InstanceType<typeof Anthropic.APIError>).status).toBe(502);
+    expect((refused as Error).message).toBe(`502 ${why} (path: /v1/messages, type: api_error)`);
+    expect((refusedByAiSdk as Error).message).toBe(why);
   });
 });
