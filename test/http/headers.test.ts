@@ -93,7 +93,9 @@ describe('CORS', () => {
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(preflight.headers.get('access-control-allow-methods')).toBe('POST');
-    expect(preflight.headers.get('access-control-allow-headers')).toMatch(/^authorization, content-type, x-service-receipt, x-service-nonce, x-api-key, /);
+    expect(preflight.headers.get('access-control-allow-headers')).toMatch(
+      /^authorization, content-type, x-service-receipt, x-service-nonce, ehbp-encapsulated-key, x-api-key, /,
+    );
     const res = await chat(configured, { origin: 'https://app.example' });
     await res.text();
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');

@@ -47,7 +47,12 @@ async function sendMessage(page: Page, key: string, text: string): Promise<void>
   await page.type('#api-key', key);
   await page.type('#chat-message', text);
   await page.click('#chat-send');
-  await page.waitForSelector('#receipts li', { timeout: 20_000 });
+  await page.waitForFunction(
+    () =>
+      document.querySelector('#receipts li') !== null ||
+      (document.querySelector('.message.assistant .content')?.textContent ?? '').startsWith('The request failed'),
+    { timeout: 20_000 },
+  );
 }
 
 async function receiptLines(page: Page): Promise<string[]> {
@@ -118,6 +123,40 @@ describe.skipIf(SKIP_BROWSER_TESTS)("the trust page's chat over Anthropic's Mess
         'PASS policy.model',
       ]);
       expect(sigil.logs.some((line) => line.includes(sigil.key))).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe.skipIf(SKIP_BROWSER_TESTS)("another service that lists the page's origin in cors.allowed_origins", () => {
+  let other: TestSigil;
+  beforeAll(async () => {
+    other = await startTestSigil({ upstreams: { main: { url: engine.baseUrl } }, models: MODELS, config: { cors: { allowed_origins: [sigil.url] } } });
+  });
+  afterAll(async () => {
+    await other?.close();
+  });
+
+  it('answers the page a sealed Messages exchange across origins, its receipt verified', async () => {
+    const page = await browser.newPage();
+    try {
+      await openVerified(page, `${sigil.url}/`);
+      await page.click('#service-url', { count: 3 });
+      await page.keyboard.press('Backspace');
+      await page.type('#service-url', other.url);
+      await page.click('#allow-other-service');
+      await page.click('#verify-button');
+      await page.waitForFunction(() => (document.getElementById('verdict')?.textContent ?? '') !== '', { timeout: 20_000 });
+      await sendMessage(page, other.key, 'Hello across origins');
+      await shot(page, 'messages-receipt-other-origin');
+      expect(await page.$eval('.message.assistant .content', (e) => e.textContent)).toBe(engine.reply);
+      const receipt = await page.$eval('#receipts li', (li) => li.textContent ?? '');
+      expect(receipt.startsWith('Receipt verified with waivers ')).toBe(true);
+      expect(receipt).toContain('encrypted (EHBP)');
+      expect(await page.$eval('#receipts li .receipt-endpoint', (e) => e.textContent)).toBe(
+        'This answer came from /v1/messages: the endpoint the signed receipt names.',
+      );
     } finally {
       await page.close();
     }

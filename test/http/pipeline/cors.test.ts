@@ -11,9 +11,9 @@ const preflight = (path: string, origin: string, requestHeaders?: string) =>
     headers: { origin, 'access-control-request-method': 'POST', ...(requestHeaders === undefined ? {} : { 'access-control-request-headers': requestHeaders }) },
   });
 
-/** What a browser may send: the receipt headers, an Anthropic client's key and version headers, and what the official SDKs add to every request. */
+/** What a browser may send: the receipt headers, a sealed request's encapsulated key, an Anthropic client's key and version headers, and what the official SDKs add to every request. */
 const ALLOWED_HEADERS = [
-  'authorization, content-type, x-service-receipt, x-service-nonce',
+  'authorization, content-type, x-service-receipt, x-service-nonce, ehbp-encapsulated-key',
   'x-api-key, anthropic-version, anthropic-beta, anthropic-dangerous-direct-browser-access',
   'x-stainless-arch, x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-runtime, x-stainless-runtime-version',
   'x-stainless-retry-count, x-stainless-timeout, x-stainless-helper, x-stainless-helper-method',
@@ -28,7 +28,7 @@ describe('the CORS step', () => {
       'access-control-allow-methods': 'POST',
       'access-control-allow-headers': ALLOWED_HEADERS,
       'access-control-expose-headers':
-        'x-service-receipt, x-service-receipt-id, x-service-log-index, x-request-id, request-id, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, retry-after',
+        'x-service-receipt, x-service-receipt-id, x-service-log-index, ehbp-response-nonce, x-request-id, request-id, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, retry-after',
       'access-control-max-age': '600',
       vary: 'Origin',
     });
