@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BrandHeaders } from '../context.ts';
+import { ENCAPSULATED_KEY_HEADER, RESPONSE_NONCE_HEADER } from '../../ehbp/suite.ts';
 
 /**
  * CORS is off unless origins are configured. When on, an allowed origin gets its own origin back (never
- * a blanket `*` with credentials) and may read the receipt headers.
+ * a blanket `*` with credentials), may send a sealed (EHBP) request, and may read the receipt headers.
  */
 export interface Cors {
   /** Sets the response headers for an allowed origin; true when the request is a preflight it answered. */
@@ -40,6 +41,8 @@ export function createCors(allowedOrigins: readonly string[], brand: BrandHeader
     brand.receipt,
     brand.receiptId,
     brand.logIndex,
+    // Without it a page cannot tell a sealed answer from a clear one, nor open it.
+    RESPONSE_NONCE_HEADER,
     'x-request-id',
     // The Messages API's name for it, which Anthropic's SDKs read.
     'request-id',
@@ -48,7 +51,7 @@ export function createCors(allowedOrigins: readonly string[], brand: BrandHeader
     'x-ratelimit-reset',
     'retry-after',
   ].join(', ');
-  const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce, ...CLIENT_SDK_HEADERS].join(', ');
+  const allowedHeaders = ['authorization', 'content-type', brand.receipt, brand.nonce, ENCAPSULATED_KEY_HEADER, ...CLIENT_SDK_HEADERS].join(', ');
   return {
     apply(req, res, allowedMethods) {
       const origin = req.headers.origin;
