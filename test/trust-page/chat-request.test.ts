@@ -90,3 +90,32 @@ it("the trust page's chat shows each delta of a stream ended by bare CRs, and re
     await new Promise<void>((resolve) => big.close(() => resolve()));
   }
 });
+
+it("the trust page's Messages chat shows each text delta and stops at the stream's error event with its message", async () => {
+  const failing = createServer((_req, res) => {
+    const event = (type: string, body: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }));
+    res.write(event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hel' } }));
+    res.write(event('ping', {}));
+    res.write(event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'lo' } }));
+    res.end(event('error', { error: { type: 'overloaded_error', message: 'The engine is overloaded.' } }));
+  });
+  await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+  try {
+    const deltas: string[] = [];
+    const chat = sendChat({
+      api: 'messages',
+      base: `http://127.0.0.1:${(failing.address() as AddressInfo).port}`,
+      apiKey: 'sk-test',
+      model: 'claude-local',
+      messages: [{ role: 'user', content: 'Hi' }],
+      receipts: { jwks: { keys: [] } },
+      onText: (text) => deltas.push(text),
+    });
+    await expect(chat).rejects.toThrow('The engine is overloaded.');
+    expect(deltas).toEqual(['Hel', 'lo']);
+  } finally {
+    await new Promise<void>((resolve) => failing.close(() => resolve()));
+  }
+});
