@@ -17,10 +17,18 @@ let sigil: TestSigil;
 let noGateway: TestSigil;
 let standIn: ForgingProxy;
 
-/** Another X25519 key configuration, key ID 0 and the same suite: only the key differs from the enclave's. */
+/**
+ * Another X25519 key configuration, key ID 0 and the same suite: only the key differs from the enclave's. Every byte is
+ * below 0x80, so the forging proxy's text body carries exactly these bytes.
+ */
 const OTHER_KEYS = Buffer.from(
   encodeKeyConfigs([
-    { keyId: 0, kemId: KEM_X25519_HKDF_SHA256, publicKey: randomBytes(32), algorithms: [{ kdfId: KDF_HKDF_SHA256, aeadId: AEAD_AES_256_GCM }] },
+    {
+      keyId: 0,
+      kemId: KEM_X25519_HKDF_SHA256,
+      publicKey: randomBytes(32).map((b) => b & 0x7f),
+      algorithms: [{ kdfId: KDF_HKDF_SHA256, aeadId: AEAD_AES_256_GCM }],
+    },
   ]),
 );
 
@@ -31,7 +39,7 @@ beforeAll(async () => {
   standIn = await startForgingProxy(sigil.url);
   standIn.forge = (method, path) =>
     method === 'GET' && path === '/.well-known/ohttp-gateway'
-      ? { status: 200, headers: { 'content-type': 'application/ohttp-keys' }, body: OTHER_KEYS.toString('latin1') }
+      ? { status: 200, headers: { 'content-type': 'application/ohttp-keys' }, body: OTHER_KEYS.toString('ascii') }
       : undefined;
 });
 afterAll(async () => {
