@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyCommand, type VerifyReport } from '../../src/cli/verify.ts';
-import { AEAD_AES_256_GCM, encodeKeyConfigs, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256 } from '../../src/protocol/ohttp.ts';
+import { AEAD_AES_256_GCM, encodeKeyConfig, encodeKeyConfigs, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256, type KeyConfig } from '../../src/protocol/ohttp.ts';
+import { ohttpKeyCheck } from '../../src/verify/ohttp-key.ts';
 import { startForgingProxy, type ForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
@@ -97,6 +98,22 @@ describe('sigil verify: the Oblivious HTTP gateway key', () => {
     expect(r.stdout).toMatch(/^NOT VERIFIED: 1 of \d+ checks failed; .*\(sigil verify -v lists every check\)\n$/);
   });
 
+  it('a page where the key should be (a 200 that is not application/ohttp-keys) fails: the key could not be read', async () => {
+    const forge = standIn.forge;
+    standIn.forge = (method, path) =>
+      method === 'GET' && path === '/.well-known/ohttp-gateway' ? { status: 200, headers: { 'content-type': 'text/html' }, body: '<html></html>' } : undefined;
+    try {
+      const r = await verify(['-v', '--url', standIn.url, '--api-key', sigil.key, '--model', 'm', '--allow-no-tee']);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toContain(
+        `FAIL attestation.ohttp_key — the service answers at /.well-known/ohttp-gateway but its key could not be read (GET ${standIn.url}/.well-known/ohttp-gateway: ` +
+          'came as "text/html", not application/ohttp-keys), so it cannot be compared with the one the enclave binds\n',
+      );
+    } finally {
+      standIn.forge = forge;
+    }
+  });
+
   it('a service that serves no gateway: no check passes or fails for it, a note says it offers none', async () => {
     const r = await verify(['-v', '--url', noGateway.url, '--api-key', noGateway.key, '--model', 'm', '--allow-no-tee']);
     expect([r.code, r.stderr]).toEqual([0, '']);
@@ -110,5 +127,41 @@ describe('sigil verify: the Oblivious HTTP gateway key', () => {
     expect(line.stdout).toMatch(
       /^verified with waivers: \d+ checks passed; .*; note: the service keeps no transparency log \(docs\/log\.md\); note: the service offers no Oblivious HTTP gateway \(docs\/ohttp\.md\) \(sigil verify -v lists every check\)\n$/,
     );
+  });
+});
+
+describe('attestation.ohttp_key on what was served', () => {
+  const config = (keyId: number): KeyConfig => ({
+    keyId,
+    kemId: KEM_X25519_HKDF_SHA256,
+    publicKey: new Uint8Array(32).fill(keyId + 1),
+    algorithms: [{ kdfId: KDF_HKDF_SHA256, aeadId: AEAD_AES_256_GCM }],
+  });
+  const bound = Buffer.from(encodeKeyConfig(config(0))).toString('base64');
+
+  it('the bound configuration alone passes; beside another, it fails: a client may pick the other', () => {
+    expect(ohttpKeyCheck(encodeKeyConfigs([config(0)]), bound)?.ok).toBe(true);
+    const two = encodeKeyConfigs([config(0), config(1)]);
+    expect(ohttpKeyCheck(two, bound)).toEqual({
+      name: 'attestation.ohttp_key',
+      ok: false,
+      detail: `the key served at /.well-known/ohttp-gateway (${Buffer.from(two).toString('base64')}) is not the one the enclave binds as hpke_key_config: a request sealed to it and sent through a relay could be opened outside the enclave, so do not use this gateway`,
+    });
+  });
+
+  it('a gateway key with no bound key, or one that could not be read, fails; no gateway is no check', () => {
+    const served = encodeKeyConfigs([config(0)]);
+    expect(ohttpKeyCheck(served, null)).toEqual({
+      name: 'attestation.ohttp_key',
+      ok: false,
+      detail: `the service serves an Oblivious HTTP gateway key (${Buffer.from(served).toString('base64')}) but its attestation binds none (hpke_key_config is null): nothing says a request sealed to it opens only inside the enclave`,
+    });
+    expect(ohttpKeyCheck(new Error('HTTP 500: boom'), bound)).toEqual({
+      name: 'attestation.ohttp_key',
+      ok: false,
+      detail:
+        'the service answers at /.well-known/ohttp-gateway but its key could not be read (HTTP 500: boom), so it cannot be compared with the one the enclave binds',
+    });
+    expect(ohttpKeyCheck('not served', bound)).toBeUndefined();
   });
 });
