@@ -13,7 +13,7 @@ import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 /**
- * Issue 51, privacy stated and tested (docs/ohttp.md, "What each party sees"): the client on 127.0.0.2, `sigil
+ * Issue 51, privacy stated and tested (docs/ohttp.md, "Correctness"): the client on 127.0.0.2, `sigil
  * ohttp-relay` as a real process on 127.0.0.3, Sigil on 127.0.0.1. Sigil's access log, its /metrics and every byte it
  * received hold no client address; the relay's output and every byte through it hold no prompt, answer, API key or
  * path. gateway.test.ts shows the relay-to-Sigil bytes of one JSON chat; this adds Sigil's own records, the relay's
