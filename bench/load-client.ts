@@ -86,9 +86,16 @@ export class StreamReader {
     let contentEvents = 0;
     let cut: number;
     while ((cut = this.#pending.indexOf('\n\n')) !== -1) {
-      const event = this.#pending.slice(0, cut);
+      const raw = this.#pending.slice(0, cut);
       this.#pending = this.#pending.slice(cut + 2);
-      if (event.startsWith(':')) continue; // a comment line such as Sigil's `: receipt <JWS>`
+      // Comment lines (Sigil's `: receipt <JWS>`, a sealed stream's padding, which precedes the next event's data) are no event.
+      const event = raw.startsWith(':')
+        ? raw
+            .split('\n')
+            .filter((line) => !line.startsWith(':'))
+            .join('\n')
+        : raw;
+      if (event === '') continue;
       if (this.#problem !== undefined) continue;
       if (event === 'data: [DONE]') {
         if (this.#expect !== this.tokens + 2) this.#problem = `[DONE] at position ${this.#expect}`;

@@ -17,6 +17,9 @@
  * - JSON at c=50 from wrk: requests/s and proxy CPU per request.
  * - EHBP JSON: Sigil's CPU per sealed JSON request against the same request in the clear, same process
  *   and client (undici, c=8, as bench/ab.ts).
+ * - Oblivious HTTP JSON and streams (`ohttp-json`, `ohttp-stream`): the same chat, encapsulated before the phase and
+ *   posted to Sigil's gateway as a relay forwards it, against it in the clear and sealed with EHBP, on the same
+ *   process; every answer is opened and its inner status (JSON) or every event (streams) checked.
  *
  * The engine streams one event every 5 ms (as bench/ab.ts): 100 streams ask for 20,000 events/s, which the
  * engine keeps up with on the load core and which keeps the floor's core about half busy with one event per
@@ -32,9 +35,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Agent, request, type Dispatcher } from 'undici';
 import { fetchServerIdentity, openSealedFrames, sealBatch, sendBackToBack, type SealedRequest } from './ehbp-client.ts';
-import { encapsulateRequest } from '../src/client/ohttp-encapsulate.ts';
-import { encodeRequest } from '../src/protocol/bhttp.ts';
-import { GATEWAY_PATH, parseKeyConfigs, REQUEST_MEDIA_TYPE } from '../src/protocol/ohttp.ts';
+import { encapsulateRequest, type EncapsulatedRequest } from '../src/client/ohttp-encapsulate.ts';
+import { BinaryResponseReader, decodeResponse, encodeRequest } from '../src/protocol/bhttp.ts';
+import { CHUNKED_REQUEST_MEDIA_TYPE, GATEWAY_PATH, parseKeyConfigs, REQUEST_MEDIA_TYPE, type Framing } from '../src/protocol/ohttp.ts';
 import { ForkedWorker } from './forked-worker.ts';
 import { StreamReader, type LoadJob, type LoadResult } from './load-client.ts';
 import { describeMachine, sigilCommit } from './machine.ts';
@@ -104,8 +107,16 @@ const ALL_SCENARIOS: Scenario[] = [
     variants: ['sigil-clear', 'sigil-ehbp', 'sigil-ohttp'],
     floor: 'sigil-clear',
   },
+  {
+    id: 'ohttp-stream',
+    label: 'Oblivious HTTP streams, 50 at once × 16 token events',
+    unit: 'token event',
+    variants: ['sigil', 'sigil-ehbp', 'sigil-ohttp'],
+    floor: 'sigil',
+    streams: { concurrency: 50, tokens: 16 },
+  },
 ];
-/** `--only a,b`: just those scenarios (ids as in the table: stream-100x200, stream-50x16, json-c50, ehbp-json, ohttp-json). */
+/** `--only a,b`: just those scenarios (ids as in the table: stream-100x200, stream-50x16, json-c50, ehbp-json, ohttp-json, ohttp-stream). */
 const SCENARIOS = args.only === undefined ? ALL_SCENARIOS : ALL_SCENARIOS.filter((scenario) => args.only!.split(',').includes(scenario.id));
 if (SCENARIOS.length === 0) throw new Error(`--only: no scenario named ${args.only} (known: ${ALL_SCENARIOS.map((x) => x.id).join(', ')})`);
 
@@ -193,7 +204,7 @@ async function jsonBackToBack(proxy: Proxy, variant: Variant, s: number, start: 
     variant === 'sigil-ehbp'
       ? await sealBatch(await fetchServerIdentity(base, agent), url, proxy.target.headers, payload, count)
       : variant === 'sigil-ohttp'
-        ? await encapsulateBatch(base, proxy.target.path, proxy.target.headers, payload, count)
+        ? await encapsulateBatch(base, proxy.target.path, proxy.target.headers, payload, count, 'whole')
         : Array<SealedRequest>(count).fill({ headers: proxy.target.headers, body: Buffer.from(payload) });
   let errors = 0;
   let problem: string | undefined;
@@ -204,11 +215,14 @@ async function jsonBackToBack(proxy: Proxy, variant: Variant, s: number, start: 
     EHBP_JSON_CONCURRENCY,
     s,
     agent,
-    async (response) => {
-      await response.body.arrayBuffer();
-      if (response.statusCode === 200) return;
+    async (response, one) => {
+      const answer = new Uint8Array(await response.body.arrayBuffer());
+      // The gateway answers 200 to whatever it opened: the inner status is inside the seal.
+      const open = openers.get(one);
+      const status = response.statusCode === 200 && open !== undefined ? decodeResponse(await open.openResponse(answer)).status : response.statusCode;
+      if (status === 200) return;
       errors++;
-      problem ??= `status ${response.statusCode}`;
+      problem ??= `status ${status}`;
     },
     (err) => {
       errors++;
@@ -219,17 +233,89 @@ async function jsonBackToBack(proxy: Proxy, variant: Variant, s: number, start: 
   return { units, seconds: sent.seconds, perSecond: units / sent.seconds, errors, ...(problem === undefined ? {} : { problem }) };
 }
 
+/** What opens the answer to each encapsulated request. */
+const openers = new WeakMap<SealedRequest, EncapsulatedRequest>();
+
 /** Chat requests as binary HTTP, each sealed to the gateway's key (fetched from Sigil, as a client checks it) ahead of the phase. */
-async function encapsulateBatch(base: string, path: string, headers: Record<string, string>, payload: string, count: number): Promise<SealedRequest[]> {
+async function encapsulateBatch(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+  payload: string,
+  count: number,
+  framing: Framing,
+): Promise<SealedRequest[]> {
   const keys = parseKeyConfigs(new Uint8Array(await (await request(`${base}${GATEWAY_PATH}`, { dispatcher: agent })).body.arrayBuffer()));
   const fields = Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value] as const);
   const inner = encodeRequest({ method: 'POST', scheme: 'https', authority: 'sigil', path, headers: fields, content: Buffer.from(payload), trailers: [] });
   return Promise.all(
-    Array.from({ length: count }, async () => ({
-      headers: { 'content-type': REQUEST_MEDIA_TYPE },
-      body: (await encapsulateRequest(keys, inner, 'whole')).body,
-    })),
+    Array.from({ length: count }, async () => {
+      const sealed = await encapsulateRequest(keys, inner, framing);
+      const one: SealedRequest = { headers: { 'content-type': framing === 'whole' ? REQUEST_MEDIA_TYPE : CHUNKED_REQUEST_MEDIA_TYPE }, body: sealed.body };
+      openers.set(one, sealed);
+      return one;
+    }),
   );
+}
+
+/** Oblivious HTTP streams, encapsulated (chunked) before the phase: each answer opened chunk by chunk and checked event by event. */
+async function obliviousStreams(proxy: Proxy, concurrency: number, tokens: number, s: number, start: () => void): Promise<Measured> {
+  const perLoop = Math.ceil((s * 1000) / (tokens * CHUNK_MS)) + 1;
+  const base = `http://${proxy.target.host}:${proxy.target.port}`;
+  const url = `${base}${GATEWAY_PATH}`;
+  const prepared = await encapsulateBatch(base, proxy.target.path, proxy.target.headers, body(true, tokens), concurrency * perLoop, 'chunked');
+  const tally = { ok: 0, bad: 0, merged: 0, reads: 0, errors: 0, problem: undefined as string | undefined };
+  const fail = (problem: string) => {
+    tally.errors++;
+    tally.problem ??= problem;
+  };
+  start();
+  const read = async (response: Dispatcher.ResponseData, one: SealedRequest) => {
+    if (response.statusCode !== 200) return fail(`status ${response.statusCode}: ${(await response.body.text()).slice(0, 160)}`);
+    const opener = await openers.get(one)!.chunkedResponse();
+    const binary = new BinaryResponseReader();
+    const reader = new StreamReader(tokens, [], () => tally.merged++);
+    let status = 0;
+    const take = (pieces: Uint8Array[]) => {
+      for (const piece of pieces) {
+        tally.reads++;
+        for (const event of binary.push(piece)) {
+          if ('head' in event) status = event.head.status;
+          else reader.read(Buffer.from(event.content).toString('latin1'), 0);
+        }
+      }
+    };
+    for await (const chunk of response.body) take(await opener.push(chunk as Buffer));
+    take([opener.end()]);
+    binary.end();
+    if (status !== 200) return fail(`inner status ${status}`);
+    const check = reader.finish();
+    if (check.ok) tally.ok++;
+    else {
+      tally.bad++;
+      tally.problem ??= check.problem;
+    }
+  };
+  const sent = await sendBackToBack(
+    url,
+    prepared,
+    concurrency,
+    s,
+    agent,
+    (response, one) => read(response, one).catch((err: Error) => fail(err.message)),
+    (err) => fail(`${err.message} (${url})`),
+  );
+  return {
+    units: tally.ok * tokens,
+    seconds: sent.seconds,
+    perSecond: (tally.ok * tokens) / sent.seconds,
+    errors: tally.errors,
+    streamsOk: tally.ok,
+    streamsBad: tally.bad,
+    mergedReads: tally.merged,
+    reads: tally.reads,
+    ...(tally.problem === undefined ? {} : { problem: tally.problem }),
+  };
 }
 
 /** A proxy that died mid-run would turn every later phase into connection errors: stop there, with the end of its log. */
@@ -277,6 +363,7 @@ async function main(): Promise<number> {
       if (scenario.streams !== undefined) {
         const { concurrency, tokens } = scenario.streams;
         if (variant === 'sigil-ehbp') m = await sealedStreams(proxy, concurrency, tokens, s, start);
+        else if (variant === 'sigil-ohttp') m = await obliviousStreams(proxy, concurrency, tokens, s, start);
         else {
           start();
           const r = await loader.run({

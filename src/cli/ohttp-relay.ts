@@ -41,8 +41,9 @@ export async function startObliviousRelay(options: {
   const gateway = new URL(options.gateway);
   if (!gateway.pathname.endsWith(GATEWAY_PATH)) gateway.pathname = `${gateway.pathname.replace(/\/$/, '')}${GATEWAY_PATH}`;
   const maxBodyBytes = options.maxBodyBytes ?? 16 * 1024 * 1024;
-  // localAddress: the address the gateway sees, which tests set apart from the clients' to show which one it learns.
-  const dispatcher = new Agent(options.localAddress === undefined ? {} : { connect: { localAddress: options.localAddress } });
+  // localAddress: the address the gateway sees, which tests set apart from the clients' to show which one it learns
+  // (undici takes it as the agent's own option: under `connect` it is ignored).
+  const dispatcher = new Agent(options.localAddress === undefined ? {} : { localAddress: options.localAddress });
   const server: Server = createServer((req, res) => {
     relay(req, res, gateway, maxBodyBytes, dispatcher).catch(() => {
       if (!res.headersSent) answer(res, 502, 'the gateway could not be reached');

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { NO_LOG_NOTE, NO_LOG_SHORT } from '../verify/tlog/no-log.ts';
+import { NO_OHTTP_NOTE, NO_OHTTP_SHORT } from '../verify/ohttp-key.ts';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
@@ -546,7 +547,8 @@ async function verifyLive(o: Options, io: VerifyIo): Promise<VerifyReport> {
       ...(await liveInclusion(base, result, live, dispatcher)),
     ];
     const report = reportOf('live', checks, result.exchanges[0]!);
-    if (result.facts.transparencyLog === null) report.notes = [NO_LOG_NOTE];
+    const notes = [...(result.facts.transparencyLog === null ? [NO_LOG_NOTE] : []), ...(result.facts.ohttpGateway === 'not offered' ? [NO_OHTTP_NOTE] : [])];
+    if (notes.length > 0) report.notes = notes;
     return report;
   } finally {
     await dispatcher.close();
@@ -660,6 +662,16 @@ export function formatReport(r: VerifyReport): string {
   return text.slice(0, verdictAt) + r.notes.map((note) => `note: ${note}\n`).join('') + text.slice(verdictAt);
 }
 
+const SHORT_NOTES = new Map([
+  [NO_LOG_NOTE, NO_LOG_SHORT],
+  [NO_OHTTP_NOTE, NO_OHTTP_SHORT],
+]);
+
+/** The notes said within the one-line verdict, in their short words. */
+function shortNotes(notes: readonly string[]): string[] {
+  return notes.flatMap((note) => SHORT_NOTES.get(note) ?? []);
+}
+
 /** `sigil verify` with its input and output given, so tests run it in-process. */
 export async function verifyCommand(argv: string[], io: VerifyIo): Promise<number> {
   let o: Options | 'help';
@@ -691,7 +703,7 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
     o.verbose
       ? (auditText ?? formatReport(r))
       : auditText === undefined
-        ? verdictLine(r.checks, r.notes?.includes(NO_LOG_NOTE) === true ? [NO_LOG_SHORT] : [])
+        ? verdictLine(r.checks, shortNotes(r.notes ?? []))
         : auditText.trimEnd().split('\n').at(-1)! + '\n';
   io.stdout.write(o.ear ? JSON.stringify(ear(), null, 2) + '\n' : o.json ? JSON.stringify(r, null, 2) + '\n' : text());
   return r.ok ? EXIT.ok : EXIT.checkFailed;

@@ -29,6 +29,7 @@ interface EvidenceFile {
     policy: unknown;
     startAttestation?: unknown;
     servedHpkeKeyConfig?: { base64: string } | { error: string };
+    servedOhttpKeys?: { base64: string } | { error: string } | 'not served';
     connection?: { url: string; presentedTlsKeys: readonly string[] | 'not visible' };
   };
 }
@@ -56,6 +57,13 @@ function evidenceFile(service: string, attested: Attested): EvidenceFile {
       e.servedHpkeKeyConfig instanceof Uint8Array
         ? { base64: Buffer.from(e.servedHpkeKeyConfig).toString('base64') }
         : { error: e.servedHpkeKeyConfig.message };
+  if (e.servedOhttpKeys !== undefined)
+    out.evidence.servedOhttpKeys =
+      e.servedOhttpKeys === 'not served'
+        ? 'not served'
+        : e.servedOhttpKeys instanceof Uint8Array
+          ? { base64: Buffer.from(e.servedOhttpKeys).toString('base64') }
+          : { error: e.servedOhttpKeys.message };
   if (e.connection !== undefined) out.evidence.connection = { url: e.connection.url.href, presentedTlsKeys: e.connection.presentedTlsKeys };
   return out;
 }
@@ -122,6 +130,10 @@ function restoreEvidence(kept: EvidenceFile['evidence']): ServiceEvidence {
   if (kept.servedHpkeKeyConfig !== undefined)
     evidence.servedHpkeKeyConfig =
       'base64' in kept.servedHpkeKeyConfig ? new Uint8Array(Buffer.from(kept.servedHpkeKeyConfig.base64, 'base64')) : new Error(kept.servedHpkeKeyConfig.error);
+  const ohttp = kept.servedOhttpKeys;
+  if (ohttp !== undefined)
+    evidence.servedOhttpKeys =
+      ohttp === 'not served' ? ohttp : 'base64' in ohttp ? new Uint8Array(Buffer.from(ohttp.base64, 'base64')) : new Error(ohttp.error);
   if (kept.connection !== undefined) evidence.connection = { url: new URL(kept.connection.url), presentedTlsKeys: kept.connection.presentedTlsKeys };
   return evidence;
 }

@@ -1,6 +1,7 @@
 import type { AttestationDocumentV2 } from '../protocol/attestation.ts';
 import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { headlineOf, type Headline } from '../verify/headline.ts';
+import type { ServedOhttpKeys } from '../verify/ohttp-key.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyService as verifyWithCore, type ServiceEvidence, type ServiceExpectations, type ServiceFacts } from '../verify/verify-service.ts';
 
@@ -41,6 +42,20 @@ async function getBytes(base: string, path: string): Promise<Uint8Array | Error>
   try {
     const response = await fetch(serviceUrl(base, path));
     if (!response.ok) return new Error(`GET /${path} answered ${response.status}`);
+    return new Uint8Array(await response.arrayBuffer());
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+/** The Oblivious HTTP gateway's key list as the core reads it: its bytes, `'not served'` for a 404 (no gateway), or why not. */
+async function getOhttpKeys(base: string): Promise<ServedOhttpKeys> {
+  try {
+    const response = await fetch(serviceUrl(base, '.well-known/ohttp-gateway'), { headers: { accept: 'application/ohttp-keys' } });
+    if (response.status === 404) return 'not served';
+    if (!response.ok) return new Error(`GET /.well-known/ohttp-gateway answered ${response.status}`);
+    const type = response.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();
+    if (type !== 'application/ohttp-keys') return new Error(`GET /.well-known/ohttp-gateway came as ${JSON.stringify(type ?? 'no content type')}`);
     return new Uint8Array(await response.arrayBuffer());
   } catch (err) {
     return err as Error;
@@ -102,6 +117,7 @@ export async function verifyService(base: string, options: VerifyServiceOptions 
   const models = ((modelList as { data?: ModelRow[] }).data ?? []).map((m) => ({ ...m }));
   const evidence: ServiceEvidence = { attestation: doc, jwks, policy, connection: { url: new URL(serviceUrl(base, '')), presentedTlsKeys: 'not visible' } };
   if (typeof doc.binding?.hpke_key_config === 'string') evidence.servedHpkeKeyConfig = await getBytes(base, '.well-known/hpke-keys');
+  evidence.servedOhttpKeys = await getOhttpKeys(base);
   if (start !== undefined) evidence.startAttestation = start;
   if (options.rims !== undefined && options.rims.length > 0) evidence.rims = options.rims.map((r) => r.text);
   const expect: ServiceExpectations = { nonce };

@@ -66,6 +66,12 @@ export const CHECKS: readonly CheckDeclaration[] = [
     'docs/ehbp.md#clients',
   ),
   entry(
+    'attestation.ohttp_key',
+    'Oblivious HTTP gateway key',
+    'Requests sent through a relay, so that the operator does not learn who sent them, are sealed to a key only the enclave holds.',
+    'docs/ohttp.md#checking-the-gateway-key',
+  ),
+  entry(
     'attestation.key_origin',
     'Keys made in the enclave',
     'Each private key (receipt, TLS, HPKE) was made inside the enclave or sealed to it, not read from a file the operator controls.',

@@ -4,6 +4,8 @@ import { beforeDeadline, deadlineError, isBoundedReadError, readBounded, readDea
 import { VerifyError } from './errors.ts';
 import type { SpkiPin } from './tls-pin.ts';
 import type { ServiceEvidence } from './verify-service.ts';
+import type { ServedOhttpKeys } from './ohttp-key.ts';
+import { GATEWAY_PATH, KEYS_MEDIA_TYPE } from '../protocol/ohttp.ts';
 
 /** The JSON documents a Sigil service publishes for verifiers (docs/api.md, docs/attestation.md). */
 export interface VerificationMaterial {
@@ -200,8 +202,27 @@ export async function fetchHpkeKeyConfig(base: string, dispatcher?: Dispatcher, 
 }
 
 /**
+ * GET /.well-known/ohttp-gateway: the Oblivious HTTP gateway's key list as served (RFC 9540, docs/ohttp.md), or
+ * `'not served'` when the service answers 404 (it offers no gateway); anything else is an ERR_VERIFY_FETCH.
+ */
+export async function fetchOhttpGatewayKeys(
+  base: string,
+  dispatcher?: Dispatcher,
+  read: ServiceRead = serviceRead(),
+): Promise<Exclude<ServedOhttpKeys, Error>> {
+  const url = serviceUrl(base, GATEWAY_PATH);
+  const answer = await getAnswer(url, { accept: KEYS_MEDIA_TYPE }, dispatcher, 'the Oblivious HTTP gateway key', read);
+  if (answer.status === 404) return 'not served';
+  if (answer.status !== 200) throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: ${errorSummary(answer.status, answer.bytes.toString('utf8'))}`);
+  const type = (answer.contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== KEYS_MEDIA_TYPE)
+    throw new VerifyError('ERR_VERIFY_FETCH', `GET ${url.href}: came as ${JSON.stringify(answer.contentType ?? 'no content type')}, not ${KEYS_MEDIA_TYPE}`);
+  return new Uint8Array(answer.bytes);
+}
+
+/**
  * Everything `verifyService` needs from a service, fetched in Node over `dispatcher` (pinned by `pin`): the JWKS,
- * the policy, the HPKE key config it serves when the binding names one, every TLS key its connections presented,
+ * the policy, the HPKE key config it serves when the binding names one, its Oblivious HTTP gateway's key, every TLS key its connections presented,
  * and freshness for `nonce`. `proof: 'report'` (the default) asks for a fresh hardware report and the start
  * evidence receipts name; `'signature'` asks for the start evidence and `nonce` signed by the key it binds
  * (docs/attestation.md, "Freshness from a signed nonce"), falling back to a fresh report when the JWKS served has
@@ -234,9 +255,13 @@ export async function fetchServiceEvidence(
     evidence = { attestation: material.attestation, jwks: material.jwks, policy: material.policy };
     if (field(material.attestation, 'tee') !== 'none') evidence.startAttestation = await fetchStartAttestation(base, dispatcher, read);
   }
-  if (typeof field(field(evidence.attestation, 'binding'), 'hpke_key_config') === 'string') {
-    evidence.servedHpkeKeyConfig = await fetchHpkeKeyConfig(base, dispatcher, read).catch((err: Error) => err);
-  }
+  const bindsHpke = typeof field(field(evidence.attestation, 'binding'), 'hpke_key_config') === 'string';
+  const [servedHpke, servedOhttp] = await Promise.all([
+    bindsHpke ? fetchHpkeKeyConfig(base, dispatcher, read).catch((err: Error) => err) : undefined,
+    fetchOhttpGatewayKeys(base, dispatcher, read).catch((err: Error) => err),
+  ]);
+  if (servedHpke !== undefined) evidence.servedHpkeKeyConfig = servedHpke;
+  evidence.servedOhttpKeys = servedOhttp;
   evidence.connection = { url: new URL(base), presentedTlsKeys: pin.accepted };
   return evidence;
 }

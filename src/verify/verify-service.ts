@@ -7,6 +7,7 @@ import type { CollateralBundle } from './evidence/collateral/bundle.ts';
 import type { EventListing } from './evidence/event-log/measured-event.ts';
 import { readOcspBundle, verifyGpuEvidence, type GpuReportSummary, type GpuTrustRoots } from './gpu/index.ts';
 import { hpkeBindingCheck } from './hpke-key.ts';
+import { ohttpKeyCheck, type ServedOhttpKeys } from './ohttp-key.ts';
 import type { ReferenceValues } from './reference/reference-values.ts';
 import { signedNonceCheck } from './signed-nonce.ts';
 import { tlsBindingCheck } from './tls-key.ts';
@@ -38,6 +39,8 @@ export interface ServiceEvidence {
   startAttestation?: unknown;
   /** GET /.well-known/hpke-keys as served, or why it could not be read; absent when the binding names no HPKE key. */
   servedHpkeKeyConfig?: Uint8Array | Error;
+  /** GET /.well-known/ohttp-gateway as served (docs/ohttp.md), or why not; absent when it was not fetched (a document from a file). */
+  servedOhttpKeys?: ServedOhttpKeys;
   /**
    * The connection: the URL used and the SHA-256 of every TLS key it presented (none for plain HTTP), or
    * `'not visible'` where the caller cannot see them (a browser). Absent for a document read from a file.
@@ -92,6 +95,11 @@ export interface ServiceFacts {
   tlsSpkiSha256: string | null;
   /** The attested HPKE key config bodies are sealed to; null when none is offered or it did not verify. */
   hpkeKeyConfig: Uint8Array | null;
+  /**
+   * The Oblivious HTTP gateway (docs/ohttp.md): its key is the attested one, is not, the service serves none, or it
+   * was not fetched (a document from a file).
+   */
+  ohttpGateway: 'attested' | 'not attested' | 'not offered' | 'not checked';
   jwks: { keys: unknown[] };
   policyHash: string;
   /** `"sha256:" + hex` of the start evidence, which receipts name; undefined without hardware. */
@@ -137,6 +145,13 @@ function hpkeCheck(evidence: ServiceEvidence, attestedHpke: string, waivers: Wai
     'not checked: the document was read from a file, not fetched from the service now, so no served HPKE key could be compared with the attested one',
   );
   return waivers.noConnection === undefined ? none : waive(none, waivers.noConnection);
+}
+
+/** What the facts say of the gateway, read off `attestation.ohttp_key` and what was served. */
+function ohttpGatewayFact(served: ServedOhttpKeys | undefined, check: Check | undefined): ServiceFacts['ohttpGateway'] {
+  if (served === undefined) return 'not checked';
+  if (served === 'not served') return 'not offered';
+  return check?.ok === true ? 'attested' : 'not attested';
 }
 
 /** `attestation.tls_key`, with the only two ways around it: sealed bodies over HTTPS, or a waived development service. */
@@ -251,6 +266,7 @@ function refusedDocument(problem: string, evidence: ServiceEvidence): ServiceVer
     measurement: '',
     tlsSpkiSha256: null,
     hpkeKeyConfig: null,
+    ohttpGateway: 'not checked',
     jwks: evidence.jwks,
     policyHash: '',
     attestationHash: undefined,
@@ -284,6 +300,9 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
   const channel = channelCheck(evidence, tee, typeof attestedKey === 'string' ? attestedKey : null, hpke, waivers);
   checks.push(channel);
   if (hpke !== undefined) checks.push(hpke);
+  const ohttp =
+    evidence.servedOhttpKeys === undefined ? undefined : ohttpKeyCheck(evidence.servedOhttpKeys, typeof attestedHpke === 'string' ? attestedHpke : null);
+  if (ohttp !== undefined) checks.push(ohttp);
 
   // With a signed nonce the document is itself the start evidence receipts name by attestation_hash.
   const startDocument = evidence.signedNonce === undefined ? evidence.startAttestation : doc;
@@ -341,6 +360,7 @@ export async function verifyService(evidence: ServiceEvidence, expect: ServiceEx
       measurement: String(documentMeasurement),
       tlsSpkiSha256: channel.ok && typeof attestedKey === 'string' ? attestedKey : null,
       hpkeKeyConfig: hpke?.ok === true && served instanceof Uint8Array ? served : null,
+      ohttpGateway: ohttpGatewayFact(evidence.servedOhttpKeys, ohttp),
       jwks: evidence.jwks,
       policyHash: context.policyHash ?? '',
       attestationHash,

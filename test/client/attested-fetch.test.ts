@@ -71,6 +71,7 @@ describe('createAttestedFetch with the openai client', () => {
     expect(names).toEqual([
       'PASS attestation.tls_key',
       'PASS attestation.hpke_key',
+      'PASS attestation.ohttp_key',
       'WAIVED attestation.tee',
       'PASS attestation.nonce',
       'PASS attestation.report_data',
@@ -80,7 +81,7 @@ describe('createAttestedFetch with the openai client', () => {
       'PASS gpu.evidence',
       'PASS attestation.policy',
     ]);
-    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 8 checks passed; 2 waived (attestation.tee, attestation.manifest)');
+    expect(attested.attestation.verdict.summary).toBe('verified with waivers: 9 checks passed; 2 waived (attestation.tee, attestation.manifest)');
     expect(attested.attestation.tlsSpkiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(attested.attestation.checks[0]!.detail).toContain(`sha256:${attested.attestation.tlsSpkiSha256}, the key the enclave attests`);
   });

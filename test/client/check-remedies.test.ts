@@ -21,7 +21,7 @@ describe('the not-verified error names the option that would accept each failed 
   it('a development service: allowNoTee, and why accepting it is a risk', async () => {
     const error = await createAttestedFetch({ baseURL: `${sigil.url}/v1` }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toMatch(/^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: 2 of 10 checks failed/);
+    expect((error as Error).message).toMatch(/^the service's attestation did not verify, so nothing was sent: NOT VERIFIED: 2 of 11 checks failed/);
     expect((error as Error).message).toMatch(
       /\. allowNoTee would accept attestation\.tls_key, attestation\.tee, attestation\.manifest; the risk: the service runs on no hardware enclave, so nothing vouches for its code or keys: anyone who runs a copy can sign the same answers \(fine for a development service on your own machine\)\.$/,
     );

@@ -205,6 +205,7 @@ describe('sigil connect --audit-dir, then sigil verify --audit', () => {
     expect(audit.stdout).toMatch(/^-- receipts\/.*\.json \(JSON \/v1\/chat\/completions; connect said verified\)$/m);
     expect(audit.stdout).toMatch(/^-- receipts\/.*\.json \(stream \/v1\/chat\/completions; connect said verified\)$/m);
     expect(audit.stdout.match(/^PASS receipt\.response_hash/gm)).toHaveLength(2);
+    expect(audit.stdout).toMatch(/^PASS attestation\.ohttp_key — /m);
     expect(audit.stdout).toMatch(/^audit: 1 attestation\(s\), 2 receipt\(s\): verified with waivers: /m);
   });
 

@@ -25,7 +25,7 @@ let sigil: TestSigil;
 let wire: RecordingProxy;
 let relay: RunningRelay;
 let keys: KeyConfig[];
-const clientAgent = new Agent({ connect: { localAddress: CLIENT_ADDRESS } });
+const clientAgent = new Agent({ localAddress: CLIENT_ADDRESS });
 const fromClient = ((input: string, init?: object) => undiciFetch(input, { ...init, dispatcher: clientAgent })) as unknown as typeof fetch;
 
 beforeAll(async () => {
@@ -81,6 +81,9 @@ describe('a chat through client → relay → Sigil with the official openai cli
     expect(recorded).toContain('content-type: message/ohttp-chunked-req');
     expect(recorded.toLowerCase()).not.toContain('x-forwarded-for');
     expect(recorded).not.toContain(CLIENT_ADDRESS);
+    // Sigil's side saw the relay's egress address connect, and no other.
+    expect(wire.peers().length).toBeGreaterThan(0);
+    expect(new Set(wire.peers())).toEqual(new Set([RELAY_EGRESS]));
   });
 
   it('a stream arrives event by event, padded, and its message receipt verifies over the bytes the client decrypted', async () => {

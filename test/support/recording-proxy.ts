@@ -8,14 +8,22 @@ export interface RecordingProxy {
   url: string;
   /** Every byte clients sent and the server answered since the last `forget()`, as latin1 text. */
   record(): string;
+  /** The address of each connection it accepted since it started, oldest first: who connected to the target's side. */
+  peers(): string[];
   /** Drops what was recorded so far (the attestation fetched before the exchange under test, say). */
   forget(): void;
   close(): Promise<void>;
 }
 
-export async function startRecordingProxy(target: { host: string; port: number }, scheme = 'http'): Promise<RecordingProxy> {
+/** `localAddress`: the address the target sees it connect from (a client's own address, say); the kernel's choice by default. */
+export async function startRecordingProxy(
+  target: { host: string; port: number },
+  scheme = 'http',
+  options: { localAddress?: string } = {},
+): Promise<RecordingProxy> {
   const sockets = new Set<Socket>();
   let chunks: Buffer[] = [];
+  const peers: string[] = [];
   const track = (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -23,7 +31,8 @@ export async function startRecordingProxy(target: { host: string; port: number }
   };
   const server = createServer((client) => {
     track(client);
-    const upstream = connect(target.port, target.host);
+    peers.push(client.remoteAddress ?? '');
+    const upstream = connect({ port: target.port, host: target.host, ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }) });
     track(upstream);
     client.on('data', (chunk: Buffer) => {
       chunks.push(chunk);
@@ -40,6 +49,7 @@ export async function startRecordingProxy(target: { host: string; port: number }
   return {
     url: `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`,
     record: () => Buffer.concat(chunks).toString('latin1'),
+    peers: () => [...peers],
     forget: () => {
       chunks = [];
     },

@@ -127,6 +127,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       expect(statuses).toEqual({
         'attestation.tls_key': 'WAIVED',
         'attestation.hpke_key': 'PASS',
+        'attestation.ohttp_key': 'PASS',
         'attestation.tee': 'WAIVED',
         'attestation.nonce': 'PASS',
         'attestation.report_data': 'PASS',
@@ -137,7 +138,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the trust page in chromium', () => {
       });
       // The verdict `sigil verify --allow-no-tee` gives the same service, in the same words.
       expect(await page.$eval('#verdict-detail', (e) => e.textContent ?? '')).toMatch(
-        /verified with waivers: 6 checks passed; 3 waived \(attestation\.tls_key, attestation\.tee, attestation\.manifest\)\.$/,
+        /verified with waivers: 7 checks passed; 3 waived \(attestation\.tls_key, attestation\.tee, attestation\.manifest\)\.$/,
       );
       // No model here serves Anthropic's Messages API: the chat offers chat completions only.
       expect(await page.$eval('#chat-api option[value="messages"]', (o) => (o as HTMLOptionElement).disabled)).toBe(true);

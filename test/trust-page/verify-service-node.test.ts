@@ -35,6 +35,7 @@ describe("the trust page's verification, without a browser", () => {
     expect(marks(report.checks)).toEqual([
       'WAIVED attestation.tls_key',
       'PASS attestation.hpke_key',
+      'PASS attestation.ohttp_key',
       'WAIVED attestation.tee',
       'PASS attestation.nonce',
       'PASS attestation.report_data',
@@ -43,7 +44,7 @@ describe("the trust page's verification, without a browser", () => {
       'PASS gpu.evidence',
       'PASS attestation.policy',
     ]);
-    expect(report.verdict.summary).toBe('verified with waivers: 6 checks passed; 3 waived (attestation.tls_key, attestation.tee, attestation.manifest)');
+    expect(report.verdict.summary).toBe('verified with waivers: 7 checks passed; 3 waived (attestation.tls_key, attestation.tee, attestation.manifest)');
     expect(report.models.map((m) => m.id)).toEqual(['chat-model']);
     expect(report.facts?.hpkeKeyConfig?.length).toBeGreaterThan(0);
   });
