@@ -66,6 +66,12 @@ export const CHECKS: readonly CheckDeclaration[] = [
     'docs/ehbp.md#clients',
   ),
   entry(
+    'attestation.ohttp_key',
+    'Oblivious HTTP gateway key',
+    'The key the relay handed over, which every request is sealed to, is the enclave key the attestation vouches for, so the relay cannot read what passes through it.',
+    'docs/ohttp.md#clients',
+  ),
+  entry(
     'attestation.key_origin',
     'Keys made in the enclave',
     'Each private key (receipt, TLS, HPKE) was made inside the enclave or sealed to it, not read from a file the operator controls.',

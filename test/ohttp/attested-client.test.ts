@@ -7,7 +7,14 @@ import { AttestationError, createAttestedFetch, fetchGatewayKeys, ObliviousRelay
 import { encapsulateRequest } from '../../src/client/ohttp-encapsulate.ts';
 import { startObliviousRelay, type RunningRelay } from '../../src/cli/ohttp-relay.ts';
 import { ObliviousGateway } from '../../src/ohttp/gateway.ts';
-import { CHUNKED_RESPONSE_MEDIA_TYPE, encodeKeyConfig, encodeKeyConfigs, KEYS_MEDIA_TYPE, type KeyConfig } from '../../src/protocol/ohttp.ts';
+import {
+  CHUNKED_REQUEST_MEDIA_TYPE,
+  CHUNKED_RESPONSE_MEDIA_TYPE,
+  encodeKeyConfig,
+  encodeKeyConfigs,
+  KEYS_MEDIA_TYPE,
+  type KeyConfig,
+} from '../../src/protocol/ohttp.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
@@ -137,11 +144,12 @@ async function startKeySubstitutingRelay(gatewayUrl: string): Promise<{ url: str
       for await (const piece of req) pieces.push(piece as Buffer);
       const opened = gateway.open(Buffer.concat(pieces), 'chunked');
       state.opened++;
-      const resealed = await encapsulateRequest(real, opened.request, 'whole');
-      const answer = await fetch(gatewayUrl, { method: 'POST', headers: { 'content-type': 'message/ohttp-req' }, body: Buffer.from(resealed.body) });
-      const inner = await resealed.openResponse(new Uint8Array(await answer.arrayBuffer()));
+      const resealed = await encapsulateRequest(real, opened.request, 'chunked');
+      const answer = await fetch(gatewayUrl, { method: 'POST', headers: { 'content-type': CHUNKED_REQUEST_MEDIA_TYPE }, body: Buffer.from(resealed.body) });
+      const opener = await resealed.chunkedResponse();
+      const inner = [...(await opener.push(new Uint8Array(await answer.arrayBuffer()))), opener.end()];
       res.writeHead(200, { 'content-type': CHUNKED_RESPONSE_MEDIA_TYPE });
-      res.end(Buffer.concat([opened.response.start(), opened.response.final(inner)]));
+      res.end(Buffer.concat([opened.response.start(), opened.response.final(Buffer.concat(inner))]));
     })().catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));

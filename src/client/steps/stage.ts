@@ -9,6 +9,11 @@ export interface ClientContext {
   session: AttestedSession;
   /** The service's base URL; requests go to its origin only. */
   base: URL;
+  /**
+   * Seal bodies to the attested HPKE key (EHBP) when the verdict names one. False through an Oblivious HTTP relay: the
+   * relay's seal to that same key covers the whole request already, and the gateway serves what it opens unsealed.
+   */
+  sealsBodies: boolean;
   headerNames: ReturnType<typeof brandHeaders>;
   /** `throw`: a response whose receipt fails is an error; `report`: only recorded. */
   onInvalid: 'throw' | 'report';
