@@ -266,7 +266,7 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const client: ClientContext = {
     session,
     base,
-    sealsBodies: relayUrl === undefined,
+    throughRelay: relayUrl !== undefined,
     headerNames: brandHeaders(options.brand ?? 'Service'),
     onInvalid: options.onInvalidReceipt ?? 'throw',
     requireInclusion: options.requireInclusion === true,

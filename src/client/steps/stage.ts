@@ -10,10 +10,10 @@ export interface ClientContext {
   /** The service's base URL; requests go to its origin only. */
   base: URL;
   /**
-   * Seal bodies to the attested HPKE key (EHBP) when the verdict names one. False through an Oblivious HTTP relay: the
-   * relay's seal to that same key covers the whole request already, and the gateway serves what it opens unsealed.
+   * Every request goes through an Oblivious HTTP relay, sealed whole to the attested gateway key: bodies are then not
+   * sealed again with EHBP (the gateway serves what it opens as a request in the clear).
    */
-  sealsBodies: boolean;
+  throughRelay: boolean;
   headerNames: ReturnType<typeof brandHeaders>;
   /** `throw`: a response whose receipt fails is an error; `report`: only recorded. */
   onInvalid: 'throw' | 'report';
