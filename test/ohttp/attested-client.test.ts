@@ -1,4 +1,7 @@
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
@@ -120,6 +123,41 @@ describe('createAttestedFetch({ ohttpRelay }): every request through the relay, 
     const error = await createAttestedFetch({ baseURL: SERVICE, ohttpRelay: gone.url, allowNoTee: true }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ObliviousRelayError);
     expect((error as Error).message).toBe(`the Oblivious HTTP relay ${gone.url} could not be reached: ECONNREFUSED`);
+  });
+});
+
+describe('the transparency log through the relay', () => {
+  let logged: TestSigil;
+  let logWire: RecordingProxy;
+  let logRelay: RunningRelay;
+  beforeAll(async () => {
+    logged = await startTestSigil({
+      upstreams: { e: { url: engine.baseUrl } },
+      models: [{ id: 'm' }],
+      config: { transparency_log: { dir: mkdtempSync(join(tmpdir(), 'sigil-tlog-ohttp-')), batch_ms: 50 } },
+    });
+    const { hostname, port } = new URL(logged.url);
+    logWire = await startRecordingProxy({ host: hostname, port: Number(port) });
+    logRelay = await startObliviousRelay({ gateway: logWire.url, host: '127.0.0.2', port: 0, localAddress: RELAY_EGRESS });
+  });
+  afterAll(async () => {
+    await logRelay.close();
+    await logWire.close();
+    await logged.close(0);
+  });
+
+  it("each receipt is proven in the service's log, whose checkpoints, tiles and proofs come through the relay too", async () => {
+    logWire.forget();
+    const attested = await createAttestedFetch({ baseURL: SERVICE, ohttpRelay: logRelay.url, allowNoTee: true });
+    try {
+      const openai = new OpenAI({ baseURL: SERVICE, apiKey: logged.key, fetch: attested, maxRetries: 0 });
+      await openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: PROMPT }] });
+      const verdict = (await attested.receipts.at(-1)!.inclusion)!;
+      expect(verdict.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name}`)).toEqual(['PASS log.checkpoint', 'PASS log.consistency', 'PASS log.inclusion']);
+      expect(new Set(requestsSeen(logWire.record()))).toEqual(new Set(['GET /.well-known/ohttp-gateway', 'POST /.well-known/ohttp-gateway']));
+    } finally {
+      await attested.close();
+    }
   });
 });
 
