@@ -16,7 +16,7 @@ import { AttestationError, failedSummary } from './attestation-error.ts';
 import { acceptingOptionsNote } from './check-remedies.ts';
 import { ObliviousDispatcher } from './ohttp-dispatcher.ts';
 import { fetchGatewayKeys } from './ohttp-fetch.ts';
-import { boundGatewayKeys, gatewayKeyCheck, sealingKeyOf } from './ohttp-key-check.ts';
+import { boundGatewayKeys, relayedChecks, sealingKeyOf } from './ohttp-key-check.ts';
 import type { Exchange, ReceiptResult } from './receipts.ts';
 import { AttestedSession, DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
 import { attestedCatalogue } from './steps/attested-catalogue.ts';
@@ -228,7 +228,7 @@ async function attestThroughRelay(
   const channel = new ObliviousDispatcher({ relayUrl, keys });
   try {
     const result = await attestOnce(options, inputs, { dispatcher: channel, apiKey: sealingKey === trusted.sealingKey ? options.apiKey : undefined });
-    const checks = [...result.checks, gatewayKeyCheck(keys, result.evidence.attestation)];
+    const checks = relayedChecks(result.checks, keys, result.evidence.attestation);
     const attested = refuseUnverified({ ...result, checks, verdict: verdictOf(checks) });
     trusted.sealingKey = sealingKey;
     return attested;

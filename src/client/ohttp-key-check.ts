@@ -1,6 +1,6 @@
 import { encodeKeyConfig, parseKeyConfig, type KeyConfig } from '../protocol/ohttp.ts';
 import { field } from '../verify/binding.ts';
-import { fail, pass, type Check } from '../verify/check.ts';
+import { fail, pass, waive, type Check } from '../verify/check.ts';
 import { chooseSuite } from './ohttp-encapsulate.ts';
 
 /**
@@ -42,4 +42,16 @@ export function boundGatewayKeys(attestation: unknown): KeyConfig[] {
 /** The key `keys` would be sealed to, as the binding writes it (base64), to compare with the key a verdict bound. */
 export function sealingKeyOf(keys: readonly KeyConfig[]): string {
   return Buffer.from(encodeKeyConfig(chooseSuite([...keys]).config)).toString('base64');
+}
+
+const NO_TLS_TO_THE_SERVICE =
+  'every request goes through the Oblivious HTTP relay, sealed to the gateway key the attestation binds (attestation.ohttp_key): no connection reaches the service, so there is no TLS key of its to compare';
+
+/**
+ * A verdict's checks through a relay: `attestation.ohttp_key` added, and `attestation.tls_key` waived for the reason
+ * that holds (the relay's seal, not TLS, is the channel); a wrong gateway key still fails the verdict on its own check.
+ */
+export function relayedChecks(checks: readonly Check[], offered: readonly KeyConfig[], attestation: unknown): Check[] {
+  const tls = (c: Check) => (c.name === 'attestation.tls_key' && !c.ok ? waive(c, NO_TLS_TO_THE_SERVICE) : c);
+  return [...checks.map(tls), gatewayKeyCheck(offered, attestation)];
 }
