@@ -79,6 +79,28 @@ describe('sigil connect --ohttp-relay URL', () => {
     expect(new Set(seen)).toEqual(new Set(['GET /.well-known/ohttp-gateway', 'POST /.well-known/ohttp-gateway']));
   });
 
+  it('a relay that cannot be reached: exit 1, naming the relay, and nothing served', async () => {
+    const gone = await startObliviousRelay({ gateway: wire.url, host: '127.0.0.2', port: 0 });
+    await gone.close();
+    let served = false;
+    const run = await sigilConnect(['https://sigil.inside', '--ohttp-relay', gone.url, '--allow-no-tee', '--listen', '127.0.0.1:0'], async () => {
+      served = true;
+    });
+    expect(run.code).toBe(1);
+    expect(served).toBe(false);
+    expect(run.stderr).toBe(
+      `sigil connect: could not reach or verify https://sigil.inside: the Oblivious HTTP relay ${gone.url} could not be reached: ECONNREFUSED\n`,
+    );
+  });
+
+  it('a relay URL that is not an http(s) URL is a usage error', async () => {
+    const run = await sigilConnect(['https://sigil.inside', '--ohttp-relay', 'relay.example.net', '--allow-no-tee'], async () => undefined);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(
+      /^sigil connect: --ohttp-relay takes the relay's URL, e\.g\. https:\/\/relay\.example\.net\/sigil\/; not "relay\.example\.net"\n/,
+    );
+  });
+
   it('without it, /status says no relay is used and the service sees your address', async () => {
     let status: ConnectStatus | undefined;
     const run = await sigilConnect([sigil.url, '--allow-no-tee', '--allow-insecure-http', '--listen', '127.0.0.1:0'], async (running) => {
