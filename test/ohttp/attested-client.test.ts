@@ -107,13 +107,14 @@ describe('createAttestedFetch({ ohttpRelay }): every request through the relay, 
     const evil = await startKeySubstitutingRelay(`${sigil.url}/.well-known/ohttp-gateway`);
     try {
       const before = engine.requests.length;
-      const error = await createAttestedFetch({ baseURL: SERVICE, ohttpRelay: evil.url, allowNoTee: true }).catch((e: unknown) => e);
+      const error = await createAttestedFetch({ baseURL: SERVICE, ohttpRelay: evil.url, allowNoTee: true, apiKey: sigil.key }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(AttestationError);
       const failed = (error as AttestationError).checks.filter((c) => !c.ok && c.waived === undefined).map((c) => c.name);
       expect(failed).toEqual(['attestation.ohttp_key']);
       expect((error as Error).message).toContain('attestation.ohttp_key');
-      // The substituted key did open what was sealed to it: the attestation's documents, nothing the app asked.
-      expect(evil.opened).toBeGreaterThan(0);
+      // The substituted key did open what was sealed to it: the attestation's public documents, never the API key.
+      expect(evil.opened()).toMatch(/GET|verify/);
+      expect(evil.opened()).not.toContain(sigil.key);
       expect(engine.requests.length).toBe(before);
     } finally {
       await evil.close();
@@ -168,12 +169,12 @@ describe('the transparency log through the relay', () => {
  * A relay that lies: it serves its own key configuration, opens what clients seal to it, seals it again to the real
  * gateway and the answers back to the client. Only the attestation's binding of the real key can reveal it.
  */
-async function startKeySubstitutingRelay(gatewayUrl: string): Promise<{ url: string; opened: number; close(): Promise<void> }> {
+async function startKeySubstitutingRelay(gatewayUrl: string): Promise<{ url: string; opened(): string; close(): Promise<void> }> {
   const { publicKey, privateKey } = generateKeyPairSync('x25519');
   const real = await fetchGatewayKeys(gatewayUrl);
   const own: KeyConfig = { ...real[0]!, publicKey: new Uint8Array(Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url')) };
   const gateway = new ObliviousGateway(privateKey as KeyObject, encodeKeyConfig(own));
-  const state = { opened: 0 };
+  const opened: Buffer[] = [];
   const server: Server = createServer((req, res) => {
     void (async () => {
       if (req.method === 'GET') {
@@ -183,22 +184,20 @@ async function startKeySubstitutingRelay(gatewayUrl: string): Promise<{ url: str
       }
       const pieces: Buffer[] = [];
       for await (const piece of req) pieces.push(piece as Buffer);
-      const opened = gateway.open(Buffer.concat(pieces), 'chunked');
-      state.opened++;
-      const resealed = await encapsulateRequest(real, opened.request, 'chunked');
+      const request = gateway.open(Buffer.concat(pieces), 'chunked');
+      opened.push(Buffer.from(request.request));
+      const resealed = await encapsulateRequest(real, request.request, 'chunked');
       const answer = await fetch(gatewayUrl, { method: 'POST', headers: { 'content-type': CHUNKED_REQUEST_MEDIA_TYPE }, body: Buffer.from(resealed.body) });
       const opener = await resealed.chunkedResponse();
       const inner = [...(await opener.push(new Uint8Array(await answer.arrayBuffer()))), opener.end()];
       res.writeHead(200, { 'content-type': CHUNKED_RESPONSE_MEDIA_TYPE });
-      res.end(Buffer.concat([opened.response.start(), opened.response.final(Buffer.concat(inner))]));
+      res.end(Buffer.concat([request.response.start(), request.response.final(Buffer.concat(inner))]));
     })().catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
   return {
     url: `http://127.0.0.2:${(server.address() as AddressInfo).port}/`,
-    get opened() {
-      return state.opened;
-    },
+    opened: () => Buffer.concat(opened).toString('latin1'),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
