@@ -72,6 +72,7 @@ describe('sigil connect --ohttp-relay URL', () => {
       meaning: `every request goes through the Oblivious HTTP relay ${relay.url}, sealed to the attested gateway key: the service sees the relay's address, not yours, and the relay sees your address, not what you ask`,
     });
     expect(status!.bodies).toBe('sealed (Oblivious HTTP)');
+    expect(status!.tls).toBe('not used: the relay carries every request, sealed to the attested key');
     expect(status!.receipts.verified).toBe(1);
     expect(status!.checks.find((c) => c.name === 'attestation.ohttp_key')?.result).toBe('PASS');
     expect(page).toContain('the service sees the relay&#39;s address, not yours');
