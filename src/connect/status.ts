@@ -42,7 +42,11 @@ export interface ConnectStatus {
   bodies: 'sealed (EHBP)' | 'sealed (Oblivious HTTP)' | 'not sealed';
   /** The Oblivious HTTP relay every request goes through (`--ohttp-relay`), or "none", and what that means for who sees your address. */
   relay: { url: string; meaning: string };
-  tls: 'pinned to the attested key' | 'not ending in the enclave (bodies sealed instead)' | 'plain HTTP';
+  tls:
+    | 'pinned to the attested key'
+    | 'not ending in the enclave (bodies sealed instead)'
+    | 'plain HTTP'
+    | 'not used: the relay carries every request, sealed to the attested key';
   checks: StatusCheck[];
   receipts: { verified: number; failed: number; recent: SeenReceipt[] };
   /** How old the verdict is and when it is renewed; while a re-attestation failed, every answer is refused with why. */
@@ -160,11 +164,13 @@ export function connectStatus(service: string, attested: Attested, book: Receipt
     bodies: relayUrl !== undefined ? 'sealed (Oblivious HTTP)' : attested.hpkeKeyConfig === null ? 'not sealed' : 'sealed (EHBP)',
     relay: relayWords(relayUrl),
     tls:
-      attested.tlsSpkiSha256 !== null
-        ? 'pinned to the attested key'
-        : new URL(service).protocol === 'http:'
-          ? 'plain HTTP'
-          : 'not ending in the enclave (bodies sealed instead)',
+      relayUrl !== undefined
+        ? 'not used: the relay carries every request, sealed to the attested key'
+        : attested.tlsSpkiSha256 !== null
+          ? 'pinned to the attested key'
+          : new URL(service).protocol === 'http:'
+            ? 'plain HTTP'
+            : 'not ending in the enclave (bodies sealed instead)',
     checks: attested.checks.map(statusCheck),
     receipts: { verified: book.verified, failed: book.failed, recent: [...book.recent] },
     renewal: renewalOf(renewal, now),
