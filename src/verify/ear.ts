@@ -26,6 +26,7 @@ export const EAR_CLAIMS: ReadonlyArray<readonly [claim: EarClaim, patterns: read
       'attestation.jwks',
       'attestation.tls_key',
       'attestation.hpke_key',
+      'attestation.ohttp_key',
       'attestation.key_origin',
       'evidence.report_data',
       'binding.*',
