@@ -12,7 +12,7 @@ export const CONNECT_USAGE = `usage:
   sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
                 [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
                 [--reattest-every DURATION] [--fresh-report] [--require-inclusion] [--allow-insecure-http] [--allow-unsealed-bodies]
-                [--allow-host NAME]... [--expose-to-network] [--max-answer-mib N]
+                [--allow-host NAME]... [--expose-to-network] [--max-answer-mib N] [--ohttp-relay URL]
   RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
 
 A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
@@ -50,6 +50,9 @@ http://LISTEN/v1; its API key passes through. GET / and GET /status show the ver
                          SIGIL_CONNECT_TOKEN (at least 32 characters) as its API key; connect sends SIGIL_API_KEY
                          to the service instead. Traffic between the app and connect is plain HTTP on your network
   --max-answer-mib N     the largest JSON answer held for its receipt, in MiB (default 64)
+  --ohttp-relay URL      send every request (the attestation's too) through this Oblivious HTTP relay, sealed to the
+                         gateway key the attestation binds: the service sees the relay's address, not yours
+                         (docs/ohttp.md); URL names the service, which connect then never contacts directly
 
 Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage, a port in use,
 or flags missing that would accept what the service lacks (all named in one message).
@@ -102,6 +105,18 @@ function networkFrom(env: Record<string, string | undefined>): NonNullable<Conne
   return { localToken, serviceApiKey };
 }
 
+/** `--ohttp-relay URL`: an http(s) URL, said so before anything is sent. */
+function relayUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`--ohttp-relay takes the relay's URL, e.g. https://relay.example.net/sigil/; not ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new UsageError(`--ohttp-relay takes an http(s) URL; not ${value}`);
+  return url.href;
+}
+
 async function optionsFrom(argv: string[], env: Record<string, string | undefined>): Promise<ConnectOptions | 'help'> {
   const parsed = parseCommandLine({
     args: argv,
@@ -126,6 +141,7 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
       'allow-host': { type: 'string', multiple: true, default: [] },
       'expose-to-network': { type: 'boolean', default: false },
       'max-answer-mib': { type: 'string' },
+      'ohttp-relay': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -152,6 +168,7 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
   if (v.brand !== undefined) options.brand = v.brand;
   if (v['audit-dir'] !== undefined) options.auditDir = v['audit-dir'];
   if (v['log-state'] !== undefined) options.logStateFile = v['log-state'];
+  if (v['ohttp-relay'] !== undefined) options.ohttpRelay = relayUrl(v['ohttp-relay']);
   if (v['allow-host'].length > 0) options.allowHosts = v['allow-host'];
   if (v['expose-to-network']) options.network = networkFrom(env);
   if (v['max-answer-mib'] !== undefined) {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import type { Dispatcher } from 'undici';
 import type { TrustRoots } from '../verify/attestation.ts';
 import type { GpuTrustRoots } from '../verify/gpu/index.ts';
 import type { CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
@@ -47,6 +48,11 @@ export interface AttestOptions {
   apiKey?: string | undefined;
   /** The clock that dates the verdict (`at`); the real one unless a test brings its own. */
   now?: (() => Date) | undefined;
+  /**
+   * What carries the fetches instead of a TLS connection pinned to the key it presents: an Oblivious HTTP relay's
+   * dispatcher (`ohttpRelay`). No TLS key is seen then; the caller ties the channel to the attestation itself.
+   */
+  dispatcher?: Dispatcher | undefined;
 }
 
 /** A verified attestation: what every later request and receipt is held to. */
@@ -114,7 +120,7 @@ export async function attest(options: AttestOptions): Promise<Attested> {
   const reference = release === undefined ? options.reference : release.values;
   const nonce = options.nonce ?? randomBytes(32);
   const pin = new SpkiPin();
-  const dispatcher = pinnedAgent(pin, { ca: options.ca });
+  const dispatcher = options.dispatcher ?? pinnedAgent(pin, { ca: options.ca });
   try {
     const headers: Record<string, string> = options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` };
     const evidence = await fetchServiceEvidence(options.baseURL, nonce, pin, dispatcher, options.freshReport === true ? 'report' : 'signature', headers);
@@ -136,6 +142,6 @@ export async function attest(options: AttestOptions): Promise<Attested> {
     if (expiresAt !== undefined) attested.expiresAt = expiresAt;
     return attested;
   } finally {
-    await dispatcher.close();
+    if (options.dispatcher === undefined) await dispatcher.close();
   }
 }

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import type { Dispatcher } from 'undici';
 import { brandHeaders } from '../protocol/brand-headers.ts';
 import type { TrustRoots } from '../verify/attestation.ts';
 import { readCollateralDirectory, type CollateralBundle } from '../verify/evidence/collateral/bundle.ts';
@@ -8,10 +9,14 @@ import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { withReleaseValues } from '../verify/release/reference-from-release.ts';
 import type { ReleaseTrust } from '../verify/release/trust.ts';
 import type { InclusionVerdict } from '../verify/tlog/receipt-inclusion.ts';
+import { verdictOf } from '../verify/check.ts';
 import type { Waivers } from '../verify/verify-service.ts';
 import { attest, type Attested } from './attest.ts';
 import { AttestationError, failedSummary } from './attestation-error.ts';
 import { acceptingOptionsNote } from './check-remedies.ts';
+import { ObliviousDispatcher } from './ohttp-dispatcher.ts';
+import { fetchGatewayKeys } from './ohttp-fetch.ts';
+import { boundGatewayKeys, relayedChecks, sealingKeyOf } from './ohttp-key-check.ts';
 import type { Exchange, ReceiptResult } from './receipts.ts';
 import { AttestedSession, DEFAULT_REATTEST_EVERY_MS, type Renewal } from './session.ts';
 import { attestedCatalogue } from './steps/attested-catalogue.ts';
@@ -125,6 +130,12 @@ export interface AttestedFetchOptions {
   reattestEvery?: number;
   /** The clock verdicts age by; the real one unless a test brings its own. */
   now?: () => Date;
+  /**
+   * An Oblivious HTTP relay's URL (docs/ohttp.md, "Clients"): every request this client makes (the attestation and its
+   * documents, the log's, re-attestations, the app's) goes through it, sealed to the gateway key the attestation binds,
+   * so the service never sees this client's address. `ca` does not apply: the service is never contacted directly.
+   */
+  ohttpRelay?: string;
 }
 
 /** A `fetch` for one attested service; the OpenAI SDK takes it as is (`new OpenAI({ baseURL, apiKey, fetch })`). */
@@ -166,12 +177,16 @@ async function readInputs(options: AttestedFetchOptions) {
   return { reference, release, collateral };
 }
 
-/** Fetches and verifies the attestation; a verdict that is not verified rejects, naming the checks. */
-async function verifyServiceOnce(options: AttestedFetchOptions, inputs: Awaited<ReturnType<typeof readInputs>>): Promise<Attested> {
+/** Fetches the attestation and verifies it, over `channel` when given (a relay's) and else over TLS pinned to the key it presents. */
+async function attestOnce(
+  options: AttestedFetchOptions,
+  inputs: Awaited<ReturnType<typeof readInputs>>,
+  channel: { dispatcher?: Dispatcher; apiKey?: string | undefined } = { apiKey: options.apiKey },
+): Promise<Attested> {
   const waive: Waivers = {};
   if (options.allowNoTee === true) waive.noHardwareEnclave = 'allowNoTee: a development service without hardware is accepted';
   if (options.allowUnpinnedCode === true) waive.unpinnedCode = 'allowUnpinnedCode: code nobody pinned is accepted';
-  const result = await attest({
+  return attest({
     baseURL: options.baseURL,
     reference: inputs.reference,
     release: inputs.release,
@@ -179,16 +194,47 @@ async function verifyServiceOnce(options: AttestedFetchOptions, inputs: Awaited<
     roots: options.roots,
     gpuRoots: options.gpuRoots,
     freshReport: options.freshReport,
-    apiKey: options.apiKey,
+    apiKey: channel.apiKey,
     collateral: inputs.collateral,
+    dispatcher: channel.dispatcher,
     ...(options.now === undefined ? {} : { now: options.now }),
   });
+}
+
+/** A verdict that is not verified rejects, naming the checks. */
+function refuseUnverified(result: Attested): Attested {
   if (result.verdict.outcome === 'not-verified')
     throw new AttestationError(
       `the service's attestation did not verify, so nothing was sent: ${result.verdict.summary}: ${failedSummary(result.checks)}${acceptingOptionsNote(result.checks)}`,
       result.checks,
     );
   return result;
+}
+
+/**
+ * Through an Oblivious HTTP relay (docs/ohttp.md, "Clients"): the gateway key fetched through the relay, the attestation
+ * fetched sealed to it, then the key held to the one the attestation binds (`attestation.ohttp_key`). The attestation's
+ * requests are sealed to a key not yet checked: they carry nothing secret but the API key, which goes only to a key an
+ * earlier verdict bound (docs/decisions.md).
+ */
+async function attestThroughRelay(
+  options: AttestedFetchOptions,
+  inputs: Awaited<ReturnType<typeof readInputs>>,
+  relayUrl: string,
+  trusted: { sealingKey?: string },
+): Promise<Attested> {
+  const keys = await fetchGatewayKeys(relayUrl);
+  const sealingKey = sealingKeyOf(keys);
+  const channel = new ObliviousDispatcher({ relayUrl, keys });
+  try {
+    const result = await attestOnce(options, inputs, { dispatcher: channel, apiKey: sealingKey === trusted.sealingKey ? options.apiKey : undefined });
+    const checks = relayedChecks(result.checks, keys, result.evidence.attestation);
+    const attested = refuseUnverified({ ...result, checks, verdict: verdictOf(checks) });
+    trusted.sealingKey = sealingKey;
+    return attested;
+  } finally {
+    await channel.close();
+  }
 }
 
 /**
@@ -204,17 +250,23 @@ export async function createAttestedFetch(options: AttestedFetchOptions): Promis
   const reattestEveryMs = options.reattestEvery ?? DEFAULT_REATTEST_EVERY_MS;
   if (!Number.isSafeInteger(reattestEveryMs) || reattestEveryMs < 1000)
     throw new TypeError(`reattestEvery is a whole number of milliseconds, at least 1000 (a second); got ${String(options.reattestEvery)}`);
+  const relayUrl = options.ohttpRelay;
+  const trusted = {};
   const session = await AttestedSession.start({
-    verify: () => verifyServiceOnce(options, inputs),
+    verify: async () => (relayUrl === undefined ? refuseUnverified(await attestOnce(options, inputs)) : attestThroughRelay(options, inputs, relayUrl, trusted)),
     reattestEveryMs,
     now: options.now ?? (() => new Date()),
     ca: options.ca,
+    ...(relayUrl === undefined
+      ? {}
+      : { connectionsFor: (attested: Attested) => new ObliviousDispatcher({ relayUrl, keys: boundGatewayKeys(attested.evidence.attestation) }) }),
   });
   const receipts: ReceiptResult[] = [];
   const base = new URL(options.baseURL);
   const client: ClientContext = {
     session,
     base,
+    throughRelay: relayUrl !== undefined,
     headerNames: brandHeaders(options.brand ?? 'Service'),
     onInvalid: options.onInvalidReceipt ?? 'throw',
     requireInclusion: options.requireInclusion === true,

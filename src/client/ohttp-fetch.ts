@@ -16,6 +16,18 @@ export class ObliviousRelayError extends Error {
   override name = 'ObliviousRelayError';
 }
 
+/** The relay reached, or an error that names it and why not (the cause's code: ECONNREFUSED, ENOTFOUND, ...); an abort stays an abort. */
+async function reachRelay(fetch: Fetch, relayUrl: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(relayUrl, init);
+  } catch (err) {
+    if (init.signal?.aborted === true) throw err;
+    const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const why = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
+    throw new ObliviousRelayError(`the Oblivious HTTP relay ${relayUrl} could not be reached: ${why}`, { cause: err });
+  }
+}
+
 /** Fields the client never puts inside the sealed request: they describe its connection to the relay. */
 const CONNECTION_FIELDS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
 
@@ -27,7 +39,7 @@ export async function fetchGatewayKeys(
   relayUrl: string,
   { fetch = globalThis.fetch, signal }: { fetch?: Fetch; signal?: AbortSignal } = {},
 ): Promise<KeyConfig[]> {
-  const answer = await fetch(relayUrl, { headers: { accept: KEYS_MEDIA_TYPE }, ...(signal === undefined ? {} : { signal }) });
+  const answer = await reachRelay(fetch, relayUrl, { headers: { accept: KEYS_MEDIA_TYPE }, ...(signal === undefined ? {} : { signal }) });
   if (!answer.ok || answer.headers.get('content-type')?.split(';')[0]?.trim() !== KEYS_MEDIA_TYPE) {
     await answer.body?.cancel();
     throw new ObliviousRelayError(`the relay did not serve the gateway's key configuration (HTTP ${answer.status})`);
@@ -67,7 +79,7 @@ export function createObliviousFetch({ relayUrl, keys, fetch = globalThis.fetch 
       trailers: [],
     });
     const sealed = await encapsulateRequest(keys, binary, 'chunked');
-    const relayed = await fetch(relayUrl, {
+    const relayed = await reachRelay(fetch, relayUrl, {
       method: 'POST',
       headers: { 'content-type': CHUNKED_REQUEST_MEDIA_TYPE },
       body: Buffer.from(sealed.body),
@@ -99,20 +111,23 @@ async function openStreamedAnswer(
       }
     }
   };
+  // A gateway may send the whole answer in its final chunk: the body has then ended before the head is read.
+  let ended = false;
   while (head === undefined) {
     const { done, value } = await reader.read();
     if (done) {
       take([opener.end()]);
       binary.end();
+      ended = true;
       break;
     }
     take(await opener.push(value));
   }
   if (head === undefined) throw new ObliviousRelayError('the encapsulated response ended before its head');
-  let ended = false;
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
       for (const piece of early.splice(0)) controller.enqueue(piece);
+      if (ended) controller.close();
     },
     async pull(controller) {
       if (ended) return;

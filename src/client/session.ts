@@ -1,5 +1,5 @@
 import { Identity } from 'ehbp';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { pinnedAgent, SpkiPin } from '../verify/tls-pin.ts';
 import type { Attested } from './attest.ts';
 
@@ -25,10 +25,14 @@ export interface SessionOptions {
   now: () => Date;
   /** Extra CA certificates (PEM) for TLS that ends before the enclave. */
   ca?: string | undefined;
+  /** The connections each verdict allows, when not TLS connections (an Oblivious HTTP relay sealing to the verdict's key). */
+  connectionsFor?: ((attested: Attested) => Dispatcher) | undefined;
 }
 
-/** The connections a verdict allows: pinned to its TLS key when TLS ends in the enclave, else checked as the web checks them. */
-function agentFor(attested: Attested, ca: string | undefined): Agent {
+/** The connections a verdict allows: the caller's, else pinned to its TLS key when TLS ends in the enclave, else checked as the web checks them. */
+function agentFor(attested: Attested, options: SessionOptions): Dispatcher {
+  if (options.connectionsFor !== undefined) return options.connectionsFor(attested);
+  const { ca } = options;
   return attested.tlsSpkiSha256 !== null ? pinnedAgent(new SpkiPin([attested.tlsSpkiSha256])) : new Agent(ca === undefined ? {} : { connect: { ca } });
 }
 
@@ -39,7 +43,7 @@ function agentFor(attested: Attested, ca: string | undefined): Agent {
  */
 export class AttestedSession {
   #attested: Attested;
-  #agent: Agent;
+  #agent: Dispatcher;
   #identity: Promise<Identity> | undefined;
   #inFlight: Promise<Attested> | undefined;
   #failure: Error | undefined;
@@ -53,7 +57,7 @@ export class AttestedSession {
     attested: Attested,
   ) {
     this.#attested = attested;
-    this.#agent = agentFor(attested, options.ca);
+    this.#agent = agentFor(attested, options);
     this.#dueAt = this.#dueAfter(attested);
     this.#schedule();
   }
@@ -69,7 +73,7 @@ export class AttestedSession {
   }
 
   /** The connections of the current verdict. */
-  get agent(): Agent {
+  get agent(): Dispatcher {
     return this.#agent;
   }
 
@@ -134,10 +138,10 @@ export class AttestedSession {
     this.#failedAt = undefined;
     this.#identity = undefined;
     this.#dueAt = this.#dueAfter(renewed);
-    if (renewed.tlsSpkiSha256 !== previous.tlsSpkiSha256) {
+    if (renewed.tlsSpkiSha256 !== previous.tlsSpkiSha256 || this.options.connectionsFor !== undefined) {
       // Connections to the old key close once their requests end; only the new verdict's key is admitted from now on.
       const old = this.#agent;
-      this.#agent = agentFor(renewed, this.options.ca);
+      this.#agent = agentFor(renewed, this.options);
       void old.close();
     }
     this.#schedule();

@@ -64,6 +64,11 @@ export interface ConnectOptions {
   now?: () => Date;
   /** Hold each JSON answer until the service's log proves it holds its receipt (`--require-inclusion`). */
   requireInclusion?: boolean;
+  /**
+   * An Oblivious HTTP relay's URL (`--ohttp-relay`, docs/ohttp.md): every request, the attestation's among them, goes
+   * through it sealed to the attested gateway key, so the service sees the relay's address, not this machine's.
+   */
+  ohttpRelay?: string;
 }
 
 export interface RunningConnect {
@@ -198,6 +203,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
     'freshReport',
     'now',
     'maxAnswerBytes',
+    'ohttpRelay',
   ] as const) {
     if (options[key] !== undefined) (fetchOptions as unknown as Record<string, unknown>)[key] = options[key];
   }
@@ -224,7 +230,7 @@ export async function startConnect(options: ConnectOptions): Promise<RunningConn
   const target: RelayTarget = { fetch: attestedFetch, origin, requireSealedBodies: options.allowUnsealedBodies !== true };
   if (options.maxAnswerBytes !== undefined) target.maxAnswerBytes = options.maxAnswerBytes;
   if (options.network !== undefined) target.serviceApiKey = options.network.serviceApiKey;
-  const status = () => connectStatus(origin, attestedFetch.attestation, book, attestedFetch.renewal, options.now?.() ?? new Date());
+  const status = () => connectStatus(origin, attestedFetch.attestation, book, attestedFetch.renewal, options.now?.() ?? new Date(), options.ohttpRelay);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     checkHost(req, access);

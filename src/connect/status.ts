@@ -39,8 +39,14 @@ export interface ConnectStatus {
   attested_at: string;
   tee: string;
   measurement: string;
-  bodies: 'sealed (EHBP)' | 'not sealed';
-  tls: 'pinned to the attested key' | 'not ending in the enclave (bodies sealed instead)' | 'plain HTTP';
+  bodies: 'sealed (EHBP)' | 'sealed (Oblivious HTTP)' | 'not sealed';
+  /** The Oblivious HTTP relay every request goes through (`--ohttp-relay`), or "none", and what that means for who sees your address. */
+  relay: { url: string; meaning: string };
+  tls:
+    | 'pinned to the attested key'
+    | 'not ending in the enclave (bodies sealed instead)'
+    | 'plain HTTP'
+    | 'not used: the relay carries every request, sealed to the attested key';
   checks: StatusCheck[];
   receipts: { verified: number; failed: number; recent: SeenReceipt[] };
   /** How old the verdict is and when it is renewed; while a re-attestation failed, every answer is refused with why. */
@@ -136,7 +142,17 @@ function renewalOf(renewal: Renewal, now: Date): ConnectStatus['renewal'] {
   return out;
 }
 
-export function connectStatus(service: string, attested: Attested, book: ReceiptBook, renewal: Renewal, now: Date): ConnectStatus {
+/** Who sees this machine's address, said plainly (docs/ohttp.md). */
+export function relayWords(relayUrl: string | undefined): ConnectStatus['relay'] {
+  if (relayUrl === undefined)
+    return { url: 'none', meaning: 'no relay: the service sees your address (--ohttp-relay URL sends every request through an Oblivious HTTP relay instead)' };
+  return {
+    url: relayUrl,
+    meaning: `every request goes through the Oblivious HTTP relay ${relayUrl}, sealed to the attested gateway key: the service sees the relay's address, not yours, and the relay sees your address, not what you ask`,
+  };
+}
+
+export function connectStatus(service: string, attested: Attested, book: ReceiptBook, renewal: Renewal, now: Date, relayUrl?: string): ConnectStatus {
   const headline = headlineOf(attested.verdict, attested.tee);
   const words = HEADLINE_WORDS[headline];
   return {
@@ -145,13 +161,16 @@ export function connectStatus(service: string, attested: Attested, book: Receipt
     attested_at: attested.at.toISOString(),
     tee: attested.tee,
     measurement: attested.measurement,
-    bodies: attested.hpkeKeyConfig === null ? 'not sealed' : 'sealed (EHBP)',
+    bodies: relayUrl !== undefined ? 'sealed (Oblivious HTTP)' : attested.hpkeKeyConfig === null ? 'not sealed' : 'sealed (EHBP)',
+    relay: relayWords(relayUrl),
     tls:
-      attested.tlsSpkiSha256 !== null
-        ? 'pinned to the attested key'
-        : new URL(service).protocol === 'http:'
-          ? 'plain HTTP'
-          : 'not ending in the enclave (bodies sealed instead)',
+      relayUrl !== undefined
+        ? 'not used: the relay carries every request, sealed to the attested key'
+        : attested.tlsSpkiSha256 !== null
+          ? 'pinned to the attested key'
+          : new URL(service).protocol === 'http:'
+            ? 'plain HTTP'
+            : 'not ending in the enclave (bodies sealed instead)',
     checks: attested.checks.map(statusCheck),
     receipts: { verified: book.verified, failed: book.failed, recent: [...book.recent] },
     renewal: renewalOf(renewal, now),
@@ -177,6 +196,7 @@ export function statusPage(s: ConnectStatus): string {
 <h1 class="${HEADLINE_WORDS[s.verdict.headline].tone}">${escape(s.verdict.text)}</h1>
 <p>${escape(s.verdict.detail)}</p>
 <p><code>${escape(s.verdict.summary)}</code>, attested at ${escape(s.attested_at)} (${s.renewal.verdict_age_seconds} s ago; next re-attestation ${escape(s.renewal.next_reattestation)}). Bodies ${escape(s.bodies)}; TLS ${escape(s.tls)}.</p>
+<p>Who sees your address: ${escape(s.relay.meaning)}.</p>
 ${s.renewal.failed === undefined ? '' : `<p class="fail"><b>The last re-attestation failed</b> at ${escape(s.renewal.failed.at)}${s.renewal.failed.check === null ? '' : ` (${escape(s.renewal.failed.check)})`}: no answer is passed on until one succeeds. ${escape(s.renewal.failed.detail)}</p>`}
 <p>Freshness: ${escape(s.freshness)}.</p>
 <h2>Checks</h2>

@@ -68,7 +68,7 @@ export const CHECKS: readonly CheckDeclaration[] = [
   entry(
     'attestation.ohttp_key',
     'Oblivious HTTP gateway key',
-    'Requests sent through a relay, so that the operator does not learn who sent them, are sealed to a key only the enclave holds.',
+    'The gateway key that requests sent through an Oblivious HTTP relay are sealed to is the enclave key the attestation vouches for, so neither the relay nor the operator can read what passes through it.',
     'docs/ohttp.md#checking-the-gateway-key',
   ),
   entry(

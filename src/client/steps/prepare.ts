@@ -27,7 +27,7 @@ export async function prepare(client: ClientContext, attested: Attested, input: 
   headers.set('accept-encoding', 'identity');
   const body = await bytesOf(init.body ?? (request === undefined ? undefined : await request.arrayBuffer()));
   const wantsReceipt = method === 'POST';
-  const encrypts = attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0;
+  const encrypts = !client.throughRelay && attested.hpkeKeyConfig !== null && body !== undefined && body.length > 0;
   // The app's own nonce is honoured as sent (docs/ehbp.md, "The nonce"); else, sealed, none travels: both ends derive it from the
   // request's HPKE context; in the clear, a fresh one goes in the header.
   const names = client.headerNames;

@@ -9,6 +9,11 @@ export interface ClientContext {
   session: AttestedSession;
   /** The service's base URL; requests go to its origin only. */
   base: URL;
+  /**
+   * Every request goes through an Oblivious HTTP relay, sealed whole to the attested gateway key: bodies are then not
+   * sealed again with EHBP (the gateway serves what it opens as a request in the clear).
+   */
+  throughRelay: boolean;
   headerNames: ReturnType<typeof brandHeaders>;
   /** `throw`: a response whose receipt fails is an error; `report`: only recorded. */
   onInvalid: 'throw' | 'report';

@@ -39,6 +39,15 @@ describe('prepare', () => {
     expect(own).toMatchObject({ ownNonce: 'my nonce', nonce: 'my nonce' });
   });
 
+  it('through an Oblivious HTTP relay, a body is not sealed again and a fresh nonce goes in the header, inside the relay’s seal', async () => {
+    const relayed = await prepare({ ...client, throughRelay: true }, sealing, 'https://inference.example.com/v1/chat/completions', {
+      method: 'POST',
+      body: 'x',
+    });
+    expect(relayed.encrypts).toBe(false);
+    expect(relayed.headers.get('x-acme-nonce')).toBe(relayed.nonce);
+  });
+
   it('a GET asks for no receipt and seals nothing', async () => {
     const prepared = await prepare(client, sealing, new URL('https://inference.example.com/v1/models'), {});
     expect(prepared).toMatchObject({ method: 'GET', wantsReceipt: false, encrypts: false, body: undefined });

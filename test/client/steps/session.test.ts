@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Agent } from 'undici';
 import type { Attested } from '../../../src/client/attest.ts';
 import { AttestationError } from '../../../src/client/attestation-error.ts';
 import { AttestedSession } from '../../../src/client/session.ts';
@@ -110,7 +111,7 @@ describe('AttestedSession: one verdict at a time, renewed on a schedule', () => 
     await session.reattest();
     const second = session.agent;
     expect(second).not.toBe(first);
-    expect(first.closed).toBe(true);
+    expect((first as Agent).closed).toBe(true);
     await session.reattest();
     expect(session.agent).toBe(second);
   });
