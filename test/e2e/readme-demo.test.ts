@@ -208,11 +208,15 @@ describe('the README’s snippets against the demo (npm start)', () => {
     expect(expectations.filter((e) => matching(e).length !== 1).map((e) => e.name)).toEqual([]);
   });
 
-  it.each(expectations.map((e) => [e.name, e] as const))('%s', async (_name, expectation) => {
-    const [block] = matching(expectation);
-    expect(block, `no README block has ${expectation.marker}`).toBeDefined();
-    expectation.check(await runBlock(block!));
-  }, 180_000);
+  it.each(expectations.map((e) => [e.name, e] as const))(
+    '%s',
+    async (_name, expectation) => {
+      const [block] = matching(expectation);
+      expect(block, `no README block has ${expectation.marker}`).toBeDefined();
+      expectation.check(await runBlock(block!));
+    },
+    180_000,
+  );
 
   describe('json_object without a schema (what the AI SDK’s default generateObject sends) on the demo model', () => {
     it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])(
