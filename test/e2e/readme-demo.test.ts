@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -43,7 +43,7 @@ interface Expectation {
   check(ran: Ran): void;
 }
 
-let server: { child: ChildProcess; exited: Promise<unknown>; url: string; key: string; tree: string } | undefined;
+let server: { child: ChildProcess; exited: Promise<unknown>; url: string; key: string; tree: string; work: string } | undefined;
 
 function run(command: string, args: string[], cwd: string): Promise<Ran> {
   const env = { PATH: process.env.PATH!, HOME: process.env.HOME ?? tmpdir(), SIGIL_API_KEY: server!.key };
@@ -169,9 +169,21 @@ describe('reading the fenced blocks of a Markdown file', () => {
   });
 });
 
+describe('the README’s blocks', () => {
+  it('runs every block a reader would run, or says in a <!-- not run: why --> comment why not', () => {
+    const unaccounted = blocks
+      .filter((block) => !block.notRun && looksRunnable(block))
+      .filter((block) => expectations.filter((e) => block.code.includes(e.marker)).length !== 1 || OTHER_RUNNABLE.has(block.language))
+      .map((block) => `README.md:${block.line} (${block.language || 'no language'})`);
+    expect(unaccounted).toEqual([]);
+    expect(expectations.filter((e) => matching(e).length !== 1).map((e) => e.name)).toEqual([]);
+  });
+});
+
 describe('the README’s snippets against the demo (npm start)', () => {
   beforeAll(async () => {
-    const tree = buildTree(mkdtempSync(join(tmpdir(), 'sigil-readme-')), 'sigil');
+    const work = mkdtempSync(join(tmpdir(), 'sigil-readme-'));
+    const tree = buildTree(work, 'sigil');
     cpSync(join(ROOT, 'config'), join(tree, 'config'), { recursive: true });
     // What `npm start` runs once prestart has built dist/; --port 0 for a free port, as the README's Tests section says.
     const child = spawn(process.execPath, ['bin/sigil.js', 'serve', '--port', '0'], {
@@ -182,7 +194,7 @@ describe('the README’s snippets against the demo (npm start)', () => {
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise((resolve) => child.once('exit', resolve));
-    server = { child, exited, url: '', key: '', tree };
+    server = { child, exited, url: '', key: '', tree, work };
     server.url = await waitFor(
       'Sigil is ready',
       () => {
@@ -197,15 +209,7 @@ describe('the README’s snippets against the demo (npm start)', () => {
   afterAll(async () => {
     server?.child.kill('SIGTERM');
     await server?.exited;
-  });
-
-  it('runs every block a reader would run, or says in a <!-- not run: why --> comment why not', () => {
-    const unaccounted = blocks
-      .filter((block) => !block.notRun && looksRunnable(block))
-      .filter((block) => expectations.filter((e) => block.code.includes(e.marker)).length !== 1 || OTHER_RUNNABLE.has(block.language))
-      .map((block) => `README.md:${block.line} (${block.language || 'no language'})`);
-    expect(unaccounted).toEqual([]);
-    expect(expectations.filter((e) => matching(e).length !== 1).map((e) => e.name)).toEqual([]);
+    if (server !== undefined) rmSync(server.work, { recursive: true, force: true });
   });
 
   it.each(expectations.map((e) => [e.name, e] as const))(
