@@ -135,7 +135,9 @@ const expectations: Expectation[] = [
       const [body, status] = stdout.trimEnd().split('\n');
       expect(status).toBe('400');
       const error = (JSON.parse(body!) as { error: { message: string; type: string; code: string } }).error;
-      expect(error.type).toBe('invalid_request_error');
+      const said = /It prints that error as OpenAI's JSON \(type `([^`]+)`, code `([^`]+)`\), then `400`/.exec(README);
+      expect(said).not.toBeNull();
+      expect({ type: error.type, code: error.code }).toEqual({ type: said?.[1], code: said?.[2] });
       expect(error.message).toBe(quoted(/not `\/v1\/responses`: Sigil answers it with a 400, "([^"]+)"/));
     },
   },
