@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -78,6 +78,7 @@ describe('sigil installed from its npm pack tarball', () => {
     } finally {
       child.kill('SIGTERM');
       await exited;
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 900_000);
 });
