@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,12 +12,34 @@ const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
 const run = promisify(execFile);
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
+/** node-llama-cpp's GPU builds (CUDA and Vulkan, hundreds of MB); the built-in engine runs on the CPU. */
+const GPU_BUILD = /^@node-llama-cpp\/(linux|win)-x64-(cuda|cuda-ext|vulkan)$/;
+
+/** Every installed package below a node_modules folder, by name, with the files at its top. */
+function installedPackages(nodeModules: string): Array<{ name: string; files: string[] }> {
+  const found: Array<{ name: string; files: string[] }> = [];
+  const visit = (folder: string, name: string) => {
+    const files = readdirSync(folder);
+    found.push({ name, files: files.filter((f) => f !== 'node_modules').sort() });
+    if (files.includes('node_modules')) walk(join(folder, 'node_modules'));
+  };
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      if (entry.startsWith('.')) continue;
+      if (entry.startsWith('@')) for (const inner of readdirSync(join(dir, entry))) visit(join(dir, entry, inner), `${entry}/${inner}`);
+      else visit(join(dir, entry), entry);
+    }
+  };
+  walk(nodeModules);
+  return found;
+}
+
 /**
  * The server as a package: `npm pack` at the root (its prepack builds dist/ when a source changed), then
  * `npm install -g` of that tarball into a fresh prefix from the local npm cache, as a user without a clone would.
  */
 describe('sigil installed from its npm pack tarball', () => {
-  it('gives a working sigil: --version, serve --help, and a start with the built-in engine that answers /readyz', async () => {
+  it('gives a working sigil without node-llama-cpp’s GPU builds: --version, serve --help, and a start with the built-in engine that answers /readyz', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sigil-global-'));
     await run(npm, ['pack', '--pack-destination', dir], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
     const prefix = join(dir, 'prefix');
@@ -25,6 +47,9 @@ describe('sigil installed from its npm pack tarball', () => {
       cwd: dir,
       maxBuffer: 64 * 1024 * 1024,
     });
+    const gpuBuilds = installedPackages(join(prefix, 'lib/node_modules/sigil/node_modules')).filter((p) => GPU_BUILD.test(p.name));
+    // Each GPU build is the package's own empty placeholder (package.json alone), bundled in the tarball; none came from the registry.
+    expect(gpuBuilds.map((p) => p.files)).toEqual(gpuBuilds.map(() => ['package.json']));
     const sigil = join(prefix, 'bin/sigil');
     expect((await run(sigil, ['--version'])).stdout).toBe(`${VERSION}\n`);
     expect((await run(sigil, ['serve', '--help'])).stdout).toContain('usage: sigil serve [--config FILE] [--host HOST] [--port PORT]\n');
@@ -53,6 +78,7 @@ describe('sigil installed from its npm pack tarball', () => {
     } finally {
       child.kill('SIGTERM');
       await exited;
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 900_000);
 });
