@@ -191,5 +191,6 @@ describe('what the gateway refuses, and how', () => {
   it('a relay answer that is not an encapsulated response is an error, never an answer', async () => {
     const broken = createObliviousFetch({ relayUrl: `${sigil.url}/v1/models`, keys, fetch: fromClient });
     await expect(broken('https://sigil.inside/v1/models')).rejects.toBeInstanceOf(ObliviousRelayError);
+    await expect(broken('https://sigil.inside/v1/models')).rejects.toMatchObject({ code: 'ERR_OHTTP_RELAY', name: 'ObliviousRelayError' });
   });
 });
