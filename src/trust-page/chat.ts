@@ -3,6 +3,8 @@ import { CLIENT_MAX_EVENT_BYTES, EventStreamLines } from '../protocol/event-stre
 import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
+import { BoundedReadError } from '../verify/bounded-read.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export interface ChatMessage {
   role: 'user' | 'assistant';
@@ -43,6 +45,13 @@ function randomNonce(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+/** The service refused the page's chat, or ended its stream with an error event: its message, as it sent it. */
+export class ChatRefused extends SigilError<'ERR_CHAT_REFUSED'> {
+  constructor(message: string) {
+    super('ERR_CHAT_REFUSED', message);
+  }
+}
+
 /** The content delta of one chat-completion chunk's SSE line, if it carries one. */
 function readDelta(line: string, onText: (t: string) => void): void {
   if (!line.startsWith('data:')) return;
@@ -50,7 +59,7 @@ function readDelta(line: string, onText: (t: string) => void): void {
   if (data === '[DONE]' || data === '') return;
   try {
     const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }>; error?: { message?: string } };
-    if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
+    if (chunk.error !== undefined) throw new ChatRefused(chunk.error.message ?? 'the stream failed');
     const content = chunk.choices?.[0]?.delta?.content;
     if (typeof content === 'string' && content !== '') onText(content);
   } catch (err) {
@@ -100,7 +109,7 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   } else {
     response = await fetch(url, init);
   }
-  if (!response.ok || response.body === null) throw new Error(await errorMessage(response));
+  if (!response.ok || response.body === null) throw new ChatRefused(await errorMessage(response));
 
   const parts: Uint8Array[] = [];
   const lines = new EventStreamLines(CLIENT_MAX_EVENT_BYTES);
@@ -118,7 +127,7 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     while (lines.nextLine()) readDelta(lines.text(), onText);
     if (lines.overflow) {
       await reader.cancel();
-      throw new Error(`the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
+      throw new BoundedReadError('ERR_READ_TOO_LARGE', 'a stream event', `the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
     }
   }
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));

@@ -3,6 +3,7 @@ import { fail, verdictOf, type Check, type Verdict } from '../verify/check.ts';
 import { headlineOf, type Headline } from '../verify/headline.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyService as verifyWithCore, type ServiceEvidence, type ServiceExpectations, type ServiceFacts } from '../verify/verify-service.ts';
+import { VerifyError } from '../verify/errors.ts';
 
 export type { Headline } from '../verify/headline.ts';
 
@@ -32,7 +33,7 @@ function serviceUrl(base: string, path: string): string {
 
 async function getJson(base: string, path: string): Promise<unknown> {
   const response = await fetch(serviceUrl(base, path), { headers: { accept: 'application/json' } });
-  if (!response.ok) throw new Error(`GET /${path} answered ${response.status}`);
+  if (!response.ok) throw new VerifyError('ERR_VERIFY_FETCH', `GET /${path} answered ${response.status}`);
   return response.json() as Promise<unknown>;
 }
 
