@@ -41,7 +41,7 @@ async function getJson(base: string, path: string): Promise<unknown> {
 async function getBytes(base: string, path: string): Promise<Uint8Array | Error> {
   try {
     const response = await fetch(serviceUrl(base, path));
-    if (!response.ok) return new Error(`GET /${path} answered ${response.status}`);
+    if (!response.ok) return new VerifyError('ERR_VERIFY_FETCH', `GET /${path} answered ${response.status}`);
     return new Uint8Array(await response.arrayBuffer());
   } catch (err) {
     return err as Error;
