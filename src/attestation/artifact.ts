@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { ArtifactError } from './artifact-error.ts';
 
 export interface RunningArtifact {
   /** The package folder the artifact's paths are relative to; used to load files, never measured. */
@@ -49,9 +50,9 @@ export function loadKoffi(): typeof import('koffi') {
   const require = createRequire(import.meta.url);
   if (artifact === undefined) return require('koffi') as typeof import('koffi');
   const measured = artifactFiles(artifact).get(KOFFI_ADDON);
-  if (measured === undefined) throw new Error(`koffi is not part of this build (${KOFFI_ADDON} is absent): rebuild with \`npm run build\``);
+  if (measured === undefined) throw new ArtifactError(`koffi is not part of this build (${KOFFI_ADDON} is absent): rebuild with \`npm run build\``);
   const path = join(artifact.root, KOFFI_ADDON);
   const now = createHash('sha256').update(readFileSync(path)).digest('hex');
-  if (now !== measured) throw new Error(`${KOFFI_ADDON} changed since Sigil measured it at launch: refusing to load it`);
+  if (now !== measured) throw new ArtifactError(`${KOFFI_ADDON} changed since Sigil measured it at launch: refusing to load it`);
   return require(path) as typeof import('koffi');
 }

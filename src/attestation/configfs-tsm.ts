@@ -12,6 +12,7 @@ import { toHex } from '../verify/evidence/byte-reader.ts';
 import { readSnpReport } from '../verify/evidence/snp-report.ts';
 import { readTdxQuote } from '../verify/evidence/tdx-quote.ts';
 import type { AttestationProvider, RawEvidence } from './provider.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export const DEFAULT_TSM_REPORT_PATH = '/sys/kernel/config/tsm/report';
 
@@ -46,13 +47,9 @@ export const nodeTsmFs: TsmFs = {
 
 export type TsmErrorCode = 'ERR_TSM_ABSENT' | 'ERR_TSM_PROVIDER' | 'ERR_TSM_CONFLICT' | 'ERR_TSM_REPORT_DATA' | 'ERR_TSM_IO';
 
-export class TsmError extends Error {
-  readonly code: TsmErrorCode;
-
-  constructor(code: TsmErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'TsmError';
-    this.code = code;
+export class TsmError extends SigilError<TsmErrorCode> {
+  constructor(code: TsmErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
   }
 }
 

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import * as nodeFs from 'node:fs/promises';
 import { join } from 'node:path';
+import { ArtifactError } from './artifact-error.ts';
 
 const compareBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 
@@ -16,7 +17,7 @@ async function listFiles(dir: string, prefix: string, seen: Set<string>): Promis
   for (const name of await nodeFs.readdir(dir)) {
     const path = join(dir, name);
     const rel = prefix === '' ? name : `${prefix}/${name}`;
-    if (rel.includes('\n')) throw new Error(`the file name ${JSON.stringify(rel)} holds a newline, which the manifest cannot list`);
+    if (rel.includes('\n')) throw new ArtifactError(`the file name ${JSON.stringify(rel)} holds a newline, which the manifest cannot list`);
     const stat = await nodeFs.stat(path); // follows symbolic links, as `find -L` does
     if (stat.isDirectory()) out.push(...(await listFiles(path, rel, seen)));
     else if (stat.isFile()) out.push(rel);

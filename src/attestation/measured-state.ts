@@ -11,6 +11,7 @@ import { manifestDigest, manifestOfConfig, runningCode } from './manifest.ts';
 import type { ProcessRuntime } from './runtime-options.ts';
 import { unmeasuredRuntimeOptions } from './runtime-options.ts';
 import { MeasurementError, RuntimeEventLog, type RtmrFs } from './self-measurement.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export interface MeasuredState {
   events: RuntimeEventLog;
@@ -22,8 +23,10 @@ export interface MeasuredState {
 }
 
 /** Why Sigil will not start on a hardware TEE: a runtime option would run code the measurement does not name. */
-export class UnmeasuredRuntimeError extends Error {
-  readonly code = 'ERR_UNMEASURED_RUNTIME';
+export class UnmeasuredRuntimeError extends SigilError<'ERR_UNMEASURED_RUNTIME'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_UNMEASURED_RUNTIME', message, options);
+  }
 }
 
 export function refuseUnmeasuredRuntime(runtime: ProcessRuntime, tee: string): void {

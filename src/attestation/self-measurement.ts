@@ -15,6 +15,7 @@ import * as nodeFs from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../protocol/jcs.ts';
 import { RUNTIME_EVENT_KIND, RUNTIME_EVENT_NAME, type EventLog, type RuntimeEvent, type RuntimeEventPayload } from '../protocol/attestation.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export const DEFAULT_RTMR3_PATH = '/sys/class/misc/tdx_guest/measurements/rtmr3:sha384';
 export const DEFAULT_CCEL_TABLE_PATH = '/sys/firmware/acpi/tables/CCEL';
@@ -120,8 +121,10 @@ export interface EventInputs {
 }
 
 /** Why an event could not be measured: the state it describes must not serve. */
-export class MeasurementError extends Error {
-  readonly code = 'ERR_MEASUREMENT';
+export class MeasurementError extends SigilError<'ERR_MEASUREMENT'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_MEASUREMENT', message, options);
+  }
 }
 
 /**

@@ -9,6 +9,7 @@
  * MSG_KEY_RSP (status at 0, the 32-byte key at 0x20).
  */
 import { loadKoffi } from './artifact.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export const DEFAULT_LIBC = 'libc.so.6';
 
@@ -32,8 +33,10 @@ const RESPONSE_BYTES = 64;
 const KEY_OFFSET = 0x20;
 const KEY_BYTES = 32;
 
-export class SevGuestKeyError extends Error {
-  readonly code = 'ERR_SEV_GUEST_KEY';
+export class SevGuestKeyError extends SigilError<'ERR_SEV_GUEST_KEY'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_SEV_GUEST_KEY', message, options);
+  }
 }
 
 /** The GUEST_FIELD_SELECT bits for `fields`. */

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /**
  * The keys file holds one line per API key: `sha256:<hex> <created> [label]`. The key itself is
@@ -16,8 +17,10 @@ export interface StoredKey {
 const HEADER = '# Sigil API keys: the SHA-256 of each key, never the key. One per line: hash, created, label.\n';
 const KEY_PREFIX = 'sk-sigil-';
 
-export class KeysFileError extends Error {
-  readonly code = 'ERR_KEYS_FILE';
+export class KeysFileError extends SigilError<'ERR_KEYS_FILE'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_KEYS_FILE', message, options);
+  }
 }
 
 export function hashApiKey(key: string): string {

@@ -4,6 +4,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { describeIssues } from '../config/load.ts';
 import { catalogueSchema, DEFAULT_ENDPOINTS, type CatalogueEntry, type Endpoint } from './schema.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export interface CatalogueModel extends CatalogueEntry {
   owned_by: string;
@@ -22,8 +23,10 @@ export interface Catalogue {
   sha256: string | null;
 }
 
-export class CatalogueError extends Error {
-  readonly code = 'ERR_CATALOGUE_INVALID';
+export class CatalogueError extends SigilError<'ERR_CATALOGUE_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_CATALOGUE_INVALID', message, options);
+  }
 }
 
 /** Builds the catalogue and checks it against the configured upstream names. */

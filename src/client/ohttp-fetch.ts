@@ -8,12 +8,15 @@
 import { BinaryResponseReader, encodeRequest, type FieldLine } from '../protocol/bhttp.ts';
 import { CHUNKED_REQUEST_MEDIA_TYPE, CHUNKED_RESPONSE_MEDIA_TYPE, GATEWAY_PATH, KEYS_MEDIA_TYPE, parseKeyConfigs, type KeyConfig } from '../protocol/ohttp.ts';
 import { encapsulateRequest } from './ohttp-encapsulate.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 type Fetch = typeof globalThis.fetch;
 
 /** A relay or gateway answer that is not an encapsulated response: nothing in it can be trusted, and it says so. */
-export class ObliviousRelayError extends Error {
-  override name = 'ObliviousRelayError';
+export class ObliviousRelayError extends SigilError<'ERR_OHTTP_RELAY'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_OHTTP_RELAY', message, options);
+  }
 }
 
 /** The relay reached, or an error that names it and why not (the cause's code: ECONNREFUSED, ENOTFOUND, ...); an abort stays an abort. */

@@ -5,12 +5,15 @@ import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { didYouMean, knownKeysAt } from '../protocol/known-keys.ts';
 import { configSchema, type SigilConfig } from './schema.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export const DEFAULT_CONFIG_PATH = 'config/sigil.yaml';
 
 /** A configuration that cannot be used; the message names the offending key. */
-export class ConfigError extends Error {
-  readonly code = 'ERR_CONFIG_INVALID';
+export class ConfigError extends SigilError<'ERR_CONFIG_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_CONFIG_INVALID', message, options);
+  }
 }
 
 export interface LoadedConfig extends SigilConfig {

@@ -5,6 +5,7 @@ import type { Attested, Exchange, ReceiptResult } from '../client/index.ts';
 import type { Check } from '../verify/check.ts';
 import type { ServiceExchange } from '../verify/exchange.ts';
 import type { ServiceEvidence } from '../verify/verify-service.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /**
  * `--audit-dir DIR` (docs/connect.md, "Audit"): every receipt connect verified, the exact bytes it covers and the
@@ -138,6 +139,13 @@ function restoreEvidence(kept: EvidenceFile['evidence']): ServiceEvidence {
   return evidence;
 }
 
+/** An audit directory that does not hold together: a receipt names evidence the directory lacks. */
+export class AuditDirectoryError extends SigilError<'ERR_AUDIT_DIRECTORY'> {
+  constructor(message: string) {
+    super('ERR_AUDIT_DIRECTORY', message);
+  }
+}
+
 /** Reads an audit directory back: each attestation with the receipts verified against it (files in name order). */
 export function readAuditDirectory(dir: string): AuditedAttestation[] {
   const byName = new Map<string, AuditedAttestation>();
@@ -159,7 +167,7 @@ export function readAuditDirectory(dir: string): AuditedAttestation[] {
     .sort()) {
     const kept = JSON.parse(readFileSync(join(dir, 'receipts', file), 'utf8')) as ReceiptFile;
     const attestation = byName.get(kept.evidence);
-    if (attestation === undefined) throw new Error(`receipts/${file} names evidence ${kept.evidence}, which the directory does not hold`);
+    if (attestation === undefined) throw new AuditDirectoryError(`receipts/${file} names evidence ${kept.evidence}, which the directory does not hold`);
     const exchange: ServiceExchange = {
       path: kept.exchange.path,
       stream: kept.exchange.stream,

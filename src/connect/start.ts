@@ -17,6 +17,7 @@ import { AuditDirectory } from './audit.ts';
 import { checkHost, checkLocalToken, checkOrigin, LOOPBACK, MIN_LOCAL_TOKEN_LENGTH, type AccessRules } from './access.ts';
 import { relay, sendError, type RelayTarget } from './relay.ts';
 import { connectStatus, ReceiptBook, statusPage, type ConnectStatus } from './status.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export interface ConnectOptions {
   /** The service, e.g. `https://inference.example.com` (a trailing `/v1` is fine). */
@@ -88,13 +89,13 @@ export function logFailureOf(verdict: InclusionVerdict): Check | undefined {
 }
 
 /** Why connect refuses to start: a usage it will not accept, named with the flag that would accept it. */
-export class ConnectRefusal extends Error {
+export class ConnectRefusal extends SigilError<'ERR_CONNECT_REFUSED'> {
   /** The service's checks, when the refusal follows an attestation that failed only where a flag would accept it. */
   constructor(
     message: string,
     readonly checks?: readonly Check[],
   ) {
-    super(message);
+    super('ERR_CONNECT_REFUSED', message);
   }
 }
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { AttestationDocumentV2, Jwks } from '../protocol/attestation.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
-import type { LoadedConfig } from '../config/load.ts';
+import { ConfigError, type LoadedConfig } from '../config/load.ts';
 import type { SigilConfig } from '../config/schema.ts';
 import type { Logger } from '../logger/logger.ts';
 import type { SigningKey } from '../receipts/signing-key.ts';
@@ -16,6 +16,7 @@ import { RedisReceiptStore } from './receipt-store.ts';
 import { RedisReplayWindow } from './replay-window.ts';
 import { fleetKeys } from './redis-keys.ts';
 import { FleetKeyRing, recordRevocation, RevocationWatcher } from './revocations.ts';
+import { FleetUnreachable } from './fleet-unreachable.ts';
 
 export type FleetConfig = NonNullable<SigilConfig['fleet']>;
 
@@ -63,7 +64,8 @@ export interface JoinFleetParts {
  */
 function replicaIdFromEnvironment(): string | undefined {
   const id = process.env.SIGIL_REPLICA_ID;
-  if (id !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new Error('SIGIL_REPLICA_ID must be 1-64 letters, digits, dots, dashes or underscores');
+  if (id !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(id))
+    throw new ConfigError('SIGIL_REPLICA_ID must be 1-64 letters, digits, dots, dashes or underscores');
   return id;
 }
 
@@ -156,7 +158,7 @@ export async function revokeAcrossFleet(fleet: FleetConfig, keyHash: string, log
   const connection = new FleetConnection(connectionOptions(fleet, 'sigil:keys-revoke', logger));
   try {
     if ((await connection.connect(fleet.connect_timeout_ms)) !== 'up')
-      throw new Error(
+      throw new FleetUnreachable(
         `the key is out of this keys file, but Redis at ${new URL(fleet.redis_url).host} is not reachable: other replicas accept it until their keys files change`,
       );
     await recordRevocation(connection, fleetKeys(fleet.namespace), keyHash);

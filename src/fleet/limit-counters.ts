@@ -152,8 +152,8 @@ export class RedisLimitCounters implements LimitCounters {
     await this.#local.release(name);
     if (token === LOCAL) return;
     const key = this.#keys.slotPrefix + name;
+    if (!this.#connection.up) return this.#releaseLater(key, token);
     try {
-      if (!this.#connection.up) throw new Error('redis down');
       await this.#connection.client.zrem(key, token);
     } catch (err) {
       this.#connection.noteFailure(err);

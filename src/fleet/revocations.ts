@@ -5,6 +5,7 @@ import { httpError } from '../protocol/errors.ts';
 import type { Logger } from '../logger/logger.ts';
 import type { FleetConnection } from './connection.ts';
 import type { FleetKeys } from './redis-keys.ts';
+import { InvariantError } from '../protocol/invariant-error.ts';
 
 const KEY_HASH = /^[0-9a-f]{64}$/;
 
@@ -30,7 +31,7 @@ export class FleetKeyRing extends KeyRing {
 
 /** Records a revocation in Redis and announces it; rejects when Redis does not take it. */
 export async function recordRevocation(connection: FleetConnection, keys: FleetKeys, keyHash: string): Promise<void> {
-  if (!KEY_HASH.test(keyHash)) throw new Error('a key hash is 64 lowercase hex digits');
+  if (!KEY_HASH.test(keyHash)) throw new InvariantError('a key hash is 64 lowercase hex digits');
   await connection.client.zadd(keys.revokedApiKeys, 'NX', Date.now(), keyHash);
   await connection.client.publish(keys.revocationChannel, keyHash);
 }

@@ -55,6 +55,7 @@ import { ed25519FromSeed } from '../tlog/log-key.ts';
 import { LogStateError } from '../tlog/signed-state.ts';
 import { LogFolderBusy } from '../tlog/folder-lock.ts';
 import { WitnessKeyError } from '../tlog/witness-push.ts';
+import { StoredLogError } from '../tlog/tile-files.ts';
 import type { ServedLog } from '../tlog/served-log.ts';
 import { servedLocally } from './routes/transparency-log.ts';
 
@@ -459,19 +460,21 @@ async function openTransparencyLog(
       },
     });
   } catch (err) {
-    if (err instanceof LogFolderBusy) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#on-disk)`);
-    if (err instanceof LogOriginMismatch) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#identity)`);
-    if (err instanceof LogRolledBack || err instanceof LogStateError) throw new ConfigError(`transparency_log: ${err.message} (docs/log.md#rollback)`);
+    if (err instanceof LogFolderBusy) throw new LogFolderBusy(`transparency_log: ${err.message} (docs/log.md#on-disk)`, { cause: err });
+    if (err instanceof LogOriginMismatch) throw new LogOriginMismatch(`transparency_log: ${err.message} (docs/log.md#identity)`, { cause: err });
+    if (err instanceof LogRolledBack) throw new LogRolledBack(`transparency_log: ${err.message} (docs/log.md#rollback)`, { cause: err });
+    if (err instanceof LogStateError) throw new LogStateError(`transparency_log: ${err.message} (docs/log.md#rollback)`, { cause: err });
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOSPC' || code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EDQUOT')
       throw new ConfigError(
         `transparency_log: cannot write the log folder ${settings.dir} (${code}: ${(err as Error).message}). ` +
           'Free space or make it writable, then start again: the log on disk is as the last run left it, and the next start extends it (docs/log.md#faults).',
       );
-    if (err instanceof WitnessKeyError) throw new ConfigError(`transparency_log.witnesses: ${err.message} (docs/log.md#witnesses)`);
-    throw new ConfigError(
+    if (err instanceof WitnessKeyError) throw new WitnessKeyError(`transparency_log.witnesses: ${err.message} (docs/log.md#witnesses)`, { cause: err });
+    throw new StoredLogError(
       `transparency_log: the stored log in ${settings.dir} does not hold together, so Sigil will not extend it: ${(err as Error).message}. ` +
         'Keep the folder for the auditors, and start a new log (a new origin) in an empty folder (docs/log.md#lost-or-corrupted).',
+      { cause: err },
     );
   }
 }

@@ -23,14 +23,15 @@ import {
   type Framing,
 } from '../protocol/ohttp.ts';
 import { encodeVarint, readVarint } from '../protocol/quic-varint.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** Why an encapsulated request could not be opened; `keyConfig` when it named a key or suite this gateway lacks. */
-export class GatewayRefusal extends Error {
+export class GatewayRefusal extends SigilError<'ERR_OHTTP_GATEWAY_REFUSAL'> {
   constructor(
     message: string,
     readonly keyConfig = false,
   ) {
-    super(message);
+    super('ERR_OHTTP_GATEWAY_REFUSAL', message);
   }
 }
 

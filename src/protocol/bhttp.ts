@@ -5,6 +5,7 @@
  * the number of field lines, so a message cannot make its reader hold more than the bytes it arrived in.
  */
 import { encodeVarint, readVarint, varintLength, writeVarint } from './quic-varint.ts';
+import { SigilError } from './sigil-error.ts';
 
 export type FieldLine = readonly [name: string, value: string];
 
@@ -29,8 +30,10 @@ export interface BinaryResponse {
 }
 
 /** Why a binary message was refused: it says what is wrong, never a byte of the message. */
-export class BinaryHttpError extends Error {
-  override name = 'BinaryHttpError';
+export class BinaryHttpError extends SigilError<'ERR_BHTTP_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_BHTTP_INVALID', message, options);
+  }
 }
 
 const KNOWN_REQUEST = 0;

@@ -63,6 +63,9 @@ const CATALOGUE = {
 
 export type ErrorCode = keyof typeof CATALOGUE;
 
+/** Every code of the catalogue, in its order (docs/api.md). */
+export const HTTP_ERROR_CODES = Object.keys(CATALOGUE) as ErrorCode[];
+
 export interface OpenAiErrorBody {
   error: { message: string; type: string; param: string | null; code: string };
 }

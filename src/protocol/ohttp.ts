@@ -5,6 +5,7 @@
  * `@hpke/core` sender); the response's AEAD is composed here of node:crypto's HKDF and AES-GCM.
  */
 import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
+import { SigilError } from './sigil-error.ts';
 
 /** RFC 9540: the gateway's key configurations (GET) and the gateway itself (POST) share this path. */
 export const GATEWAY_PATH = '/.well-known/ohttp-gateway';
@@ -44,8 +45,10 @@ export interface KeyConfig {
 }
 
 /** Why an Oblivious HTTP message or key configuration was refused; never a byte of what it carried. */
-export class ObliviousHttpError extends Error {
-  override name = 'ObliviousHttpError';
+export class ObliviousHttpError extends SigilError<'ERR_OHTTP_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_OHTTP_INVALID', message, options);
+  }
 }
 
 /** One key configuration (RFC 9458 §3.1). */

@@ -2,6 +2,7 @@ import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/schema.ts';
 import { pinningConnector, SpkiPin } from '../verify/tls-pin.ts';
 import { engineUnreachableCause } from './engine-unreachable.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** What the proxy reports about its engines; the metrics implement it (the proxy knows nothing of Prometheus). */
 export interface UpstreamObserver {
@@ -99,8 +100,10 @@ export interface Upstream {
   observer: UpstreamObserver | undefined;
 }
 
-export class UpstreamConfigError extends Error {
-  readonly code = 'ERR_UPSTREAM_CONFIG';
+export class UpstreamConfigError extends SigilError<'ERR_UPSTREAM_CONFIG'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_UPSTREAM_CONFIG', message, options);
+  }
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, env: NodeJS.ProcessEnv = process.env): Upstream {

@@ -6,10 +6,14 @@
  * bare key and re-encodes here. An encoding step, not cryptography: the signature's bytes are not touched.
  */
 
+import { SigilError } from '../protocol/sigil-error.ts';
+
 const SIZE = 32;
 
-export class SignatureEncodingError extends Error {
-  readonly code = 'ERR_SIGNATURE_ENCODING';
+export class SignatureEncodingError extends SigilError<'ERR_SIGNATURE_ENCODING'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_SIGNATURE_ENCODING', message, options);
+  }
 }
 
 /** Copies one DER INTEGER's value, right-aligned, into `out` at `at`; returns the offset after it. */

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { KeyOrigin } from '../protocol/attestation.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** The receipt signing key: private half stays in this process, public half goes to the JWKS. */
 export interface SigningKey {
@@ -27,8 +28,10 @@ export function receiptKeyOrigin(key: SigningKey): KeyOrigin {
   return key.origin === 'generated' || key.file === undefined ? { origin: 'generated' } : { origin: 'loaded', file: key.file };
 }
 
-export class SigningKeyError extends Error {
-  readonly code = 'ERR_SIGNING_KEY';
+export class SigningKeyError extends SigilError<'ERR_SIGNING_KEY'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_SIGNING_KEY', message, options);
+  }
 }
 
 async function describe(privateKey: KeyObject, origin: SigningKey['origin']): Promise<SigningKey> {

@@ -2,9 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, readlinkSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** A log folder another sequencer holds: two would append different entries at the same indexes and fork the log. */
-export class LogFolderBusy extends Error {}
+export class LogFolderBusy extends SigilError<'ERR_LOG_FOLDER_BUSY'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_FOLDER_BUSY', message, options);
+  }
+}
 
 interface Holder {
   pid: number;

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { writeDurably } from './tile-files.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /**
  * The last checkpoint this log signed, kept outside the log folder (`transparency_log.state`, docs/log.md#rollback): a
@@ -8,7 +9,11 @@ import { writeDurably } from './tile-files.ts';
  * never signs a shorter or different history under the same origin. With a sealed seed the file carries an
  * HMAC-SHA-256 under a key derived from it: a state file the operator edited or made is refused.
  */
-export class LogStateError extends Error {}
+export class LogStateError extends SigilError<'ERR_LOG_STATE'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_STATE', message, options);
+  }
+}
 
 interface StateFile {
   checkpoint: string;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TILE_WIDTH, tilePath } from '../protocol/tlog/tile-path.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** How many full tiles read back from the log folder stay in memory (docs/log.md#memory): about 540 KiB. */
 export const READ_BACK_TILES = 64;
@@ -9,7 +10,11 @@ export const READ_BACK_TILES = 64;
  * A full tile or entry bundle read back from the log folder that is missing, or does not hash to what the tree
  * holds above it: it is never served or used in a proof (docs/log.md#memory).
  */
-export class StoredTileError extends Error {}
+export class StoredTileError extends SigilError<'ERR_LOG_TILE_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_TILE_INVALID', message, options);
+  }
+}
 
 /**
  * The full tiles and entry bundles the tree no longer holds, read back from the log folder (`tile/<L>/<N>`,

@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { TILE_WIDTH, parseTilePath, tilePath, tilesOfTree, type TileRef } from '../protocol/tlog/tile-path.ts';
 import { TiledTree } from './tiled-tree.ts';
 import { parseEntryBundle } from '../protocol/tlog/entry-bundle.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /**
  * The log on disk, laid out as its URLs (docs/log.md#on-disk): `tile/...` and `tile/entries/...` as C2SP tlog-tiles
@@ -97,7 +98,11 @@ async function storedTiles(dir: string): Promise<{ found: Map<string, TileRef>; 
 }
 
 /** A stored log that does not hold together: Sigil refuses to start on it (docs/log.md#lost-or-corrupted). */
-export class StoredLogError extends Error {}
+export class StoredLogError extends SigilError<'ERR_LOG_STORED_INVALID'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_STORED_INVALID', message, options);
+  }
+}
 
 /**
  * Rebuilds the tree from the stored entry bundles (contiguous from 0, only the last one partial), then checks

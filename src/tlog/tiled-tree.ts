@@ -5,6 +5,7 @@ import { TILE_HEIGHT, TILE_WIDTH, type TileRef } from '../protocol/tlog/tile-pat
 import type { HashReader } from '../protocol/tlog/tree-hashes.ts';
 import { ENTRY_BYTES, parseEntryBundle } from '../protocol/tlog/entry-bundle.ts';
 import { StoredTiles } from './stored-tiles.ts';
+import { InvariantError } from '../protocol/invariant-error.ts';
 
 const BUNDLED = 2 + ENTRY_BYTES;
 const TILE_BYTES = TILE_WIDTH * HASH_BYTES;
@@ -95,7 +96,7 @@ export class TiledTree {
    * until written. Tiles that filled after `written` stay.
    */
   dropWritten(written: number, kept: ReadonlySet<string> = new Set()): void {
-    if (this.stored === undefined) throw new Error('a tree without a log folder keeps every tile');
+    if (this.stored === undefined) throw new InvariantError('a tree without a log folder keeps every tile');
     const drop = (tiles: Map<number, Buffer>, level: number | 'entries') => {
       const full = Math.floor(TiledTree.countAt(level, Math.min(written, this.size)) / TILE_WIDTH);
       for (const index of tiles.keys()) if (index < full && !kept.has(`${level}/${index}`)) tiles.delete(index);

@@ -15,6 +15,7 @@ import { lockLogFolder, type FolderLock, type FolderLockTiming } from './folder-
 import { readLastSigned, writeLastSigned } from './signed-state.ts';
 import { httpError, type HttpError } from '../protocol/errors.ts';
 import { WitnessPush, type WitnessTarget } from './witness-push.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export interface TransparencyLogOptions {
   /** The folder the log lives in (tiles, checkpoint, log.json). */
@@ -44,10 +45,18 @@ export interface TransparencyLogOptions {
 }
 
 /** A log folder that keeps another origin than the one configured: the origin is the log's name, and changing it is a new log. */
-export class LogOriginMismatch extends Error {}
+export class LogOriginMismatch extends SigilError<'ERR_LOG_ORIGIN_MISMATCH'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_ORIGIN_MISMATCH', message, options);
+  }
+}
 
 /** A log whose folder rolled back behind a checkpoint it or its witnesses signed: extending it would sign a fork. */
-export class LogRolledBack extends Error {}
+export class LogRolledBack extends SigilError<'ERR_LOG_ROLLED_BACK'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_LOG_ROLLED_BACK', message, options);
+  }
+}
 
 /** log.json: who this log is, and every key that ever signed one of its checkpoints (public; docs/log.md#on-disk). */
 interface LogIdentity {

@@ -4,6 +4,7 @@ import type { Logger } from '../logger/logger.ts';
 import { formatAddCheckpoint, parseTlogSize, TLOG_SIZE_TYPE } from '../protocol/tlog/add-checkpoint.ts';
 import { COSIGNATURE_V1, openNote, parseNote, parseVerifierKey, type NoteVerifier } from '../protocol/tlog/note.ts';
 import { writeDurably } from './tile-files.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** A witness the log pushes its checkpoints to (`transparency_log.witnesses`). */
 export interface WitnessTarget {
@@ -34,7 +35,11 @@ interface Checkpoint {
 export const COSIGNED_FILE = 'checkpoint.cosigned';
 
 /** A configured witness key that is not a cosignature/v1 verifier key: Sigil does not start. */
-export class WitnessKeyError extends Error {}
+export class WitnessKeyError extends SigilError<'ERR_WITNESS_KEY'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_WITNESS_KEY', message, options);
+  }
+}
 
 /** How many times one push follows a 409 to the witness's size before it gives up on that checkpoint. */
 const CONFLICT_RETRIES = 2;

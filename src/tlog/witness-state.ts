@@ -1,5 +1,13 @@
 import { open, readFile, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { SigilError } from '../protocol/sigil-error.ts';
+
+/** A witness's state file that does not hold a size and a root for each origin: the witness does not start. */
+export class WitnessStateError extends SigilError<'ERR_WITNESS_STATE'> {
+  constructor(message: string) {
+    super('ERR_WITNESS_STATE', message);
+  }
+}
 
 /** What a witness cosigned last for one log origin. */
 export interface CosignedTree {
@@ -28,9 +36,14 @@ export class WitnessState {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new WitnessState(file, {});
       throw err;
     }
-    const trees = JSON.parse(text) as Record<string, CosignedTree>;
+    let trees: Record<string, CosignedTree>;
+    try {
+      trees = JSON.parse(text) as Record<string, CosignedTree>;
+    } catch (err) {
+      throw new WitnessStateError(`${file}: not JSON (${(err as Error).message})`);
+    }
     for (const [origin, tree] of Object.entries(trees))
-      if (!Number.isSafeInteger(tree.size) || typeof tree.root !== 'string') throw new Error(`${file}: the state of ${origin} is not {size, root}`);
+      if (!Number.isSafeInteger(tree.size) || typeof tree.root !== 'string') throw new WitnessStateError(`${file}: the state of ${origin} is not {size, root}`);
     return new WitnessState(file, trees);
   }
 

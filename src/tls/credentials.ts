@@ -1,8 +1,11 @@
 import { createHash, createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 /** A start problem with TLS: a missing or expired certificate, a key that does not match, an ACME server that refused. */
-export class TlsError extends Error {
-  readonly code = 'ERR_TLS';
+export class TlsError extends SigilError<'ERR_TLS'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('ERR_TLS', message, options);
+  }
 }
 
 /** What the listener serves: the key (PEM, kept in memory only), the certificate chain, and the key's attested hash. */

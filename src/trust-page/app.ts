@@ -7,12 +7,13 @@ import { HEADLINE_WORDS } from '../verify/headline.ts';
 import { DEVELOPMENT_WAIVER, unreadableReport, verifyService, type RimFile, type ServiceReport } from './verify-service.ts';
 import { parseReferenceValues, type ReferenceValues } from '../verify/reference/reference-values.ts';
 import { checkMark, fail, isNotPinned, isWaived, verdictOf, type Check, type CheckMark } from '../verify/check.ts';
+import { InvariantError } from '../protocol/invariant-error.ts';
 
 /** The trust page in the browser: static markup, every result computed here. The API key lives in memory only. */
 
 const byId = <T extends HTMLElement>(id: string): T => {
   const element = document.getElementById(id);
-  if (element === null) throw new Error(`the page has no #${id}`);
+  if (element === null) throw new InvariantError(`the page has no #${id}`);
   return element as T;
 };
 

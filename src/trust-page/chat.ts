@@ -4,6 +4,8 @@ import { brandHeaders } from '../protocol/brand-headers.ts';
 import { exchangeReceiptNonce } from '../protocol/sealed-receipt.ts';
 import { verifyExchange, type ExchangeVerification, type ReceiptContext } from '../verify/exchange.ts';
 import { CHAT_APIS, type ChatApi, type ChatApiShape, type ChatMessage } from './chat-api.ts';
+import { BoundedReadError } from '../verify/bounded-read.ts';
+import { SigilError } from '../protocol/sigil-error.ts';
 
 export type { ChatMessage } from './chat-api.ts';
 
@@ -45,6 +47,13 @@ function randomNonce(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+/** The service refused the page's chat, or ended its stream with an error event: its message, as it sent it. */
+export class ChatRefused extends SigilError<'ERR_CHAT_REFUSED'> {
+  constructor(message: string) {
+    super('ERR_CHAT_REFUSED', message);
+  }
+}
+
 /** The text of one SSE line of either API's stream, if it carries some; an error event (either API's shape has `error.message`) throws. */
 function readDelta(api: ChatApiShape, line: string, onText: (t: string) => void): void {
   if (!line.startsWith('data:')) return;
@@ -52,7 +61,7 @@ function readDelta(api: ChatApiShape, line: string, onText: (t: string) => void)
   if (data === '[DONE]' || data === '') return;
   try {
     const chunk = JSON.parse(data) as { error?: { message?: string } };
-    if (chunk.error !== undefined) throw new Error(chunk.error.message ?? 'the stream failed');
+    if (chunk.error !== undefined) throw new ChatRefused(chunk.error.message ?? 'the stream failed');
     const text = api.textOf(chunk);
     if (text !== undefined && text !== '') onText(text);
   } catch (err) {
@@ -102,7 +111,7 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
   } else {
     response = await fetch(url, init);
   }
-  if (!response.ok || response.body === null) throw new Error(await errorMessage(response));
+  if (!response.ok || response.body === null) throw new ChatRefused(await errorMessage(response));
 
   const parts: Uint8Array[] = [];
   const lines = new EventStreamLines(CLIENT_MAX_EVENT_BYTES);
@@ -120,7 +129,7 @@ export async function sendChat(options: ChatOptions): Promise<ChatOutcome> {
     while (lines.nextLine()) readDelta(api, lines.text(), onText);
     if (lines.overflow) {
       await reader.cancel();
-      throw new Error(`the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
+      throw new BoundedReadError('ERR_READ_TOO_LARGE', 'a stream event', `the service sent a stream event larger than ${CLIENT_MAX_EVENT_BYTES} bytes`);
     }
   }
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));

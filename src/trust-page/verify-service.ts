@@ -4,6 +4,7 @@ import { headlineOf, type Headline } from '../verify/headline.ts';
 import type { ServedOhttpKeys } from '../verify/ohttp-key.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 import { verifyService as verifyWithCore, type ServiceEvidence, type ServiceExpectations, type ServiceFacts } from '../verify/verify-service.ts';
+import { VerifyError } from '../verify/errors.ts';
 
 export type { Headline } from '../verify/headline.ts';
 
@@ -33,7 +34,7 @@ function serviceUrl(base: string, path: string): string {
 
 async function getJson(base: string, path: string): Promise<unknown> {
   const response = await fetch(serviceUrl(base, path), { headers: { accept: 'application/json' } });
-  if (!response.ok) throw new Error(`GET /${path} answered ${response.status}`);
+  if (!response.ok) throw new VerifyError('ERR_VERIFY_FETCH', `GET /${path} answered ${response.status}`);
   return response.json() as Promise<unknown>;
 }
 
@@ -41,7 +42,7 @@ async function getJson(base: string, path: string): Promise<unknown> {
 async function getBytes(base: string, path: string): Promise<Uint8Array | Error> {
   try {
     const response = await fetch(serviceUrl(base, path));
-    if (!response.ok) return new Error(`GET /${path} answered ${response.status}`);
+    if (!response.ok) return new VerifyError('ERR_VERIFY_FETCH', `GET /${path} answered ${response.status}`);
     return new Uint8Array(await response.arrayBuffer());
   } catch (err) {
     return err as Error;

@@ -20,6 +20,7 @@ import { CountedAdmission } from '../limits/admission.ts';
 import { MemoryBudget } from '../limits/memory-budget.ts';
 import { ClusterScrape, createPrimaryMetrics } from './metrics.ts';
 import { shutdownDrainMs } from '../config/shutdown-drain.ts';
+import { WorkerStartError } from './worker-start-error.ts';
 
 /** A worker that dies sooner than this after it was forked is replaced only after this long (no crash loop at full speed). */
 const QUICK_DEATH_MS = 1000;
@@ -114,7 +115,7 @@ export async function runPrimary(config: LoadedConfig, count: number, onReady: (
         else if (m?.type === 'sigil:listening') resolve(m.url);
         else if (m?.type === 'sigil:metrics') scrape.answered(m.id, m.metrics);
       });
-      worker.once('exit', () => reject(new Error(`worker ${workerId} exited before it listened`)));
+      worker.once('exit', () => reject(new WorkerStartError(`worker ${workerId} exited before it listened`)));
     });
     worker.once('exit', (code, signal) => {
       workers.delete(workerId);

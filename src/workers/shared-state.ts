@@ -28,6 +28,7 @@ import {
   type ToPrimary,
   type ToWorker,
 } from './messages.ts';
+import { InvariantError } from '../protocol/invariant-error.ts';
 
 /** Collects what is sent in one turn of the event loop and sends it as one message when the turn ends. */
 class Outbox<T> {
@@ -229,20 +230,20 @@ export function answerWorker(worker: Worker, shared: SharedState): { releaseAll(
       case 'receipts.get':
         return receipts.get(call.receiptId, ownerFrom(call.owner));
       case 'replays.claim':
-        if (replays === undefined) throw new Error('EHBP is off');
+        if (replays === undefined) throw new InvariantError('EHBP is off');
         return replays.claim(call.id);
       case 'metrics.scrape':
-        if (scrape === undefined) throw new Error('no metrics');
+        if (scrape === undefined) throw new InvariantError('no metrics');
         return scrape();
       case 'budget.lease':
         if (lease === undefined) return 0;
         if (await lease.grow(call.bytes)) return call.bytes;
         return (await lease.grow(call.least)) ? call.least : 0;
       case 'log.append':
-        if (log === undefined) throw new Error('no transparency log');
+        if (log === undefined) throw new InvariantError('no transparency log');
         return appendDurably(log, call.entry, call.receiptId);
       case 'log.read':
-        if (log === undefined) throw new Error('no transparency log');
+        if (log === undefined) throw new InvariantError('no transparency log');
         return readLog(log, call.resource, call.query);
     }
   };

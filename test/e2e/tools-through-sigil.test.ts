@@ -7,7 +7,8 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeModel } from '../../src/engine/model/make-model.ts';
 import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
-import { canonicalPolicyHash, splitReceiptStream, verifyReceipt } from '../../src/verify/index.ts';
+import { splitReceiptStream } from '../../src/verify/index.ts';
+import { expectVerifiedReceipt } from '../support/receipts.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
 /**
@@ -117,22 +118,13 @@ async function checkLastExchange(stream: boolean): Promise<{ sent: Record<string
   }
   expect(Buffer.from(responseBytes).toString('utf8')).toBe(engineResponse.toString('utf8').replaceAll('"model":"scripted"', `"model":"${CATALOGUE_ID}"`));
 
-  const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();
-  const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
-  const { checks, claims } = await verifyReceipt(jws, {
-    jwks,
-    allowNoTee: true,
-    expected: {
-      nonce: 'tools-1',
-      measurement: '0'.repeat(96),
-      policyHash,
-      requestBytes: exchange.requestBytes,
-      responseBytes,
-      receiptType: 'message',
-      modelId: CATALOGUE_ID,
-    },
+  const { claims } = await expectVerifiedReceipt(sigil.url, jws, {
+    nonce: 'tools-1',
+    requestBytes: exchange.requestBytes,
+    responseBytes,
+    receiptType: 'message',
+    modelId: CATALOGUE_ID,
   });
-  expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   expect(claims?.selected_model.model_id).toBe(CATALOGUE_ID);
   return { sent };
 }

@@ -4,7 +4,8 @@ import { Identity, createTransport } from 'ehbp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveResponseKeys, ResponseSealer } from '../../src/ehbp/response-seal.ts';
 import { splitSealedJson } from '../../src/protocol/sealed-receipt.ts';
-import { canonicalPolicyHash, splitReceiptStream, verifyReceipt } from '../../src/verify/index.ts';
+import { splitReceiptStream } from '../../src/verify/index.ts';
+import { expectVerifiedReceipt } from '../support/receipts.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
@@ -54,12 +55,6 @@ afterAll(async () => {
 const chatBody = (content: string, stream = false) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], stream });
 const enginePosts = () => engine.requests.filter((r) => r.method === 'POST').length;
 
-async function material(s: TestSigil) {
-  const jwks = await (await fetch(`${s.url}/v1/verify/jwks.json`)).json();
-  const policyHash = canonicalPolicyHash(await (await fetch(`${s.url}/v1/verify/policy`)).json());
-  return { jwks, policyHash };
-}
-
 /** Frames of a sealed body: LEN (4 bytes) || ciphertext, repeated. */
 function frames(body: Buffer): number[] {
   const lengths: number[] = [];
@@ -103,7 +98,6 @@ describe('the EHBP server', () => {
   });
 
   it('answers the npm ehbp client (JSON): the body travels sealed both ways, the receipt in its last sealed frame, over the plaintext', async () => {
-    const { policyHash, jwks } = await material(sigil);
     const plaintext = chatBody('a secret question 51');
     const { identity, context, sealedRequest, response, raw } = await sealedExchange(sigil, plaintext, {
       'x-service-receipt': 'true',
@@ -119,26 +113,17 @@ describe('the EHBP server', () => {
     const split = splitSealedJson(new Uint8Array(await opened.arrayBuffer()))!;
     const bytes = Buffer.from(split.body);
     expect((JSON.parse(bytes.toString('utf8')) as { object: string }).object).toBe('chat.completion');
-    const receipt = split.receipt;
-    const { checks } = await verifyReceipt(receipt, {
-      jwks,
-      allowNoTee: true,
-      expected: {
-        nonce: 'n-ehbp',
-        measurement: '0'.repeat(96),
-        policyHash,
-        requestBytes: Buffer.from(plaintext),
-        responseBytes: bytes,
-        receiptType: 'message',
-      },
+    await expectVerifiedReceipt(sigil.url, split.receipt, {
+      nonce: 'n-ehbp',
+      requestBytes: Buffer.from(plaintext),
+      responseBytes: bytes,
+      receiptType: 'message',
     });
-    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
     // What the engine received is the plaintext the client sealed.
     expect(engine.requests.at(-1)!.body.toString('utf8')).toContain('a secret question 51');
   });
 
   it('seals each stream event as its own frame, and the stream ends with the receipt comment, verified over the plaintext', async () => {
-    const { policyHash, jwks } = await material(sigil);
     const plaintext = chatBody('one two three four five', true);
     const { identity, context, response, raw } = await sealedExchange(sigil, plaintext, { 'x-service-receipt': 'true', 'x-service-nonce': 'n-stream' });
     expect(response.status).toBe(200);
@@ -148,19 +133,12 @@ describe('the EHBP server', () => {
     // One frame per write: each event (and the receipt comment) sealed as it left.
     expect(frames(raw).length).toBeGreaterThanOrEqual(events.length);
     const split = splitReceiptStream(opened);
-    const { checks } = await verifyReceipt(split.receipt, {
-      jwks,
-      allowNoTee: true,
-      expected: {
-        nonce: 'n-stream',
-        measurement: '0'.repeat(96),
-        policyHash,
-        requestBytes: Buffer.from(plaintext),
-        responseBytes: split.body,
-        receiptType: 'message',
-      },
+    await expectVerifiedReceipt(sigil.url, split.receipt, {
+      nonce: 'n-stream',
+      requestBytes: Buffer.from(plaintext),
+      responseBytes: split.body,
+      receiptType: 'message',
     });
-    expect(checks.filter((c) => !c.ok && c.waived === undefined)).toEqual([]);
   });
 
   it("works through the npm client's own transport, JSON and streams", async () => {

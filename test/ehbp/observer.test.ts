@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttestedFetch } from '../../src/client/index.ts';
 import { splitSealedJson } from '../../src/protocol/sealed-receipt.ts';
 import { checkMark } from '../../src/verify/check.ts';
-import { canonicalPolicyHash, splitReceiptStream, verifyReceipt } from '../../src/verify/index.ts';
+import { splitReceiptStream } from '../../src/verify/index.ts';
+import { expectVerifiedReceipt } from '../support/receipts.ts';
 import { hostPort } from '../support/raw-http.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
@@ -35,12 +36,6 @@ afterAll(async () => {
 const sha256Hex = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 const chatBody = (content: string, stream: boolean) => JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream });
 
-async function material() {
-  const jwks = await (await fetch(`${sigil.url}/v1/verify/jwks.json`)).json();
-  const policyHash = canonicalPolicyHash(await (await fetch(`${sigil.url}/v1/verify/policy`)).json());
-  return { jwks, policyHash };
-}
-
 /** What must never show in the record: everything that identifies the exchange or confirms a guess of its plaintext. */
 function expectNothingIdentifying(
   record: string,
@@ -67,7 +62,6 @@ function expectNothingIdentifying(
 
 describe('an observer of EHBP exchanges that asked for receipts', () => {
   it('with the npm ehbp client (JSON and stream) learns no model, nonce, completion id, receipt or plaintext hash; the sealed receipts verify', async () => {
-    const { jwks, policyHash } = await material();
     const keyConfig = new Uint8Array(await (await fetch(`${sigil.url}/.well-known/hpke-keys`)).arrayBuffer());
     const identity = await Identity.unmarshalPublicConfig(keyConfig);
     for (const stream of [false, true]) {
@@ -90,10 +84,11 @@ describe('an observer of EHBP exchanges that asked for receipts', () => {
       const completionId = /"id":"([^"]+)"/.exec(body)![1]!;
       // The nonce is the HPKE export under the label docs/ehbp.md names, computed here without Sigil's code.
       const nonce = Buffer.from(await context!.senderContext.Export(new TextEncoder().encode('sigil receipt nonce'), 32)).toString('hex');
-      const { checks, claims } = await verifyReceipt(split.receipt, {
-        jwks,
-        allowNoTee: true,
-        expected: { nonce, measurement: '0'.repeat(96), policyHash, requestBytes: plaintext, responseBytes: split.body, receiptType: 'message' },
+      const { checks, claims } = await expectVerifiedReceipt(sigil.url, split.receipt, {
+        nonce,
+        requestBytes: plaintext,
+        responseBytes: split.body,
+        receiptType: 'message',
       });
       // allowNoTee waives the development service's missing hardware (WAIVED, never a pass); everything else passes.
       expect(checks.filter((c) => checkMark(c) !== 'PASS').map((c) => `${checkMark(c)} ${c.name}`)).toEqual(['WAIVED receipt.tee']);

@@ -106,6 +106,7 @@ describe('binary HTTP: what a reader refuses', () => {
   ])('%s', (_what, bytes, message) => {
     expect(() => decodeRequest(bytes)).toThrow(BinaryHttpError);
     expect(() => decodeRequest(bytes)).toThrow(message);
+    expect(() => decodeRequest(bytes)).toThrow(expect.objectContaining({ code: 'ERR_BHTTP_INVALID', name: 'BinaryHttpError' }));
   });
 
   it('a section with more field lines than the cap', () => {

@@ -66,6 +66,8 @@ describe('one log identity across restarts', () => {
       `transparency_log: ${dir} keeps the log log.example.com/v1/log, and transparency_log.origin is other.example.com/v1/log: the origin is the log's name. ` +
         'Set it back to log.example.com/v1/log, or start the new log in an empty folder with a state file of its own (docs/log.md#identity)',
     );
+    // The stable code says which refusal it is (docs/errors.md), whatever the message's wording.
+    await expect(start({ dir, origin: 'other.example.com/v1/log' })).rejects.toMatchObject({ code: 'ERR_LOG_ORIGIN_MISMATCH', name: 'LogOriginMismatch' });
   });
 
   it('a key file that is not Ed25519 stops the start, saying how to make one', async () => {

@@ -6,6 +6,8 @@ import type { Logger } from '../../logger/logger.ts';
 import type { GpuEvidence } from '../../protocol/attestation.ts';
 import { verifyGpuEvidence, type GpuTrustRoots } from '../../verify/gpu/index.ts';
 import { DEFAULT_NVML_LIBRARY, NVML_CC_SYSTEM_DEVTOOLS_MODE_ON, NVML_CC_SYSTEM_FEATURE_ENABLED, openNvml, type Nvml } from './nvml.ts';
+import { SigilError } from '../../protocol/sigil-error.ts';
+import { GpuEvidenceUnusable } from './evidence-unusable.ts';
 
 export type GpuAttestationMode = 'auto' | 'required' | 'off';
 
@@ -27,10 +29,9 @@ export interface GpuCollector {
 }
 
 /** Refusal to start: `attestation.gpu: required` on a machine that cannot produce GPU evidence. */
-export class GpuAttestationUnavailable extends Error {
+export class GpuAttestationUnavailable extends SigilError<'ERR_GPU_ATTESTATION_UNAVAILABLE'> {
   constructor(reason: string) {
-    super(`attestation.gpu is required but ${reason}; set attestation.gpu to auto or off to serve without GPU evidence`);
-    this.name = 'GpuAttestationUnavailable';
+    super('ERR_GPU_ATTESTATION_UNAVAILABLE', `attestation.gpu is required but ${reason}; set attestation.gpu to auto or off to serve without GPU evidence`);
   }
 }
 
@@ -47,7 +48,7 @@ async function collectFrom(nvml: Nvml, gpus: { index: number; arch: string }[], 
     gpus.map(async ({ index, arch }) => {
       const { report, certificates } = await nvml.attest(index, nonce);
       // A GPU that answers another nonce gives a report no verifier will accept: fail here, loudly, instead.
-      if (requestNonce(report) !== wanted) throw new Error(`GPU ${index} answered nonce ${requestNonce(report)} instead of ${wanted}`);
+      if (requestNonce(report) !== wanted) throw new GpuEvidenceUnusable(`GPU ${index} answered nonce ${requestNonce(report)} instead of ${wanted}`);
       return { index, arch, report: report.toString('base64'), certificates: certificates.toString('base64'), nonce: wanted };
     }),
   );

@@ -3,6 +3,8 @@
  * installs). Structure layouts as in NVIDIA's nvml.h (r550+). Nothing here decides policy: see gpu-evidence.ts.
  */
 import { loadKoffi as loadKoffiAddon } from '../artifact.ts';
+import { SigilError } from '../../protocol/sigil-error.ts';
+import { GpuEvidenceUnusable } from './evidence-unusable.ts';
 
 export const DEFAULT_NVML_LIBRARY = 'libnvidia-ml.so.1';
 const NVML_SUCCESS = 0;
@@ -29,13 +31,12 @@ const ARCHITECTURES: Readonly<Record<number, string>> = {
   10: 'blackwell',
 };
 
-export class NvmlError extends Error {
+export class NvmlError extends SigilError<'ERR_NVML'> {
   readonly call: string;
   readonly status: number;
 
   constructor(call: string, status: number, text: string) {
-    super(`${call} failed: ${text} (NVML status ${status})`);
-    this.name = 'NvmlError';
+    super('ERR_NVML', `${call} failed: ${text} (NVML status ${status})`);
     this.call = call;
     this.status = status;
   }
@@ -103,7 +104,7 @@ interface RawCertificate {
 }
 
 function bounded(bytes: Uint8Array, size: number, max: number, what: string): Buffer {
-  if (size > max) throw new Error(`NVML reported a ${what} of ${size} bytes, more than the ${max} its structure holds`);
+  if (size > max) throw new GpuEvidenceUnusable(`NVML reported a ${what} of ${size} bytes, more than the ${max} its structure holds`);
   return Buffer.from(bytes.subarray(0, size));
 }
 

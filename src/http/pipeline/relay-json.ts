@@ -54,6 +54,19 @@ async function readBufferedAnswer(x: ForwardedExchange): Promise<Buffer> {
   }
 }
 
+/** The engine's answer as a JSON object, or the 502 that says it is not one. */
+function engineObject(bytes: Buffer): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new HttpError('upstream_bad_response', 'The engine sent a response that is not valid JSON.');
+  return parsed as Record<string, unknown>;
+}
+
 /**
  * Relay, one JSON answer: read whole (within `limits.max_answer_bytes` and the memory budget), the
  * engine's bytes sent as they came but for the model value put back to the catalogue's, the message
@@ -62,14 +75,7 @@ async function readBufferedAnswer(x: ForwardedExchange): Promise<Buffer> {
 export async function relayJson(x: ForwardedExchange): Promise<void> {
   const { engine } = x;
   const bytes = await readBufferedAnswer(x);
-  let completion: Record<string, unknown>;
-  try {
-    const parsed: unknown = JSON.parse(bytes.toString('utf8'));
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
-    completion = parsed as Record<string, unknown>;
-  } catch {
-    throw new HttpError('upstream_bad_response', 'The engine sent a response that is not valid JSON.');
-  }
+  const completion = engineObject(bytes);
   let out = bytes;
   if (x.rewriteModel !== undefined && 'model' in completion) {
     const scan = scanJsonObject(bytes);

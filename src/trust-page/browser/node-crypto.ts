@@ -8,6 +8,7 @@ import * as x509 from '@peculiar/x509';
 import * as asn1js from 'asn1js';
 import forge from 'node-forge';
 import { Buffer } from 'node:buffer';
+import { SigilError } from '../../protocol/sigil-error.ts';
 
 /**
  * The subset of node:crypto that Sigil's verifier (src/verify, src/protocol) uses, for the browser bundle
@@ -19,6 +20,13 @@ import { Buffer } from 'node:buffer';
  * with SHA-384 in IEEE P1363 form for the SPDM report and the RIMs' XML signatures, and a key exported as PEM SPKI,
  * which is how the RIM verifier hands the signer's key to xml-crypto (bundled with `crypto` aliased to this file).
  */
+
+/** A key, certificate or hash the page's crypto cannot read or does not support: the check that needed it fails with this. */
+export class BrowserCryptoError extends SigilError<'ERR_BROWSER_CRYPTO'> {
+  constructor(message: string) {
+    super('ERR_BROWSER_CRYPTO', message);
+  }
+}
 
 type Bytes = Uint8Array;
 type HashName = 'sha256' | 'sha384' | 'sha512';
@@ -56,7 +64,7 @@ function hexOf(bytes: Bytes): string {
 
 function hashName(algorithm: string): HashName {
   const name = algorithm.toLowerCase().replace('-', '') as HashName;
-  if (!(name in HASHES)) throw new Error(`unsupported hash ${algorithm}`);
+  if (!(name in HASHES)) throw new BrowserCryptoError(`unsupported hash ${algorithm}`);
   return name;
 }
 
@@ -115,7 +123,7 @@ export class KeyObject {
     if (oid === OID_EC) {
       const curveOid = oidOf(info.algorithm.parameters!);
       const curve = CURVES[curveOid];
-      if (curve === undefined) throw new Error(`unsupported EC curve ${curveOid}`);
+      if (curve === undefined) throw new BrowserCryptoError(`unsupported EC curve ${curveOid}`);
       return new KeyObject('ec', spki, { curve: curve.curve, namedCurve: curve.name, point: bits });
     }
     if (oid === OID_RSA || oid === OID_RSA_PSS) {
@@ -123,7 +131,7 @@ export class KeyObject {
       const big = (b: ArrayBuffer) => new forge.jsbn.BigInteger(hexOf(new Uint8Array(b)), 16);
       return new KeyObject(oid === OID_RSA ? 'rsa' : 'rsa-pss', spki, undefined, forge.pki.setRsaPublicKey(big(rsa.modulus), big(rsa.publicExponent)));
     }
-    throw new Error(`unsupported public key algorithm ${oid}`);
+    throw new BrowserCryptoError(`unsupported public key algorithm ${oid}`);
   }
 }
 
@@ -131,7 +139,7 @@ export class KeyObject {
 function oidOf(der: ArrayBuffer | Bytes): string {
   const parsed = asn1js.fromBER(der instanceof Uint8Array ? Uint8Array.from(der).buffer : der).result;
   const oid = parsed instanceof asn1js.Sequence ? parsed.valueBlock.value[0] : parsed;
-  if (!(oid instanceof asn1js.ObjectIdentifier)) throw new Error('no OBJECT IDENTIFIER where one was expected');
+  if (!(oid instanceof asn1js.ObjectIdentifier)) throw new BrowserCryptoError('no OBJECT IDENTIFIER where one was expected');
   return oid.valueBlock.toString();
 }
 
@@ -226,7 +234,7 @@ export function verify(algorithm: string | null, data: Bytes, key: KeyObject | V
 /** Splits a DER certificate (or CRL) into the signed bytes, the signature algorithm and the signature. */
 function signedParts(der: Bytes): { tbs: Bytes; algorithm: string; params: Bytes | undefined; signature: Bytes } {
   const parsed = asn1js.fromBER(der);
-  if (parsed.offset === -1) throw new Error('not DER');
+  if (parsed.offset === -1) throw new BrowserCryptoError('not DER');
   const [tbs, algorithm, signature] = (parsed.result as asn1js.Sequence).valueBlock.value as [asn1js.Sequence, asn1js.Sequence, asn1js.BitString];
   const [oid, params] = algorithm.valueBlock.value as [asn1js.ObjectIdentifier, asn1js.BaseBlock | undefined];
   return {

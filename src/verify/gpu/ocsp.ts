@@ -9,6 +9,7 @@ import { BasicOCSPResponse, OCSPResponse, OCSPResponseStatus, id_kp_OCSPSigning,
 import { Certificate } from '@peculiar/asn1-x509';
 import { fail, notPinned, pass, waive, type Check } from '../check.ts';
 import { commonName } from '../evidence/certificate-chain.ts';
+import { GpuEvidenceError } from './errors.ts';
 
 /** The CertID hash algorithms a responder may use (RFC 6960 allows any; NVIDIA's uses SHA-384 or SHA-1). */
 const CERT_ID_HASHES: Record<string, string> = {
@@ -50,10 +51,13 @@ export function readOcspBundle(responses: Array<{ label: string; der: Uint8Array
     try {
       const response = AsnConvert.parse(der, OCSPResponse);
       if (response.responseStatus !== OCSPResponseStatus.successful)
-        throw new Error(`the responder answered status ${OCSPResponseStatus[response.responseStatus] ?? response.responseStatus}, not successful`);
-      if (response.responseBytes?.responseType !== id_pkix_ocsp_basic) throw new Error('it is not a basic OCSP response');
+        throw new GpuEvidenceError(
+          'ERR_GPU_OCSP_RESPONSE',
+          `the responder answered status ${OCSPResponseStatus[response.responseStatus] ?? response.responseStatus}, not successful`,
+        );
+      if (response.responseBytes?.responseType !== id_pkix_ocsp_basic) throw new GpuEvidenceError('ERR_GPU_OCSP_RESPONSE', 'it is not a basic OCSP response');
       const basic = AsnConvert.parse(response.responseBytes.response.buffer, BasicOCSPResponse);
-      if (basic.tbsResponseDataRaw === undefined) throw new Error('its signed part cannot be located');
+      if (basic.tbsResponseDataRaw === undefined) throw new GpuEvidenceError('ERR_GPU_OCSP_RESPONSE', 'its signed part cannot be located');
       const certs = (basic.certs ?? []).map((c) => new X509Certificate(Buffer.from(AsnConvert.serialize(c))));
       out.responses.push({ label, basic, signed: new Uint8Array(basic.tbsResponseDataRaw), certs });
     } catch (err) {
