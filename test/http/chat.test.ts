@@ -296,7 +296,8 @@ describe('engine failures', () => {
   });
 
   it('ends a stream whose engine goes silent past idle_timeout_ms with a timeout event', async () => {
-    vllm.behaviour = { chunkDelayMs: 1500 };
+    // Three times the idle timeout: at 1.5 times, a busy machine that read a chunk half a second late missed the timeout.
+    vllm.behaviour = { chunkDelayMs: 3000 };
     const events = (await (await post({ ...chatBody, stream: true })).text()).split('\n\n').filter(Boolean);
     expect(events).toHaveLength(2);
     expect(JSON.parse(events[1]!.slice(6)).error.code).toBe('upstream_timeout');

@@ -59,19 +59,22 @@ describe('faults lose nothing a client holds', () => {
     // One checkpoint every 10 s: the kill comes before any, so only entries written as their receipts left survive it.
     const sigil = await startSigilProcess(engine.baseUrl, { brand: 'Acme', transparency_log: { dir, batch_ms: 10_000 } });
     const held: Array<{ index: number; receipt: string }> = [];
-    const requests = Array.from({ length: 40 }, async (_, i) => {
-      const res = await fetch(`${sigil.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-acme-receipt': 'true' },
-        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `request ${i}` }] }),
-      });
-      await res.arrayBuffer();
-      held.push({ index: Number(res.headers.get('x-acme-log-index')), receipt: res.headers.get('x-acme-receipt')! });
-    });
+    // Settled as they end: the kill fails the ones in flight, which must not surface as unhandled rejections meanwhile.
+    const requests = Promise.allSettled(
+      Array.from({ length: 40 }, async (_, i) => {
+        const res = await fetch(`${sigil.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${sigil.key}`, 'content-type': 'application/json', 'x-acme-receipt': 'true' },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `request ${i}` }] }),
+        });
+        await res.arrayBuffer();
+        held.push({ index: Number(res.headers.get('x-acme-log-index')), receipt: res.headers.get('x-acme-receipt')! });
+      }),
+    );
     await waitFor('ten receipts handed out', () => held.length >= 10);
     sigil.child.kill('SIGKILL');
     await sigil.exited;
-    await Promise.allSettled(requests);
+    await requests;
 
     const recovered = await TransparencyLog.open({
       dir,
