@@ -1,30 +1,28 @@
-import { parseOrUsage } from './command-line.ts';
+import { parseCommandLine, refuseUsage, type CommandSpec } from './command-line.ts';
 import { addKey, keyId, readKeysFile, revokeKey } from '../auth/keys-file.ts';
-import { readConfigOrExit } from './config-arg.ts';
+import { CONFIG_OPTION, readConfigOrExit } from './config-arg.ts';
 import { revokeAcrossFleet } from '../fleet/join.ts';
 import { createLogger } from '../logger/logger.ts';
 
-const USAGE = `usage: sigil keys add [--label NAME] [--config FILE]
-       sigil keys list [--config FILE]
-       sigil keys revoke ID [--config FILE]
-
-add      makes a new API key, prints it once and stores only its SHA-256 in auth.keys_file
-list     lists the keys: id (the first 12 hex digits of the hash), when made, label
-revoke   removes a key; ID is the id shown by add or list (a unique prefix will do), or the key itself
-`;
+export const command = {
+  name: 'keys',
+  summary: 'Manages the API keys in the file auth.keys_file names.',
+  operands: [
+    ['<action>', 'add: makes a new API key, prints it once and stores only its SHA-256; list: lists the keys (id, when made, label); revoke: removes the key ID'],
+    ['[ID]', 'the key to revoke: the id add or list shows (a unique prefix will do), or the key itself'],
+  ],
+  options: {
+    config: CONFIG_OPTION,
+    label: { type: 'string', value: 'NAME', description: 'add: a label listed with the key' },
+  },
+} as const satisfies CommandSpec;
 
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('keys', USAGE, {
-    args: argv,
-    allowPositionals: true,
-    options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-  });
+  const parsed = parseCommandLine(command, argv);
   if (typeof parsed === 'number') return parsed;
   const [action, target] = parsed.positionals;
-  if (action !== 'add' && action !== 'list' && !(action === 'revoke' && target !== undefined)) {
-    process.stderr.write(USAGE);
-    return 2;
-  }
+  if (action !== 'add' && action !== 'list' && !(action === 'revoke' && target !== undefined))
+    return refuseUsage(command, action === 'revoke' ? 'revoke needs the ID of a key' : `the action is add, list or revoke, not '${action}'`);
   const config = readConfigOrExit(parsed.values.config);
   if (config === undefined) return 1;
   const file = config.auth.keys_file;
@@ -58,6 +56,5 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil keys: ${(err as Error).message}\n`);
     return 1;
   }
-  process.stderr.write(USAGE);
-  return 2;
+  return refuseUsage(command, 'the action is add, list or revoke');
 }

@@ -56,7 +56,7 @@ describe.each(DECLARED.map((spec) => [spec.name, spec] as const))('sigil %s', (n
     expect(refused.code).toBe(2);
     expect(refused.stdout).toBe('');
     const [problem, usage, more, ...rest] = refused.stderr.split('\n');
-    expect(problem).toBe(`sigil ${name}: unknown option '--no-such-option'`);
+    expect(problem).toBe(`${spec.prefix ?? `sigil ${name}`}: unknown option '--no-such-option'`);
     expect(usage!.startsWith(`usage: sigil ${name} [options]`)).toBe(true);
     expect(more).toBe(`(sigil ${name} --help lists every option)`);
     expect(rest).toEqual(['']);
@@ -67,6 +67,6 @@ describe.each(DECLARED.map((spec) => [spec.name, spec] as const))('sigil %s', (n
     const [option, declared] = needsValue!;
     const refused = await sigil([...name.split(' '), `--${option}`]);
     expect(refused.code).toBe(2);
-    expect(refused.stderr.split('\n')[0]).toBe(`sigil ${name}: option '--${option} <${declared.value ?? 'VALUE'}>' argument missing`);
+    expect(refused.stderr.split('\n')[0]).toBe(`${spec.prefix ?? `sigil ${name}`}: option '--${option} <${declared.value ?? 'VALUE'}>' argument missing`);
   });
 });
