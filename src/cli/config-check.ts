@@ -131,7 +131,10 @@ export async function run(argv: string[]): Promise<number> {
       lines.push(...probed.lines);
       problems.push(...probed.problems);
     }
-    if (problems.length > 0) throw new Error(problems.join('\n'));
+    if (problems.length > 0) {
+      process.stderr.write(`sigil config check: ${problems.join('\n')}\n`);
+      return 1;
+    }
     process.stdout.write(`config OK: ${config.source}\n${lines.map((l) => `  ${l}\n`).join('')}`);
     return 0;
   } catch (err) {

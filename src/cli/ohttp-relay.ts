@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
 import { parseCommandLine, usageExit, type CommandSpec } from './command-line.ts';
-import { UsageError } from './cli-errors.ts';
+import { RelayBodyTooLargeError, UsageError } from './cli-errors.ts';
 import { CHUNKED_REQUEST_MEDIA_TYPE, GATEWAY_PATH, KEYS_MEDIA_TYPE, REQUEST_MEDIA_TYPE } from '../protocol/ohttp.ts';
 
 export const command = {
@@ -45,8 +45,10 @@ export async function startObliviousRelay(options: {
   // localAddress: the address the gateway sees, which tests set apart from the clients' to show which one it learns.
   const dispatcher = new Agent(options.localAddress === undefined ? {} : { connect: { localAddress: options.localAddress } });
   const server: Server = createServer((req, res) => {
-    relay(req, res, gateway, maxBodyBytes, dispatcher).catch(() => {
-      if (!res.headersSent) answer(res, 502, 'the gateway could not be reached');
+    relay(req, res, gateway, maxBodyBytes, dispatcher).catch((err: unknown) => {
+      // undici wraps what the body stream threw: the cause says the body was refused, not the gateway.
+      const tooLarge = [err, (err as { cause?: unknown })?.cause].find((e) => e instanceof RelayBodyTooLargeError);
+      if (!res.headersSent) answer(res, tooLarge === undefined ? 502 : 413, tooLarge?.message ?? 'the gateway could not be reached');
       else res.destroy();
     });
   });
@@ -83,13 +85,13 @@ async function relay(req: IncomingMessage, res: ServerResponse, gateway: URL, ma
   if (type !== REQUEST_MEDIA_TYPE && type !== CHUNKED_REQUEST_MEDIA_TYPE)
     return answer(res, 415, `the body must be ${REQUEST_MEDIA_TYPE} or ${CHUNKED_REQUEST_MEDIA_TYPE}`);
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxBodyBytes) return answer(res, 413, `the encapsulated request is larger than ${maxBodyBytes} bytes`);
+  if (declared > maxBodyBytes) return answer(res, 413, new RelayBodyTooLargeError(maxBodyBytes).message);
   let seen = 0;
   const body = Readable.from(
     (async function* () {
       for await (const piece of req) {
         seen += (piece as Buffer).length;
-        if (seen > maxBodyBytes) throw new Error('too large');
+        if (seen > maxBodyBytes) throw new RelayBodyTooLargeError(maxBodyBytes);
         yield piece as Buffer;
       }
     })(),

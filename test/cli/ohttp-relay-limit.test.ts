@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startObliviousRelay, type RunningRelay } from '../../src/cli/ohttp-relay.ts';
@@ -23,10 +24,7 @@ afterAll(async () => {
 });
 
 it('a streamed body (no content-length) past --max-body-bytes is refused 413, as a declared one is, not called a gateway failure', async () => {
-  const body = (async function* () {
-    yield Buffer.alloc(8);
-    yield Buffer.alloc(8);
-  })();
+  const body = Readable.from([Buffer.alloc(8), Buffer.alloc(8)]);
   const answer = await request(relay.url, { method: 'POST', headers: { 'content-type': 'message/ohttp-req' }, body });
   expect(answer.statusCode).toBe(413);
   expect(await answer.body.json()).toEqual({
