@@ -120,7 +120,7 @@ export function refuseUsage(spec: CommandSpec, message: string, io: CommandIo = 
 
 /** commander's message without its "error: " prefix: what was wrong, in its words ("unknown option '--x'"). */
 function problemOf(error: CommanderError): string {
-  return error.message.replace(/^error: /, '');
+  return error.message.replace(/^error: /, '').replace(/\n/g, ' ');
 }
 
 /**
