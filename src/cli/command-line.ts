@@ -79,7 +79,9 @@ function paragraph(text: string): string {
 
 /** A subcommand's line in its parent's list. */
 function firstSentence(text: string): string {
-  return paragraph(text).replace(/([.:]) .*$/, '$1').replace(/[.:]$/, '');
+  return paragraph(text)
+    .replace(/([.:]) .*$/, '$1')
+    .replace(/[.:]$/, '');
 }
 
 /** The commander program for `spec`: its options, operands and subcommands, with Sigil's help and error output. */
@@ -129,7 +131,6 @@ function problemOf(error: CommanderError): string {
  */
 export function parseCommandLine<O extends OptionSpecs>(spec: CommandSpec<O>, argv: readonly string[], io: CommandIo = PROCESS_IO): CommandLine<O> | number {
   const program = declareCommand(spec, io);
-  if (spec.operands === undefined) program.allowExcessArguments(false);
   let positionals: string[] = [];
   program.action((...args: unknown[]) => {
     positionals = args.slice(0, -2).flatMap((a) => (a === undefined ? [] : Array.isArray(a) ? (a as string[]) : [a as string]));

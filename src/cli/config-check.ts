@@ -9,13 +9,15 @@ import { CONFIG_OPTION, configPath } from './config-arg.ts';
 
 const checkCommand = {
   name: 'config check',
-  summary: 'Checks the config, the model catalogue and the keys file it names, and the environment variables it needs, as `sigil serve` would, without serving.',
+  summary:
+    'Checks the config, the model catalogue and the keys file it names, and the environment variables it needs, as `sigil serve` would, without serving.',
   options: {
     config: CONFIG_OPTION,
     tee: {
       type: 'string',
       value: 'tdx|sev-snp',
-      description: 'also check what `sigil serve` refuses on a machine with that TEE (the attestation provider, plaintext TLS, engines outside the VM), on any machine',
+      description:
+        'also check what `sigil serve` refuses on a machine with that TEE (the attestation provider, plaintext TLS, engines outside the VM), on any machine',
     },
     probe: {
       type: 'boolean',

@@ -87,7 +87,8 @@ const snpCommand = {
     ovmf: {
       type: 'string',
       value: 'FILE',
-      description: 'the OVMF image the VM boots (QEMU -bios). With --ovmf-hash, only its last pages holding the footer table and SEV metadata are needed (e.g. the last 4 KiB)',
+      description:
+        'the OVMF image the VM boots (QEMU -bios). With --ovmf-hash, only its last pages holding the footer table and SEV metadata are needed (e.g. the last 4 KiB)',
     },
     'ovmf-hash': {
       type: 'string',
@@ -101,7 +102,11 @@ const snpCommand = {
         'snp; snp:svsm, a Coconut SVSM below OVMF (QEMU only); seves or sev, whose launch digest is a 32-byte SHA-256 (printed as hex: sigil verify does not accept SEV or SEV-ES evidence)',
       default: 'snp',
     },
-    kernel: { type: 'string', value: 'FILE', description: 'the kernel of measured direct boot (QEMU -kernel); without it the kernel-hashes page is measured as zeros' },
+    kernel: {
+      type: 'string',
+      value: 'FILE',
+      description: 'the kernel of measured direct boot (QEMU -kernel); without it the kernel-hashes page is measured as zeros',
+    },
     'kernel-sha256': { type: 'string', value: 'HEX', description: "the kernel's SHA-256 instead of the file" },
     initrd: { type: 'string', value: 'FILE', description: 'the initrd (QEMU -initrd); absent means an empty initrd' },
     'initrd-sha256': { type: 'string', value: 'HEX', description: "the initrd's SHA-256 instead of the file" },
@@ -143,7 +148,9 @@ export function snpReferenceFile(digest: Buffer, inputs: string[]): string {
 }
 
 /** Computes the launch digest named by `argv` and describes its inputs for the printed file's comment. */
-async function measureSnp(values: Record<string, string | boolean | undefined>): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
+async function measureSnp(
+  values: Record<string, string | boolean | undefined>,
+): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
   const mode = String(values.mode).toLowerCase();
   if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode))
     throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
@@ -237,7 +244,12 @@ A register not computed is left out (not pinned) and a comment says what it need
     'acpi-rsdp': { type: 'string', value: 'FILE', description: "QEMU's fw_cfg file etc/acpi/rsdp" },
     'acpi-loader': { type: 'string', value: 'FILE', description: "QEMU's fw_cfg file etc/table-loader" },
     'boot-order': { type: 'string', value: 'FILE', description: "the BootOrder variable's data as OVMF measures it (e.g. the two bytes 00 00)" },
-    'boot-option': { type: 'string', value: 'FILE', description: "a Boot#### variable's data (an EFI_LOAD_OPTION), once for each in BootOrder", multiple: true },
+    'boot-option': {
+      type: 'string',
+      value: 'FILE',
+      description: "a Boot#### variable's data (an EFI_LOAD_OPTION), once for each in BootOrder",
+      multiple: true,
+    },
     digest: { type: 'boolean', description: 'print the values as NAME HEX lines instead of a reference-values file', default: false },
   },
   notes: 'Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.',

@@ -141,7 +141,8 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof chosen === 'number') return chosen;
   const action = chosen.sub === verifyCommand ? 'verify' : 'receipt';
   // verify's options are receipt's but --receipt and --index: its line holds neither.
-  const parsed = parseCommandLine(chosen.sub === verifyCommand ? verifyCommand : receiptCommand, chosen.argv) as CommandLine<typeof receiptCommand.options> | number;
+  const parsed = parseCommandLine(chosen.sub === verifyCommand ? verifyCommand : receiptCommand, chosen.argv) as
+    CommandLine<typeof receiptCommand.options> | number;
   if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
   const url = positionals[0]!;

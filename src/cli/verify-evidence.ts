@@ -67,8 +67,7 @@ const BASE_OPTIONS = {
   'tdx-quote': {
     type: 'string',
     value: 'FILE',
-    description:
-      'a TDX quote (v4 or v5): raw bytes, hex (0x optional) or base64 text, or a JSON object with a hex "quote" (dstack\'s GetQuote response)',
+    description: 'a TDX quote (v4 or v5): raw bytes, hex (0x optional) or base64 text, or a JSON object with a hex "quote" (dstack\'s GetQuote response)',
   },
   'ccel-table': { type: 'string', value: 'FILE', description: 'the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL), with --ccel-data' },
   'ccel-data': { type: 'string', value: 'FILE', description: 'the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)' },

@@ -54,7 +54,11 @@ prints the cosigned checkpoint, adds the cosignature to --out FILE and keeps it 
     key: KEY_OPTION,
     state: STATE_OPTION,
     'log-key': { type: 'string', value: 'VKEY', description: "the log's checkpoint verifier key (default: the one the service's attestation binding names)" },
-    out: { type: 'string', value: 'FILE', description: "a cosigned checkpoint file: this cosignature is kept with other witnesses' lines for the same checkpoint" },
+    out: {
+      type: 'string',
+      value: 'FILE',
+      description: "a cosigned checkpoint file: this cosignature is kept with other witnesses' lines for the same checkpoint",
+    },
   },
   subcommands: [keygenCommand, serveCommand],
 } as const satisfies CommandSpec;
