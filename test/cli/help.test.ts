@@ -41,6 +41,8 @@ describe.each(DECLARED.map((spec) => [spec.name, spec] as const))('sigil %s', (n
     for (const [option, declared] of Object.entries(spec.options)) {
       expect(help.stdout).toContain(`--${option}${declared.type === 'string' ? ` <${declared.value ?? 'VALUE'}>` : ''}`);
       expect(oneLine(help.stdout)).toContain(oneLine(declared.description));
+      if (typeof declared.default === 'string') expect(oneLine(help.stdout)).toContain(`default: "${declared.default}"`);
+      if (declared.env !== undefined) expect(oneLine(help.stdout)).toContain(`env: ${declared.env})`);
     }
     for (const [operand] of spec.operands ?? []) expect(help.stdout.split('\n')[0]).toContain(operand);
     for (const sub of spec.subcommands ?? []) expect(help.stdout).toMatch(new RegExp(`^ {2}${sub.name.slice(name.length + 1)} `, 'm'));
@@ -49,6 +51,10 @@ describe.each(DECLARED.map((spec) => [spec.name, spec] as const))('sigil %s', (n
 
   it('-h is --help', async () => {
     expect(await sigil([...name.split(' '), '-h'])).toEqual(await sigil([...name.split(' '), '--help']));
+  });
+
+  it.runIf(!name.includes(' '))('sigil help NAME is --help', async () => {
+    expect(await sigil(['help', name])).toEqual(await sigil([name, '--help']));
   });
 
   it('an unknown option exits 2, naming the option and --help, and prints nothing to stdout', async () => {
