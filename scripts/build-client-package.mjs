@@ -3,7 +3,7 @@
 // bundled by esbuild from the same sources the proxy runs (src/verify, src/client, src/connect), with every npm package left
 // external. It fails if the bundle needs a package packages/client/package.json does not list: that list is all it installs.
 import { spawnSync } from 'node:child_process';
-import { build } from 'esbuild';
+import { build, transform } from 'esbuild';
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -25,12 +25,20 @@ const bundledData = {
   },
 };
 
-/** Code bundled rather than installed: zod/mini, the ~15 KB of zod the reference-values schema uses (zod weighs 6 MB installed). */
-const BUNDLED_CODE = ['zod/mini'];
+/**
+ * Code bundled rather than installed, minified (comments are much of its weight, and the installed size has a budget):
+ * zod/mini, the part of zod the reference-values schema uses (zod weighs 6 MB installed), and commander, the parser of
+ * every sigil command sigil-connect shares (a CommonJS module: the banner gives its require of node's modules a `require`).
+ */
+const BUNDLED_CODE = ['zod/mini', 'commander'];
 const bundledCode = {
   name: 'bundled-code',
   setup(b) {
-    b.onResolve({ filter: /^zod\// }, (args) => (BUNDLED_CODE.includes(args.path) ? { path: require.resolve(args.path) } : undefined));
+    b.onResolve({ filter: /^(zod\/|commander$)/ }, (args) => (BUNDLED_CODE.includes(args.path) ? { path: require.resolve(args.path) } : undefined));
+    b.onLoad({ filter: /[\\/]node_modules[\\/](commander|zod)[\\/].*\.c?js$/ }, async (args) => ({
+      contents: (await transform(await readFile(args.path, 'utf8'), { minify: true, loader: 'js', legalComments: 'inline' })).code,
+      loader: 'js',
+    }));
   },
 };
 
@@ -51,6 +59,7 @@ const result = await build({
   packages: 'external',
   metafile: true,
   plugins: [bundledData, bundledCode],
+  banner: { js: "import { createRequire as __sigilCreateRequire } from 'node:module'; const require = __sigilCreateRequire(import.meta.url);" },
   legalComments: 'linked',
   logLevel: 'warning',
 });

@@ -13,3 +13,10 @@ export class UnreadableError extends SigilError<'ERR_UNREADABLE'> {
     super('ERR_UNREADABLE', message);
   }
 }
+
+/** An encapsulated request larger than `sigil ohttp-relay --max-body-bytes`: answered 413, never forwarded whole. */
+export class RelayBodyTooLargeError extends SigilError<'ERR_RELAY_BODY_TOO_LARGE'> {
+  constructor(maxBodyBytes: number) {
+    super('ERR_RELAY_BODY_TOO_LARGE', `the encapsulated request is larger than ${maxBodyBytes} bytes`);
+  }
+}

@@ -1,4 +1,14 @@
 import { DEFAULT_CONFIG_PATH, loadConfig, type LoadedConfig } from '../config/load.ts';
+import type { OptionSpec } from './command-line.ts';
+
+/** `--config FILE` as every command that reads the configuration declares it. */
+export const CONFIG_OPTION = {
+  type: 'string',
+  value: 'FILE',
+  description: 'the configuration',
+  env: 'SIGIL_CONFIG',
+  default: DEFAULT_CONFIG_PATH,
+} as const satisfies OptionSpec;
 
 /** docs/configuration.md#the-cli: `--config FILE`, else `SIGIL_CONFIG`, else config/sigil.yaml. */
 export function configPath(flag: string | undefined): string {

@@ -1,22 +1,41 @@
-import { parseOrUsage } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, refuseUsage, type CommandSpec } from './command-line.ts';
 import { readKeysFile } from '../auth/keys-file.ts';
 import { loadCatalogue, type CatalogueModel } from '../catalogue/catalogue.ts';
 import { createUpstream, requestModelList } from '../proxy/upstream.ts';
 import { engineUnreachableCause } from '../proxy/engine-unreachable.ts';
 import { loadConfig, type LoadedConfig } from '../config/load.ts';
 import { teeStartProblems, type HardwareTee } from '../policy/tee-requirements.ts';
-import { configPath } from './config-arg.ts';
+import { CONFIG_OPTION, configPath } from './config-arg.ts';
 
-const USAGE = `usage: sigil config check [--config FILE] [--tee tdx|sev-snp] [--probe]
+const checkCommand = {
+  name: 'config check',
+  summary:
+    'Checks the config, the model catalogue and the keys file it names, and the environment variables it needs, as `sigil serve` would, without serving.',
+  options: {
+    config: CONFIG_OPTION,
+    tee: {
+      type: 'string',
+      value: 'tdx|sev-snp',
+      description:
+        'also check what `sigil serve` refuses on a machine with that TEE (the attestation provider, plaintext TLS, engines outside the VM), on any machine',
+    },
+    probe: {
+      type: 'boolean',
+      description:
+        'also ask each upstream for its model list (GET /v1/models, as sigil serve does at start) and name an engine that does not answer, with its URL and why, or a catalogue model it does not list',
+    },
+  },
+  notes: 'Prints a summary and exits 0, or names every problem and exits 1.',
+} as const satisfies CommandSpec;
 
-Reads the config (FILE, else $SIGIL_CONFIG, else config/sigil.yaml), the model catalogue and the keys
-file it names, and the environment variables it needs, as \`sigil serve\` would, without serving.
-With --tee, also checks what \`sigil serve\` refuses on a machine with that TEE (the attestation
-provider, plaintext TLS, engines outside the VM), on any machine.
-With --probe, also asks each upstream for its model list (GET /v1/models, as sigil serve does at start)
-and names an engine that does not answer, with its URL and why, or a catalogue model it does not list.
-Prints a summary and exits 0, or names every problem and exits 1.
-`;
+/** `sigil config`: one subcommand, check. */
+export const command = {
+  name: 'config',
+  summary: 'Checks a configuration without serving.',
+  options: {},
+  subcommands: [checkCommand],
+} as const satisfies CommandSpec;
+
 /** The model_hash examples and templates carry until the operator hashes the weights. */
 const PLACEHOLDER_HASH = `sha256:${'0'.repeat(64)}`;
 const TEES: Record<string, HardwareTee> = { tdx: 'tdx', 'sev-snp': 'sev-snp', snp: 'sev-snp' };
@@ -96,21 +115,14 @@ async function probeUpstreams(config: LoadedConfig, models: readonly CatalogueMo
 
 /** `sigil config check`: the config and what it names, checked without serving (as LiteLLM's and llama-swap's users ask). */
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('config', USAGE, {
-    args: argv,
-    allowPositionals: true,
-    options: { config: { type: 'string' }, tee: { type: 'string' }, probe: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-  });
+  const chosen = chooseSubcommand(command, argv);
+  if (typeof chosen === 'number') return chosen;
+  const parsed = parseCommandLine(checkCommand, chosen.argv);
   if (typeof parsed === 'number') return parsed;
-  if (parsed.positionals.length !== 1 || parsed.positionals[0] !== 'check') {
-    process.stderr.write(USAGE);
-    return 2;
-  }
   const teeName = parsed.values.tee;
   const tee = teeName === undefined ? undefined : TEES[teeName];
   if (teeName !== undefined && tee === undefined) {
-    process.stderr.write(`sigil config check: --tee must be tdx or sev-snp, not ${JSON.stringify(teeName)}\n`);
-    return 2;
+    return refuseUsage(checkCommand, `--tee must be tdx or sev-snp, not ${JSON.stringify(teeName)}`);
   }
   const path = configPath(parsed.values.config);
   try {
@@ -121,7 +133,10 @@ export async function run(argv: string[]): Promise<number> {
       lines.push(...probed.lines);
       problems.push(...probed.problems);
     }
-    if (problems.length > 0) throw new Error(problems.join('\n'));
+    if (problems.length > 0) {
+      process.stderr.write(`sigil config check: ${problems.join('\n')}\n`);
+      return 1;
+    }
     process.stdout.write(`config OK: ${config.source}\n${lines.map((l) => `  ${l}\n`).join('')}`);
     return 0;
   } catch (err) {

@@ -5,58 +5,97 @@ import { AttestationError } from '../client/index.ts';
 import { isVerifyError } from '../verify/errors.ts';
 import { formatChecks } from './check-report.ts';
 import { UsageError } from './cli-errors.ts';
-import { parseCommandLine } from './command-line.ts';
+import { parseCommandLine, refuseUsage, type CommandLine, type CommandSpec } from './command-line.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 
-export const CONNECT_USAGE = `usage:
-  sigil connect URL [--listen 127.0.0.1:PORT] [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR]
-                [--brand NAME] [--ca FILE] [--audit-dir DIR] [--log-state FILE] [--allow-unpinned-code] [--allow-no-tee]
-                [--reattest-every DURATION] [--fresh-report] [--require-inclusion] [--allow-insecure-http] [--allow-unsealed-bodies]
-                [--allow-host NAME]... [--expose-to-network] [--max-answer-mib N] [--ohttp-relay URL]
-  RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
-
-A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
+/** `sigil connect`: its options are the one block below. */
+export const command = {
+  name: 'connect',
+  summary: `A local OpenAI-compatible endpoint for any client (docs/connect.md). It attests the service at URL as
 sigil verify does, then relays every request on loopback: bodies sealed to the attested key (EHBP), TLS
 pinned to the attested key where it ends in the enclave, a receipt asked for and verified on every answer.
 An answer that does not verify reaches the app as an error (502, param naming the failed check); a stream
 whose receipt fails ends with an error event instead of data: [DONE]. Point the app's base URL at
-http://LISTEN/v1; its API key passes through. GET / and GET /status show the verdict and the receipts.
-
-  --listen HOST:PORT     where the app connects (default 127.0.0.1:8480; port 0: any free one); loopback only
-                         unless --expose-to-network
-  --reference FILE       reference values (docs/auditing.md), as sigil verify takes them
-  --release FILE         a signed release manifest whose values are reference values, with RELEASE_TRUST
-  --collateral DIR       a collateral bundle (sigil collateral fetch), used offline as sigil verify uses it
-  --brand NAME           the brand word of the service's header names (default Service)
-  --ca FILE              extra CA certificates (PEM) for a load balancer that ends TLS before the enclave
-  --audit-dir DIR        keep every receipt, the bytes it covers and the evidence it was verified against;
-                         sigil verify --audit DIR checks them again offline (the files hold your prompts)
-  --log-state FILE       keep the service's log checkpoints seen across runs (default: in memory); each receipt
-                         is checked to be in the attested transparency log, failures on stderr and /status
-  --reattest-every DURATION  attest the service again at least this often (default 1h; 10s to 24h, e.g. 90s,
-                         30m, 2h), sooner when collateral it used expires or a key changes; requests wait for it,
-                         and while a re-attestation fails every answer is refused (502 naming the check)
-  --fresh-report         ask for a fresh hardware report (CPU and every GPU) bound to connect's own nonce at
-                         each attestation; without it freshness rests on the start evidence and a signed nonce
-  --require-inclusion    hold each JSON answer until the service's log proves it holds its receipt (up to ~12 s)
-  --allow-unpinned-code  accept measured values no reference value pins (each is WAIVED)
-  --allow-no-tee         accept a development service without hardware (tee "none"): nothing is attested
-  --allow-insecure-http  accept a plain http:// URL (only a development service can be verified so)
-  --allow-unsealed-bodies  accept a service with no attested HPKE key: bodies protected only by TLS to the enclave
-  --allow-host NAME      also answer requests addressed to NAME (repeatable), e.g. host.docker.internal for an app
-                         in Docker; a web page can then rebind NAME to this machine only if it controls NAME's DNS
-  --expose-to-network    listen beyond loopback (--listen 0.0.0.0:8480): anyone who reaches the port and knows the
-                         local token uses your verified channel and your service key. Every app must send
-                         SIGIL_CONNECT_TOKEN (at least 32 characters) as its API key; connect sends SIGIL_API_KEY
-                         to the service instead. Traffic between the app and connect is plain HTTP on your network
-  --max-answer-mib N     the largest JSON answer held for its receipt, in MiB (default 64)
-  --ohttp-relay URL      send every request (the attestation's too) through this Oblivious HTTP relay, sealed to the
-                         gateway key the attestation binds: the service sees the relay's address, not yours
-                         (docs/ohttp.md); URL names the service, which connect then never contacts directly
-
-Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage, a port in use,
-or flags missing that would accept what the service lacks (all named in one message).
-`;
+http://LISTEN/v1; its API key passes through. GET / and GET /status show the verdict and the receipts.`,
+  operands: [['<URL>', 'the attested service, e.g. https://inference.example.com']],
+  options: {
+    listen: {
+      type: 'string',
+      value: 'HOST:PORT',
+      description: 'where the app connects (port 0: any free one); loopback only unless --expose-to-network',
+      default: '127.0.0.1:8480',
+    },
+    reference: { type: 'string', value: 'FILE', description: 'reference values (docs/auditing.md), as sigil verify takes them' },
+    release: {
+      type: 'string',
+      value: 'FILE',
+      description: 'a signed release manifest whose values are reference values, with --key, or --identity and --issuer',
+    },
+    ...RELEASE_TRUST_OPTIONS,
+    collateral: { type: 'string', value: 'DIR', description: 'a collateral bundle (sigil collateral fetch), used offline as sigil verify uses it' },
+    brand: { type: 'string', value: 'NAME', description: "the brand word of the service's header names (default Service)" },
+    ca: { type: 'string', value: 'FILE', description: 'extra CA certificates (PEM) for a load balancer that ends TLS before the enclave' },
+    'audit-dir': {
+      type: 'string',
+      value: 'DIR',
+      description:
+        'keep every receipt, the bytes it covers and the evidence it was verified against; sigil verify --audit DIR checks them again offline (the files hold your prompts)',
+    },
+    'log-state': {
+      type: 'string',
+      value: 'FILE',
+      description:
+        "keep the service's log checkpoints seen across runs (default: in memory); each receipt is checked to be in the attested transparency log, failures on stderr and /status",
+    },
+    'reattest-every': {
+      type: 'string',
+      value: 'DURATION',
+      description:
+        'attest the service again at least this often (default 1h; 10s to 24h, e.g. 90s, 30m, 2h), sooner when collateral it used expires or a key changes; requests wait for it, and while a re-attestation fails every answer is refused (502 naming the check)',
+    },
+    'fresh-report': {
+      type: 'boolean',
+      description:
+        "ask for a fresh hardware report (CPU and every GPU) bound to connect's own nonce at each attestation; without it freshness rests on the start evidence and a signed nonce",
+      default: false,
+    },
+    'require-inclusion': {
+      type: 'boolean',
+      description: "hold each JSON answer until the service's log proves it holds its receipt (up to ~12 s)",
+      default: false,
+    },
+    'allow-unpinned-code': { type: 'boolean', description: 'accept measured values no reference value pins (each is WAIVED)', default: false },
+    'allow-no-tee': { type: 'boolean', description: 'accept a development service without hardware (tee "none"): nothing is attested', default: false },
+    'allow-insecure-http': { type: 'boolean', description: 'accept a plain http:// URL (only a development service can be verified so)', default: false },
+    'allow-unsealed-bodies': {
+      type: 'boolean',
+      description: 'accept a service with no attested HPKE key: bodies protected only by TLS to the enclave',
+      default: false,
+    },
+    'allow-host': {
+      type: 'string',
+      value: 'NAME',
+      description:
+        "also answer requests addressed to NAME, e.g. host.docker.internal for an app in Docker; a web page can then rebind NAME to this machine only if it controls NAME's DNS",
+      multiple: true,
+    },
+    'expose-to-network': {
+      type: 'boolean',
+      description:
+        'listen beyond loopback (--listen 0.0.0.0:8480): anyone who reaches the port and knows the local token uses your verified channel and your service key. Every app must send SIGIL_CONNECT_TOKEN (at least 32 characters) as its API key; connect sends SIGIL_API_KEY to the service instead. Traffic between the app and connect is plain HTTP on your network',
+      default: false,
+    },
+    'max-answer-mib': { type: 'string', value: 'N', description: 'the largest JSON answer held for its receipt, in MiB (default 64)' },
+    'ohttp-relay': {
+      type: 'string',
+      value: 'URL',
+      description:
+        "send every request (the attestation's too) through this Oblivious HTTP relay, sealed to the gateway key the attestation binds: the service sees the relay's address, not yours (docs/ohttp.md); URL names the service, which connect then never contacts directly",
+    },
+  },
+  notes: `Exit status: runs until interrupted (0); 1 the service did not verify (nothing was sent); 2 bad usage, a port in use,
+or flags missing that would accept what the service lacks (all named in one message).`,
+} as const satisfies CommandSpec;
 
 interface ConnectIo {
   stdout: { write(text: string): unknown };
@@ -117,37 +156,8 @@ function relayUrl(value: string): string {
   return url.href;
 }
 
-async function optionsFrom(argv: string[], env: Record<string, string | undefined>): Promise<ConnectOptions | 'help'> {
-  const parsed = parseCommandLine({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      listen: { type: 'string', default: '127.0.0.1:8480' },
-      reference: { type: 'string' },
-      release: { type: 'string' },
-      ...RELEASE_TRUST_OPTIONS,
-      collateral: { type: 'string' },
-      brand: { type: 'string' },
-      ca: { type: 'string' },
-      'audit-dir': { type: 'string' },
-      'log-state': { type: 'string' },
-      'reattest-every': { type: 'string' },
-      'fresh-report': { type: 'boolean', default: false },
-      'require-inclusion': { type: 'boolean', default: false },
-      'allow-unpinned-code': { type: 'boolean', default: false },
-      'allow-no-tee': { type: 'boolean', default: false },
-      'allow-insecure-http': { type: 'boolean', default: false },
-      'allow-unsealed-bodies': { type: 'boolean', default: false },
-      'allow-host': { type: 'string', multiple: true, default: [] },
-      'expose-to-network': { type: 'boolean', default: false },
-      'max-answer-mib': { type: 'string' },
-      'ohttp-relay': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  const { values: v, positionals } = parsed;
-  if (v.help) return 'help';
-  if (positionals.length !== 1) throw new UsageError('give the service URL, e.g. sigil connect https://inference.example.com');
+async function optionsFrom(line: CommandLine<typeof command.options>, env: Record<string, string | undefined>): Promise<ConnectOptions> {
+  const { values: v, positionals } = line;
   const trust = { key: v.key, identity: v.identity, issuer: v.issuer, 'trusted-root': v['trusted-root'] };
   const problem = releaseUsageProblem(v.release, trust);
   if (problem !== undefined) throw new UsageError(problem);
@@ -169,7 +179,7 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
   if (v['audit-dir'] !== undefined) options.auditDir = v['audit-dir'];
   if (v['log-state'] !== undefined) options.logStateFile = v['log-state'];
   if (v['ohttp-relay'] !== undefined) options.ohttpRelay = relayUrl(v['ohttp-relay']);
-  if (v['allow-host'].length > 0) options.allowHosts = v['allow-host'];
+  if (v['allow-host'] !== undefined) options.allowHosts = v['allow-host'];
   if (v['expose-to-network']) options.network = networkFrom(env);
   if (v['max-answer-mib'] !== undefined) {
     const mib = Number(v['max-answer-mib']);
@@ -186,16 +196,13 @@ async function optionsFrom(argv: string[], env: Record<string, string | undefine
 
 /** `sigil connect` with its output and its stop signal given, so tests run it in-process. */
 export async function connectCommand(argv: string[], io: ConnectIo): Promise<number> {
-  let options: ConnectOptions | 'help';
+  const line = parseCommandLine(command, argv, io);
+  if (typeof line === 'number') return line;
+  let options: ConnectOptions;
   try {
-    options = await optionsFrom(argv, io.env ?? {});
+    options = await optionsFrom(line, io.env ?? {});
   } catch (err) {
-    io.stderr.write(`sigil connect: ${(err as Error).message}\n\n${CONNECT_USAGE}`);
-    return 2;
-  }
-  if (options === 'help') {
-    io.stdout.write(CONNECT_USAGE);
-    return 0;
+    return refuseUsage(command, (err as Error).message, io);
   }
   let running: RunningConnect;
   options.onFailedReceipt = (line) => io.stderr.write(`sigil connect: ${line}\n`);

@@ -1,4 +1,5 @@
 import type { Check } from '../verify/check.ts';
+import type { OptionSpecs } from './command-line.ts';
 import type { ReferenceValues } from '../verify/reference/reference-values.ts';
 
 /** What an extension's verification gets besides its own option values. */
@@ -17,9 +18,10 @@ export interface EvidenceContext {
  */
 export interface EvidenceExtension {
   name: string;
-  options: Record<string, { type: 'string' | 'boolean' }>;
-  /** Lines for the usage text, one per option. */
-  usage: string;
+  /** Its options, declared as every command's are: --help lists them. */
+  options: OptionSpecs;
+  /** What --help says about this evidence after the options, when the options alone do not say it. */
+  notes?: string;
   /** Whether the given option values ask for this evidence. */
   wants(values: Record<string, string | boolean | undefined>): boolean;
   /** A usage problem with the given option values (exit status 2), or undefined when they are complete. */

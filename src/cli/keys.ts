@@ -1,30 +1,42 @@
-import { parseOrUsage } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, type CommandLine, type CommandSpec } from './command-line.ts';
 import { addKey, keyId, readKeysFile, revokeKey } from '../auth/keys-file.ts';
-import { readConfigOrExit } from './config-arg.ts';
+import { CONFIG_OPTION, readConfigOrExit } from './config-arg.ts';
 import { revokeAcrossFleet } from '../fleet/join.ts';
 import { createLogger } from '../logger/logger.ts';
 
-const USAGE = `usage: sigil keys add [--label NAME] [--config FILE]
-       sigil keys list [--config FILE]
-       sigil keys revoke ID [--config FILE]
+const addCommand = {
+  name: 'keys add',
+  summary: 'Makes a new API key, prints it once and stores only its SHA-256 in auth.keys_file.',
+  options: { config: CONFIG_OPTION, label: { type: 'string', value: 'NAME', description: 'a label listed with the key' } },
+} as const satisfies CommandSpec;
 
-add      makes a new API key, prints it once and stores only its SHA-256 in auth.keys_file
-list     lists the keys: id (the first 12 hex digits of the hash), when made, label
-revoke   removes a key; ID is the id shown by add or list (a unique prefix will do), or the key itself
-`;
+const listCommand = {
+  name: 'keys list',
+  summary: 'Lists the keys: id (the first 12 hex digits of the hash), when made, label.',
+  options: { config: CONFIG_OPTION },
+} as const satisfies CommandSpec;
+
+const revokeCommand = {
+  name: 'keys revoke',
+  summary: 'Removes a key (in a fleet, every replica refuses it within seconds).',
+  operands: [['<ID>', 'the id add or list shows (a unique prefix will do), or the key itself']],
+  options: { config: CONFIG_OPTION },
+} as const satisfies CommandSpec;
+
+export const command = {
+  name: 'keys',
+  summary: 'Manages the API keys, whose hashes live in the file auth.keys_file names.',
+  options: {},
+  subcommands: [addCommand, listCommand, revokeCommand],
+} as const satisfies CommandSpec;
 
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('keys', USAGE, {
-    args: argv,
-    allowPositionals: true,
-    options: { config: { type: 'string' }, label: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-  });
+  const chosen = chooseSubcommand(command, argv);
+  if (typeof chosen === 'number') return chosen;
+  // add's options are list's and revoke's and --label.
+  const parsed = parseCommandLine(chosen.sub, chosen.argv) as CommandLine<typeof addCommand.options> | number;
   if (typeof parsed === 'number') return parsed;
-  const [action, target] = parsed.positionals;
-  if (action !== 'add' && action !== 'list' && !(action === 'revoke' && target !== undefined)) {
-    process.stderr.write(USAGE);
-    return 2;
-  }
+  const action = chosen.sub === addCommand ? 'add' : chosen.sub === listCommand ? 'list' : 'revoke';
   const config = readConfigOrExit(parsed.values.config);
   if (config === undefined) return 1;
   const file = config.auth.keys_file;
@@ -45,19 +57,15 @@ export async function run(argv: string[]): Promise<number> {
       for (const k of keys) process.stdout.write(`${keyId(k.hash)}  ${k.created.padEnd(24)}  ${k.label}\n`);
       return 0;
     }
-    if (action === 'revoke' && target !== undefined) {
-      const revoked = revokeKey(file, target);
-      process.stderr.write(`Revoked key ${keyId(revoked.hash)}.\n`);
-      if (config.fleet !== undefined) {
-        await revokeAcrossFleet(config.fleet, revoked.hash, createLogger('silent'));
-        process.stderr.write('Recorded in the fleet: every replica refuses it within seconds.\n');
-      }
-      return 0;
+    const revoked = revokeKey(file, parsed.positionals[0]!);
+    process.stderr.write(`Revoked key ${keyId(revoked.hash)}.\n`);
+    if (config.fleet !== undefined) {
+      await revokeAcrossFleet(config.fleet, revoked.hash, createLogger('silent'));
+      process.stderr.write('Recorded in the fleet: every replica refuses it within seconds.\n');
     }
+    return 0;
   } catch (err) {
     process.stderr.write(`sigil keys: ${(err as Error).message}\n`);
     return 1;
   }
-  process.stderr.write(USAGE);
-  return 2;
 }

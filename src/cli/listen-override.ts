@@ -12,16 +12,24 @@ function portFrom(text: string, from: string): number {
   return Number(text);
 }
 
-/** The flags first, then the environment (as `--config` before `SIGIL_CONFIG`); either one absent leaves the config's value. */
-export function listenOverride(flags: { host?: string | undefined; port?: string | undefined }, env: NodeJS.ProcessEnv): ListenOverride {
+/** `--host`/`--port`, else `SIGIL_HOST`/`SIGIL_PORT` (commander reads both, a flag first); an empty variable counts as unset. */
+export function listenOverride(line: {
+  values: { host?: string | undefined; port?: string | undefined };
+  sourceOf(name: 'host' | 'port'): string | undefined;
+}): ListenOverride {
+  const given = (name: 'host' | 'port') => {
+    const value = line.values[name];
+    const from = line.sourceOf(name);
+    return value === undefined || from === undefined || (value === '' && from !== `--${name}`) ? undefined : { value, from };
+  };
   const override: ListenOverride = {};
-  const host = flags.host !== undefined ? { value: flags.host, from: '--host' } : env.SIGIL_HOST ? { value: env.SIGIL_HOST, from: 'SIGIL_HOST' } : undefined;
+  const host = given('host');
   if (host !== undefined) {
     if (host.value.trim() === '') throw new UsageError(`${host.from} is an address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
     override.host = host;
   }
-  if (flags.port !== undefined) override.port = { value: portFrom(flags.port, '--port'), from: '--port' };
-  else if (env.SIGIL_PORT) override.port = { value: portFrom(env.SIGIL_PORT, 'SIGIL_PORT'), from: 'SIGIL_PORT' };
+  const port = given('port');
+  if (port !== undefined) override.port = { value: portFrom(port.value, port.from), from: port.from };
   return override;
 }
 

@@ -2,23 +2,20 @@
 import './ignore-sigusr1.ts';
 import { readFileSync } from 'node:fs';
 import { Command as Program, CommanderError } from 'commander';
-import { ENGINE_USAGE } from './engine-usage.ts';
-import { SERVE_USAGE } from './serve-usage.ts';
+import type { CommandSpec } from './command-line.ts';
 
 /** The `sigil` command: each subcommand lives in its own module and is loaded only when used. */
 export type Command = (argv: string[]) => Promise<number>;
 
 interface CommandEntry {
   summary: string;
-  /** The command's own --help text; absent when the command prints its own. */
-  help?: string;
-  load: () => Promise<{ run: Command }>;
+  /** The module: its `run`, and the commander declaration its --help is written from. */
+  load: () => Promise<{ run: Command; command: CommandSpec }>;
 }
 
-const COMMANDS: Record<string, CommandEntry> = {
+export const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     summary: 'run the proxy (sigil serve [--config FILE] [--host HOST] [--port PORT])',
-    help: SERVE_USAGE,
     load: () => import('./serve.ts'),
   },
   keys: {
@@ -31,15 +28,10 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   engine: {
     summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)',
-    help: ENGINE_USAGE,
-    load: async () => {
-      (await import('../engine/installed.ts')).assertEngineInstalled();
-      return import('./engine.ts');
-    },
+    load: () => import('./engine.ts'),
   },
   'hash-model': {
     summary: 'print the model_hash of a model file or directory',
-    help: 'usage: sigil hash-model PATH [--manifest]\n\nPrints the catalogue model_hash of a weights file or directory; --manifest prints the per-file list it hashes.\n',
     load: () => import('./hash-model.ts'),
   },
   verify: { summary: 'verify a receipt and the attestation evidence', load: () => import('./verify.ts') },
@@ -101,16 +93,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     return 2;
   }
-  const command = COMMANDS[name]!;
-  const dashDash = rest.indexOf('--');
-  const options = dashDash === -1 ? rest : rest.slice(0, dashDash);
-  if (command.help !== undefined && (options.includes('--help') || options.includes('-h'))) {
-    process.stdout.write(command.help);
-    return 0;
-  }
   let run: Command;
   try {
-    ({ run } = await command.load());
+    ({ run } = await COMMANDS[name]!.load());
   } catch (error) {
     process.stderr.write(`sigil ${name}: ${(error as Error).message}\n`);
     return 1;

@@ -6,14 +6,23 @@ import type { LoadedConfig } from '../config/load.ts';
 import { ensureDemoModel } from '../engine/demo-model.ts';
 import { sha256File } from '../engine/hash/hash-file.ts';
 import { builtinModelId, builtinModelPath } from '../http/builtin-engine.ts';
-import { readConfigOrExit } from './config-arg.ts';
+import { CONFIG_OPTION, readConfigOrExit } from './config-arg.ts';
+import { parseCommandLine, type CommandSpec } from './command-line.ts';
 
-export const MEASURE_SELF_USAGE =
-  'usage: sigil measure self [--config FILE] [--files]\n\n' +
-  'Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the\n' +
-  'running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment\n' +
-  'Sigil runs with. --files first prints the code listing (for the artifact: bin/sigil.js, the bundle dist/sigil/ and its native\n' +
-  'addons) and, when not run from the artifact, the node_modules listing, file by file.\n';
+export const command = {
+  name: 'measure self',
+  summary: `Prints the manifest Sigil measures for this build, config and catalogue, then its SHA-384: the manifest_sha384 the
+running Sigil names in its runtime events and binding (docs/auditing.md). Run it with the node options and environment
+Sigil runs with.`,
+  options: {
+    config: CONFIG_OPTION,
+    files: {
+      type: 'boolean',
+      description:
+        'first print the code listing (for the artifact: bin/sigil.js, the bundle dist/sigil/ and its native addons) and, when not run from the artifact, the node_modules listing, file by file',
+    },
+  },
+} as const satisfies CommandSpec;
 
 /** The catalogue's models with their weights measured, and the SHA-256 of the catalogue bytes that were parsed. */
 async function catalogueModels(config: LoadedConfig, path: string): Promise<{ models: MeasuredModel[]; catalogueSha256: string | null }> {
@@ -33,19 +42,10 @@ async function builtinModels(config: LoadedConfig): Promise<MeasuredModel[]> {
 
 /** `sigil measure self`: the manifest and its digest, computed as `sigil serve` computes them, without starting anything. */
 export async function run(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(MEASURE_SELF_USAGE);
-    return 0;
-  }
-  const files = argv.includes('--files');
-  const rest = argv.filter((a) => a !== '--files');
-  const at = rest.indexOf('--config');
-  const flag = at === -1 ? undefined : rest[at + 1];
-  if (rest.length !== (at === -1 ? 0 : 2) || (at !== -1 && flag === undefined)) {
-    process.stderr.write(MEASURE_SELF_USAGE);
-    return 2;
-  }
-  const config = readConfigOrExit(flag);
+  const line = parseCommandLine(command, argv);
+  if (typeof line === 'number') return line;
+  const files = line.values.files === true;
+  const config = readConfigOrExit(line.values.config);
   if (config === undefined) return 1;
   if (config.catalogue === undefined && Object.keys(config.upstreams).length > 0) {
     process.stderr.write('sigil measure self: the config names upstreams but no catalogue: give the catalogue `sigil serve` would serve\n');

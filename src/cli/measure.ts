@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { MEASURE_SELF_USAGE, run as runMeasureSelf } from './measure-self.ts';
+import { command as measureSelfCommand, run as runMeasureSelf } from './measure-self.ts';
 import { MeasureError } from '../measure/errors.ts';
 import { readSevFirmwareLayout } from '../measure/ovmf-sev-metadata.ts';
 import { cmdlineDigest, sha256, type KernelHashes } from '../measure/sev-hashes.ts';
@@ -10,7 +10,7 @@ import { DEFAULT_ACPI_DATA_SIZE } from '../measure/qemu-kernel-setup.ts';
 import { measureTdx } from '../measure/tdx-measurements.ts';
 import { cpuSignature, vcpuSignature } from '../measure/vcpu-types.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
-import { parseCommandLine } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, refuseUsage, type CommandSpec } from './command-line.ts';
 
 /** Exit statuses: 0 printed; 1 the inputs cannot be measured; 2 bad usage; 3 an input could not be read. */
 export const MEASURE_EXIT = { ok: 0, failed: 1, usage: 2, unreadable: 3 } as const;
@@ -19,56 +19,6 @@ export interface MeasureIo {
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
 }
-
-const USAGE = `usage: sigil measure self [--config FILE] [--files]
-       sigil measure snp --ovmf FILE [options]
-       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)
-
-Computes, from the firmware, the kernel, the initrd, the command line and the VM's shape, the launch
-measurement a confidential VM reports, and prints it as a reference-values file for sigil verify
-(--reference). See docs/measure.md.
-`;
-
-export const SNP_USAGE = `usage: sigil measure snp --ovmf FILE [--ovmf-hash HEX] [--mode snp|snp:svsm|seves|sev]
-                         [--kernel FILE | --kernel-sha256 HEX] [--initrd FILE | --initrd-sha256 HEX]
-                         [--append TEXT] [--vcpus N] [--vcpu-type NAME | --vcpu-sig N |
-                         --vcpu-family N --vcpu-model N --vcpu-stepping N] [--guest-features N]
-                         [--vmm qemu|ec2|gce|ec2-legacy] [--svsm FILE --ovmf-vars-size N] [--digest]
-       sigil measure snp --ovmf FILE --only-ovmf
-
-Prints the AMD SEV-SNP launch digest (the attestation report's MEASUREMENT) as a reference-values file:
-  snp:
-    measurement: [<96 hex digits>]
-
-  --ovmf FILE           the OVMF image the VM boots (QEMU -bios). With --ovmf-hash, only its last pages
-                        holding the footer table and SEV metadata are needed (e.g. the last 4 KiB)
-  --ovmf-hash HEX       the published launch digest of the OVMF pages alone (48 bytes), used instead of
-                        hashing the image (mode snp only)
-  --mode MODE           snp (default); snp:svsm, a Coconut SVSM below OVMF (QEMU only); seves or sev,
-                        whose launch digest is a 32-byte SHA-256 (printed as hex: sigil verify does not
-                        accept SEV or SEV-ES evidence)
-  --kernel FILE         the kernel of measured direct boot (QEMU -kernel); without it the kernel-hashes
-                        page is measured as zeros
-  --kernel-sha256 HEX   the kernel's SHA-256 instead of the file
-  --initrd FILE         the initrd (QEMU -initrd); absent means an empty initrd
-  --initrd-sha256 HEX   the initrd's SHA-256 instead of the file
-  --append TEXT         the kernel command line (QEMU -append); absent means an empty one
-  --vcpus N             the number of vCPUs (default 1)
-  --vcpu-type NAME      QEMU's CPU model: EPYC, EPYC-v1..v4, EPYC-IBPB, EPYC-Rome(-v1..v3),
-                        EPYC-Milan(-v1,-v2), EPYC-Genoa(-v1), EPYC-Turin
-  --vcpu-sig N          the CPUID signature instead of a model (e.g. 0x800f12)
-  --vcpu-family N, --vcpu-model N, --vcpu-stepping N
-                        the signature's parts instead
-  --guest-features N    SEV_FEATURES of each VMSA (default 0x1, SNP active; 0x21 adds debug swap)
-  --vmm TYPE            the hypervisor: qemu (default), ec2, gce; ec2-legacy is EC2 before it set RDX
-                        to 0x600 in the initial vCPU state
-  --svsm FILE           the Coconut SVSM image (mode snp:svsm)
-  --ovmf-vars-size N    the size in bytes of the OVMF variable store between SVSM and OVMF (snp:svsm)
-  --digest              print only the digest in hex
-  --only-ovmf           print only the launch digest of the OVMF pages: the value to publish for --ovmf-hash
-
-Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.
-`;
 
 async function readInput(path: string, what: string): Promise<Buffer> {
   try {
@@ -130,28 +80,65 @@ async function kernelInputs(values: Record<string, string | boolean | undefined>
   return { kernel, initrd: initrd ?? sha256(new Uint8Array()), cmdline: cmdlineDigest(append) };
 }
 
-const SNP_OPTIONS = {
-  ovmf: { type: 'string' },
-  'ovmf-hash': { type: 'string' },
-  mode: { type: 'string', default: 'snp' },
-  kernel: { type: 'string' },
-  'kernel-sha256': { type: 'string' },
-  initrd: { type: 'string' },
-  'initrd-sha256': { type: 'string' },
-  append: { type: 'string' },
-  vcpus: { type: 'string', default: '1' },
-  'vcpu-type': { type: 'string' },
-  'vcpu-sig': { type: 'string' },
-  'vcpu-family': { type: 'string' },
-  'vcpu-model': { type: 'string' },
-  'vcpu-stepping': { type: 'string' },
-  'guest-features': { type: 'string', default: '0x1' },
-  vmm: { type: 'string', default: 'qemu' },
-  svsm: { type: 'string' },
-  'ovmf-vars-size': { type: 'string' },
-  digest: { type: 'boolean', default: false },
-  'only-ovmf': { type: 'boolean', default: false },
-} as const;
+const snpCommand = {
+  name: 'measure snp',
+  summary: "Prints the AMD SEV-SNP launch digest (the attestation report's MEASUREMENT) as a reference-values file.",
+  options: {
+    ovmf: {
+      type: 'string',
+      value: 'FILE',
+      description:
+        'the OVMF image the VM boots (QEMU -bios). With --ovmf-hash, only its last pages holding the footer table and SEV metadata are needed (e.g. the last 4 KiB)',
+    },
+    'ovmf-hash': {
+      type: 'string',
+      value: 'HEX',
+      description: 'the published launch digest of the OVMF pages alone (48 bytes), used instead of hashing the image (mode snp only)',
+    },
+    mode: {
+      type: 'string',
+      value: 'MODE',
+      description:
+        'snp; snp:svsm, a Coconut SVSM below OVMF (QEMU only); seves or sev, whose launch digest is a 32-byte SHA-256 (printed as hex: sigil verify does not accept SEV or SEV-ES evidence)',
+      default: 'snp',
+    },
+    kernel: {
+      type: 'string',
+      value: 'FILE',
+      description: 'the kernel of measured direct boot (QEMU -kernel); without it the kernel-hashes page is measured as zeros',
+    },
+    'kernel-sha256': { type: 'string', value: 'HEX', description: "the kernel's SHA-256 instead of the file" },
+    initrd: { type: 'string', value: 'FILE', description: 'the initrd (QEMU -initrd); absent means an empty initrd' },
+    'initrd-sha256': { type: 'string', value: 'HEX', description: "the initrd's SHA-256 instead of the file" },
+    append: { type: 'string', value: 'TEXT', description: 'the kernel command line (QEMU -append); absent means an empty one' },
+    vcpus: { type: 'string', value: 'N', description: 'the number of vCPUs', default: '1' },
+    'vcpu-type': {
+      type: 'string',
+      value: 'NAME',
+      description: "QEMU's CPU model: EPYC, EPYC-v1..v4, EPYC-IBPB, EPYC-Rome(-v1..v3), EPYC-Milan(-v1,-v2), EPYC-Genoa(-v1), EPYC-Turin",
+    },
+    'vcpu-sig': { type: 'string', value: 'N', description: 'the CPUID signature instead of a model (e.g. 0x800f12)' },
+    'vcpu-family': { type: 'string', value: 'N', description: "the signature's family, with --vcpu-model and --vcpu-stepping, instead" },
+    'vcpu-model': { type: 'string', value: 'N', description: "the signature's model" },
+    'vcpu-stepping': { type: 'string', value: 'N', description: "the signature's stepping" },
+    'guest-features': { type: 'string', value: 'N', description: 'SEV_FEATURES of each VMSA (0x1: SNP active; 0x21 adds debug swap)', default: '0x1' },
+    vmm: {
+      type: 'string',
+      value: 'TYPE',
+      description: 'the hypervisor: qemu, ec2, gce; ec2-legacy is EC2 before it set RDX to 0x600 in the initial vCPU state',
+      default: 'qemu',
+    },
+    svsm: { type: 'string', value: 'FILE', description: 'the Coconut SVSM image (mode snp:svsm)' },
+    'ovmf-vars-size': { type: 'string', value: 'N', description: 'the size in bytes of the OVMF variable store between SVSM and OVMF (snp:svsm)' },
+    digest: { type: 'boolean', description: 'print only the digest in hex', default: false },
+    'only-ovmf': { type: 'boolean', description: 'print only the launch digest of the OVMF pages: the value to publish for --ovmf-hash', default: false },
+  },
+  notes: `The reference-values file printed:
+  snp:
+    measurement: [<96 hex digits>]
+
+Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.`,
+} as const satisfies CommandSpec;
 
 const VMMS: readonly SnpVmm[] = ['qemu', 'ec2', 'gce', 'ec2-legacy'];
 
@@ -161,13 +148,9 @@ export function snpReferenceFile(digest: Buffer, inputs: string[]): string {
 }
 
 /** Computes the launch digest named by `argv` and describes its inputs for the printed file's comment. */
-async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
-  const { values }: { values: Record<string, string | boolean | undefined> } = parseCommandLine({
-    args: argv,
-    options: SNP_OPTIONS,
-    strict: true,
-    allowPositionals: false,
-  });
+async function measureSnp(
+  values: Record<string, string | boolean | undefined>,
+): Promise<{ digest: Buffer; snp: boolean; inputs: string[]; digestOnly: boolean }> {
   const mode = String(values.mode).toLowerCase();
   if (!['snp', 'snp:svsm', 'seves', 'sev'].includes(mode))
     throw new UsageError(`--mode must be snp, snp:svsm, seves or sev, got ${JSON.stringify(values.mode)}`);
@@ -223,55 +206,54 @@ async function measureSnp(argv: string[]): Promise<{ digest: Buffer; snp: boolea
   return { digest: snpLaunchDigest({ layout, firmware, kernel, vcpus, vcpuSig: sig, guestFeatures, vmm }), snp: true, inputs, digestOnly };
 }
 
-async function runSnp(argv: string[], io: MeasureIo): Promise<number> {
-  const { digest, snp, inputs, digestOnly } = await measureSnp(argv);
+async function runSnp(values: Values, io: MeasureIo): Promise<number> {
+  // snp's options hold no list (none is `multiple`).
+  const { digest, snp, inputs, digestOnly } = await measureSnp(values as Record<string, string | boolean | undefined>);
   io.stdout.write(digestOnly || !snp ? `${digest.toString('hex')}\n` : snpReferenceFile(digest, inputs));
   return MEASURE_EXIT.ok;
 }
 
-export const TDX_USAGE = `usage: sigil measure tdx --firmware FILE [--page-add-order single-pass|two-pass] [--memory SIZE]
-                         [--kernel FILE [--initrd FILE] [--append TEXT] [--acpi-data-size N]]
-                         [--acpi-tables FILE --acpi-rsdp FILE --acpi-loader FILE
-                          --boot-order FILE [--boot-option FILE]...]
-
-Prints Intel TDX measurements as a reference-values file: MRTD from the firmware; RTMR1 and RTMR2 when a
+const tdxCommand = {
+  name: 'measure tdx',
+  summary: `Prints Intel TDX measurements as a reference-values file: MRTD from the firmware; RTMR1 and RTMR2 when a
 kernel is given (measured direct boot); RTMR0 when the firmware configuration and ACPI tables are given.
-A register not computed is left out (not pinned) and a comment says what it needs.
-
-  --firmware FILE        the TDX firmware (TDVF, an OVMF.fd built with TDX support)
-  --page-add-order ORDER how the VMM adds the firmware's pages to the TD: single-pass (default; QEMU 9 and
-                         later) or two-pass (QEMU 8)
-  --memory SIZE          the guest memory, in bytes or with a K, M, G or T suffix (e.g. 2G); needed for
-                         RTMR0 and, with an initrd, for RTMR1
-  --kernel FILE          the kernel QEMU boots directly (-kernel), a PE/COFF (EFI stub) image
-  --initrd FILE          the initrd (-initrd); absent means none
-  --append TEXT          the kernel command line (-append); absent means an empty one
-  --acpi-data-size N     the ACPI space QEMU reserves below 4 GiB (default 0x28000), which moves the initrd
-  --acpi-tables FILE     QEMU's fw_cfg file etc/acpi/tables, as the VM has it
-  --acpi-rsdp FILE       QEMU's fw_cfg file etc/acpi/rsdp
-  --acpi-loader FILE     QEMU's fw_cfg file etc/table-loader
-  --boot-order FILE      the BootOrder variable's data as OVMF measures it (e.g. the two bytes 00 00)
-  --boot-option FILE     a Boot#### variable's data (an EFI_LOAD_OPTION), once for each in BootOrder
-  --digest               print the values as NAME HEX lines instead of a reference-values file
-
-Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.
-`;
-
-const TDX_OPTIONS = {
-  firmware: { type: 'string' },
-  'page-add-order': { type: 'string', default: 'single-pass' },
-  memory: { type: 'string' },
-  kernel: { type: 'string' },
-  initrd: { type: 'string' },
-  append: { type: 'string' },
-  'acpi-data-size': { type: 'string', default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}` },
-  'acpi-tables': { type: 'string' },
-  'acpi-rsdp': { type: 'string' },
-  'acpi-loader': { type: 'string' },
-  'boot-order': { type: 'string' },
-  'boot-option': { type: 'string', multiple: true },
-  digest: { type: 'boolean', default: false },
-} as const;
+A register not computed is left out (not pinned) and a comment says what it needs.`,
+  options: {
+    firmware: { type: 'string', value: 'FILE', description: 'the TDX firmware (TDVF, an OVMF.fd built with TDX support)' },
+    'page-add-order': {
+      type: 'string',
+      value: 'ORDER',
+      description: "how the VMM adds the firmware's pages to the TD: single-pass (QEMU 9 and later) or two-pass (QEMU 8)",
+      default: 'single-pass',
+    },
+    memory: {
+      type: 'string',
+      value: 'SIZE',
+      description: 'the guest memory, in bytes or with a K, M, G or T suffix (e.g. 2G); needed for RTMR0 and, with an initrd, for RTMR1',
+    },
+    kernel: { type: 'string', value: 'FILE', description: 'the kernel QEMU boots directly (-kernel), a PE/COFF (EFI stub) image' },
+    initrd: { type: 'string', value: 'FILE', description: 'the initrd (-initrd); absent means none' },
+    append: { type: 'string', value: 'TEXT', description: 'the kernel command line (-append); absent means an empty one' },
+    'acpi-data-size': {
+      type: 'string',
+      value: 'N',
+      description: 'the ACPI space QEMU reserves below 4 GiB, which moves the initrd',
+      default: `0x${DEFAULT_ACPI_DATA_SIZE.toString(16)}`,
+    },
+    'acpi-tables': { type: 'string', value: 'FILE', description: "QEMU's fw_cfg file etc/acpi/tables, as the VM has it" },
+    'acpi-rsdp': { type: 'string', value: 'FILE', description: "QEMU's fw_cfg file etc/acpi/rsdp" },
+    'acpi-loader': { type: 'string', value: 'FILE', description: "QEMU's fw_cfg file etc/table-loader" },
+    'boot-order': { type: 'string', value: 'FILE', description: "the BootOrder variable's data as OVMF measures it (e.g. the two bytes 00 00)" },
+    'boot-option': {
+      type: 'string',
+      value: 'FILE',
+      description: "a Boot#### variable's data (an EFI_LOAD_OPTION), once for each in BootOrder",
+      multiple: true,
+    },
+    digest: { type: 'boolean', description: 'print the values as NAME HEX lines instead of a reference-values file', default: false },
+  },
+  notes: 'Exit status: 0 printed, 1 the inputs cannot be measured, 2 bad usage, 3 a file could not be read.',
+} as const satisfies CommandSpec;
 
 const SIZE_UNITS: Record<string, number> = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 };
 
@@ -285,13 +267,7 @@ export function memorySizeOption(value: string): number {
 
 const RTMR0_FILES = ['acpi-tables', 'acpi-rsdp', 'acpi-loader', 'boot-order'] as const;
 
-async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
-  const { values }: { values: Record<string, string | boolean | string[] | undefined> } = parseCommandLine({
-    args: argv,
-    options: TDX_OPTIONS,
-    strict: true,
-    allowPositionals: false,
-  });
+async function runTdx(values: Values, io: MeasureIo): Promise<number> {
   const order = String(values['page-add-order']);
   if (order !== 'single-pass' && order !== 'two-pass') throw new UsageError(`--page-add-order must be single-pass or two-pass, got ${JSON.stringify(order)}`);
   if (typeof values.firmware !== 'string') throw new UsageError('--firmware FILE is required: MRTD is the measurement of the firmware');
@@ -359,44 +335,41 @@ async function runTdx(argv: string[], io: MeasureIo): Promise<number> {
   return MEASURE_EXIT.ok;
 }
 
-type Subcommand = { usage: string; run: (argv: string[], io: MeasureIo) => Promise<number> };
+type Values = Record<string, string | boolean | string[] | undefined>;
 
-const SUBCOMMANDS: Record<string, Subcommand> = {
-  // The running Sigil's own manifest digest (docs/auditing.md).
-  self: { usage: MEASURE_SELF_USAGE, run: (argv) => runMeasureSelf(argv) },
-  snp: { usage: SNP_USAGE, run: runSnp },
-  tdx: { usage: TDX_USAGE, run: runTdx },
-};
+export const command = {
+  name: 'measure',
+  summary: `Computes, from the firmware, the kernel, the initrd, the command line and the VM's shape, the launch
+measurement a confidential VM reports, and prints it as a reference-values file for sigil verify
+(--reference). See docs/measure.md.`,
+  options: {},
+  subcommands: [measureSelfCommand, snpCommand, tdxCommand],
+} as const satisfies CommandSpec;
+
+const PLATFORMS = new Map<CommandSpec, (values: Values, io: MeasureIo) => Promise<number>>([
+  [snpCommand, runSnp],
+  [tdxCommand, runTdx],
+]);
 
 /** `sigil measure self|snp|tdx` with its output and errors sent to `io`. */
 export async function measureCommand(argv: string[], io: MeasureIo): Promise<number> {
-  const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h') {
-    io.stdout.write(USAGE);
-    return name === undefined ? MEASURE_EXIT.usage : MEASURE_EXIT.ok;
-  }
-  const sub = SUBCOMMANDS[name];
-  if (sub === undefined) {
-    io.stderr.write(`sigil measure: unknown platform '${name}'\n\n${USAGE}`);
-    return MEASURE_EXIT.usage;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    io.stdout.write(sub.usage);
-    return MEASURE_EXIT.ok;
-  }
+  const chosen = chooseSubcommand(command, argv, io);
+  if (typeof chosen === 'number') return chosen;
+  // The running Sigil's own manifest digest (docs/auditing.md).
+  if (chosen.sub === measureSelfCommand) return runMeasureSelf(chosen.argv);
+  const line = parseCommandLine(chosen.sub, chosen.argv, io);
+  if (typeof line === 'number') return line;
+  const name = chosen.sub.name;
   try {
-    return await sub.run(rest, io);
+    return await PLATFORMS.get(chosen.sub)!(line.values as Values, io);
   } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr.write(`sigil measure ${name}: ${error.message}\n\n${sub.usage}`);
-      return MEASURE_EXIT.usage;
-    }
+    if (error instanceof UsageError) return refuseUsage(chosen.sub, error.message, io);
     if (error instanceof UnreadableError) {
-      io.stderr.write(`sigil measure ${name}: ${error.message}\n`);
+      io.stderr.write(`sigil ${name}: ${error.message}\n`);
       return MEASURE_EXIT.unreadable;
     }
     if (error instanceof MeasureError) {
-      io.stderr.write(`sigil measure ${name}: ${error.message} (${error.code})\n`);
+      io.stderr.write(`sigil ${name}: ${error.message} (${error.code})\n`);
       return MEASURE_EXIT.failed;
     }
     throw error;

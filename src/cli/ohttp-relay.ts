@@ -9,21 +9,22 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
-import { parseOrUsage } from './command-line.ts';
-import { UsageError } from './cli-errors.ts';
+import { parseCommandLine, usageExit, type CommandSpec } from './command-line.ts';
+import { RelayBodyTooLargeError, UsageError } from './cli-errors.ts';
 import { CHUNKED_REQUEST_MEDIA_TYPE, GATEWAY_PATH, KEYS_MEDIA_TYPE, REQUEST_MEDIA_TYPE } from '../protocol/ohttp.ts';
 
-const USAGE = `usage: sigil ohttp-relay --gateway URL [--listen HOST:PORT] [--max-body-bytes N]
-
-A minimal Oblivious HTTP relay (docs/ohttp.md): POST / with an encapsulated request (message/ohttp-req or
+export const command = {
+  name: 'ohttp-relay',
+  summary: `A minimal Oblivious HTTP relay (docs/ohttp.md): POST / with an encapsulated request (message/ohttp-req or
 message/ohttp-chunked-req) is forwarded to the gateway and its sealed answer streamed back; GET / answers the
 gateway's key configuration. Nothing but the body and its content type crosses: no client address, no other header.
-Run by a third party, never by the service's operator: a relay run by the operator hides nothing from the operator.
-
-  --gateway URL        the service (its ${GATEWAY_PATH} is the gateway) or the gateway's full URL
-  --listen HOST:PORT   where clients connect (default 127.0.0.1:8470)
-  --max-body-bytes N   the largest encapsulated request forwarded (default 16 MiB)
-`;
+Run by a third party, never by the service's operator: a relay run by the operator hides nothing from the operator.`,
+  options: {
+    gateway: { type: 'string', value: 'URL', description: `the service (its ${GATEWAY_PATH} is the gateway) or the gateway's full URL` },
+    listen: { type: 'string', value: 'HOST:PORT', description: 'where clients connect', default: '127.0.0.1:8470' },
+    'max-body-bytes': { type: 'string', value: 'N', description: 'the largest encapsulated request forwarded (default 16 MiB)' },
+  },
+} as const satisfies CommandSpec;
 
 export interface RunningRelay {
   url: string;
@@ -45,8 +46,10 @@ export async function startObliviousRelay(options: {
   // (undici takes it as the agent's own option: under `connect` it is ignored).
   const dispatcher = new Agent(options.localAddress === undefined ? {} : { localAddress: options.localAddress });
   const server: Server = createServer((req, res) => {
-    relay(req, res, gateway, maxBodyBytes, dispatcher).catch(() => {
-      if (!res.headersSent) answer(res, 502, 'the gateway could not be reached');
+    relay(req, res, gateway, maxBodyBytes, dispatcher).catch((err: unknown) => {
+      // undici wraps what the body stream threw: the cause says the body was refused, not the gateway.
+      const tooLarge = [err, (err as { cause?: unknown })?.cause].find((e) => e instanceof RelayBodyTooLargeError);
+      if (!res.headersSent) answer(res, tooLarge === undefined ? 502 : 413, tooLarge?.message ?? 'the gateway could not be reached');
       else res.destroy();
     });
   });
@@ -83,13 +86,13 @@ async function relay(req: IncomingMessage, res: ServerResponse, gateway: URL, ma
   if (type !== REQUEST_MEDIA_TYPE && type !== CHUNKED_REQUEST_MEDIA_TYPE)
     return answer(res, 415, `the body must be ${REQUEST_MEDIA_TYPE} or ${CHUNKED_REQUEST_MEDIA_TYPE}`);
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxBodyBytes) return answer(res, 413, `the encapsulated request is larger than ${maxBodyBytes} bytes`);
+  if (declared > maxBodyBytes) return answer(res, 413, new RelayBodyTooLargeError(maxBodyBytes).message);
   let seen = 0;
   const body = Readable.from(
     (async function* () {
       for await (const piece of req) {
         seen += (piece as Buffer).length;
-        if (seen > maxBodyBytes) throw new Error('too large');
+        if (seen > maxBodyBytes) throw new RelayBodyTooLargeError(maxBodyBytes);
         yield piece as Buffer;
       }
     })(),
@@ -103,20 +106,12 @@ async function relay(req: IncomingMessage, res: ServerResponse, gateway: URL, ma
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('ohttp-relay', USAGE, {
-    args: argv,
-    options: {
-      gateway: { type: 'string' },
-      listen: { type: 'string' },
-      'max-body-bytes': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const parsed = parseCommandLine(command, argv);
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
   try {
     if (values.gateway === undefined) throw new UsageError('give --gateway URL (the service whose gateway this relay forwards to)');
-    const listen = /^(.+):(\d+)$/.exec(values.listen ?? '127.0.0.1:8470');
+    const listen = /^(.+):(\d+)$/.exec(values.listen);
     if (listen === null) throw new UsageError('--listen takes HOST:PORT');
     const running = await startObliviousRelay({
       gateway: values.gateway,
@@ -132,10 +127,8 @@ export async function run(argv: string[]): Promise<number> {
     await running.close();
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`sigil ohttp-relay: ${err.message}\n${USAGE}`);
-      return 2;
-    }
+    const usage = usageExit(command, err);
+    if (usage !== undefined) return usage;
     process.stderr.write(`sigil ohttp-relay: ${(err as Error).message}\n`);
     return 1;
   }

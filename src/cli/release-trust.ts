@@ -1,12 +1,22 @@
 import type { ReleaseTrust } from '../verify/release/trust.ts';
+import type { OptionSpecs } from './command-line.ts';
 
 /** The options naming whom a release manifest must come from, shared by `sigil release verify`, `sigil verify` and `sigil verify-evidence`. */
 export const RELEASE_TRUST_OPTIONS = {
-  key: { type: 'string' },
-  identity: { type: 'string' },
-  issuer: { type: 'string' },
-  'trusted-root': { type: 'string' },
-} as const;
+  key: { type: 'string', value: 'PUB.pem', description: 'the release signing public key the manifest must be signed with (pinned: release.tlog is waived)' },
+  identity: {
+    type: 'string',
+    value: 'ID',
+    description:
+      "the Sigstore certificate identity of the manifest's signer, e.g. https://github.com/OWNER/REPO/.github/workflows/release.yml@refs/tags/v1.0.0 (a final * matches any ending)",
+  },
+  issuer: { type: 'string', value: 'URL', description: "that identity's OIDC issuer, e.g. https://token.actions.githubusercontent.com" },
+  'trusted-root': {
+    type: 'string',
+    value: 'FILE',
+    description: 'a Sigstore trusted root instead of the public-good one @sigstore/tuf ships',
+  },
+} as const satisfies OptionSpecs;
 
 /** How each command reads a file and reports bad usage or an unreadable input, in its own words. */
 export interface ReleaseTrustIo {

@@ -6,32 +6,57 @@ import { verifyRelease } from '../verify/release/verify-release.ts';
 import { isReleaseVersion } from '../verify/release/release-version.ts';
 import type { ReleaseReferenceValues } from '../verify/reference/reference-values.ts';
 import { formatChecks } from './check-report.ts';
-import { releaseTrustFrom } from './release-trust.ts';
+import { RELEASE_TRUST_OPTIONS, releaseTrustFrom } from './release-trust.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
-import { parseCommandLine } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, refuseUsage, type CommandSpec } from './command-line.ts';
 
-export const RELEASE_USAGE = `usage:
-  sigil release sign --key KEY.pem [--out FILE] STATEMENT.json
-  sigil release verify FILE (--key PUB.pem | --identity ID --issuer URL [--trusted-root FILE])
-                            [--min-version VERSION] [--max-validity-days N]
-                            [--reference-out FILE] [--at RFC3339]
+const EXIT_NOTE = `Exit status: 0 signed / verified (under --key: verified with waivers), 1 a check failed, 2 bad usage,
+3 an input could not be read.`;
 
-sign     signs a release manifest (an in-toto statement, docs/release.md) with a local EC P-256 key and
-         prints the Sigstore bundle (DSSE envelope, public-key hint, no transparency-log entry).
-verify   verifies a release manifest bundle offline: against the pinned key (--key), or against the
-         public-good Sigstore trust root @sigstore/tuf ships (or --trusted-root) and the expected signer:
-         --identity is the certificate identity, e.g.
-         https://github.com/OWNER/REPO/.github/workflows/release.yml@refs/tags/v1.0.0 (a final * matches
-         any ending), --issuer its OIDC issuer, e.g. https://token.actions.githubusercontent.com.
-         --min-version refuses an older release (release.version); a manifest valid longer than
-         --max-validity-days (default 30, the release workflow's own) is refused (release.validity).
-         With every check passed (under --key, release.tlog is waived: a keyed manifest is not logged),
-         --reference-out writes the manifest's values as a reference-values file (what sigil verify
-         --reference reads).
+const signCommand = {
+  name: 'release sign',
+  prefix: 'sigil release',
+  summary: `Signs a release manifest (an in-toto statement, docs/release.md) with a local EC P-256 key and prints the Sigstore
+bundle (DSSE envelope, public-key hint, no transparency-log entry).`,
+  operands: [['<STATEMENT.json>', 'the release manifest to sign']],
+  options: {
+    key: { type: 'string', value: 'KEY.pem', description: 'the EC P-256 signing key (required)' },
+    out: { type: 'string', value: 'FILE', description: 'write the bundle here instead of to stdout' },
+  },
+  notes: EXIT_NOTE,
+} as const satisfies CommandSpec;
 
-Exit status: 0 signed / verified (under --key: verified with waivers), 1 a check failed, 2 bad usage,
-3 an input could not be read.
-`;
+const verifyCommand = {
+  name: 'release verify',
+  prefix: 'sigil release',
+  summary: `Verifies a release manifest bundle offline: against the pinned key (--key), or against the public-good Sigstore
+trust root @sigstore/tuf ships (or --trusted-root) and the expected signer (--identity and --issuer).`,
+  operands: [['<FILE>', 'the Sigstore bundle of the release manifest']],
+  options: {
+    ...RELEASE_TRUST_OPTIONS,
+    'min-version': { type: 'string', value: 'VERSION', description: 'refuse an older release (release.version)' },
+    'max-validity-days': {
+      type: 'string',
+      value: 'N',
+      description: "refuse a manifest valid longer than this (release.validity; default 30, the release workflow's own)",
+    },
+    'reference-out': {
+      type: 'string',
+      value: 'FILE',
+      description:
+        "with every check passed (under --key, release.tlog is waived: a keyed manifest is not logged), write the manifest's values as a reference-values file (what sigil verify --reference reads)",
+    },
+    at: { type: 'string', value: 'RFC3339', description: 'verify as at this time instead of now' },
+  },
+  notes: EXIT_NOTE,
+} as const satisfies CommandSpec;
+
+export const command = {
+  name: 'release',
+  summary: 'Signs or verifies a release manifest.',
+  options: {},
+  subcommands: [signCommand, verifyCommand],
+} as const satisfies CommandSpec;
 
 export const RELEASE_EXIT = { ok: 0, checkFailed: 1, usage: 2, unreadable: 3 } as const;
 
@@ -40,18 +65,6 @@ export interface ReleaseIo {
   stderr: { write(text: string): unknown };
   now?: Date;
 }
-
-const OPTIONS = {
-  key: { type: 'string' },
-  out: { type: 'string' },
-  identity: { type: 'string' },
-  issuer: { type: 'string' },
-  'trusted-root': { type: 'string' },
-  'reference-out': { type: 'string' },
-  at: { type: 'string' },
-  'min-version': { type: 'string' },
-  'max-validity-days': { type: 'string' },
-} as const;
 
 async function read(path: string, what: string): Promise<Buffer> {
   try {
@@ -62,11 +75,7 @@ async function read(path: string, what: string): Promise<Buffer> {
 }
 
 async function sign(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
-  if (values.key === undefined || files.length !== 1) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
-  const verifyOnly = ['identity', 'issuer', 'trusted-root', 'reference-out', 'min-version', 'max-validity-days'];
-  if (verifyOnly.some((name) => values[name] !== undefined)) {
-    throw new UsageError('--identity, --issuer, --trusted-root, --min-version, --max-validity-days and --reference-out go with verify');
-  }
+  if (values.key === undefined) throw new UsageError('sign needs --key KEY.pem and one STATEMENT.json');
   const statementFile = await read(files[0]!, 'statement');
   let statement;
   try {
@@ -110,8 +119,6 @@ function releaseRequirements(values: Record<string, string | undefined>): Releas
 }
 
 async function verify(values: Record<string, string | undefined>, files: string[], io: ReleaseIo): Promise<number> {
-  if (files.length !== 1) throw new UsageError('verify needs one bundle FILE');
-  if (values.out !== undefined) throw new UsageError('--out goes with sign (verify writes --reference-out)');
   let now = io.now ?? new Date();
   if (values.at !== undefined) {
     if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(values.at) || Number.isNaN(Date.parse(values.at)))
@@ -140,22 +147,16 @@ async function verify(values: Record<string, string | undefined>, files: string[
 
 /** `sigil release` with its output given, so tests run it in-process. */
 export async function releaseCommand(argv: string[], io: ReleaseIo): Promise<number> {
-  const [sub, ...rest] = argv;
+  const chosen = chooseSubcommand(command, argv, io);
+  if (typeof chosen === 'number') return chosen;
   try {
-    if (sub === undefined || sub === '--help' || sub === '-h') {
-      io.stdout.write(RELEASE_USAGE);
-      return sub === undefined ? RELEASE_EXIT.usage : RELEASE_EXIT.ok;
-    }
-    const parsed = parseCommandLine({ args: rest, options: OPTIONS, allowPositionals: true });
+    const parsed = parseCommandLine(chosen.sub, chosen.argv, io);
+    if (typeof parsed === 'number') return parsed;
     const values = parsed.values as Record<string, string | undefined>;
-    if (sub === 'sign') return await sign(values, parsed.positionals, io);
-    if (sub === 'verify') return await verify(values, parsed.positionals, io);
-    throw new UsageError(`unknown subcommand '${sub}' (sign or verify)`);
+    if (chosen.sub === signCommand) return await sign(values, parsed.positionals, io);
+    return await verify(values, parsed.positionals, io);
   } catch (err) {
-    if (err instanceof UsageError) {
-      io.stderr.write(`sigil release: ${err.message}\n\n${RELEASE_USAGE}`);
-      return RELEASE_EXIT.usage;
-    }
+    if (err instanceof UsageError) return refuseUsage(chosen.sub, err.message, io);
     if (err instanceof UnreadableError) {
       io.stderr.write(`sigil release: ${err.message}\n`);
       return RELEASE_EXIT.unreadable;

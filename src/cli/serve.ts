@@ -1,16 +1,16 @@
 import cluster from 'node:cluster';
 import { existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { parseArgs } from 'node:util';
 import { addKey } from '../auth/keys-file.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import { servingProcesses } from '../config/workers.ts';
 import { startSigil, type RunningSigil } from '../http/start.ts';
 import type { AppContext } from '../http/context.ts';
 import { enginesAwaited, waitingFor, whenEnginesUp } from '../http/engine-readiness.ts';
-import { readConfigOrExit } from './config-arg.ts';
+import { CONFIG_OPTION, readConfigOrExit } from './config-arg.ts';
+import { parseCommandLine, refuseUsage, type CommandSpec } from './command-line.ts';
+import { UsageError } from './cli-errors.ts';
 import { applyListenOverride, listenOverride, listenSource, type ListenOverride } from './listen-override.ts';
-import { SERVE_USAGE_LINE } from './serve-usage.ts';
 import { shutdownDrainMs } from '../config/shutdown-drain.ts';
 import { runPrimary } from '../workers/primary.ts';
 import { runWorker } from '../workers/worker.ts';
@@ -74,8 +74,25 @@ async function portProblem(config: LoadedConfig, override: ListenOverride): Prom
   return `${where} cannot be used: ${error.code ?? error.message}.`;
 }
 
+export const command = {
+  name: 'serve',
+  summary: 'Runs the proxy. With no upstream configured, starts the built-in engine with a generated demo model.',
+  options: {
+    config: CONFIG_OPTION,
+    host: { type: 'string', value: 'HOST', description: "listen on HOST instead of the config's listen.host", env: 'SIGIL_HOST' },
+    port: { type: 'string', value: 'PORT', description: "listen on PORT instead of the config's listen.port; 0: any free port", env: 'SIGIL_PORT' },
+  },
+  notes: `API keys: their hashes live in the file auth.keys_file names (config/sigil.yaml: .sigil/api-keys);
+\`sigil keys add\` adds one and prints it once; a development start (attestation.provider none) with
+no keys file yet makes one and prints it once.
+SIGHUP reloads the keys file and the catalogue; SIGTERM or Ctrl-C stops (docs/operations.md).`,
+} as const satisfies CommandSpec;
+
 export async function run(argv: string[]): Promise<number> {
   // A worker forked by the primary: it gets its configuration and keys over IPC, not from argv; so only from a Sigil primary.
+  // Anything else reads its command line first, so that --help and a refused line answer wherever sigil runs.
+  const line = cluster.isWorker ? undefined : parseCommandLine(command, argv);
+  if (typeof line === 'number') return line;
   const foreign = cluster.isWorker ? foreignPrimaryProblem() : foreignChannelProblem();
   if (foreign !== undefined) {
     process.stderr.write(`sigil: ${foreign}\n`);
@@ -83,17 +100,15 @@ export async function run(argv: string[]): Promise<number> {
     if (cluster.isWorker) process.exit(1);
     return 1;
   }
-  if (cluster.isWorker) return runWorker();
-  let values;
+  if (line === undefined) return runWorker();
   let override: ListenOverride;
   try {
-    ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' } } }));
-    override = listenOverride(values, process.env);
+    override = listenOverride(line);
   } catch (err) {
-    process.stderr.write(`sigil serve: ${(err as Error).message}\n${SERVE_USAGE_LINE}\n`);
-    return 2;
+    if (err instanceof UsageError) return refuseUsage(command, err.message);
+    throw err;
   }
-  const configured = readConfigOrExit(values.config);
+  const configured = readConfigOrExit(line.values.config);
   if (configured === undefined) return 1;
   const config = applyListenOverride(configured, override);
   const problem = await portProblem(config, override);

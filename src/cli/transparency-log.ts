@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseOrUsage } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, usageExit, type CommandLine, type CommandSpec } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { fail, notPinned, pass, verdictOf, waive, type Check } from '../verify/check.ts';
 import type { VerifiedCheckpoint } from '../protocol/tlog/checkpoint.ts';
@@ -10,30 +10,44 @@ import { formatChecks } from './check-report.ts';
 import { UsageError } from './cli-errors.ts';
 import { resolveLog, witnessPolicy, type LogTarget } from './log-target.ts';
 
-const USAGE = `usage: sigil log verify URL [options]
-       sigil log receipt URL --receipt JWS|FILE [--index N] [options]
+const URL_OPERAND = [['<URL>', 'the service (https://host) or the log itself (https://host/v1/log)']] as const;
 
-verify    checks the whole log: every entry bundle and tile hashes to the checkpoint, signed by the log key
-receipt   checks one receipt is in the log: its inclusion proof leads to the checkpoint (also: sigil verify RECEIPT --url BASE --log)
-
-URL is the service (https://host) or the log itself (https://host/v1/log).
-  --log-key VKEY      the log's checkpoint key (C2SP verifier key); default: the one the attestation binding names (NOT PINNED)
-  --checkpoint FILE   check against this signed checkpoint (e.g. one witnesses cosigned) instead of the latest
-  --witness VKEY      a witness's cosignature/v1 key (repeatable)
-  --witnesses N       how many of them must have cosigned (default: all named; 0 waives witnessing)
-  --state FILE        the checkpoints seen before: each new one must extend the last (docs/log.md#verifying)
-`;
-
-const OPTIONS = {
-  'log-key': { type: 'string' },
-  checkpoint: { type: 'string' },
-  witness: { type: 'string', multiple: true },
-  witnesses: { type: 'string' },
-  state: { type: 'string' },
-  receipt: { type: 'string' },
-  index: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+const LOG_OPTIONS = {
+  'log-key': {
+    type: 'string',
+    value: 'VKEY',
+    description: "the log's checkpoint key (C2SP verifier key); default: the one the attestation binding names (NOT PINNED)",
+  },
+  checkpoint: { type: 'string', value: 'FILE', description: 'check against this signed checkpoint (e.g. one witnesses cosigned) instead of the latest' },
+  witness: { type: 'string', value: 'VKEY', description: "a witness's cosignature/v1 key", multiple: true },
+  witnesses: { type: 'string', value: 'N', description: 'how many of them must have cosigned (default: all named; 0 waives witnessing)' },
+  state: { type: 'string', value: 'FILE', description: 'the checkpoints seen before: each new one must extend the last (docs/log.md#verifying)' },
 } as const;
+
+const verifyCommand = {
+  name: 'log verify',
+  summary: 'Checks the whole log: every entry bundle and tile hashes to the checkpoint, signed by the log key.',
+  operands: URL_OPERAND,
+  options: LOG_OPTIONS,
+} as const satisfies CommandSpec;
+
+const receiptCommand = {
+  name: 'log receipt',
+  summary: 'Checks one receipt is in the log: its inclusion proof leads to the checkpoint (also: sigil verify RECEIPT --url BASE --log).',
+  operands: URL_OPERAND,
+  options: {
+    receipt: { type: 'string', value: 'JWS|FILE', description: 'the receipt, or a file holding it (required)' },
+    index: { type: 'string', value: 'N', description: 'its index in the log, when known' },
+    ...LOG_OPTIONS,
+  },
+} as const satisfies CommandSpec;
+
+export const command = {
+  name: 'log',
+  summary: "Checks a service's transparency log, or a receipt in it.",
+  options: {},
+  subcommands: [verifyCommand, receiptCommand],
+} as const satisfies CommandSpec;
 
 /** The checkpoint to check against: the latest, or a given (cosigned) one the latest must extend. */
 async function checkpointChecks(
@@ -123,15 +137,17 @@ function readReceipt(value: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('log', USAGE, { args: argv, allowPositionals: true, options: OPTIONS });
+  const chosen = chooseSubcommand(command, argv);
+  if (typeof chosen === 'number') return chosen;
+  const action = chosen.sub === verifyCommand ? 'verify' : 'receipt';
+  // verify's options are receipt's but --receipt and --index: its line holds neither.
+  const parsed = parseCommandLine(chosen.sub === verifyCommand ? verifyCommand : receiptCommand, chosen.argv) as
+    CommandLine<typeof receiptCommand.options> | number;
   if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  const [action, url] = positionals;
-  if ((action !== 'verify' && action !== 'receipt') || url === undefined || positionals.length > 2 || (action === 'receipt' && values.receipt === undefined)) {
-    process.stderr.write(USAGE);
-    return 2;
-  }
+  const url = positionals[0]!;
   try {
+    if (action === 'receipt' && values.receipt === undefined) throw new UsageError('give --receipt JWS|FILE: the receipt to find in the log');
     const policy = witnessPolicy(values.witness, values.witnesses);
     const target = await resolveLog(url, values['log-key'], policy.witnesses, policy.required);
     const { checks, checkpoint } = await checkpointChecks(target, values.checkpoint, values.state, values.witnesses === '0');
@@ -168,10 +184,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(formatChecks(checks) + whatToPin(checks, target));
     return verdictOf(checks).outcome === 'not-verified' ? 1 : 0;
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`sigil log: ${err.message}\n${USAGE}`);
-      return 2;
-    }
+    const usage = usageExit(chosen.sub, err);
+    if (usage !== undefined) return usage;
     process.stderr.write(`sigil log: ${describeError(err)}\n`);
     return 1;
   }

@@ -53,21 +53,23 @@ async function nvidiaBundle(dir: string | undefined): Promise<NvidiaCollateralFi
 export function gpuEvidenceExtension(roots?: GpuTrustRoots): EvidenceExtension {
   return {
     name: 'gpu',
-    options: { 'gpu-report': { type: 'string' }, 'gpu-certs': { type: 'string' }, nonce: { type: 'string' } },
-    usage: `
-  sigil verify-evidence --gpu-report FILE --gpu-certs FILE [--nonce HEX] [--reference FILE] [--collateral DIR]
-                        [--at RFC3339] [--json]
-  (also together with --tdx-quote or --snp-report)
-
-  --gpu-report FILE     an NVIDIA GPU's SPDM GET_MEASUREMENTS request and signed response: hex text as
-                        nvtrust writes it, base64 text, or raw bytes
-  --gpu-certs FILE      the GPU's device certificate chain (PEM, the device's own certificate first)
-  --nonce HEX           the 32-byte nonce the GPU report must answer (64 hex digits); without it, FAIL:
-                        nothing shows the report is fresh
-  RIMs: the reference file's gpu.rims (NVIDIA's signed driver and VBIOS RIMs) and those of --collateral DIR;
-  without any the measurements are shown but not compared (----). OCSP answers: the reference file's
-  gpu.ocsp and those of --collateral DIR; without any, revocation is not checked (----).
-`,
+    options: {
+      'gpu-report': {
+        type: 'string',
+        value: 'FILE',
+        description:
+          "an NVIDIA GPU's SPDM GET_MEASUREMENTS request and signed response: hex text as nvtrust writes it, base64 text, or raw bytes (alone, or together with --tdx-quote or --snp-report)",
+      },
+      'gpu-certs': { type: 'string', value: 'FILE', description: "the GPU's device certificate chain (PEM, the device's own certificate first)" },
+      nonce: {
+        type: 'string',
+        value: 'HEX',
+        description: 'the 32-byte nonce the GPU report must answer (64 hex digits); without it, FAIL: nothing shows the report is fresh',
+      },
+    },
+    notes: `GPU RIMs: the reference file's gpu.rims (NVIDIA's signed driver and VBIOS RIMs) and those of --collateral DIR;
+without any the measurements are shown but not compared (----). OCSP answers: the reference file's
+gpu.ocsp and those of --collateral DIR; without any, revocation is not checked (----).`,
     wants: (values) => values['gpu-report'] !== undefined || values['gpu-certs'] !== undefined || values.nonce !== undefined,
     usageProblem(values) {
       if (values['gpu-report'] === undefined) return '--gpu-certs and --nonce go with --gpu-report';

@@ -18,7 +18,7 @@ import { formatChecks } from './check-report.ts';
 import type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts';
 import { GPU_EVIDENCE } from './verify-evidence-gpu.ts';
 import { UsageError, UnreadableError } from './cli-errors.ts';
-import { parseCommandLine } from './command-line.ts';
+import { parseCommandLine, refuseUsage, type CommandSpec, type OptionSpecs } from './command-line.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 an input could not be read. */
@@ -29,49 +29,19 @@ export type { EvidenceContext, EvidenceExtension } from './evidence-extension.ts
 /** The extensions `sigil verify-evidence` runs: the place for GPU evidence (src/verify/gpu). */
 export const EVIDENCE_EXTENSIONS: EvidenceExtension[] = [GPU_EVIDENCE];
 
-function usage(extensions: readonly EvidenceExtension[]): string {
-  const more = extensions.map((e) => e.usage).join('');
-  return `usage:
-  sigil verify-evidence --tdx-quote FILE [--ccel-table FILE --ccel-data FILE | --event-log-json FILE]
-                        [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--report-data HEX]
-                        [--at RFC3339] [--json]
-  sigil verify-evidence --snp-report FILE [--vcek FILE [--ask FILE]] [--collateral DIR]
-                        [--reference FILE] [--release FILE RELEASE_TRUST] [--report-data HEX] [--at RFC3339] [--json]
-  RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
+const EXIT_NOTE = `Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a value
+is not pinned), 2 bad usage, 3 an input could not be read.`;
 
-Verifies raw hardware evidence without a live service (docs/auditing.md): signatures and certificate chains up to
+/** `sigil verify-evidence` with the options of `extensions` after its own. */
+export function evidenceCommand(extensions: readonly EvidenceExtension[]): CommandSpec {
+  return {
+    name: 'verify-evidence',
+    summary: `Verifies raw hardware evidence without a live service (docs/auditing.md): signatures and certificate chains up to
 the built-in AMD and Intel roots, platform policy, the TDX event log replayed into RTMR0-3, reference
-values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.
-
-  --tdx-quote FILE      a TDX quote (v4 or v5): raw bytes, hex (0x optional) or base64 text, or a JSON object with a hex "quote"
-                        (dstack's GetQuote response)
-  --ccel-table FILE     the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL)
-  --ccel-data FILE      the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)
-  --event-log-json FILE dstack's JSON event log, or its GetQuote response holding "event_log"
-  --snp-report FILE     an SEV-SNP attestation report (1184 bytes, raw)
-  --vcek FILE           the VCEK (or VLEK) certificate that signed it, PEM or DER
-  --ask FILE            the ASK (or ASVK) that signed the VCEK (default: the built-in ones)
-  --reference FILE      reference values (YAML or JSON, docs/auditing.md)
-  --release FILE        a signed release manifest (docs/release.md), verified offline at --at; its values are
-                        reference values (--reference FILE may add what a release does not state), and any
-                        failed release.* check makes the verdict NOT VERIFIED.
-                        --key pins the signer's key (release.tlog prints WAIVED); --identity and --issuer name
-                        a Sigstore signer, checked against the public-good root or --trusted-root FILE
-  --collateral DIR      collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json,
-                        tcb-signing-chain.pem, pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der (or one dcap-qvl
-                        collateral JSON file). AMD: amd-crl.der, amd-vcek.der and amd-cert-chain.pem (used when
-                        --vcek and --ask are not given). NVIDIA: the RIMs and OCSP answers nvidia-collateral.json
-                        names (with --gpu-report, added to the reference file's gpu.rims and gpu.ocsp)
-  --report-data HEX     the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED
-                        (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence
-  --allow-unbound-evidence  accept REPORT_DATA compared with nothing: printed as WAIVED
-  --allow-unpinned-code accept measured values no reference value pins: printed as WAIVED
-  --at RFC3339          the time certificates and collateral must be valid at (default: now)
-  --json                print {verified, tee, measured, checks, events} as JSON
-${more}
-Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a value
-is not pinned), 2 bad usage, 3 an input could not be read.
-`;
+values, and Intel's collateral. Each check prints as PASS, FAIL, or ---- for a value nobody pinned.`,
+    options: { ...BASE_OPTIONS, ...Object.assign({}, ...extensions.map((e) => e.options)) },
+    notes: [...extensions.flatMap((e) => (e.notes === undefined ? [] : [e.notes])), EXIT_NOTE].join('\n\n'),
+  };
 }
 
 interface Options {
@@ -94,29 +64,47 @@ interface Options {
 }
 
 const BASE_OPTIONS = {
-  'tdx-quote': { type: 'string' },
-  'ccel-table': { type: 'string' },
-  'ccel-data': { type: 'string' },
-  'event-log-json': { type: 'string' },
-  'snp-report': { type: 'string' },
-  vcek: { type: 'string' },
-  ask: { type: 'string' },
-  reference: { type: 'string' },
-  release: { type: 'string' },
+  'tdx-quote': {
+    type: 'string',
+    value: 'FILE',
+    description: 'a TDX quote (v4 or v5): raw bytes, hex (0x optional) or base64 text, or a JSON object with a hex "quote" (dstack\'s GetQuote response)',
+  },
+  'ccel-table': { type: 'string', value: 'FILE', description: 'the CCEL ACPI table (/sys/firmware/acpi/tables/CCEL), with --ccel-data' },
+  'ccel-data': { type: 'string', value: 'FILE', description: 'the CCEL event log (/sys/firmware/acpi/tables/data/CCEL)' },
+  'event-log-json': { type: 'string', value: 'FILE', description: 'dstack\'s JSON event log, or its GetQuote response holding "event_log"' },
+  'snp-report': { type: 'string', value: 'FILE', description: 'an SEV-SNP attestation report (1184 bytes, raw)' },
+  vcek: { type: 'string', value: 'FILE', description: 'the VCEK (or VLEK) certificate that signed it, PEM or DER' },
+  ask: { type: 'string', value: 'FILE', description: 'the ASK (or ASVK) that signed the VCEK (default: the built-in ones)' },
+  reference: { type: 'string', value: 'FILE', description: 'reference values (YAML or JSON, docs/auditing.md)' },
+  release: {
+    type: 'string',
+    value: 'FILE',
+    description:
+      'a signed release manifest (docs/release.md), verified offline at --at; its values are reference values (--reference FILE may add what a release does not state), and any failed release.* check makes the verdict NOT VERIFIED. Whom it must come from: --key, or --identity and --issuer',
+  },
   ...RELEASE_TRUST_OPTIONS,
-  collateral: { type: 'string' },
-  'report-data': { type: 'string' },
-  'allow-unbound-evidence': { type: 'boolean' },
-  'allow-unpinned-code': { type: 'boolean' },
-  at: { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+  collateral: {
+    type: 'string',
+    value: 'DIR',
+    description:
+      'collateral, as "sigil collateral fetch" writes it. Intel: tcbinfo.json, qeidentity.json, tcb-signing-chain.pem, pck-crl.der, pck-crl-issuer-chain.pem, root-crl.der (or one dcap-qvl collateral JSON file). AMD: amd-crl.der, amd-vcek.der and amd-cert-chain.pem (used when --vcek and --ask are not given). NVIDIA: the RIMs and OCSP answers nvidia-collateral.json names (with --gpu-report, added to the reference file\'s gpu.rims and gpu.ocsp)',
+  },
+  'report-data': {
+    type: 'string',
+    value: 'HEX',
+    description:
+      'the 64 bytes REPORT_DATA must hold; without it the evidence is NOT VERIFIED (nothing says it is fresh or what it is bound to) unless --allow-unbound-evidence',
+  },
+  'allow-unbound-evidence': { type: 'boolean', description: 'accept REPORT_DATA compared with nothing: printed as WAIVED' },
+  'allow-unpinned-code': { type: 'boolean', description: 'accept measured values no reference value pins: printed as WAIVED' },
+  at: { type: 'string', value: 'RFC3339', description: 'the time certificates and collateral must be valid at (default: now)' },
+  json: { type: 'boolean', description: 'print {verified, tee, measured, checks, events} as JSON' },
+} as const satisfies OptionSpecs;
 
-function parseOptions(argv: string[], extensions: readonly EvidenceExtension[], now: Date): Options | 'help' {
-  const options = Object.assign({}, ...extensions.map((e) => e.options), BASE_OPTIONS) as typeof BASE_OPTIONS;
-  const values = parseCommandLine({ args: argv, options, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
-  if (values.help === true) return 'help';
+/** `sigil verify-evidence` as the CLI runs it, with GPU evidence. */
+export const command = evidenceCommand(EVIDENCE_EXTENSIONS);
+
+function parseOptions(values: Record<string, string | boolean | undefined>, extensions: readonly EvidenceExtension[], now: Date): Options {
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const o: Options = {
     values,
@@ -327,16 +315,15 @@ async function ownReference(path: string): Promise<ReferenceValues> {
 /** `sigil verify-evidence` with its output given, so tests run it in-process. */
 export async function verifyEvidenceCommand(argv: string[], io: EvidenceIo): Promise<number> {
   const extensions = io.extensions ?? EVIDENCE_EXTENSIONS;
-  let o: Options | 'help';
+  const spec = evidenceCommand(extensions);
+  const line = parseCommandLine(spec, argv, io);
+  if (typeof line === 'number') return line;
+  let o: Options;
   try {
-    o = parseOptions(argv, extensions, io.now ?? new Date());
+    // No option of this command is `multiple`: each value is one string or a flag.
+    o = parseOptions(line.values as Record<string, string | boolean | undefined>, extensions, io.now ?? new Date());
   } catch (err) {
-    io.stderr.write(`sigil verify-evidence: ${(err as Error).message}\n\n${usage(extensions)}`);
-    return EVIDENCE_EXIT.usage;
-  }
-  if (o === 'help') {
-    io.stdout.write(usage(extensions));
-    return EVIDENCE_EXIT.ok;
+    return refuseUsage(spec, (err as Error).message, io);
   }
   let report: EvidenceReport;
   try {

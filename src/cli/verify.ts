@@ -27,73 +27,111 @@ import { verifyReleaseReference } from '../verify/release/release-reference.ts';
 import { formatChecks, verdictLine } from './check-report.ts';
 import { RELEASE_TRUST_OPTIONS, releaseTrustFrom, releaseUsageProblem } from './release-trust.ts';
 import { UsageError } from './cli-errors.ts';
-import { parseCommandLine } from './command-line.ts';
+import { parseCommandLine, refuseUsage, type CommandLine, type CommandSpec } from './command-line.ts';
 import { isSigilError } from '../protocol/sigil-error.ts';
 import { readAuditDirectory, type AuditedAttestation } from '../connect/audit.ts';
 
 /** Exit statuses: 0 every check passed; 1 a check failed; 2 bad usage; 3 the verification could not be carried out. */
 export const EXIT = { ok: 0, checkFailed: 1, usage: 2, unavailable: 3 } as const;
 
-const USAGE = `usage:
-  sigil verify RECEIPT_FILE|- (--jwks FILE|URL | --url BASE) [--nonce TEXT] [--measurement HEX]
-               [--policy FILE] [--attestation FILE] [--request FILE] [--response FILE]
-               [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
-               [--allow-unpinned-code] [--log [--log-index N]] [-v] [--json]
-  sigil verify --url BASE [--api-key KEY] [--model ID] [--stream] [--api chat|messages] [--reference FILE] [--release FILE RELEASE_TRUST]
-               [--collateral DIR] [--allow-no-tee] [--allow-unpinned-code] [-v] [--json]
-  sigil verify --audit DIR [--reference FILE] [--release FILE RELEASE_TRUST] [--collateral DIR] [--allow-no-tee]
-               [--allow-unpinned-code] [-v] [--json]
-  RELEASE_TRUST: --key PUB.pem | --identity ID --issuer URL [--trusted-root FILE]
-
-Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
-The first form checks a receipt you kept; the second makes a live chat completion with a fresh
-nonce and checks everything about it. It prints one line, the verdict with its counts; with -v, every check
-first, as "PASS name — detail" or "FAIL name — detail".
-
-  --jwks FILE|URL     the JWKS to verify against (default with --url: BASE/v1/verify/jwks.json)
-  --url BASE          the service; fetches its JWKS, policy and fresh attestation evidence
-  --api-key KEY       live mode; or set SIGIL_API_KEY (never printed)
-  --model ID          live mode: the model to ask (default: the first one GET /v1/models lists)
-  --stream            live mode: stream the answer and check the message receipt after [DONE] (messages: message_stop)
-  --api chat|messages the API of the exchange: OpenAI's chat completions (default) or Anthropic's Messages API
-                      (POST /v1/messages); live mode asks it, a receipt file is checked as signed for it
-                      (live mode checks the receipts are in the service's transparency log, when its attestation binds one)
-  --log               with a receipt file and --url: check the receipt is in the transparency log the attestation
-                      binds (docs/log.md), waiting up to the log's maximum merge delay for its batch
-  --log-index N       its leaf index (X-<Brand>-Log-Index, or sealed after the receipt); default: found by receipt id
-  --nonce TEXT        the X-<Brand>-Nonce you sent (default: none, so the receipt must carry "")
-  --measurement HEX   the enclave measurement you expect (from a reproducible build)
-  --policy FILE       the policy document you expect (default with --url: BASE/v1/verify/policy)
-  --attestation FILE  offline: a saved attestation document, best the start evidence
-                      (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names
-  --request FILE      the exact request body you sent
-  --response FILE     the exact response body you received (streams: up to and including data: [DONE])
-  --reference FILE    reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU
-                      measurements must match
-  --release FILE      a signed release manifest (Sigstore bundle, docs/release.md), verified offline; its values
-                      are reference values; --reference FILE may add what a release does not state (machine
-                      allow-lists, TCB floors, policy). Any failed release.* check makes the verdict NOT VERIFIED.
-                      Whom it must come from: --key PUB.pem (a pinned key; release.tlog prints WAIVED), or
-                      --identity ID --issuer URL (a Sigstore certificate identity and OIDC issuer, checked
-                      against the public-good trust root, or --trusted-root FILE), as sigil release verify
-  --collateral DIR    a collateral bundle as "sigil collateral fetch" writes it (file names in docs/auditing.md),
-                      verified offline: Intel's TCB info, QE identity and CRLs for TDX evidence (Intel's TCB
-                      status of the platform); AMD's CRL for SEV-SNP evidence (snp.crl, instead of the
-                      certificate table's); NVIDIA's RIMs and OCSP answers for GPU evidence (nvidia-collateral.json)
-  --brand NAME        the brand word of the header names (default Service: X-Service-Receipt)
-  --allow-no-tee      accept tee "none" (a development server without hardware evidence): its checks
-                      print as WAIVED, never PASS
-  --allow-unpinned-code  accept measured values no reference value pins: they print as WAIVED; without
-                      it they print as ---- NOT PINNED and the verdict is NOT VERIFIED
-  --audit DIR         offline: every receipt sigil connect --audit-dir DIR kept, checked again with the evidence
-                      it was verified against (docs/connect.md, "Audit"); one section per attestation
-  -v, --verbose       print every check under its heading, then the verdict (default: the verdict line only)
-  --json              print a machine-readable report (same as --format json)
-  --format ear        print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)
-
-Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a
-value is not pinned), 2 bad usage, 3 could not verify (I/O, network).
-`;
+export const command = {
+  name: 'verify',
+  summary: `Verifies a Sigil receipt (docs/receipts.md) and, with --url, the attestation evidence binding its key (docs/attestation.md).
+With RECEIPT_FILE (or - for stdin), checks a receipt you kept; with --url BASE alone, makes a live chat completion with a
+fresh nonce and checks everything about it; with --audit DIR, checks again what sigil connect kept. It prints one line,
+the verdict with its counts; with -v, every check first, as "PASS name — detail" or "FAIL name — detail".`,
+  operands: [['[RECEIPT_FILE]', 'a receipt you kept, or - for stdin']],
+  options: {
+    jwks: { type: 'string', value: 'FILE|URL', description: 'the JWKS to verify against (default with --url: BASE/v1/verify/jwks.json)' },
+    url: { type: 'string', value: 'BASE', description: 'the service; fetches its JWKS, policy and fresh attestation evidence' },
+    'api-key': { type: 'string', value: 'KEY', description: 'live mode; or set SIGIL_API_KEY (never printed)' },
+    model: { type: 'string', value: 'ID', description: 'live mode: the model to ask (default: the first one GET /v1/models lists)' },
+    stream: {
+      type: 'boolean',
+      description: 'live mode: stream the answer and check the message receipt after [DONE] (messages: message_stop)',
+      default: false,
+    },
+    api: {
+      type: 'string',
+      value: 'chat|messages',
+      description:
+        "the API of the exchange: OpenAI's chat completions or Anthropic's Messages API (POST /v1/messages); live mode asks it, a receipt file is checked as signed for it (live mode checks the receipts are in the service's transparency log, when its attestation binds one)",
+      default: 'chat',
+    },
+    log: {
+      type: 'boolean',
+      description:
+        "with a receipt file and --url: check the receipt is in the transparency log the attestation binds (docs/log.md), waiting up to the log's maximum merge delay for its batch",
+      default: false,
+    },
+    'log-index': {
+      type: 'string',
+      value: 'N',
+      description: 'its leaf index (X-<Brand>-Log-Index, or sealed after the receipt); default: found by receipt id',
+    },
+    nonce: { type: 'string', value: 'TEXT', description: 'the X-<Brand>-Nonce you sent (default: none, so the receipt must carry "")' },
+    measurement: { type: 'string', value: 'HEX', description: 'the enclave measurement you expect (from a reproducible build)' },
+    policy: { type: 'string', value: 'FILE', description: 'the policy document you expect (default with --url: BASE/v1/verify/policy)' },
+    attestation: {
+      type: 'string',
+      value: 'FILE',
+      description:
+        'offline: a saved attestation document, best the start evidence (GET BASE/v1/verify/attestation without a nonce), which attestation_hash names',
+    },
+    request: { type: 'string', value: 'FILE', description: 'the exact request body you sent' },
+    response: { type: 'string', value: 'FILE', description: 'the exact response body you received (streams: up to and including data: [DONE])' },
+    reference: {
+      type: 'string',
+      value: 'FILE',
+      description: 'reference values (docs/auditing.md): TDX/SNP values, and gpu.rims, the NVIDIA RIMs the GPU measurements must match',
+    },
+    release: {
+      type: 'string',
+      value: 'FILE',
+      description:
+        'a signed release manifest (Sigstore bundle, docs/release.md), verified offline; its values are reference values; --reference FILE may add what a release does not state (machine allow-lists, TCB floors, policy). Any failed release.* check makes the verdict NOT VERIFIED. Whom it must come from: --key, or --identity and --issuer, as sigil release verify',
+    },
+    ...RELEASE_TRUST_OPTIONS,
+    collateral: {
+      type: 'string',
+      value: 'DIR',
+      description:
+        "a collateral bundle as \"sigil collateral fetch\" writes it (file names in docs/auditing.md), verified offline: Intel's TCB info, QE identity and CRLs for TDX evidence (Intel's TCB status of the platform); AMD's CRL for SEV-SNP evidence (snp.crl, instead of the certificate table's); NVIDIA's RIMs and OCSP answers for GPU evidence (nvidia-collateral.json)",
+    },
+    brand: { type: 'string', value: 'NAME', description: 'the brand word of the header names (Service: X-Service-Receipt)', default: 'Service' },
+    'allow-no-tee': {
+      type: 'boolean',
+      description: 'accept tee "none" (a development server without hardware evidence): its checks print as WAIVED, never PASS',
+      default: false,
+    },
+    'allow-unpinned-code': {
+      type: 'boolean',
+      description:
+        'accept measured values no reference value pins: they print as WAIVED; without it they print as ---- NOT PINNED and the verdict is NOT VERIFIED',
+      default: false,
+    },
+    audit: {
+      type: 'string',
+      value: 'DIR',
+      description:
+        'offline: every receipt sigil connect --audit-dir DIR kept, checked again with the evidence it was verified against (docs/connect.md, "Audit"); one section per attestation',
+    },
+    verbose: {
+      type: 'boolean',
+      short: 'v',
+      description: 'print every check under its heading, then the verdict (default: the verdict line only)',
+      default: false,
+    },
+    json: { type: 'boolean', description: 'print a machine-readable report (same as --format json)', default: false },
+    format: {
+      type: 'string',
+      value: 'text|json|ear',
+      description: 'ear: print the verdict as an IETF RATS EAR claims set (JSON, unsigned; docs/auditing.md)',
+    },
+  },
+  notes: `Exit status: 0 verified (or verified with waivers, each listed), 1 not verified (a check failed or a
+value is not pinned), 2 bad usage, 3 could not verify (I/O, network).`,
+} as const satisfies CommandSpec;
 
 export interface VerifyIo {
   stdout: { write(text: string): unknown };
@@ -157,41 +195,8 @@ export interface VerifyReport {
   notes?: string[];
 }
 
-function parseOptions(argv: string[], env: VerifyIo['env']): Options | 'help' {
-  const parsed = parseCommandLine({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      jwks: { type: 'string' },
-      url: { type: 'string' },
-      'api-key': { type: 'string' },
-      model: { type: 'string' },
-      stream: { type: 'boolean', default: false },
-      api: { type: 'string', default: 'chat' },
-      nonce: { type: 'string' },
-      measurement: { type: 'string' },
-      policy: { type: 'string' },
-      attestation: { type: 'string' },
-      request: { type: 'string' },
-      response: { type: 'string' },
-      reference: { type: 'string' },
-      collateral: { type: 'string' },
-      release: { type: 'string' },
-      ...RELEASE_TRUST_OPTIONS,
-      brand: { type: 'string', default: 'Service' },
-      'allow-no-tee': { type: 'boolean', default: false },
-      'allow-unpinned-code': { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      verbose: { type: 'boolean', short: 'v', default: false },
-      format: { type: 'string' },
-      audit: { type: 'string' },
-      log: { type: 'boolean', default: false },
-      'log-index': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  const { values: v, positionals } = parsed;
-  if (v.help) return 'help';
+function parseOptions(line: CommandLine<typeof command.options>, env: VerifyIo['env']): Options {
+  const { values: v, positionals } = line;
   if (positionals.length > 1) throw new UsageError('give one receipt file (or - for stdin)');
   if (v.api !== 'chat' && v.api !== 'messages') throw new UsageError('--api is chat or messages');
   if (v.format !== undefined && v.format !== 'text' && v.format !== 'json' && v.format !== 'ear') throw new UsageError('--format is text, json or ear');
@@ -674,16 +679,13 @@ function shortNotes(notes: readonly string[]): string[] {
 
 /** `sigil verify` with its input and output given, so tests run it in-process. */
 export async function verifyCommand(argv: string[], io: VerifyIo): Promise<number> {
-  let o: Options | 'help';
+  const line = parseCommandLine(command, argv, io);
+  if (typeof line === 'number') return line;
+  let o: Options;
   try {
-    o = parseOptions(argv, io.env);
+    o = parseOptions(line, io.env);
   } catch (err) {
-    io.stderr.write(`sigil verify: ${(err as Error).message}\n\n${USAGE}`);
-    return EXIT.usage;
-  }
-  if (o === 'help') {
-    io.stdout.write(USAGE);
-    return EXIT.ok;
+    return refuseUsage(command, (err as Error).message, io);
   }
   let r: VerifyReport;
   let auditText: string | undefined;

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseOrUsage } from './command-line.ts';
+import { chooseSubcommand, parseCommandLine, usageExit, type CommandSpec } from './command-line.ts';
 import { describeError } from '../protocol/sigil-error.ts';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,20 +13,55 @@ import { fetchCheckpointNote, openLogCheckpoint, verifyLogConsistency } from '..
 import { UsageError } from './cli-errors.ts';
 import { resolveLog } from './log-target.ts';
 
-const USAGE = `usage: sigil witness keygen --name NAME --key FILE
-       sigil witness URL --key FILE --state FILE [--log-key VKEY] [--out FILE]
-       sigil witness serve --key FILE --state FILE --log [ORIGIN ]VKEY [--log ...] --listen HOST:PORT
+const KEY_OPTION = { type: 'string', value: 'FILE', description: "the witness's key" } as const;
+const STATE_OPTION = { type: 'string', value: 'FILE', description: 'the checkpoint this witness last cosigned for each origin' } as const;
 
-keygen   makes a witness key (Ed25519), writes it to FILE (mode 0600) and prints its verifier key (cosignature/v1)
-URL      fetches the log's checkpoint, checks its signature and, against the checkpoint this witness last
-         cosigned for that origin (--state), the log's consistency proof; only then cosigns it (C2SP
-         tlog-cosignature, with a timestamp), prints the cosigned checkpoint, adds the cosignature to --out
-         FILE (kept with other witnesses' lines for the same checkpoint) and keeps it in --state
-serve    serves the C2SP tlog-witness API (POST /add-checkpoint) for the logs --log names (a Sigil log by its key,
-         whose name is its origin; another log as 'ORIGIN VKEY'): a log pushes
-         each checkpoint with a consistency proof from the last one this witness cosigned (--state, kept
-         durably before any cosignature is returned; the same file as the pull mode's)
-`;
+const keygenCommand = {
+  name: 'witness keygen',
+  summary: 'Makes a witness key (Ed25519), writes it to --key FILE (mode 0600) and prints its verifier key (cosignature/v1).',
+  options: {
+    name: { type: 'string', value: 'NAME', description: "the witness's name (no spaces or plus signs)" },
+    key: { type: 'string', value: 'FILE', description: 'where to write the key; an existing file is never overwritten' },
+  },
+} as const satisfies CommandSpec;
+
+const serveCommand = {
+  name: 'witness serve',
+  summary: `Serves the C2SP tlog-witness API (POST /add-checkpoint) for the logs --log names: a log pushes each checkpoint with a
+consistency proof from the last one this witness cosigned (--state, kept durably before any cosignature is returned; the
+same file as the pull mode's).`,
+  options: {
+    key: KEY_OPTION,
+    state: STATE_OPTION,
+    log: {
+      type: 'string',
+      value: '[ORIGIN ]VKEY',
+      description: "a log to witness: a Sigil log by its key (its name is its origin), another log as 'ORIGIN VKEY'",
+      multiple: true,
+    },
+    listen: { type: 'string', value: 'HOST:PORT', description: 'where logs connect' },
+  },
+} as const satisfies CommandSpec;
+
+/** `sigil witness URL`: the pull mode; `keygen` and `serve` are its subcommands. */
+export const command = {
+  name: 'witness',
+  summary: `Fetches the log's checkpoint at URL, checks its signature and, against the checkpoint this witness last cosigned
+for that origin (--state), the log's consistency proof; only then cosigns it (C2SP tlog-cosignature, with a timestamp),
+prints the cosigned checkpoint, adds the cosignature to --out FILE and keeps it in --state.`,
+  operands: [['<URL>', "the service, or its log's URL"]],
+  options: {
+    key: KEY_OPTION,
+    state: STATE_OPTION,
+    'log-key': { type: 'string', value: 'VKEY', description: "the log's checkpoint verifier key (default: the one the service's attestation binding names)" },
+    out: {
+      type: 'string',
+      value: 'FILE',
+      description: "a cosigned checkpoint file: this cosignature is kept with other witnesses' lines for the same checkpoint",
+    },
+  },
+  subcommands: [keygenCommand, serveCommand],
+} as const satisfies CommandSpec;
 
 type PulledState = Record<string, { size: number; root: string }>;
 
@@ -92,27 +127,22 @@ async function serve(keyFile: string | undefined, stateFile: string | undefined,
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseOrUsage('witness', USAGE, {
-    args: argv,
-    allowPositionals: true,
-    options: {
-      key: { type: 'string' },
-      name: { type: 'string' },
-      state: { type: 'string' },
-      'log-key': { type: 'string' },
-      out: { type: 'string' },
-      log: { type: 'string', multiple: true },
-      listen: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (typeof parsed === 'number') return parsed;
-  const { values, positionals } = parsed;
+  const chosen = argv[0] === 'keygen' || argv[0] === 'serve' ? chooseSubcommand(command, argv) : undefined;
+  if (typeof chosen === 'number') return chosen;
+  const spec: CommandSpec = chosen?.sub ?? command;
   try {
-    if (positionals[0] === 'keygen' && positionals.length === 1) return keygen(values.name, values.key);
-    if (positionals[0] === 'serve' && positionals.length === 1) return await serve(values.key, values.state, values.log, values.listen);
-    if (positionals.length !== 1 || values.key === undefined || values.state === undefined)
-      throw new UsageError('give the log URL, --key FILE and --state FILE');
+    if (chosen?.sub === keygenCommand) {
+      const line = parseCommandLine(keygenCommand, chosen.argv);
+      return typeof line === 'number' ? line : keygen(line.values.name, line.values.key);
+    }
+    if (chosen?.sub === serveCommand) {
+      const line = parseCommandLine(serveCommand, chosen.argv);
+      return typeof line === 'number' ? line : await serve(line.values.key, line.values.state, line.values.log, line.values.listen);
+    }
+    const parsed = parseCommandLine(command, argv);
+    if (typeof parsed === 'number') return parsed;
+    const { values, positionals } = parsed;
+    if (values.key === undefined || values.state === undefined) throw new UsageError('give the log URL, --key FILE and --state FILE');
     const witness = readWitnessKey(values.key);
     const { log } = await resolveLog(positionals[0]!, values['log-key'], [], 0);
     const note = await fetchCheckpointNote(log);
@@ -135,10 +165,8 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`sigil witness: ${err.message}\n${USAGE}`);
-      return 2;
-    }
+    const usage = usageExit(spec, err);
+    if (usage !== undefined) return usage;
     process.stderr.write(`sigil witness: refused: ${describeError(err)}\n`);
     return 1;
   }

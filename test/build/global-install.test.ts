@@ -52,7 +52,7 @@ describe('sigil installed from its npm pack tarball', () => {
     expect(gpuBuilds.map((p) => p.files)).toEqual(gpuBuilds.map(() => ['package.json']));
     const sigil = join(prefix, 'bin/sigil');
     expect((await run(sigil, ['--version'])).stdout).toBe(`${VERSION}\n`);
-    expect((await run(sigil, ['serve', '--help'])).stdout).toContain('usage: sigil serve [--config FILE] [--host HOST] [--port PORT]\n');
+    expect((await run(sigil, ['serve', '--help'])).stdout).toMatch(/^usage: sigil serve \[options\]\n/);
 
     const work = join(dir, 'work');
     await run('mkdir', ['-p', work]);

@@ -51,14 +51,20 @@ describe('the sigil command explains itself', () => {
     expect(help.code).toBe(0);
     expect(bare.stderr).toBe(help.stdout);
     expect(sigil(['help', 'keys']).stdout).toBe(help.stdout);
-    expect(help.stdout).toContain('revoke   removes a key;');
+    expect(help.stdout).toMatch(/^ {2}revoke +Removes a key /m);
   });
 
   it('engine --help describes the options of make-model and bench', () => {
-    const help = sigil(['engine', 'make-model', '--help']);
+    const help = sigil(['engine', '--help']);
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain('  --seed N              seed of the random weights (default 42: the same model every time)\n');
-    expect(help.stdout).toContain('  --max-tokens N        tokens generated per request (default 256)\n');
+    expect(help.stdout).toMatch(/^ {2}make-model +writes a tiny llama GGUF/m);
+    expect(help.stdout).toMatch(/^ {2}bench +measures the engine/m);
+    const makeModel = sigil(['engine', 'make-model', '--help']);
+    expect(makeModel.code).toBe(0);
+    expect(makeModel.stdout.replace(/\s+/g, ' ')).toContain(' --seed <N> seed of the random weights (default 42: the same model every time) ');
+    const bench = sigil(['engine', 'bench', '--help']);
+    expect(bench.code).toBe(0);
+    expect(bench.stdout).toMatch(/^ {2}--max-tokens <N> +tokens generated per request \(default: "256"\)$/m);
   });
 
   it('keys list starts with a header naming the columns', () => {

@@ -58,7 +58,8 @@ describe('sigil connect refuses to downgrade, before anything is sent', () => {
   it('prints its usage with --help', async () => {
     const run = await sigilConnect(['--help']);
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/^usage:\n {2}sigil connect URL \[--listen 127\.0\.0\.1:PORT\]/);
+    expect(run.stdout).toMatch(/^usage: sigil connect \[options\] <URL>\n/);
+    expect(run.stdout).toMatch(/^ {2}--listen <HOST:PORT> /m);
   });
 
   it('refuses plain http:// without --allow-insecure-http', async () => {

@@ -132,13 +132,9 @@ describe('sigil measure snp refuses inputs it cannot measure, saying why', () =>
 describe('sigil measure names its platforms', () => {
   it('prints its usage and exits 2 without one, and refuses one it does not know', async () => {
     const none = await runMeasure([]);
-    expect([
-      none.code,
-      none.stdout.startsWith(
-        'usage: sigil measure self [--config FILE] [--files]\n       sigil measure snp --ovmf FILE [options]\n       sigil measure tdx --firmware FILE [options]   (sigil measure tdx --help)\n',
-      ),
-    ]).toEqual([2, true]);
+    expect([none.code, none.stdout, none.stderr.startsWith('usage: sigil measure [options] [command]\n')]).toEqual([2, '', true]);
+    expect(none.stderr.match(/^ {2}(self|snp|tdx) /gm)).toEqual(['  self ', '  snp ', '  tdx ']);
     const sgx = await runMeasure(['sgx']);
-    expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', "sigil measure: unknown platform 'sgx'"]);
+    expect([sgx.code, sgx.stdout, sgx.stderr.split('\n')[0]]).toEqual([2, '', 'sigil measure: unknown subcommand "sgx": give one of self, snp, tdx']);
   });
 });

@@ -194,7 +194,8 @@ describe('sigil verify-evidence usage and inputs', () => {
   it('prints its usage for --help', async () => {
     const r = await sigil(['--help']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^usage:\n {2}sigil verify-evidence --tdx-quote FILE/);
+    expect(r.stdout).toMatch(/^usage: sigil verify-evidence \[options\]\n/);
+    expect(r.stdout).toMatch(/^ {2}--tdx-quote <FILE> +a TDX quote/m);
   });
 
   it('exits 3 when an input cannot be read, or a reference file is malformed (naming the key)', async () => {
@@ -214,8 +215,7 @@ describe('sigil verify-evidence usage and inputs', () => {
   it('runs extensions (the place for GPU evidence) with their own options', async () => {
     const gpu: EvidenceExtension = {
       name: 'gpu',
-      options: { 'gpu-report': { type: 'string' } },
-      usage: '  --gpu-report FILE     a GPU report\n',
+      options: { 'gpu-report': { type: 'string', value: 'FILE', description: 'a GPU report' } },
       wants: (values) => typeof values['gpu-report'] === 'string',
       verify: async (values) => ({ checks: [fail('gpu.report', `not a report: ${String(values['gpu-report'])}`)], measured: { gpus: 1 } }),
     };
@@ -226,6 +226,6 @@ describe('sigil verify-evidence usage and inputs', () => {
       measured: { gpu: { gpus: 1 } },
       checks: [{ name: 'gpu.report', ok: false, detail: 'not a report: x.hex' }],
     });
-    expect((await sigil(['--help'], [gpu])).stdout).toContain('  --gpu-report FILE     a GPU report\n');
+    expect((await sigil(['--help'], [gpu])).stdout).toMatch(/^ {2}--gpu-report <FILE> +a GPU report$/m);
   });
 });
