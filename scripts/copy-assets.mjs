@@ -6,9 +6,10 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = resolve(root, process.argv[2] ?? 'dist');
-const ASSETS = ['engine/vocab/phi-3.gguf', 'engine/vocab/LICENSE-llama.cpp', 'engine/vocab/README.md'];
+// Each from the built-in engine's package (packages/engine/src/) to dist/engine/, where its bundled code looks for it.
+const ASSETS = ['vocab/phi-3.gguf', 'vocab/LICENSE-llama.cpp', 'vocab/README.md'];
 
 for (const asset of ASSETS) {
-  await mkdir(dirname(join(out, asset)), { recursive: true });
-  await copyFile(join(root, 'src', asset), join(out, asset));
+  await mkdir(dirname(join(out, 'engine', asset)), { recursive: true });
+  await copyFile(join(root, 'packages/engine/src', asset), join(out, 'engine', asset));
 }

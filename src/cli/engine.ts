@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { disposeLlama } from '../engine/llama-runtime.ts';
-import { measureEngine } from '../engine/bench/measure-engine.ts';
-import { makeModel } from '../engine/model/make-model.ts';
-import { startEngine } from '../engine/server/start-engine.ts';
+import { disposeLlama } from '@sigil/engine/runtime';
+import { measureEngine } from '@sigil/engine/bench';
+import { makeModel } from '@sigil/engine/make-model';
+import { startEngine } from '@sigil/engine/server';
 
 import { ENGINE_USAGE as USAGE } from './engine-usage.ts';
 import { UsageError } from './cli-errors.ts';

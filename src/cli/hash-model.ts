@@ -1,4 +1,4 @@
-import { hashModel, modelManifest } from '../engine/hash/model-hash.ts';
+import { hashModel, modelManifest } from '@sigil/engine/hash';
 
 const USAGE = 'usage: sigil hash-model PATH [--manifest]\n';
 

@@ -33,7 +33,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary: 'run the built-in llama.cpp engine (sigil engine --model FILE.gguf)',
     help: ENGINE_USAGE,
     load: async () => {
-      (await import('../engine/installed.ts')).assertEngineInstalled();
+      (await import('@sigil/engine/installed')).assertEngineInstalled();
       return import('./engine.ts');
     },
   },

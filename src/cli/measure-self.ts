@@ -3,8 +3,8 @@ import { currentRuntime } from '../attestation/runtime-options.ts';
 import { loadCatalogue } from '../catalogue/catalogue.ts';
 import { measureWeights, type MeasuredModel } from '../catalogue/weights.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import { ensureDemoModel } from '../engine/demo-model.ts';
-import { sha256File } from '../engine/hash/hash-file.ts';
+import { ensureDemoModel } from '@sigil/engine/demo-model';
+import { sha256File } from '@sigil/engine/hash';
 import { builtinModelId, builtinModelPath } from '../http/builtin-engine.ts';
 import { readConfigOrExit } from './config-arg.ts';
 

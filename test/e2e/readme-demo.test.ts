@@ -7,7 +7,7 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { ensureDemoModel } from '../../src/engine/demo-model.ts';
+import { ensureDemoModel } from '../../packages/engine/src/demo-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
 import { createLogger } from '../../src/logger/logger.ts';
 

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '../../src/engine/model/make-model.ts';
-import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
+import { startEngine, type RunningEngine } from '../../packages/engine/src/server/start-engine.ts';
 import { canonicalPolicyHash, splitReceiptStream, verifyReceipt } from '../../src/verify/index.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 
