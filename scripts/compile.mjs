@@ -33,8 +33,9 @@ const tsc = spawnSync(
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 const src = join(root, 'src');
-// The built-in engine's package (packages/engine): its sources map to dist/engine/, where copy-assets puts its files.
-const engineSrc = join(root, 'packages/engine/src');
+// The built-in engine's package (packages/engine, where node_modules links it): its sources map to dist/engine/, where
+// copy-assets puts its files.
+const engineSrc = join(dirname(require.resolve('@sigil/engine/package.json')), 'src');
 const bundleDir = join(out, 'sigil');
 
 /** Where a file beside the sources is in dist/: src/x under dist/x, the engine's packages/engine/src/x under dist/engine/x. */
