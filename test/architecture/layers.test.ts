@@ -48,7 +48,12 @@ describe('the layers (docs/architecture.md)', () => {
     ['src/proxy/upstream.ts', "import { sendError } from '../http/respond.ts';", 'src/http/respond.ts', 'lower-layers-do-not-import-http'],
     ['packages/engine/src/server/a.ts', "import '../../../../src/receipts/claims.ts';", 'src/receipts/claims.ts', 'engine-stands-alone'],
     ['packages/engine/src/a.ts', "import type { X } from '../../client/src/b.ts';", 'packages/client/src/b.ts', 'engine-stands-alone'],
-    ['src/http/a.ts', "import '../../packages/engine/src/server/start-engine.ts';", 'packages/engine/src/server/start-engine.ts', 'proxy-runs-the-engine-package'],
+    [
+      'src/http/a.ts',
+      "import '../../packages/engine/src/server/start-engine.ts';",
+      'packages/engine/src/server/start-engine.ts',
+      'proxy-runs-the-engine-package',
+    ],
     ['src/http/a.ts', "import '../cli/main.ts';", 'src/cli/main.ts', 'only-cli-imports-cli'],
   ])('fail when %s imports upward (%s)', async (from, statement, to, rule) => {
     const dir = await tree({ [from]: `${statement}\nexport const a = 1;\n`, [to]: 'export type X = 1;\nexport const b = 2;\n' });
