@@ -3,7 +3,7 @@
  * through test/architecture/layers.test.ts, so an upward import fails the build.
  * Type-only imports count: a type from a higher layer is still a dependency on it.
  */
-const LOWER = '^src/(protocol|config|logger|metrics|tracing|auth|limits|catalogue|policy|receipts|tlog|attestation|proxy|fleet|verify|engine|measure)/';
+const LOWER = '^src/(protocol|config|logger|metrics|tracing|auth|limits|catalogue|policy|receipts|tlog|attestation|proxy|fleet|verify|measure)/';
 
 module.exports = {
   forbidden: [
@@ -11,7 +11,7 @@ module.exports = {
       name: 'no-cycles',
       severity: 'error',
       comment: 'Two modules that need each other are one module, or a layer is missing.',
-      from: { path: '^src/' },
+      from: { path: '^(src|packages/engine/src)/' },
       to: { circular: true },
     },
     {
@@ -31,9 +31,16 @@ module.exports = {
     {
       name: 'engine-stands-alone',
       severity: 'error',
-      comment: 'The built-in engine is a separate program: it knows nothing of receipts or the proxy.',
-      from: { path: '^src/engine/' },
-      to: { path: '^src/', pathNot: '^src/engine/' },
+      comment: 'The built-in engine (packages/engine) is a separate program: it imports only itself, never the proxy or another package.',
+      from: { path: '^packages/engine/' },
+      to: { path: '^(src|packages|test|bench)/', pathNot: '^packages/engine/' },
+    },
+    {
+      name: 'proxy-runs-the-engine-package',
+      severity: 'error',
+      comment: "The proxy reaches the built-in engine through @sigil/engine's entry points (its package.json exports), never by a path into it.",
+      from: { path: '^src/' },
+      to: { path: '^packages/engine/', dependencyTypesNot: ['aliased-workspace'] },
     },
     {
       name: 'trust-page-is-a-client',
@@ -104,5 +111,7 @@ module.exports = {
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,
     moduleSystems: ['es6'],
+    // Resolve @sigil/engine/... through its package.json exports, as Node does: to packages/engine, an aliased workspace.
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'default'] },
   },
 };

@@ -11,12 +11,15 @@ ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b12
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# The built-in engine's workspace package (@sigil/engine): linked by the install, bundled by the build.
+COPY packages/engine/package.json ./packages/engine/
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
 # No install scripts: this stage only compiles and bundles, and node-llama-cpp is here for its types.
 RUN npm install --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
+COPY packages/engine ./packages/engine
 COPY bin ./bin
 RUN npm run build
 

@@ -13,7 +13,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { addKey } from '../src/auth/keys-file.ts';
-import { ensureDemoModel } from '../src/engine/demo-model.ts';
+import { ensureDemoModel } from '@sigil/engine/demo-model';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '6' }, 'max-tokens': { type: 'string', default: '256' } } });
 const ROUNDS = Number(values.rounds);

@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, statSync, writeSync } from 'node:fs';
-import { hashModel } from '../src/engine/hash/model-hash.ts';
+import { hashModel } from '@sigil/engine/hash';
 
 async function time<T>(run: () => Promise<T> | T): Promise<{ value: T; seconds: number }> {
   const started = process.hrtime.bigint();

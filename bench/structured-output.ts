@@ -10,8 +10,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ensureDemoModel } from '../src/engine/demo-model.ts';
-import { startEngine } from '../src/engine/server/start-engine.ts';
+import { ensureDemoModel } from '@sigil/engine/demo-model';
+import { startEngine } from '@sigil/engine/server';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '8' }, 'max-tokens': { type: 'string', default: '128' } } });
 const ROUNDS = Number(values.rounds);

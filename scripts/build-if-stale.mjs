@@ -8,7 +8,17 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const stamp = join(root, 'dist/.built');
-const INPUTS = ['src', 'scripts', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.proxy-only.json'];
+const INPUTS = [
+  'src',
+  'packages/engine',
+  'scripts',
+  'bin',
+  'package.json',
+  'package-lock.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'tsconfig.proxy-only.json',
+];
 
 /** The newest modification time below a path, in ms. */
 function newest(path) {

@@ -33,12 +33,22 @@ const tsc = spawnSync(
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 const src = join(root, 'src');
+// The built-in engine's package (packages/engine, where node_modules links it): its sources map to dist/engine/, where
+// copy-assets puts its files.
+const engineSrc = join(dirname(require.resolve('@sigil/engine/package.json')), 'src');
 const bundleDir = join(out, 'sigil');
+
+/** Where a file beside the sources is in dist/: src/x under dist/x, the engine's packages/engine/src/x under dist/engine/x. */
+function inDist(target) {
+  if (target.startsWith(src + '/')) return join(out, relative(src, target));
+  if (target.startsWith(engineSrc + '/')) return join(out, 'engine', relative(engineSrc, target));
+  return target;
+}
 const sourceUrl = /new URL\((['"])(\.{1,2}\/[^'"]+)\1, import\.meta\.url\)/g;
 
 /**
  * A `new URL('./x', import.meta.url)` written beside a source file is rewritten to name the same file seen from
- * dist/sigil/ (a path under src/ maps to the same path under dist/, where tsc and copy-assets put it).
+ * dist/sigil/ (inDist: where tsc and copy-assets put it).
  */
 const relocateUrls = {
   name: 'relocate-urls',
@@ -47,9 +57,7 @@ const relocateUrls = {
       const text = await readFile(args.path, 'utf8');
       if (!text.includes('import.meta.url')) return undefined;
       const contents = text.replace(sourceUrl, (whole, quote, rel) => {
-        const target = resolve(dirname(args.path), rel);
-        const inDist = target.startsWith(src + '/') ? join(out, relative(src, target)) : target;
-        const fromBundle = relative(bundleDir, inDist);
+        const fromBundle = relative(bundleDir, inDist(resolve(dirname(args.path), rel)));
         return `new URL(${quote}${fromBundle.startsWith('.') ? fromBundle : `./${fromBundle}`}${quote}, import.meta.url)`;
       });
       return { contents, loader: 'ts' };

@@ -4,7 +4,7 @@
  * prints. Everything in it is reproducible by an auditor from the same build, config and catalogue.
  */
 import { createHash } from 'node:crypto';
-import { sha256File } from '../engine/hash/hash-file.ts';
+import { sha256File } from '@sigil/engine/hash';
 import * as nodeFs from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -4,7 +4,7 @@
  * declared.
  */
 import { stat } from 'node:fs/promises';
-import { hashModel, modelFiles } from '../engine/hash/model-hash.ts';
+import { hashModel, modelFiles } from '@sigil/engine/hash';
 import type { CatalogueModel } from './catalogue.ts';
 import { CatalogueError } from './catalogue.ts';
 

@@ -55,7 +55,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`sigil engine: ${(error as Error).message}\n`);
     return 1;
   } finally {
-    if (loaded) await (await import('../engine/llama-runtime.ts')).disposeLlama();
+    if (loaded) await (await import('@sigil/engine/runtime')).disposeLlama();
   }
 }
 
@@ -63,12 +63,12 @@ let loaded = false;
 
 /** The engine's modules, loaded only once a command line is accepted: --help works without node-llama-cpp installed. */
 async function engineModules() {
-  (await import('../engine/installed.ts')).assertEngineInstalled();
+  (await import('@sigil/engine/installed')).assertEngineInstalled();
   loaded = true;
   const [{ measureEngine }, { makeModel }, { startEngine }] = await Promise.all([
-    import('../engine/bench/measure-engine.ts'),
-    import('../engine/model/make-model.ts'),
-    import('../engine/server/start-engine.ts'),
+    import('@sigil/engine/bench'),
+    import('@sigil/engine/make-model'),
+    import('@sigil/engine/server'),
   ]);
   return { measureEngine, makeModel, startEngine };
 }

@@ -1,4 +1,4 @@
-import { hashModel, modelManifest } from '../engine/hash/model-hash.ts';
+import { hashModel, modelManifest } from '@sigil/engine/hash';
 
 import { parseCommandLine, type CommandSpec } from './command-line.ts';
 

@@ -3,10 +3,11 @@ import { basename, extname, resolve } from 'node:path';
 import type { Endpoint } from '../catalogue/schema.ts';
 import type { LoadedConfig } from '../config/load.ts';
 import type { Logger } from '../logger/logger.ts';
+import { SIGIL_PROGRAM } from './sigil-program.ts';
 
 /** Where the zero-config demo model lives, relative to the working directory. */
 export const DEMO_MODEL_PATH = '.sigil/models/demo-tiny-random.gguf';
-/** What the built-in engine serves (src/engine/README.md): no /v1/responses, and embeddings from the same model. */
+/** What the built-in engine serves (packages/engine/README.md): no /v1/responses, and embeddings from the same model. */
 const BUILTIN_ENGINE_ENDPOINTS: Endpoint[] = ['chat', 'completions', 'embeddings', 'messages'];
 export const BUILTIN_UPSTREAM = 'builtin';
 
@@ -34,11 +35,11 @@ export interface BuiltinEngine {
  * catalogue entry says plainly that its weights are random, and its hash is computed from the file.
  */
 export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): Promise<BuiltinEngine> {
-  const { assertEngineInstalled } = await import('../engine/installed.ts');
+  const { assertEngineInstalled } = await import('@sigil/engine/installed');
   assertEngineInstalled();
-  const { startEngineProcess } = await import('../engine/child.ts');
-  const { ensureDemoModel } = await import('../engine/demo-model.ts');
-  const { sha256File } = await import('../engine/hash/hash-file.ts');
+  const { startEngineProcess } = await import('@sigil/engine/process');
+  const { ensureDemoModel } = await import('@sigil/engine/demo-model');
+  const { sha256File } = await import('@sigil/engine/hash');
 
   const demo = config.engine.model === undefined;
   const modelPath = builtinModelPath(config);
@@ -48,6 +49,7 @@ export async function startBuiltinEngine(config: LoadedConfig, logger: Logger): 
   logger.info({ model: basename(modelPath), threads: config.engine.threads, parallel: config.engine.parallel }, 'starting the built-in engine');
   const started = Date.now();
   const engine = await startEngineProcess({
+    program: SIGIL_PROGRAM,
     modelPath,
     threads: config.engine.threads,
     parallel: config.engine.parallel,

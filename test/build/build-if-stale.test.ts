@@ -13,7 +13,17 @@ const prestart = () => spawnSync(process.execPath, ['scripts/build-if-stale.mjs'
 
 describe("npm start's prestart", () => {
   it('builds when nothing was built, skips the build when nothing changed, and builds again after a source changes', () => {
-    for (const entry of ['src', 'scripts', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.proxy-only.json']) {
+    for (const entry of [
+      'src',
+      'packages/engine',
+      'scripts',
+      'bin',
+      'package.json',
+      'package-lock.json',
+      'tsconfig.json',
+      'tsconfig.build.json',
+      'tsconfig.proxy-only.json',
+    ]) {
       cpSync(join(ROOT, entry), join(app, entry), { recursive: true });
     }
     symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));
@@ -34,5 +44,12 @@ describe("npm start's prestart", () => {
     const third = prestart();
     expect(third.status).toBe(0);
     expect(third.stderr).toContain('build: compiling');
+
+    // The built-in engine is bundled too: a change to its package is a change to the sources.
+    const evenLater = new Date(Date.now() + 10_000);
+    utimesSync(join(app, 'packages/engine/src/server/messages.ts'), evenLater, evenLater);
+    const fourth = prestart();
+    expect(fourth.status).toBe(0);
+    expect(fourth.stderr).toContain('build: compiling');
   }, 400_000);
 });

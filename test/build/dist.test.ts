@@ -63,7 +63,7 @@ function packageOf(specifier: string): string | undefined {
 const IMPORT = /^\s*(?:import|export)\b[^'";]*?\bfrom\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']/gm;
 
 describe('the compiled proxy (dist/) needs only its production dependencies', () => {
-  it('imports nothing but Node built-ins and `dependencies`; node-llama-cpp, optional, only from the built-in engine', () => {
+  it('imports nothing but Node built-ins, `dependencies` and the built-in engine; node-llama-cpp, optional, only from the engine in the bundle', () => {
     const files = compiledFiles(join(app, 'dist'));
     expect(files.length).toBeGreaterThan(50);
     const outside: string[] = [];
@@ -74,14 +74,20 @@ describe('the compiled proxy (dist/) needs only its production dependencies', ()
         const specifier = match[1] ?? match[2] ?? match[3];
         const name = packageOf(specifier!);
         if (name !== undefined) seen.add(name);
-        if (name === undefined || name in PACKAGE.dependencies) continue;
-        if (name in PACKAGE.optionalDependencies && path.startsWith('engine/')) continue;
+        // The built-in engine's workspace package: bundled into dist/sigil/, never installed on its own.
+        if (name === undefined || name in PACKAGE.dependencies || name === '@sigil/engine') continue;
         outside.push(`${path} imports ${specifier}`);
       }
     }
     expect(outside).toEqual([]);
     expect(seen).toContain('undici');
-    expect(seen).toContain('node-llama-cpp');
+    expect(seen).toContain('@sigil/engine');
+    const bundled = readdirSync(join(app, 'dist/sigil')).filter((name) => name.endsWith('.mjs'));
+    const loadingLlama = bundled.filter((name) =>
+      /from\s*"node-llama-cpp"|import\(\s*"node-llama-cpp"\s*\)/.test(readFileSync(join(app, 'dist/sigil', name), 'utf8')),
+    );
+    expect(loadingLlama.length).toBeGreaterThan(0);
+    expect(loadingLlama).not.toContain('main.mjs');
   });
 
   it('exports the attested client and the verifier as sigil/client and sigil/verify, compiled', () => {

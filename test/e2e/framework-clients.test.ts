@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { makeModel } from '../../src/engine/model/make-model.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
 import { createLogger } from '../../src/logger/logger.ts';
 

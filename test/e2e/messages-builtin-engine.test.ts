@@ -9,7 +9,7 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/auth/keys-file.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { makeModel } from '../../src/engine/model/make-model.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
 import { startSigil, type RunningSigil } from '../../src/http/start.ts';
 import { createLogger } from '../../src/logger/logger.ts';
 import { verifyExchange } from '../../src/verify/exchange.ts';

@@ -9,7 +9,7 @@ import { fencedBlocks, type FencedBlock } from '../support/fenced-blocks.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 /**
- * The README's snippets, run as a reader runs them against `npm start` (issue 49, item 7): a built copy of the tree
+ * The README's snippets, run as a reader runs them against `npm start`: a built copy of the tree
  * serves config/sigil.yaml (the built-in engine and its random demo model) on a free port, and every fenced block
  * that is not marked `<!-- not run: why -->` runs there, with two strings rewritten: the README's address
  * http://127.0.0.1:8080 becomes the served one, and the key placeholder sk-sigil-... the key it printed at start.

@@ -3,8 +3,9 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEngineProcess, type EngineProcess } from '../../src/engine/child.ts';
-import { ensureDemoModel } from '../../src/engine/demo-model.ts';
+import { startEngineProcess, type EngineProcess } from '../../packages/engine/src/child.ts';
+import { SIGIL_PROGRAM } from '../../src/http/sigil-program.ts';
+import { ensureDemoModel } from '../../packages/engine/src/demo-model.ts';
 
 let dir: string;
 let demoPath: string;
@@ -38,7 +39,7 @@ describe('the zero-config demo model', () => {
 
 describe('the engine as a child process', () => {
   it('starts on a free loopback port, serves chat completions, and is gone after stop()', async () => {
-    engine = await startEngineProcess({ modelPath: demoPath, threads: 1, parallel: 1, contextSize: 512 });
+    engine = await startEngineProcess({ program: SIGIL_PROGRAM, modelPath: demoPath, threads: 1, parallel: 1, contextSize: 512 });
     expect(engine.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(engine.modelName).toBe('demo');
     const res = await fetch(`${engine.url}/v1/chat/completions`, {
@@ -57,11 +58,13 @@ describe('the engine as a child process', () => {
   });
 
   it('fails with the reason when the model file does not exist', async () => {
-    await expect(startEngineProcess({ modelPath: join(dir, 'absent.gguf') })).rejects.toThrow(/exited .* before listening/);
+    await expect(startEngineProcess({ program: SIGIL_PROGRAM, modelPath: join(dir, 'absent.gguf') })).rejects.toThrow(/exited .* before listening/);
   });
 
   it('gives up after engine.start_timeout_ms when the engine is not listening by then', async () => {
     // 20 ms: less than any Node process takes to start, so the child cannot have listened (or exited) yet.
-    await expect(startEngineProcess({ modelPath: join(dir, 'absent.gguf'), startTimeoutMs: 20 })).rejects.toThrow('the engine did not start within 0.02 s');
+    await expect(startEngineProcess({ program: SIGIL_PROGRAM, modelPath: join(dir, 'absent.gguf'), startTimeoutMs: 20 })).rejects.toThrow(
+      'the engine did not start within 0.02 s',
+    );
   });
 });

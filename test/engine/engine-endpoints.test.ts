@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '../../src/engine/model/make-model.ts';
-import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
+import { startEngine, type RunningEngine } from '../../packages/engine/src/server/start-engine.ts';
 
 const SENTENCE = 'The quick brown fox jumps over the lazy dog.';
 /** A raw prompt in the model's chat format, special tokens written out: the scripted chain starts after <|assistant|>. */

@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getLlama, LlamaLogLevel, type LlamaModel } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readGgufHeader } from '../../src/engine/gguf/read.ts';
-import { toHalf } from '../../src/engine/gguf/tensor-encoding.ts';
-import { writeGguf } from '../../src/engine/gguf/write.ts';
-import type { GgufMetadata } from '../../src/engine/gguf/types.ts';
-import { GENERATED_CHAT_TEMPLATE } from '../../src/engine/model/chat-template.ts';
-import { makeModel } from '../../src/engine/model/make-model.ts';
-import { readVocab } from '../../src/engine/vocab/read-vocab.ts';
+import { readGgufHeader } from '../../packages/engine/src/gguf/read.ts';
+import { toHalf } from '../../packages/engine/src/gguf/tensor-encoding.ts';
+import { writeGguf } from '../../packages/engine/src/gguf/write.ts';
+import type { GgufMetadata } from '../../packages/engine/src/gguf/types.ts';
+import { GENERATED_CHAT_TEMPLATE } from '../../packages/engine/src/model/chat-template.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
+import { readVocab } from '../../packages/engine/src/vocab/read-vocab.ts';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
 

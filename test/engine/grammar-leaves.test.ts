@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EMAIL_GBNF, integerRange, KNOWN_EMAIL_PATTERNS } from '../../src/engine/server/grammar-leaves.ts';
+import { EMAIL_GBNF, integerRange, KNOWN_EMAIL_PATTERNS } from '../../packages/engine/src/server/grammar-leaves.ts';
 
 /** The GBNF of a leaf as a JavaScript regular expression (leaves use only literals, classes, groups, | and {m,n}). */
 function asRegExp(gbnf: string): RegExp {

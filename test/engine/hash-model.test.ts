@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { run } from '../../src/cli/hash-model.ts';
-import { hashModel, modelManifest } from '../../src/engine/hash/model-hash.ts';
+import { hashModel, modelManifest } from '../../packages/engine/src/hash/model-hash.ts';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '../../src/engine/model/make-model.ts';
-import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
+import { startEngine, type RunningEngine } from '../../packages/engine/src/server/start-engine.ts';
 
 /** Repeated words, a repeated piece inside words, accents and a 4-byte emoji spelled as byte tokens. */
 const SENTENCE = 'Grüße! The cat saw the other cat, then the 🦙 saw the cat.';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { SIGIL_FROM_SOURCES } from '../support/cli.ts';
 
 /** The engine README's sigil.yaml and models.yaml for vLLM, llama.cpp's server or Ollama, checked as written. */
-const README = readFileSync(join(import.meta.dirname, '../../src/engine/README.md'), 'utf8');
+const README = readFileSync(join(import.meta.dirname, '../../packages/engine/README.md'), 'utf8');
 const block = (first: string) => [...README.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.startsWith(first));
 
 describe("the engine README's upstream example", () => {

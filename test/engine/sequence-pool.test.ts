@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EngineHttpError } from '../../src/engine/server/errors.ts';
-import { SequencePool } from '../../src/engine/server/sequence-pool.ts';
+import { EngineHttpError } from '../../packages/engine/src/server/errors.ts';
+import { SequencePool } from '../../packages/engine/src/server/sequence-pool.ts';
 
 const never = new AbortController().signal;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { StopTextFilter } from '../../src/engine/server/stop-text.ts';
+import { StopTextFilter } from '../../packages/engine/src/server/stop-text.ts';
 
 describe('StopTextFilter', () => {
   it('holds back a tail that may begin a stop sequence and releases it when it does not', () => {

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '../../src/engine/model/make-model.ts';
-import { startEngine, type RunningEngine } from '../../src/engine/server/start-engine.ts';
+import { makeModel } from '../../packages/engine/src/model/make-model.ts';
+import { startEngine, type RunningEngine } from '../../packages/engine/src/server/start-engine.ts';
 
 /**
  * response_format, tools and tool_choice on the built-in engine: JSON grammars keep every sampled

@@ -5,19 +5,32 @@ import { execFileSync } from 'node:child_process';
 const ROOT = join(import.meta.dirname, '../..');
 
 /**
- * A copy of the sources in `work/name`, built with `npm run build`: the installed packages linked one by one, @hpke
- * copied so a test can plant a package inside it.
+ * A copy of the sources and the built-in engine's package in `work/name`, built with `npm run build`: the installed
+ * packages linked one by one, @hpke copied so a test can plant a package inside it.
  */
 export function buildTree(work: string, name: string): string {
   const dir = join(work, name);
   mkdirSync(dir);
-  for (const entry of ['src', 'scripts', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.proxy-only.json'])
+  for (const entry of [
+    'src',
+    'packages/engine',
+    'scripts',
+    'bin',
+    'package.json',
+    'package-lock.json',
+    'tsconfig.json',
+    'tsconfig.build.json',
+    'tsconfig.proxy-only.json',
+  ])
     cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
   mkdirSync(join(dir, 'node_modules'));
   for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
     if (entry === '@hpke') cpSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry), { recursive: true, dereference: true });
-    else symlinkSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry));
+    else if (entry !== '@sigil') symlinkSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry));
   }
+  // The workspace packages as npm links them, the built-in engine to the copy's own.
+  mkdirSync(join(dir, 'node_modules/@sigil'));
+  symlinkSync(join(dir, 'packages/engine'), join(dir, 'node_modules/@sigil/engine'));
   execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH! } });
   return dir;
 }

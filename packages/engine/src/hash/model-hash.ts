@@ -52,3 +52,4 @@ async function listFiles(root: string): Promise<string[]> {
 function compareBytes(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
+export { sha256File } from './hash-file.ts';

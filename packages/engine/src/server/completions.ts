@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Token } from 'node-llama-cpp';
-import type { ChatCompletionsDeps } from './chat-completions.ts';
 import { sseEvent, usageOf, type CompletionIdentity } from './chat-response.ts';
 import { parseCompletionRequest } from './completion-request.ts';
 import { contextLengthExceeded, internalError } from './errors.ts';
 import { generate, type FinishReason, type GenerationResult } from './generate.ts';
+import type { HandlerDeps } from './handler-deps.ts';
 
 function textChoice(text: string, finishReason: FinishReason | null) {
   return { index: 0, text, logprobs: null, finish_reason: finishReason, stop_reason: null };
@@ -24,7 +24,7 @@ function completionBody(identity: CompletionIdentity, text: string, finishReason
 }
 
 /** The prompt's tokens, special tokens read as such and led by BOS, as llama.cpp's server and vLLM tokenize a prompt. */
-function promptTokens(deps: ChatCompletionsDeps, prompt: string): Token[] {
+function promptTokens(deps: HandlerDeps, prompt: string): Token[] {
   const { model } = deps.engine;
   const tokens = model.tokenize(prompt, true);
   const bos = model.tokens.bos;
@@ -32,7 +32,7 @@ function promptTokens(deps: ChatCompletionsDeps, prompt: string): Token[] {
 }
 
 /** POST /v1/completions: plain text in, text (or JSON, with `response_format`) out, as JSON or SSE; no chat template. */
-export async function handleCompletions(body: unknown, res: ServerResponse, deps: ChatCompletionsDeps): Promise<void> {
+export async function handleCompletions(body: unknown, res: ServerResponse, deps: HandlerDeps): Promise<void> {
   const { engine, pool } = deps;
   const request = parseCompletionRequest(body);
   const prompt = promptTokens(deps, request.prompt);

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { answerMessage, StreamedAnswer } from './chat-answer.ts';
-import type { ChatRequest } from './chat-request.ts';
-import type { ChatCompletionsDeps } from './chat-completions.ts';
-import { completionBudget } from './chat-completions.ts';
+import { withChatJob, type ChatJob } from './chat-job.ts';
 import { EngineHttpError, internalError } from './errors.ts';
-import { generate, type GenerationJob } from './generate.ts';
+import { generate } from './generate.ts';
+import type { HandlerDeps } from './handler-deps.ts';
 import { messageBody, messagesErrorBody, messagesErrorEvent, MessagesStream, type MessageIdentity } from './messages-response.ts';
 import { parseMessagesRequest } from './messages-request.ts';
 
@@ -13,7 +12,7 @@ import { parseMessagesRequest } from './messages-request.ts';
  * POST /v1/messages, Anthropic's Messages API: the request read as the chat request it means (messages-request.ts),
  * decoded as chat is (a grammar for tools), answered as a message or its event stream; refusals in that API's shape.
  */
-export async function handleMessages(body: unknown, res: ServerResponse, deps: ChatCompletionsDeps): Promise<void> {
+export async function handleMessages(body: unknown, res: ServerResponse, deps: HandlerDeps): Promise<void> {
   try {
     await answer(body, res, deps);
   } catch (error) {
@@ -23,39 +22,21 @@ export async function handleMessages(body: unknown, res: ServerResponse, deps: C
   }
 }
 
-async function answer(body: unknown, res: ServerResponse, deps: ChatCompletionsDeps): Promise<void> {
-  const { engine, pool } = deps;
+async function answer(body: unknown, res: ServerResponse, deps: HandlerDeps): Promise<void> {
   const request = parseMessagesRequest(body);
-  const { shape, functions } = request.tools;
-  const prompt = engine.renderPrompt(request.messages, functions);
-  const maxTokens = completionBudget(prompt.length, request, engine.contextSize);
-  const grammar =
-    shape.kind === 'text'
-      ? undefined
-      : shape.kind === 'tools'
-        ? await engine.toolsGrammar(shape.tools, shape.mode, shape.parallel)
-        : await engine.jsonGrammar(shape.schema);
-  const aborter = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) aborter.abort();
-  });
-  const sequence = await pool.acquire(aborter.signal);
-  try {
-    const identity: MessageIdentity = { id: `msg_${randomBytes(12).toString('hex')}`, model: engine.name };
-    const job = { engine, sequence, prompt, request, maxTokens, grammar, signal: aborter.signal };
+  await withChatJob(request, res, deps, async (job) => {
+    const identity: MessageIdentity = { id: `msg_${randomBytes(12).toString('hex')}`, model: job.engine.name };
     if (request.stream) return await streamMessage(job, identity, res);
     let text = '';
     const result = await generate({ ...job, onText: (decoded) => (text += decoded) });
     if (result.finishReason === null) return;
-    const { message, finishReason } = answerMessage(shape, engine.toolSyntax, text, result.finishReason);
+    const { message, finishReason } = answerMessage(request.tools.shape, job.engine.toolSyntax, text, result.finishReason);
     const json = JSON.stringify(messageBody(identity, message, finishReason, result));
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
-  } finally {
-    pool.release(sequence);
-  }
+  });
 }
 
-async function streamMessage(job: Omit<GenerationJob<ChatRequest>, 'onText'>, identity: MessageIdentity, res: ServerResponse): Promise<void> {
+async function streamMessage(job: ChatJob, identity: MessageIdentity, res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const events = new MessagesStream(identity);
   res.write(events.start(job.prompt.length));

@@ -1,9 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export interface EngineProcessOptions {
+  /**
+   * The arguments after `node` that run a program answering to `engine --model FILE --host --port ...` (`sigil`'s CLI,
+   * whose `engine` command starts this package's server): the engine cannot know where, or in what form, its host runs.
+   */
+  program: readonly string[];
   modelPath: string;
   threads?: number;
   parallel?: number;
@@ -22,24 +25,15 @@ export interface EngineProcess {
 
 const DEFAULT_START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
-/** Compiled (dist/*.js) the child is plain Node; from the TypeScript sources (tests, development) it needs tsx's loader. */
-const FROM_SOURCES = import.meta.url.endsWith('.ts');
-/** From the artifact (dist/sigil/) the child runs the launcher again, which checks it runs what this process measured. */
-const LAUNCHER_FROM_BUNDLE = '../../bin/sigil.js';
-const MAIN_PATH = import.meta.url.includes('/dist/sigil/')
-  ? fileURLToPath(new URL(LAUNCHER_FROM_BUNDLE, import.meta.url))
-  : fileURLToPath(new URL(FROM_SOURCES ? '../cli/main.ts' : '../cli/main.js', import.meta.url));
-const LOADER_ARGS = FROM_SOURCES ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
 
 /**
- * Runs `sigil engine --model PATH --port 0` as a child process on a free loopback port and resolves once
+ * Runs `PROGRAM engine --model PATH --port 0` (`sigil engine`) as a child process on a free loopback port and resolves once
  * it listens and answers /health. The child is killed by stop(), when this process exits, and (through
  * its IPC channel) when this process dies without a chance to say so.
  */
 export async function startEngineProcess(opts: EngineProcessOptions): Promise<EngineProcess> {
   const args = [
-    ...LOADER_ARGS,
-    MAIN_PATH,
+    ...opts.program,
     'engine',
     '--model',
     opts.modelPath,
