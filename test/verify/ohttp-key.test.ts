@@ -71,7 +71,7 @@ describe('sigil verify: the Oblivious HTTP gateway key', () => {
     const r = await verify(['-v', '--url', sigil.url, '--api-key', sigil.key, '--model', 'm', '--allow-no-tee']);
     expect([r.code, r.stderr]).toEqual([0, '']);
     expect(r.stdout).toContain(
-      '# Oblivious HTTP gateway key: Requests sent through a relay, so that the operator does not learn who sent them, are sealed to a key only the enclave holds. (docs/ohttp.md#checking-the-gateway-key)\n' +
+      '# Oblivious HTTP gateway key: The gateway key that requests sent through an Oblivious HTTP relay are sealed to is the enclave key the attestation vouches for, so neither the relay nor the operator can read what passes through it. (docs/ohttp.md#checking-the-gateway-key)\n' +
         PASSED,
     );
     expect(r.stdout).not.toContain('Oblivious HTTP gateway (docs/ohttp.md)');
