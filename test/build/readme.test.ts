@@ -18,8 +18,10 @@ describe("the README's snippets work as written", () => {
   });
 
   it('every chat request in it bounds the answer with max_tokens, as the random demo model never stops on its own', () => {
-    const requests = [...README.matchAll(/chat\.completions\.create\(([^\n]*)\)|-d '(\{"model"[^']*)'/g)].map((m) => m[1] ?? m[2]!);
-    expect(requests.length).toBe(2);
+    const requests = [...README.matchAll(/chat\.completions\.create\(([^\n]*)\)|-d '(\{"model"[^']*)'/g)]
+      .map((m) => m[1] ?? m[2]!)
+      .filter((request) => request.includes('messages'));
+    expect(requests.length).toBe(3);
     for (const request of requests) expect(request).toMatch(/max_tokens"?: ?\d+/);
   });
 
