@@ -11,8 +11,11 @@ ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b12
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-# The built-in engine's workspace package (@sigil/engine): linked by the install, bundled by the build.
+# The workspaces the lock file names: the client package, the built-in engine (@sigil/engine, linked by the install,
+# bundled by the build) and the empty stand-ins that keep node-llama-cpp's GPU builds out (packaging/no-gpu-builds).
+COPY packages/client/package.json ./packages/client/
 COPY packages/engine/package.json ./packages/engine/
+COPY packaging ./packaging
 # npm install honours the lock file; npm ci would refuse it (optional platform packages absent from the registry).
 # No install scripts: this stage only compiles and bundles, and node-llama-cpp is here for its types.
 RUN npm install --ignore-scripts --no-audit --no-fund
