@@ -5,20 +5,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUILD_INPUTS } from './build-inputs.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const stamp = join(root, 'dist/.built');
-const INPUTS = [
-  'src',
-  'packages/engine',
-  'scripts',
-  'bin',
-  'package.json',
-  'package-lock.json',
-  'tsconfig.json',
-  'tsconfig.build.json',
-  'tsconfig.proxy-only.json',
-];
 
 /** The newest modification time below a path, in ms. */
 function newest(path) {
@@ -28,7 +18,7 @@ function newest(path) {
   return readdirSync(path).reduce((latest, entry) => Math.max(latest, newest(join(path, entry))), stat.mtimeMs);
 }
 
-const changed = INPUTS.reduce((latest, input) => Math.max(latest, newest(join(root, input))), 0);
+const changed = BUILD_INPUTS.reduce((latest, input) => Math.max(latest, newest(join(root, input))), 0);
 if (existsSync(stamp) && statSync(stamp).mtimeMs >= changed) {
   process.stderr.write('build: dist/ is up to date with the sources, not rebuilding\n');
 } else {

@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdtempSync, rmSync, statSync, symlinkSync, utimesS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { BUILD_INPUTS } from '../../scripts/build-inputs.mjs';
 
 const ROOT = join(import.meta.dirname, '../..');
 const app = mkdtempSync(join(tmpdir(), 'sigil-prestart-'));
@@ -13,17 +14,7 @@ const prestart = () => spawnSync(process.execPath, ['scripts/build-if-stale.mjs'
 
 describe("npm start's prestart", () => {
   it('builds when nothing was built, skips the build when nothing changed, and builds again after a source changes', () => {
-    for (const entry of [
-      'src',
-      'packages/engine',
-      'scripts',
-      'bin',
-      'package.json',
-      'package-lock.json',
-      'tsconfig.json',
-      'tsconfig.build.json',
-      'tsconfig.proxy-only.json',
-    ]) {
+    for (const entry of BUILD_INPUTS) {
       cpSync(join(ROOT, entry), join(app, entry), { recursive: true });
     }
     symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));

@@ -1,6 +1,7 @@
 import { cpSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { BUILD_INPUTS } from '../../scripts/build-inputs.mjs';
 
 const ROOT = join(import.meta.dirname, '../..');
 
@@ -11,18 +12,7 @@ const ROOT = join(import.meta.dirname, '../..');
 export function buildTree(work: string, name: string): string {
   const dir = join(work, name);
   mkdirSync(dir);
-  for (const entry of [
-    'src',
-    'packages/engine',
-    'scripts',
-    'bin',
-    'package.json',
-    'package-lock.json',
-    'tsconfig.json',
-    'tsconfig.build.json',
-    'tsconfig.proxy-only.json',
-  ])
-    cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+  for (const entry of BUILD_INPUTS) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
   mkdirSync(join(dir, 'node_modules'));
   for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
     if (entry === '@hpke') cpSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry), { recursive: true, dereference: true });
