@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -8,5 +9,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // At least two: on two cores vitest's default is one, and most of a file's time is spent waiting on a socket or a
+    // child process, while the other core idles.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
   },
 });
