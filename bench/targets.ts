@@ -144,6 +144,43 @@ type Measured = Omit<Sample, 'round' | 'scenario' | 'variant' | 'cpuUs' | 'busy'
 
 const agent = new Agent({ connections: 256 });
 
+/** What the sealed and oblivious stream phases count: streams whole or not, reads, errors, the first problem. */
+class StreamTally {
+  ok = 0;
+  bad = 0;
+  merged = 0;
+  reads = 0;
+  errors = 0;
+  problem: string | undefined;
+
+  fail(problem: string): void {
+    this.errors++;
+    this.problem ??= problem;
+  }
+
+  checked(check: ReturnType<StreamReader['finish']>): void {
+    if (check.ok) this.ok++;
+    else {
+      this.bad++;
+      this.problem ??= check.problem;
+    }
+  }
+
+  measured(tokens: number, seconds: number): Measured {
+    return {
+      units: this.ok * tokens,
+      seconds,
+      perSecond: (this.ok * tokens) / seconds,
+      errors: this.errors,
+      streamsOk: this.ok,
+      streamsBad: this.bad,
+      mergedReads: this.merged,
+      reads: this.reads,
+      ...(this.problem === undefined ? {} : { problem: this.problem }),
+    };
+  }
+}
+
 /** EHBP streams from this process: each answer opened frame by frame and checked as load-client checks a clear one. */
 async function sealedStreams(proxy: Proxy, concurrency: number, tokens: number, s: number, start: () => void): Promise<Measured> {
   const perLoop = Math.ceil((s * 1000) / (tokens * CHUNK_MS)) + 1;
@@ -151,11 +188,8 @@ async function sealedStreams(proxy: Proxy, concurrency: number, tokens: number, 
   const url = `${base}${proxy.target.path}`;
   const identity = await fetchServerIdentity(base, agent);
   const prepared = await sealBatch(identity, url, proxy.target.headers, body(true, tokens), concurrency * perLoop);
-  const tally = { ok: 0, bad: 0, merged: 0, reads: 0, errors: 0, problem: undefined as string | undefined };
-  const fail = (problem: string) => {
-    tally.errors++;
-    tally.problem ??= problem;
-  };
+  const tally = new StreamTally();
+  const fail = (problem: string) => tally.fail(problem);
   start();
   const read = async (response: Dispatcher.ResponseData, one: SealedRequest) => {
     if (response.statusCode !== 200) return fail(`status ${response.statusCode}: ${(await response.body.text()).slice(0, 160)}`);
@@ -164,12 +198,7 @@ async function sealedStreams(proxy: Proxy, concurrency: number, tokens: number, 
       tally.reads++;
       reader.read(Buffer.from(frame).toString('latin1'), 0);
     }
-    const check = reader.finish();
-    if (check.ok) tally.ok++;
-    else {
-      tally.bad++;
-      tally.problem ??= check.problem;
-    }
+    tally.checked(reader.finish());
   };
   const sent = await sendBackToBack(
     url,
@@ -180,17 +209,7 @@ async function sealedStreams(proxy: Proxy, concurrency: number, tokens: number, 
     (response, one) => read(response, one).catch((err: Error) => fail(err.message)),
     (err) => fail(`${err.message} (${url})`),
   );
-  return {
-    units: tally.ok * tokens,
-    seconds: sent.seconds,
-    perSecond: (tally.ok * tokens) / sent.seconds,
-    errors: tally.errors,
-    streamsOk: tally.ok,
-    streamsBad: tally.bad,
-    mergedReads: tally.merged,
-    reads: tally.reads,
-    ...(tally.problem === undefined ? {} : { problem: tally.problem }),
-  };
+  return tally.measured(tokens, sent.seconds);
 }
 
 /** JSON requests from this process, sealed (before the phase) or in the clear, so both go through the same client. */
@@ -264,11 +283,8 @@ async function obliviousStreams(proxy: Proxy, concurrency: number, tokens: numbe
   const base = `http://${proxy.target.host}:${proxy.target.port}`;
   const url = `${base}${GATEWAY_PATH}`;
   const prepared = await encapsulateBatch(base, proxy.target.path, proxy.target.headers, body(true, tokens), concurrency * perLoop, 'chunked');
-  const tally = { ok: 0, bad: 0, merged: 0, reads: 0, errors: 0, problem: undefined as string | undefined };
-  const fail = (problem: string) => {
-    tally.errors++;
-    tally.problem ??= problem;
-  };
+  const tally = new StreamTally();
+  const fail = (problem: string) => tally.fail(problem);
   start();
   const read = async (response: Dispatcher.ResponseData, one: SealedRequest) => {
     if (response.statusCode !== 200) return fail(`status ${response.statusCode}: ${(await response.body.text()).slice(0, 160)}`);
@@ -289,12 +305,7 @@ async function obliviousStreams(proxy: Proxy, concurrency: number, tokens: numbe
     take([opener.end()]);
     binary.end();
     if (status !== 200) return fail(`inner status ${status}`);
-    const check = reader.finish();
-    if (check.ok) tally.ok++;
-    else {
-      tally.bad++;
-      tally.problem ??= check.problem;
-    }
+    tally.checked(reader.finish());
   };
   const sent = await sendBackToBack(
     url,
@@ -305,17 +316,7 @@ async function obliviousStreams(proxy: Proxy, concurrency: number, tokens: numbe
     (response, one) => read(response, one).catch((err: Error) => fail(err.message)),
     (err) => fail(`${err.message} (${url})`),
   );
-  return {
-    units: tally.ok * tokens,
-    seconds: sent.seconds,
-    perSecond: (tally.ok * tokens) / sent.seconds,
-    errors: tally.errors,
-    streamsOk: tally.ok,
-    streamsBad: tally.bad,
-    mergedReads: tally.merged,
-    reads: tally.reads,
-    ...(tally.problem === undefined ? {} : { problem: tally.problem }),
-  };
+  return tally.measured(tokens, sent.seconds);
 }
 
 /** A proxy that died mid-run would turn every later phase into connection errors: stop there, with the end of its log. */
