@@ -4,9 +4,10 @@ import { connectCommand } from '../../src/cli/connect.ts';
 import { startObliviousRelay, type RunningRelay } from '../../src/cli/ohttp-relay.ts';
 import type { RunningConnect } from '../../src/connect/start.ts';
 import type { ConnectStatus } from '../../src/connect/status.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import type { RecordingProxy } from '../support/recording-proxy.ts';
+import type { TestEngine } from '../support/test-engine.ts';
+import type { TestSigil } from '../support/sigil.ts';
+import { startRelayedSigil, type RelayedSigil } from '../support/relayed-sigil.ts';
 
 /**
  * Issue 51: `sigil connect --ohttp-relay URL`. The service is named by a URL connect never contacts; the relay, on its
@@ -17,19 +18,15 @@ let sigil: TestSigil;
 let wire: RecordingProxy;
 let relay: RunningRelay;
 
+let chain: RelayedSigil;
+
 beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
-  const { hostname, port } = new URL(sigil.url);
-  wire = await startRecordingProxy({ host: hostname, port: Number(port) });
-  relay = await startObliviousRelay({ gateway: wire.url, host: '127.0.0.2', port: 0, localAddress: '127.0.0.3' });
+  chain = await startRelayedSigil();
+  ({ engine, sigil, wire, relay } = chain);
 });
 
 afterAll(async () => {
-  await relay.close();
-  await wire.close();
-  await sigil.close(0);
-  await engine.close();
+  await chain.close();
 });
 
 /** Runs the command in-process; `during` gets the running endpoint, and the command stops when it returns. */

@@ -19,15 +19,15 @@ import {
   type KeyConfig,
 } from '../../src/protocol/ohttp.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
+import type { TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import { RELAY_EGRESS, startRelayedSigil, type RelayedSigil } from '../support/relayed-sigil.ts';
 
 /**
  * Issue 51: the attested client through an Oblivious HTTP relay. The client reaches only the relay (listening on
  * 127.0.0.2); the relay reaches Sigil from 127.0.0.3 through a recording proxy: every byte Sigil's socket received is
  * in its record, so the test can show that nothing but sealed gateway requests ever reached the service.
  */
-const RELAY_EGRESS = '127.0.0.3';
 const SERVICE = 'https://sigil.inside/v1';
 const PROMPT = 'the secret question about a rash';
 
@@ -36,19 +36,15 @@ let sigil: TestSigil;
 let wire: RecordingProxy;
 let relay: RunningRelay;
 
+let chain: RelayedSigil;
+
 beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
-  const { hostname, port } = new URL(sigil.url);
-  wire = await startRecordingProxy({ host: hostname, port: Number(port) });
-  relay = await startObliviousRelay({ gateway: wire.url, host: '127.0.0.2', port: 0, localAddress: RELAY_EGRESS });
+  chain = await startRelayedSigil();
+  ({ engine, sigil, wire, relay } = chain);
 });
 
 afterAll(async () => {
-  await relay.close();
-  await wire.close();
-  await sigil.close(0);
-  await engine.close();
+  await chain.close();
 });
 
 /** The request lines that reached Sigil's socket: method and path. */

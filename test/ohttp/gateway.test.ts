@@ -3,14 +3,15 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createObliviousFetch, fetchGatewayKeys, ObliviousRelayError } from '../../src/client/ohttp-fetch.ts';
 import { encapsulateRequest } from '../../src/client/ohttp-encapsulate.ts';
-import { startObliviousRelay, type RunningRelay } from '../../src/cli/ohttp-relay.ts';
+import type { RunningRelay } from '../../src/cli/ohttp-relay.ts';
 import { decodeResponse, encodeRequest } from '../../src/protocol/bhttp.ts';
 import { encodeKeyConfig, parseKeyConfigs, type KeyConfig } from '../../src/protocol/ohttp.ts';
 import { splitReceiptStream } from '../../src/verify/index.ts';
 import { expectVerifiedReceipt } from '../support/receipts.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
-import { startTestSigil, type TestSigil } from '../support/sigil.ts';
+import type { RecordingProxy } from '../support/recording-proxy.ts';
+import type { TestEngine } from '../support/test-engine.ts';
+import type { TestSigil } from '../support/sigil.ts';
+import { RELAY_EGRESS, startRelayedSigil, type RelayedSigil } from '../support/relayed-sigil.ts';
 
 /**
  * Issue 51: client → relay → Sigil on loopback, each on its own address (the client 127.0.0.4, the relay listening on
@@ -18,7 +19,6 @@ import { startTestSigil, type TestSigil } from '../support/sigil.ts';
  * forwards is all it could read or keep.
  */
 const CLIENT_ADDRESS = '127.0.0.4';
-const RELAY_EGRESS = '127.0.0.3';
 const PROMPT = 'the secret question about a rash';
 
 let engine: TestEngine;
@@ -29,20 +29,16 @@ let keys: KeyConfig[];
 const clientAgent = new Agent({ localAddress: CLIENT_ADDRESS });
 const fromClient = ((input: string, init?: object) => undiciFetch(input, { ...init, dispatcher: clientAgent })) as unknown as typeof fetch;
 
+let chain: RelayedSigil;
+
 beforeAll(async () => {
-  engine = await startTestEngine({ modelNames: ['m'] });
-  sigil = await startTestSigil({ upstreams: { e: { url: engine.baseUrl } }, models: [{ id: 'm' }] });
-  const { hostname, port } = new URL(sigil.url);
-  wire = await startRecordingProxy({ host: hostname, port: Number(port) });
-  relay = await startObliviousRelay({ gateway: wire.url, host: '127.0.0.2', port: 0, localAddress: RELAY_EGRESS });
+  chain = await startRelayedSigil();
+  ({ engine, sigil, wire, relay } = chain);
   keys = await fetchGatewayKeys(relay.url, { fetch: fromClient });
 });
 
 afterAll(async () => {
-  await relay.close();
-  await wire.close();
-  await sigil.close(0);
-  await engine.close();
+  await chain.close();
   await clientAgent.close();
 });
 
