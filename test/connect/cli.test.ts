@@ -4,12 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectCommand } from '../../src/cli/connect.ts';
-import type { RunningConnect } from '../../src/connect/start.ts';
 import { startForgingProxy } from '../support/forging-proxy.ts';
 import { startTestEngine, type TestEngine } from '../support/test-engine.ts';
 import { startTestSigil, type TestSigil } from '../support/sigil.ts';
 import { runSigilVerify } from '../support/cli.ts';
+import { sigilConnect } from '../support/connect-command.ts';
 
 /** `sigil connect` as a command: what it refuses before anything is sent, a run with --audit-dir, and `sigil verify --audit` over it. */
 let engine: TestEngine;
@@ -31,25 +30,6 @@ interface Run {
   code: number;
   stdout: string;
   stderr: string;
-}
-
-/** Runs the command in-process; `during` gets the running endpoint, and the command stops when it returns. */
-async function sigilConnect(argv: string[], during?: (running: RunningConnect) => Promise<void>): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  let work: Promise<void> = Promise.resolve();
-  const code = await connectCommand(argv, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    stopped,
-    onListening: (running) => {
-      work = (during?.(running) ?? Promise.resolve()).finally(stop);
-    },
-  });
-  await work;
-  return { code, stdout, stderr };
 }
 
 const sigilVerify = (argv: string[]): Promise<Run> => runSigilVerify(argv);

@@ -1,13 +1,12 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectCommand } from '../../src/cli/connect.ts';
 import { startObliviousRelay, type RunningRelay } from '../../src/cli/ohttp-relay.ts';
-import type { RunningConnect } from '../../src/connect/start.ts';
 import type { ConnectStatus } from '../../src/connect/status.ts';
 import type { RecordingProxy } from '../support/recording-proxy.ts';
 import type { TestEngine } from '../support/test-engine.ts';
 import type { TestSigil } from '../support/sigil.ts';
 import { startRelayedSigil, type RelayedSigil } from '../support/relayed-sigil.ts';
+import { sigilConnect } from '../support/connect-command.ts';
 
 /**
  * Issue 51: `sigil connect --ohttp-relay URL`. The service is named by a URL connect never contacts; the relay, on its
@@ -28,25 +27,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await chain.close();
 });
-
-/** Runs the command in-process; `during` gets the running endpoint, and the command stops when it returns. */
-async function sigilConnect(argv: string[], during: (running: RunningConnect) => Promise<void>): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  let work: Promise<void> = Promise.resolve();
-  const code = await connectCommand(argv, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    stopped,
-    onListening: (running) => {
-      work = during(running).finally(stop);
-    },
-  });
-  await work;
-  return { code, stdout, stderr };
-}
 
 describe('sigil connect --ohttp-relay URL', () => {
   it('answers the openai client through the relay, and /status and the status page say a relay is used', async () => {
